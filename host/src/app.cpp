@@ -1,0 +1,356 @@
+#include "app.hpp"
+
+#include "core.hpp"
+#include "http.hpp"
+#include "plugins.hpp"
+#include "runtime.hpp"
+#include "util.hpp"
+
+#include <Poco/AutoPtr.h>
+#include <Poco/ConsoleChannel.h>
+#include <Poco/FormattingChannel.h>
+#include <Poco/PatternFormatter.h>
+#include <Poco/Util/ServerApplication.h>
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <mutex>
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace hangar::host {
+
+namespace {
+
+struct Args {
+    std::string command; // serve | agent | admin | version | help
+    std::vector<std::string> positional;
+    std::map<std::string, std::string> options; // --key=value or --key value
+};
+
+Args parse_args(int argc, char **argv) {
+    Args a;
+    std::vector<std::string> v(argv + 1, argv + argc);
+    for (std::size_t i = 0; i < v.size(); ++i) {
+        const auto &s = v[i];
+        if (s.rfind("--", 0) == 0) {
+            auto eq = s.find('=');
+            if (eq != std::string::npos) a.options[s.substr(2, eq - 2)] = s.substr(eq + 1);
+            else if (i + 1 < v.size() && v[i + 1].rfind("--", 0) != 0) a.options[s.substr(2)] = v[++i];
+            else a.options[s.substr(2)] = "true";
+        } else if (a.command.empty()) {
+            a.command = s;
+        } else {
+            a.positional.push_back(s);
+        }
+    }
+    if (a.command.empty()) a.command = "serve";
+    return a;
+}
+
+void setup_logging(const std::string &level) {
+    Poco::AutoPtr<Poco::PatternFormatter> fmt(new Poco::PatternFormatter("%Y-%m-%d %H:%M:%S.%i %p %s: %t"));
+    Poco::AutoPtr<Poco::ConsoleChannel> console(new Poco::ConsoleChannel(std::cerr));
+    Poco::AutoPtr<Poco::FormattingChannel> channel(new Poco::FormattingChannel(fmt, console));
+    Poco::Logger::root().setChannel(channel);
+    Poco::Logger::root().setLevel(level.empty() ? "information" : level);
+    Poco::Logger::setLevel("", Poco::Logger::parseLevel(level.empty() ? "information" : level));
+}
+
+// Kernel API areas and the plugin that serves each, so a request to an area without its plugin
+// gets "disabled" (404) or "not implemented" (501) instead of a bare "no route".
+const std::vector<std::pair<std::string, std::string>> kAreas = {
+    {"/browsers", "browsers"}, {"/browser", "browsers"},
+    {"/browsers/{id}/fs", "fs"}, {"/browsers/{id}/process", "process"},
+    {"/browsers/{id}/computer", "computer"}, {"/browsers/{id}/logs", "logs"},
+    {"/browsers/{id}/replays", "replays"}, {"/browsers/{id}/playwright", "playwright"},
+    {"/browsers/{id}/telemetry", "telemetry"}, {"/browsers/{id}/extensions", "extensions"},
+    {"/browsers/{id}/curl", "curl"}, {"/profiles", "profiles"}, {"/extensions", "extensions"},
+    {"/proxies", "proxies"}, {"/browser_pools", "pools"}, {"/credentials", "credentials"},
+    {"/org/credential_providers", "credentials"}, {"/auth/connections", "managed-auth"},
+    {"/deployments", "apps"}, {"/apps", "apps"}, {"/invocations", "apps"}, {"/projects", "org"},
+    {"/org", "org"}, {"/audit-logs", "org"}, {"/api_keys", "org"},
+};
+
+// Routes the host itself serves, registered like a plugin's.
+PluginRecord &host_record() {
+    static PluginRecord rec = [] {
+        PluginRecord r;
+        r.name = "host";
+        r.logger = &Poco::Logger::get("hangar");
+        return r;
+    }();
+    return rec;
+}
+
+void json_reply(hangar_response *res, int status, const json &body) {
+    res->status = status;
+    res->content_type = "application/json";
+    res->body = body.dump();
+}
+
+std::vector<std::string> plugin_dirs(const Config &cfg, const std::string &exe) {
+    std::vector<std::string> dirs;
+    auto extra = cfg.get("plugins.extra_dirs", "");
+    for (auto &d : split(extra, ':'))
+        if (!d.empty()) dirs.push_back(fs::absolute(d).lexically_normal().string());
+    dirs.push_back(cfg.get("plugins.dir", (fs::path(exe).parent_path() / "../lib/hangar/plugins").lexically_normal().string()));
+    return dirs;
+}
+
+// Waits for SIGTERM/SIGINT/SIGQUIT or a programmatic stop.
+class Termination {
+public:
+    void request() {
+        std::lock_guard lock(m_);
+        stop_ = true;
+        cv_.notify_all();
+    }
+    void wait() {
+        std::thread watcher([this] {
+            sigset_t set;
+            sigemptyset(&set);
+            sigaddset(&set, SIGTERM);
+            sigaddset(&set, SIGINT);
+            sigaddset(&set, SIGQUIT);
+            sigaddset(&set, SIGUSR2); // used to wake the watcher on a programmatic stop
+            int sig = 0;
+            sigwait(&set, &sig);
+            request();
+        });
+        {
+            std::unique_lock lock(m_);
+            cv_.wait(lock, [this] { return stop_; });
+        }
+        ::pthread_kill(watcher.native_handle(), SIGUSR2);
+        watcher.join();
+    }
+
+private:
+    std::mutex m_;
+    std::condition_variable cv_;
+    bool stop_ = false;
+};
+
+class HangarApp : public Poco::Util::ServerApplication {
+public:
+    explicit HangarApp(Args args) : args_(std::move(args)) {}
+
+protected:
+    void defineOptions(Poco::Util::OptionSet &) override {} // options are parsed before Poco sees argv
+
+    int main(const std::vector<std::string> &) override {
+        try {
+            if (args_.command == "serve") return serve();
+            if (args_.command == "agent") return agent();
+            if (args_.command == "admin") return admin();
+            if (args_.command == "version") {
+                std::cout << "hangar " << HANGAR_VERSION << " (plugin ABI v" << HANGAR_ABI_VERSION << ")\n";
+                return 0;
+            }
+            std::cerr << "usage: hangar [serve|agent|admin|version] [--config=FILE]\n"
+                         "  hangar admin project create NAME\n"
+                         "  hangar admin key create [--project PROJECT_ID] [--name NAME]\n";
+            return args_.command == "help" ? 0 : 64;
+        } catch (const std::exception &e) {
+            std::cerr << "hangar: " << e.what() << "\n";
+            return 1;
+        }
+    }
+
+private:
+    std::string option(const std::string &name, const std::string &fallback = "") const {
+        auto it = args_.options.find(name);
+        return it == args_.options.end() ? fallback : it->second;
+    }
+
+    std::unique_ptr<Config> load_config() {
+        std::string exe = executable_path();
+        auto env = Config::process_environment();
+        std::string explicit_path = option("config", env.count("HANGAR_CONFIG") ? env["HANGAR_CONFIG"] : "");
+        auto cfg = std::make_unique<Config>(find_config_file(explicit_path, exe), env);
+        setup_logging(cfg->get("logging.level", "information"));
+        return cfg;
+    }
+
+    std::string data_dir(const Config &cfg) {
+        auto dir = fs::absolute(cfg.get("server.data_dir", ".data")).lexically_normal().string();
+        fs::create_directories(dir);
+        // Others may traverse (instances run as an unprivileged user and need to reach their own
+        // folder) but not list or read: the database and secrets inside are 0600.
+        ::chmod(dir.c_str(), 0711);
+        return dir;
+    }
+
+    int serve() {
+        auto cfg = load_config();
+        auto &log = Poco::Logger::get("hangar");
+        std::string exe = executable_path();
+        HostCore core(HANGAR_ROLE_SERVER, *cfg);
+        core.data_dir = data_dir(*cfg);
+        core.max_body_bytes = static_cast<std::size_t>(cfg->get_int("server.max_body_bytes", 64ll << 20));
+        core.public_url = cfg->get("server.public_url", "");
+        core.area_prefixes = kAreas;
+        core.store = std::make_unique<Store>(core.data_dir + "/hangar.db");
+        core.auth = std::make_unique<Auth>(*core.store);
+        core.tokens = std::make_unique<Tokens>(core.data_dir + "/token.secret");
+        std::string generated = core.auth->bootstrap(cfg->get("auth.bootstrap_key", ""), core.data_dir + "/bootstrap-api-key");
+        if (!generated.empty())
+            std::cout << "bootstrap API key (shown once; also in " << core.data_dir << "/bootstrap-api-key): " << generated
+                      << std::endl;
+
+        auto dirs = plugin_dirs(*cfg, exe);
+        auto enabled = cfg->enabled_plugins();
+        for (auto &d : cfg->disabled_plugins()) core.disabled_plugins.insert(d);
+        RuntimeOptions ropt;
+        ropt.data_dir = core.data_dir;
+        ropt.exe = exe;
+        ropt.config_file = cfg->main_file();
+        ropt.plugin_dirs = dirs;
+        ropt.enabled_plugins = enabled;
+        ropt.sandbox_user = cfg->get("sandbox.user", "");
+        ropt.memory_limit_bytes = static_cast<std::uint64_t>(cfg->get_int("sandbox.memory_limit_mb", 4096)) << 20;
+        ropt.start_timeout_ms = static_cast<int>(cfg->get_int("sandbox.start_timeout_ms", 30000));
+        ropt.use_bwrap = cfg->get_bool("sandbox.bwrap", true);
+        Runtime runtime(ropt, log);
+        runtime.cleanup_leftovers();
+        core.runtime = &runtime;
+        log.information("instance memory limit: cgroup %s", runtime.cgroup_mode());
+
+        core.router.add("GET", "/healthz", {&host_record(), [](void *, hangar_request *, hangar_response *res) {
+                                                json_reply(res, 200, {{"status", "ok"}});
+                                            }, nullptr, HANGAR_ROUTE_PUBLIC});
+
+        PluginManager plugins(core);
+        plugins.load(dirs, enabled);
+
+        std::uint16_t port = 0;
+        auto server = make_tcp_server(core, cfg->get("server.listen", "127.0.0.1:8080"), port);
+        server->start();
+        auto listen = cfg->get("server.listen", "127.0.0.1:8080");
+        std::string host = listen.substr(0, listen.rfind(':'));
+        std::cout << "hangar listening on http://" << (host == "0.0.0.0" ? "127.0.0.1" : host) << ":" << port << std::endl;
+
+        Termination term;
+        term.wait();
+        log.information("shutting down");
+        server->stop();
+        core.loop.stop();
+        server->stopAll(true);
+        plugins.stop_all();
+        runtime.stop_all();
+        log.information("stopped");
+        return 0;
+    }
+
+    int agent() {
+        auto cfg = load_config();
+        auto &log = Poco::Logger::get("hangar");
+        int ready_fd = std::stoi(option("ready-fd", "-1"));
+        auto report = [&](const std::string &line) {
+            if (ready_fd < 0) return;
+            std::string l = line + "\n";
+            [[maybe_unused]] auto n = ::write(ready_fd, l.data(), l.size());
+            ::close(ready_fd);
+            ready_fd = -1;
+        };
+        try {
+            HostCore core(HANGAR_ROLE_INSTANCE, *cfg);
+            core.instance_dir = option("instance-dir", "/run/hangar");
+            core.max_body_bytes = static_cast<std::size_t>(cfg->get_int("server.max_body_bytes", 64ll << 20));
+            Termination term;
+            core.router.add("POST", "/_agent/shutdown", {&host_record(), [](void *user, hangar_request *, hangar_response *res) {
+                                                             static_cast<Termination *>(user)->request();
+                                                             res->status = 204;
+                                                         }, &term, 0});
+            core.router.add("GET", "/_agent/health", {&host_record(), [](void *, hangar_request *, hangar_response *res) {
+                                                          json_reply(res, 200, {{"status", "ok"}});
+                                                      }, nullptr, 0});
+            std::vector<std::string> dirs, enabled;
+            for (auto &d : split(option("plugin-dirs"), ':'))
+                if (!d.empty()) dirs.push_back(d);
+            for (auto &p : split(option("plugins"), ','))
+                if (!p.empty()) enabled.push_back(p);
+            PluginManager plugins(core);
+            plugins.load(dirs, enabled);
+            auto server = make_unix_server(core, core.instance_dir + "/agent.sock");
+            server->start();
+            report("ready");
+            log.information("agent ready");
+            term.wait();
+            log.information("agent stopping");
+            plugins.stop_all();
+            server->stop();
+            core.loop.stop();
+            server->stopAll(true);
+            return 0;
+        } catch (const std::exception &e) {
+            log.error("agent failed: %s", std::string(e.what()));
+            report(std::string("error: ") + e.what());
+            return 1;
+        }
+    }
+
+    int admin() {
+        auto cfg = load_config();
+        Store store(data_dir(*cfg) + "/hangar.db");
+        Auth auth(store);
+        auth.bootstrap(cfg->get("auth.bootstrap_key", ""), data_dir(*cfg) + "/bootstrap-api-key");
+        auto &p = args_.positional;
+        if (p.size() >= 3 && p[0] == "project" && p[1] == "create") {
+            std::cout << auth.create_project(p[2]) << std::endl;
+            return 0;
+        }
+        if (p.size() >= 2 && p[0] == "key" && p[1] == "create") {
+            std::cout << auth.create_key(option("name", "admin-created"), option("project", "")) << std::endl;
+            return 0;
+        }
+        std::cerr << "usage: hangar admin project create NAME | hangar admin key create [--project ID] [--name NAME]\n";
+        return 64;
+    }
+
+    Args args_;
+};
+
+} // namespace
+
+std::string executable_path() {
+    std::error_code ec;
+    auto p = fs::read_symlink("/proc/self/exe", ec);
+    return ec ? std::string("hangar") : p.string();
+}
+
+std::string find_config_file(const std::string &explicit_path, const std::string &exe) {
+    if (!explicit_path.empty()) {
+        if (!fs::exists(explicit_path)) throw std::runtime_error("config file not found: " + explicit_path);
+        return fs::absolute(explicit_path).string();
+    }
+    for (const auto &candidate : {fs::path(exe).parent_path() / "../../etc/hangar.ini", fs::path("/etc/hangar/hangar.ini")})
+        if (fs::exists(candidate)) return fs::absolute(candidate).lexically_normal().string();
+    return {};
+}
+
+int run_main(int argc, char **argv) {
+    // Block termination signals before any thread exists so they reach only the waiting thread;
+    // a write to a closed socket must fail with EPIPE, never kill the process.
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGQUIT);
+    sigaddset(&set, SIGUSR2);
+    pthread_sigmask(SIG_BLOCK, &set, nullptr);
+    ::signal(SIGPIPE, SIG_IGN);
+    HangarApp app(parse_args(argc, argv));
+    char *poco_argv[] = {argv[0], nullptr};
+    return app.run(1, poco_argv);
+}
+
+} // namespace hangar::host

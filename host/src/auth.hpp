@@ -1,0 +1,52 @@
+// API keys, organisations and projects: who is calling, and on behalf of which project.
+#pragma once
+
+#include "store.hpp"
+
+#include <optional>
+#include <string>
+#include <variant>
+
+namespace hangar::host {
+
+struct Caller {
+    std::string org_id;
+    std::string project_id;
+    std::string key_id;
+    bool project_scoped = false;
+    nlohmann::json to_json() const;
+};
+
+// A refusal with its HTTP status and wire code.
+struct AuthFailure {
+    int status;
+    std::string code;
+    std::string message;
+};
+
+class Auth {
+public:
+    explicit Auth(Store &store);
+
+    // Creates the default org and project when missing. With `bootstrap_key` set, that key is
+    // (re)registered as an org-wide key; otherwise one is generated on first start. Returns the
+    // generated key when one was made (to print once), or an empty string.
+    std::string bootstrap(const std::string &bootstrap_key, const std::string &key_file);
+
+    // Resolves `Authorization` and `X-Kernel-Project-Id` to a caller, or says why not.
+    std::variant<Caller, AuthFailure> authenticate(const std::optional<std::string> &authorization,
+                                                   const std::optional<std::string> &project_header) const;
+
+    // Admin operations (the `hangar admin` command).
+    std::string create_project(const std::string &name, const std::string &org_id = "");
+    // Returns the plaintext key; only its hash is stored.
+    std::string create_key(const std::string &name, const std::string &project_id = "");
+    std::string default_org() const;
+
+private:
+    std::string insert_key(const std::string &id, const std::string &org, const std::string &project,
+                           const std::string &name, const std::string &plaintext);
+    Store &store_;
+};
+
+} // namespace hangar::host

@@ -1,0 +1,112 @@
+#include "config.hpp"
+
+#include "util.hpp"
+
+#include <Poco/File.h>
+#include <Poco/Path.h>
+#include <Poco/Util/IniFileConfiguration.h>
+#include <Poco/Util/MapConfiguration.h>
+
+#include <algorithm>
+#include <filesystem>
+
+extern char **environ;
+
+namespace hangar::host {
+
+namespace {
+// Environment variables the operator documentation promises, and the keys they override.
+const std::map<std::string, std::string> kEnvKeys = {
+    {"HANGAR_LISTEN", "server.listen"},
+    {"HANGAR_DATA_DIR", "server.data_dir"},
+    {"HANGAR_API_KEY", "auth.bootstrap_key"},
+    {"HANGAR_PLUGIN_DIR", "plugins.extra_dirs"},
+    {"HANGAR_PUBLIC_URL", "server.public_url"},
+    {"HANGAR_LOG_LEVEL", "logging.level"},
+    {"HANGAR_WARM_SPARES", "browsers.warm_spares"},
+    {"HANGAR_SANDBOX_USER", "sandbox.user"},
+};
+} // namespace
+
+Config::Config(const std::string &main_file, const std::map<std::string, std::string> &env)
+    : main_file_(main_file), layers_(new Poco::Util::LayeredConfiguration) {
+    // Lower priority value wins in LayeredConfiguration: env (-100) > plugins.d (-1..) > main (0).
+    if (!main_file.empty()) {
+        layers_->add(new Poco::Util::IniFileConfiguration(main_file), 0);
+        std::filesystem::path dir = std::filesystem::path(main_file).parent_path() / "plugins.d";
+        std::vector<std::filesystem::path> files;
+        std::error_code ec;
+        for (const auto &entry : std::filesystem::directory_iterator(dir, ec))
+            if (entry.path().extension() == ".ini") files.push_back(entry.path());
+        std::sort(files.begin(), files.end());
+        int prio = -1;
+        for (const auto &f : files) {
+            layers_->add(new Poco::Util::IniFileConfiguration(f.string()), prio--);
+            plugin_sections_.push_back(f.stem().string());
+        }
+    }
+    Poco::AutoPtr<Poco::Util::MapConfiguration> envLayer(new Poco::Util::MapConfiguration);
+    for (const auto &[name, key] : kEnvKeys) {
+        auto it = env.find(name);
+        if (it != env.end()) envLayer->setString(key, it->second);
+    }
+    if (auto it = env.find("HANGAR_PLUGINS_ENABLE"); it != env.end())
+        for (auto &name : split(it->second, ','))
+            if (auto t = trim(name); !t.empty()) env_enabled_.push_back(t);
+    layers_->add(envLayer, -100);
+}
+
+std::optional<std::string> Config::get(const std::string &key) const {
+    if (!layers_->hasProperty(key)) return std::nullopt;
+    return layers_->getString(key);
+}
+
+std::string Config::get(const std::string &key, const std::string &fallback) const {
+    auto v = get(key);
+    return v && !v->empty() ? *v : fallback;
+}
+
+long long Config::get_int(const std::string &key, long long fallback) const {
+    auto v = get(key);
+    if (!v || v->empty()) return fallback;
+    try {
+        return std::stoll(*v);
+    } catch (const std::exception &) {
+        return fallback;
+    }
+}
+
+bool Config::get_bool(const std::string &key, bool fallback) const {
+    auto v = get(key);
+    if (!v || v->empty()) return fallback;
+    std::string s = trim(*v);
+    return s == "true" || s == "1" || s == "yes" || s == "on";
+}
+
+std::vector<std::string> Config::enabled_plugins() const {
+    std::vector<std::string> out = env_enabled_;
+    for (const auto &name : plugin_sections_)
+        if (get_bool(name + ".enabled", false) && std::find(out.begin(), out.end(), name) == out.end())
+            out.push_back(name);
+    return out;
+}
+
+std::vector<std::string> Config::disabled_plugins() const {
+    std::vector<std::string> out;
+    auto enabled = enabled_plugins();
+    for (const auto &name : plugin_sections_)
+        if (std::find(enabled.begin(), enabled.end(), name) == enabled.end()) out.push_back(name);
+    return out;
+}
+
+std::map<std::string, std::string> Config::process_environment() {
+    std::map<std::string, std::string> env;
+    for (char **e = environ; e && *e; ++e) {
+        std::string_view kv(*e);
+        auto eq = kv.find('=');
+        if (eq != std::string_view::npos) env.emplace(kv.substr(0, eq), kv.substr(eq + 1));
+    }
+    return env;
+}
+
+} // namespace hangar::host

@@ -1,0 +1,147 @@
+// HostCore: everything one `hangar` process (server or agent) shares, and the concrete types
+// behind the ABI's opaque handles.
+#pragma once
+
+#include "auth.hpp"
+#include "config.hpp"
+#include "event_loop.hpp"
+#include "router.hpp"
+#include "store.hpp"
+#include "tokens.hpp"
+
+#include <hangar/plugin.h>
+
+#include <Poco/Logger.h>
+#include <Poco/Net/HTTPServerRequest.h>
+#include <Poco/Net/HTTPServerResponse.h>
+
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace hangar::host {
+
+class Runtime;
+struct PluginRecord;
+
+struct RouteTarget {
+    PluginRecord *plugin;
+    hangar_handler_fn fn;
+    void *user;
+    std::uint32_t flags;
+};
+
+// Per-key activity: open connections and in-flight calls keep a session from idling out.
+class ActivityTracker {
+public:
+    void begin(const std::string &key);
+    void end(const std::string &key);
+    // 0 while active, ms since the last end otherwise, -1 if never seen.
+    std::int64_t idle_ms(const std::string &key) const;
+
+private:
+    struct Entry {
+        int active = 0;
+        std::int64_t last_end = 0;
+    };
+    mutable std::mutex mutex_;
+    std::map<std::string, Entry> entries_;
+};
+
+class Services {
+public:
+    bool add(const std::string &name, hangar_service_fn fn, void *user);
+    // Returns 404 with a wire error when nobody offers `name`.
+    int call(const std::string &name, std::string_view in, std::string &out) const;
+
+private:
+    mutable std::mutex mutex_;
+    std::map<std::string, std::pair<hangar_service_fn, void *>> services_;
+};
+
+struct HostCore {
+    HostCore(hangar_role role, Config &config);
+    ~HostCore();
+
+    hangar_role role;
+    Config &config;
+    Poco::Logger &log;
+    std::string data_dir;      // server role
+    std::string instance_dir;  // instance role
+    std::unique_ptr<Store> store;
+    std::unique_ptr<Auth> auth;
+    std::unique_ptr<Tokens> tokens;
+    Runtime *runtime = nullptr;
+    EventLoop loop;
+    Router<RouteTarget> router;
+    std::mutex router_mutex; // routes are added during start only; guards against late adds
+    ActivityTracker activity;
+    Services services;
+    std::size_t max_body_bytes = 64u << 20;
+    std::string public_url;
+    // Plugins that exist but are switched off, for a 404 that names them, and known API areas.
+    std::set<std::string> disabled_plugins;
+    std::vector<std::pair<std::string, std::string>> area_prefixes; // path pattern prefix → plugin
+
+    const hangar_host_v1 *api() const;
+    std::string blob_root() const { return data_dir + "/blobs"; }
+};
+
+struct PluginRecord {
+    std::string name;
+    std::string version;
+    std::string file;
+    std::vector<std::string> depends;
+    hangar_plugin_v1 desc{};
+    void *dl = nullptr;
+    bool started = false;
+    Poco::Logger *logger = nullptr;
+    std::unique_ptr<hangar_plugin_ctx> ctx;
+};
+
+} // namespace hangar::host
+
+// The concrete types behind the ABI's opaque handles.
+struct hangar_plugin_ctx {
+    hangar::host::HostCore *core;
+    hangar::host::PluginRecord *plugin;
+};
+
+struct hangar_request {
+    hangar::host::HostCore *core;
+    Poco::Net::HTTPServerRequest &http;
+    std::string method;
+    std::string path;         // decoded
+    std::string raw_path;     // as received
+    std::string query_string; // raw
+    std::vector<std::pair<std::string, std::string>> query; // decoded
+    std::map<std::string, std::string> params;
+    std::string caller_json = "{}";
+    std::string request_id;
+    std::string base_url;
+    std::uint32_t route_flags = 0;
+    std::optional<std::string> body;
+    bool body_failed = false;
+};
+
+struct hangar_response {
+    hangar::host::HostCore *core;
+    hangar_request *req;
+    Poco::Net::HTTPServerResponse &http;
+    int status = 0;
+    std::vector<std::pair<std::string, std::string>> headers;
+    std::string content_type;
+    std::string body;
+    std::optional<std::string> file;
+    bool taken_over = false; // the socket left the HTTP server (stream, relay, upgrade)
+    bool sent = false;       // the response was written directly (plain relay)
+};
+
+struct hangar_stream {
+    std::shared_ptr<hangar::host::SseConnection> conn;
+};

@@ -1,0 +1,482 @@
+// The C function table handed to plugins (hangar_host_v1). Each function converts between the
+// ABI's plain types and the host's C++ objects; nothing here may throw across the boundary.
+#include "core.hpp"
+#include "http.hpp"
+#include "runtime.hpp"
+#include "util.hpp"
+
+#include <Poco/Timer.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <regex>
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace hangar::host {
+
+void ActivityTracker::begin(const std::string &key) {
+    std::lock_guard lock(mutex_);
+    entries_[key].active++;
+}
+
+void ActivityTracker::end(const std::string &key) {
+    std::lock_guard lock(mutex_);
+    auto &e = entries_[key];
+    if (e.active > 0) e.active--;
+    e.last_end = steady_ms();
+}
+
+std::int64_t ActivityTracker::idle_ms(const std::string &key) const {
+    std::lock_guard lock(mutex_);
+    auto it = entries_.find(key);
+    if (it == entries_.end()) return -1;
+    if (it->second.active > 0) return 0;
+    return std::max<std::int64_t>(1, steady_ms() - it->second.last_end);
+}
+
+bool Services::add(const std::string &name, hangar_service_fn fn, void *user) {
+    std::lock_guard lock(mutex_);
+    return services_.emplace(name, std::make_pair(fn, user)).second;
+}
+
+int Services::call(const std::string &name, std::string_view in, std::string &out) const {
+    std::pair<hangar_service_fn, void *> target;
+    {
+        std::lock_guard lock(mutex_);
+        auto it = services_.find(name);
+        if (it == services_.end()) {
+            out = json{{"code", "not_found"}, {"message", "no plugin offers the service " + name}}.dump();
+            return 404;
+        }
+        target = it->second;
+    }
+    hangar_buf buf{nullptr, 0};
+    int status = target.first(target.second, {in.data(), in.size()}, &buf);
+    out.assign(buf.ptr ? buf.ptr : "", buf.len);
+    std::free(buf.ptr);
+    return status;
+}
+
+} // namespace hangar::host
+
+struct hangar_timer {
+    std::unique_ptr<Poco::Timer> timer;
+    hangar_timer_fn fn;
+    void *user;
+    void tick(Poco::Timer &) { fn(user); }
+};
+
+struct hangar_activity {
+    hangar::host::HostCore *core;
+    std::string key;
+};
+
+namespace {
+
+using hangar::host::HostCore;
+
+std::string_view sv(hangar_str s) { return s.ptr ? std::string_view(s.ptr, s.len) : std::string_view(); }
+std::string st(hangar_str s) { return std::string(sv(s)); }
+hangar_str hs(const std::string &s) { return {s.data(), s.size()}; }
+
+int fill(hangar_buf *out, std::string_view data) {
+    if (!out) return 0;
+    out->ptr = static_cast<char *>(std::malloc(data.size() + 1));
+    if (!out->ptr) return -1;
+    std::memcpy(out->ptr, data.data(), data.size());
+    out->ptr[data.size()] = '\0';
+    out->len = data.size();
+    return 0;
+}
+
+template <typename Fn> int guarded(hangar_buf *err, Fn &&fn) {
+    try {
+        return fn();
+    } catch (const std::exception &e) {
+        fill(err, e.what());
+        return -1;
+    } catch (...) {
+        fill(err, "unexpected failure");
+        return -1;
+    }
+}
+
+void buf_free(hangar_buf *buf) {
+    if (!buf) return;
+    std::free(buf->ptr);
+    buf->ptr = nullptr;
+    buf->len = 0;
+}
+
+int buf_alloc(hangar_buf *buf, const char *data, size_t len) { return fill(buf, std::string_view(data, len)); }
+
+void log_fn(hangar_plugin_ctx *ctx, hangar_log_level level, hangar_str message) {
+    auto &l = *ctx->plugin->logger;
+    std::string m = st(message);
+    switch (level) {
+    case HANGAR_LOG_DEBUG: l.debug(m); break;
+    case HANGAR_LOG_INFO: l.information(m); break;
+    case HANGAR_LOG_WARN: l.warning(m); break;
+    default: l.error(m); break;
+    }
+}
+
+int config_get(hangar_plugin_ctx *ctx, hangar_str key, hangar_buf *out) {
+    auto &cfg = ctx->core->config;
+    std::string k = st(key);
+    if (auto v = cfg.get(ctx->plugin->name + "." + k)) return fill(out, *v);
+    if (auto v = cfg.get(k)) return fill(out, *v);
+    return -1;
+}
+
+hangar_role role_fn(hangar_plugin_ctx *ctx) { return ctx->core->role; }
+
+int route_add(hangar_plugin_ctx *ctx, hangar_str method, hangar_str pattern, uint32_t flags, hangar_handler_fn fn,
+              void *user) {
+    std::lock_guard lock(ctx->core->router_mutex);
+    std::string m = st(method);
+    for (auto &c : m) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    bool ok = ctx->core->router.add(m, st(pattern), {ctx->plugin, fn, user, flags});
+    if (!ok) ctx->plugin->logger->error("route " + m + " " + st(pattern) + " is already taken");
+    return ok ? 0 : -1;
+}
+
+hangar_str req_method(hangar_request *r) { return hs(r->method); }
+hangar_str req_path(hangar_request *r) { return hs(r->path); }
+
+int req_param(hangar_request *r, hangar_str name, hangar_str *out) {
+    auto it = r->params.find(st(name));
+    if (it == r->params.end()) return -1;
+    *out = hs(it->second);
+    return 0;
+}
+
+int req_query(hangar_request *r, hangar_str name, hangar_str *out) {
+    auto n = sv(name);
+    for (const auto &[k, v] : r->query)
+        if (k == n) {
+            *out = hs(v);
+            return 0;
+        }
+    return -1;
+}
+
+hangar_str req_query_string(hangar_request *r) { return hs(r->query_string); }
+
+int req_header(hangar_request *r, hangar_str name, hangar_str *out) {
+    std::string n = st(name);
+    if (!r->http.has(n)) return -1;
+    const std::string &v = r->http.get(n); // a reference into the request: lives as long as it
+    *out = hs(v);
+    return 0;
+}
+
+int req_body(hangar_request *r, hangar_str *out) {
+    if (r->body_failed) return -1;
+    if (!r->body) {
+        try {
+            std::string body;
+            auto &in = r->http.stream();
+            std::size_t limit = r->core->max_body_bytes;
+            char buf[16384];
+            while (in.read(buf, sizeof buf) || in.gcount() > 0) {
+                body.append(buf, static_cast<std::size_t>(in.gcount()));
+                if (body.size() > limit) {
+                    r->body_failed = true;
+                    return -1;
+                }
+            }
+            r->body = std::move(body);
+        } catch (const std::exception &) {
+            r->body_failed = true;
+            return -1;
+        }
+    }
+    *out = hs(*r->body);
+    return 0;
+}
+
+hangar_str req_caller(hangar_request *r) { return hs(r->caller_json); }
+hangar_str req_id(hangar_request *r) { return hs(r->request_id); }
+hangar_str req_base_url(hangar_request *r) { return hs(r->base_url); }
+
+void res_status(hangar_response *r, int status) { r->status = status; }
+void res_header(hangar_response *r, hangar_str name, hangar_str value) { r->headers.emplace_back(st(name), st(value)); }
+void res_body(hangar_response *r, hangar_str content_type, hangar_str body) {
+    r->content_type = st(content_type);
+    r->body = st(body);
+    r->file.reset();
+}
+void res_file(hangar_response *r, hangar_str content_type, hangar_str path) {
+    r->content_type = st(content_type);
+    r->file = st(path);
+}
+void res_error(hangar_response *r, int status, hangar_str code, hangar_str message, hangar_str details) {
+    hangar::host::set_error(*r, status, st(code), st(message), st(details));
+}
+
+hangar_stream *sse_open(hangar_response *r) {
+    if (!(r->req->route_flags & HANGAR_ROUTE_STREAMING) || r->taken_over) return nullptr;
+    try {
+        std::string buffered;
+        auto fd = hangar::host::take_over(*r->req, *r, buffered);
+        std::string head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+                           "Connection: close\r\nX-Accel-Buffering: no\r\n";
+        for (const auto &[k, v] : r->headers) head += k + ": " + v + "\r\n";
+        head += "\r\n";
+        auto conn = r->core->loop.add_sse(std::move(fd), std::move(head));
+        return new hangar_stream{conn};
+    } catch (const std::exception &) {
+        return nullptr;
+    }
+}
+
+int stream_send(hangar_stream *s, hangar_str json_text) { return s->conn->send_frame(st(json_text)) ? 0 : -1; }
+int stream_is_open(hangar_stream *s) { return s->conn->open() ? 1 : 0; }
+void stream_close(hangar_stream *s) {
+    if (!s) return;
+    s->conn->close();
+    delete s;
+}
+
+int relay_unix(hangar_request *req, hangar_response *res, hangar_str socket, hangar_str path, hangar_str key) {
+    try {
+        return hangar::host::relay(*req, *res, {true, st(socket), 0}, st(path), st(key));
+    } catch (const std::exception &) {
+        return -1;
+    }
+}
+
+int relay_tcp(hangar_request *req, hangar_response *res, hangar_str host, uint16_t port, hangar_str path,
+              hangar_str key) {
+    try {
+        return hangar::host::relay(*req, *res, {false, st(host), port}, st(path), st(key));
+    } catch (const std::exception &) {
+        return -1;
+    }
+}
+
+void ws_reject_fn(hangar_request *req, hangar_response *res, uint16_t code, hangar_str reason) {
+    try {
+        hangar::host::ws_reject(*req, *res, code, st(reason));
+    } catch (const std::exception &) {
+    }
+}
+
+int store_exec(hangar_plugin_ctx *ctx, hangar_str sql, hangar_str params, hangar_buf *out, hangar_buf *err) {
+    return guarded(err, [&] {
+        if (!ctx->core->store) throw std::runtime_error("the store is only available in the server role");
+        json p = params.len ? json::parse(sv(params)) : json::array();
+        auto rows = ctx->core->store->exec(st(sql), p);
+        return fill(out, rows.dump());
+    });
+}
+
+// Blob keys are relative paths of safe segments, confined to the plugin's own folder.
+std::optional<std::string> blob_file(hangar_plugin_ctx *ctx, hangar_str key) {
+    static const std::regex segment("^[A-Za-z0-9._-]+$");
+    std::string k = st(key);
+    if (k.empty()) return std::nullopt;
+    for (const auto &seg : hangar::host::split(k, '/'))
+        if (seg.empty() || seg == "." || seg == ".." || !std::regex_match(seg, segment)) return std::nullopt;
+    return ctx->core->blob_root() + "/" + ctx->plugin->name + "/" + k;
+}
+
+int blob_put(hangar_plugin_ctx *ctx, hangar_str key, hangar_str data, hangar_buf *err) {
+    return guarded(err, [&] {
+        auto path = blob_file(ctx, key);
+        if (!path) throw std::runtime_error("invalid blob key");
+        fs::create_directories(fs::path(*path).parent_path());
+        hangar::host::write_file_atomic(*path, sv(data), 0600);
+        return 0;
+    });
+}
+
+int blob_path(hangar_plugin_ctx *ctx, hangar_str key, hangar_buf *out) {
+    auto path = blob_file(ctx, key);
+    if (!path) return -1;
+    std::error_code ec;
+    fs::create_directories(fs::path(*path).parent_path(), ec);
+    return fill(out, *path);
+}
+
+int blob_delete(hangar_plugin_ctx *ctx, hangar_str key) {
+    auto path = blob_file(ctx, key);
+    if (!path) return -1;
+    std::error_code ec;
+    return fs::remove(*path, ec) ? 0 : -1;
+}
+
+int service_add(hangar_plugin_ctx *ctx, hangar_str name, hangar_service_fn fn, void *user) {
+    return ctx->core->services.add(st(name), fn, user) ? 0 : -1;
+}
+
+int service_call(hangar_plugin_ctx *ctx, hangar_str name, hangar_str in, hangar_buf *out) {
+    std::string reply;
+    int status = ctx->core->services.call(st(name), sv(in), reply);
+    fill(out, reply);
+    return status;
+}
+
+hangar_timer *timer_start(hangar_plugin_ctx *, uint32_t interval_ms, hangar_timer_fn fn, void *user) {
+    try {
+        auto t = std::make_unique<hangar_timer>();
+        t->fn = fn;
+        t->user = user;
+        t->timer = std::make_unique<Poco::Timer>(interval_ms, interval_ms);
+        t->timer->start(Poco::TimerCallback<hangar_timer>(*t, &hangar_timer::tick));
+        return t.release(); // owned by the plugin until timer_cancel
+    } catch (const std::exception &) {
+        return nullptr;
+    }
+}
+
+void timer_cancel(hangar_timer *t) {
+    if (!t) return;
+    t->timer->stop(); // waits for a running callback
+    delete t;
+}
+
+hangar_activity *activity_begin(hangar_plugin_ctx *ctx, hangar_str key) {
+    auto *a = new hangar_activity{ctx->core, st(key)};
+    ctx->core->activity.begin(a->key);
+    return a;
+}
+
+void activity_end(hangar_activity *a) {
+    if (!a) return;
+    a->core->activity.end(a->key);
+    delete a;
+}
+
+int64_t activity_idle_ms(hangar_plugin_ctx *ctx, hangar_str key) { return ctx->core->activity.idle_ms(st(key)); }
+
+int token_sign(hangar_plugin_ctx *ctx, hangar_str claims, uint32_t ttl, hangar_buf *out) {
+    return guarded(nullptr, [&] {
+        if (!ctx->core->tokens) throw std::runtime_error("no token signer in this role");
+        return fill(out, ctx->core->tokens->sign(json::parse(sv(claims)), ttl));
+    });
+}
+
+int token_verify(hangar_plugin_ctx *ctx, hangar_str token, hangar_buf *out) {
+    return guarded(nullptr, [&] {
+        if (!ctx->core->tokens) return -1;
+        auto claims = ctx->core->tokens->verify(st(token));
+        if (!claims) return -1;
+        return fill(out, claims->dump());
+    });
+}
+
+int instance_start(hangar_plugin_ctx *ctx, hangar_str spec, hangar_buf *out, hangar_buf *err) {
+    return guarded(err, [&] {
+        if (!ctx->core->runtime) throw std::runtime_error("instances can only be started by the server");
+        return fill(out, ctx->core->runtime->start(json::parse(sv(spec))).dump());
+    });
+}
+
+int instance_stop(hangar_plugin_ctx *ctx, hangar_str id) {
+    return guarded(nullptr, [&] {
+        if (!ctx->core->runtime) return -1;
+        ctx->core->runtime->stop(st(id));
+        return 0;
+    });
+}
+
+int instance_call(hangar_plugin_ctx *ctx, hangar_str id, hangar_str method, hangar_str path, hangar_str body,
+                  uint32_t timeout_ms, int *out_status, hangar_buf *out) {
+    *out_status = 502;
+    if (!ctx->core->runtime) return -1;
+    auto socket = ctx->core->runtime->socket_path(st(id));
+    if (!socket) {
+        fill(out, json{{"code", "not_found"}, {"message", "the browser instance is not running"}}.dump());
+        *out_status = 404;
+        return -1;
+    }
+    try {
+        auto r = hangar::host::unix_http_call(*socket, st(method), st(path), st(body),
+                                              timeout_ms ? static_cast<int>(timeout_ms) : 60000);
+        *out_status = r.status;
+        return fill(out, r.body);
+    } catch (const std::exception &e) {
+        fill(out, json{{"code", "upstream_unavailable"}, {"message", std::string("the browser instance did not answer: ") + e.what()}}.dump());
+        return -1;
+    }
+}
+
+int instance_socket(hangar_plugin_ctx *ctx, hangar_str id, hangar_buf *out) {
+    if (!ctx->core->runtime) return -1;
+    auto socket = ctx->core->runtime->socket_path(st(id));
+    return socket ? fill(out, *socket) : -1;
+}
+
+int instance_spec(hangar_plugin_ctx *ctx, hangar_buf *out) {
+    return guarded(nullptr, [&] {
+        if (ctx->core->instance_dir.empty()) return -1;
+        return fill(out, hangar::host::read_file(ctx->core->instance_dir + "/spec.json"));
+    });
+}
+
+const hangar_host_v1 kHostTable = {
+    HANGAR_ABI_VERSION,
+    sizeof(hangar_host_v1),
+    buf_free,
+    buf_alloc,
+    log_fn,
+    config_get,
+    role_fn,
+    route_add,
+    req_method,
+    req_path,
+    req_param,
+    req_query,
+    req_query_string,
+    req_header,
+    req_body,
+    req_caller,
+    req_id,
+    req_base_url,
+    res_status,
+    res_header,
+    res_body,
+    res_file,
+    res_error,
+    sse_open,
+    stream_send,
+    stream_is_open,
+    stream_close,
+    relay_unix,
+    relay_tcp,
+    ws_reject_fn,
+    store_exec,
+    blob_put,
+    blob_path,
+    blob_delete,
+    service_add,
+    service_call,
+    timer_start,
+    timer_cancel,
+    activity_begin,
+    activity_end,
+    activity_idle_ms,
+    token_sign,
+    token_verify,
+    instance_start,
+    instance_stop,
+    instance_call,
+    instance_socket,
+    instance_spec,
+};
+
+} // namespace
+
+namespace hangar::host {
+
+const hangar_host_v1 *HostCore::api() const { return &kHostTable; }
+
+HostCore::HostCore(hangar_role r, Config &c) : role(r), config(c), log(Poco::Logger::get("hangar")) {}
+HostCore::~HostCore() { loop.stop(); }
+
+} // namespace hangar::host

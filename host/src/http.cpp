@@ -1,0 +1,324 @@
+#include "http.hpp"
+
+#include "util.hpp"
+
+#include <Poco/Net/HTTPRequestHandler.h>
+#include <Poco/Net/HTTPServerParams.h>
+#include <Poco/Net/HTTPServerRequestImpl.h>
+#include <Poco/Net/HTTPServerSession.h>
+#include <Poco/Net/ServerSocket.h>
+#include <Poco/Net/SocketAddress.h>
+#include <Poco/StreamCopier.h>
+#include <Poco/ThreadPool.h>
+
+#include <nlohmann/json.hpp>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+
+namespace hangar::host {
+
+using json = nlohmann::json;
+
+void set_error(hangar_response &res, int status, const std::string &code, const std::string &message,
+               const std::string &details_json) {
+    json body = {{"code", code}, {"message", message}};
+    if (!details_json.empty()) {
+        auto d = json::parse(details_json, nullptr, false);
+        if (d.is_array() && !d.empty()) body["details"] = d;
+    }
+    res.status = status;
+    res.content_type = "application/json";
+    res.body = body.dump();
+    res.file.reset();
+    // Retrying cannot fix these; tell the SDK so it does not resend (it retries 409/429/5xx).
+    if (status == 409 || status == 501) res.headers.emplace_back("x-should-retry", "false");
+}
+
+namespace {
+
+std::string lower(std::string s) {
+    for (auto &c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return s;
+}
+
+// Finds which plugin owns a path the router does not know, for a helpful 404/501.
+std::optional<std::string> owning_area(const HostCore &core, const std::string &path) {
+    auto segs = path_segments(path);
+    std::optional<std::string> best;
+    std::size_t best_len = 0;
+    for (const auto &[pattern, plugin] : core.area_prefixes) {
+        auto p = path_segments(pattern);
+        if (p.size() > segs.size() || p.size() < best_len) continue;
+        bool ok = true;
+        for (std::size_t i = 0; i < p.size() && ok; ++i)
+            ok = (p[i].front() == '{') || p[i] == url_decode(segs[i]);
+        if (ok) {
+            best = plugin;
+            best_len = p.size();
+        }
+    }
+    return best;
+}
+
+// Serves a file with single-range support (video seeking, resumable downloads).
+void send_file(hangar_response &res, Poco::Net::HTTPServerRequest &httpReq) {
+    auto &http = res.http;
+    std::ifstream in(*res.file, std::ios::binary);
+    std::error_code ec;
+    auto size = std::filesystem::file_size(*res.file, ec);
+    if (!in || ec) {
+        set_error(res, 404, "not_found", "file not found");
+        return;
+    }
+    std::uint64_t first = 0, last = size ? size - 1 : 0;
+    bool partial = false;
+    if (httpReq.has("Range")) {
+        std::string range = httpReq.get("Range");
+        if (range.rfind("bytes=", 0) == 0 && range.find(',') == std::string::npos) {
+            auto spec = range.substr(6);
+            auto dash = spec.find('-');
+            try {
+                if (dash == 0) {
+                    std::uint64_t n = std::stoull(spec.substr(1));
+                    first = n >= size ? 0 : size - n;
+                } else {
+                    first = std::stoull(spec.substr(0, dash));
+                    if (dash + 1 < spec.size()) last = std::min<std::uint64_t>(std::stoull(spec.substr(dash + 1)), last);
+                }
+                partial = true;
+            } catch (const std::exception &) {
+                partial = false;
+            }
+            if (partial && (first > last || first >= size)) {
+                http.setStatusAndReason(Poco::Net::HTTPResponse::HTTP_REQUESTED_RANGE_NOT_SATISFIABLE);
+                http.set("Content-Range", "bytes */" + std::to_string(size));
+                http.setContentLength(0);
+                http.send();
+                res.sent = true;
+                return;
+            }
+        }
+    }
+    http.set("Accept-Ranges", "bytes");
+    http.setContentType(res.content_type.empty() ? "application/octet-stream" : res.content_type);
+    if (partial) {
+        http.setStatusAndReason(Poco::Net::HTTPResponse::HTTP_PARTIAL_CONTENT);
+        http.set("Content-Range", "bytes " + std::to_string(first) + "-" + std::to_string(last) + "/" + std::to_string(size));
+    } else {
+        http.setStatusAndReason(static_cast<Poco::Net::HTTPResponse::HTTPStatus>(res.status ? res.status : 200));
+    }
+    std::uint64_t length = size ? last - first + 1 : 0;
+    http.setContentLength64(static_cast<Poco::Int64>(length));
+    auto &out = http.send();
+    if (httpReq.getMethod() != "HEAD") {
+        in.seekg(static_cast<std::streamoff>(first));
+        std::vector<char> buf(64 * 1024);
+        while (length > 0 && in) {
+            auto want = static_cast<std::streamsize>(std::min<std::uint64_t>(buf.size(), length));
+            in.read(buf.data(), want);
+            auto got = in.gcount();
+            if (got <= 0) break;
+            out.write(buf.data(), got);
+            length -= static_cast<std::uint64_t>(got);
+        }
+    }
+    res.sent = true;
+}
+
+void finish(hangar_response &res, Poco::Net::HTTPServerRequest &httpReq) {
+    if (res.taken_over || res.sent) return;
+    auto &http = res.http;
+    for (const auto &[k, v] : res.headers) http.add(k, v);
+    if (res.file) return send_file(res, httpReq);
+    int status = res.status;
+    if (status == 0) status = res.body.empty() ? 204 : 200;
+    http.setStatusAndReason(static_cast<Poco::Net::HTTPResponse::HTTPStatus>(status));
+    if (status == 204 || status == 304) {
+        http.send();
+        return;
+    }
+    // An empty JSON body without Content-Length: 0 breaks the SDK's decoder; always say the size.
+    if (!res.content_type.empty()) http.setContentType(res.content_type);
+    http.setContentLength64(static_cast<Poco::Int64>(res.body.size()));
+    if (httpReq.getMethod() == "HEAD") {
+        http.send();
+        return;
+    }
+    http.sendBuffer(res.body.data(), res.body.size());
+}
+
+class Dispatcher : public Poco::Net::HTTPRequestHandler {
+public:
+    explicit Dispatcher(HostCore &core) : core_(core) {}
+
+    void handleRequest(Poco::Net::HTTPServerRequest &http, Poco::Net::HTTPServerResponse &httpRes) override {
+        auto started = steady_ms();
+        hangar_request req{&core_, http, http.getMethod(), {}, {}, {}, {}, {}, "{}", random_token(16), {}, 0, {}, false};
+        hangar_response res{&core_, &req, httpRes, 0, {}, {}, {}, {}, false, false};
+        const std::string &uri = http.getURI();
+        auto q = uri.find('?');
+        req.raw_path = uri.substr(0, q);
+        req.path = url_decode(req.raw_path);
+        if (q != std::string::npos) {
+            req.query_string = uri.substr(q + 1);
+            for (auto &pair : split(req.query_string, '&')) {
+                if (pair.empty()) continue;
+                auto eq = pair.find('=');
+                req.query.emplace_back(url_decode(pair.substr(0, eq), true),
+                                       eq == std::string::npos ? "" : url_decode(pair.substr(eq + 1), true));
+            }
+        }
+        req.base_url = core_.public_url.empty() ? "http://" + http.getHost() : core_.public_url;
+        res.headers.emplace_back("X-Request-Id", req.request_id);
+
+        try {
+            dispatch(req, res);
+        } catch (const std::exception &e) {
+            core_.log.error("request %s %s failed: %s", req.method, req.path, std::string(e.what()));
+            if (!res.taken_over && !res.sent) set_error(res, 500, "internal", "internal error (request " + req.request_id + ")");
+        } catch (...) {
+            if (!res.taken_over && !res.sent) set_error(res, 500, "internal", "internal error (request " + req.request_id + ")");
+        }
+        try {
+            finish(res, http);
+        } catch (const std::exception &e) {
+            core_.log.debug("response for %s could not be written: %s", req.path, std::string(e.what()));
+        }
+        if (core_.log.information())
+            core_.log.information("%s %s %d %dms id=%s", req.method, req.path,
+                                  res.taken_over ? 101 : (res.status ? res.status : 200),
+                                  static_cast<int>(steady_ms() - started), req.request_id);
+    }
+
+private:
+    void dispatch(hangar_request &req, hangar_response &res) {
+        auto found = core_.router.find(req.method, req.raw_path);
+        if (auto *miss = std::get_if<Router<RouteTarget>::Miss>(&found)) {
+            if (core_.role == HANGAR_ROLE_SERVER && !authenticate(req, res)) return;
+            if (*miss == Router<RouteTarget>::Miss::WrongMethod) {
+                std::string allowed;
+                for (auto &m : core_.router.allowed_methods(req.raw_path)) allowed += (allowed.empty() ? "" : ", ") + m;
+                res.headers.emplace_back("Allow", allowed);
+                return set_error(res, 405, "method_not_allowed", req.method + " is not allowed on " + req.path);
+            }
+            if (auto area = owning_area(core_, req.raw_path)) {
+                if (core_.disabled_plugins.count(*area))
+                    return set_error(res, 404, "not_found",
+                                     "the '" + *area + "' plugin is disabled on this server; enable it in etc/plugins.d/" +
+                                         *area + ".ini");
+                return set_error(res, 501, "not_implemented",
+                                 req.method + " " + req.path + " is not implemented by this Hangar server yet (area: " +
+                                     *area + ")");
+            }
+            return set_error(res, 404, "not_found", "no route for " + req.method + " " + req.path);
+        }
+        auto &match = std::get<Router<RouteTarget>::Match>(found);
+        const RouteTarget &target = *match.target;
+        req.params = std::move(match.params);
+        req.route_flags = target.flags;
+
+        if (core_.role == HANGAR_ROLE_SERVER && !(target.flags & HANGAR_ROUTE_PUBLIC) && !authenticate(req, res)) return;
+        if (req.http.hasContentLength() && req.http.getContentLength64() > static_cast<Poco::Int64>(core_.max_body_bytes))
+            return set_error(res, 413, "payload_too_large",
+                             "the request body is larger than the " + std::to_string(core_.max_body_bytes) + "-byte limit");
+
+        // A call on one browser's sub-resources counts as activity on that session while it runs.
+        std::optional<std::string> activity_key;
+        if (auto it = req.params.find("id"); it != req.params.end() && req.path.rfind("/browsers/", 0) == 0) {
+            activity_key = it->second;
+            core_.activity.begin(*activity_key);
+        }
+        struct EndActivity {
+            HostCore &core;
+            std::optional<std::string> &key;
+            ~EndActivity() {
+                if (key) core.activity.end(*key);
+            }
+        } end_activity{core_, activity_key};
+
+        target.fn(target.user, &req, &res);
+    }
+
+    bool authenticate(hangar_request &req, hangar_response &res) {
+        std::optional<std::string> authz, project;
+        if (req.http.has("Authorization")) authz = req.http.get("Authorization");
+        if (req.http.has("X-Kernel-Project-Id")) project = req.http.get("X-Kernel-Project-Id");
+        auto result = core_.auth->authenticate(authz, project);
+        if (auto *fail = std::get_if<AuthFailure>(&result)) {
+            set_error(res, fail->status, fail->code, fail->message);
+            return false;
+        }
+        req.caller_json = std::get<Caller>(result).to_json().dump();
+        return true;
+    }
+
+    HostCore &core_;
+};
+
+} // namespace
+
+Poco::Net::HTTPRequestHandler *HandlerFactory::createRequestHandler(const Poco::Net::HTTPServerRequest &) {
+    return new Dispatcher(core_); // Poco takes ownership of the handler
+}
+
+UniqueFd take_over(hangar_request &req, hangar_response &res, std::string &buffered) {
+    auto &impl = static_cast<Poco::Net::HTTPServerRequestImpl &>(req.http);
+    res.http.setKeepAlive(false);
+    Poco::Buffer<char> pending(0);
+    impl.session().drainBuffer(pending);
+    buffered.assign(pending.begin(), pending.size());
+    Poco::Net::StreamSocket sock = impl.detachSocket();
+    int fd = ::dup(sock.impl()->sockfd());
+    if (fd < 0) throw std::runtime_error("dup failed");
+    ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+    ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+    res.taken_over = true;
+    return UniqueFd(fd);
+}
+
+namespace {
+
+Poco::Net::HTTPServerParams::Ptr server_params(std::size_t threads) {
+    Poco::Net::HTTPServerParams::Ptr params = new Poco::Net::HTTPServerParams;
+    params->setMaxThreads(static_cast<int>(threads));
+    params->setMaxQueued(256);
+    params->setKeepAlive(true);
+    params->setKeepAliveTimeout(Poco::Timespan(5, 0));
+    params->setMaxKeepAliveRequests(200);
+    params->setTimeout(Poco::Timespan(300, 0));
+    params->setServerName("hangar");
+    params->setSoftwareVersion("hangar");
+    return params;
+}
+
+} // namespace
+
+std::unique_ptr<Poco::Net::HTTPServer> make_tcp_server(HostCore &core, const std::string &listen, std::uint16_t &port) {
+    Poco::Net::SocketAddress addr(listen);
+    Poco::Net::ServerSocket socket;
+    socket.bind(addr, true, false);
+    socket.listen(256);
+    port = socket.address().port();
+    auto threads = static_cast<std::size_t>(core.config.get_int("server.threads", 48));
+    static Poco::ThreadPool pool("http", 4, static_cast<int>(threads), 10);
+    return std::make_unique<Poco::Net::HTTPServer>(new HandlerFactory(core), pool, socket, server_params(threads));
+}
+
+std::unique_ptr<Poco::Net::HTTPServer> make_unix_server(HostCore &core, const std::string &path) {
+    ::unlink(path.c_str());
+    Poco::Net::SocketAddress addr(Poco::Net::SocketAddress::UNIX_LOCAL, path);
+    Poco::Net::ServerSocket socket;
+    socket.bind(addr, true, false);
+    socket.listen(64);
+    ::chmod(path.c_str(), 0600);
+    static Poco::ThreadPool pool("agent-http", 2, 32, 10);
+    return std::make_unique<Poco::Net::HTTPServer>(new HandlerFactory(core), pool, socket, server_params(32));
+}
+
+} // namespace hangar::host

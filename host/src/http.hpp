@@ -1,0 +1,45 @@
+// The HTTP front: one Poco request handler that is the middleware chain for every route —
+// request id, route match, auth, body limit, activity, the plugin's handler, error mapping,
+// access log — plus the server set-up on TCP (serve) or a unix socket (agent).
+#pragma once
+
+#include "core.hpp"
+
+#include <Poco/Net/HTTPRequestHandlerFactory.h>
+#include <Poco/Net/HTTPServer.h>
+
+#include <memory>
+
+namespace hangar::host {
+
+class HandlerFactory : public Poco::Net::HTTPRequestHandlerFactory {
+public:
+    explicit HandlerFactory(HostCore &core) : core_(core) {}
+    Poco::Net::HTTPRequestHandler *createRequestHandler(const Poco::Net::HTTPServerRequest &) override;
+
+private:
+    HostCore &core_;
+};
+
+// Writes the wire error body {code, message, details?} on `res`.
+void set_error(hangar_response &res, int status, const std::string &code, const std::string &message,
+               const std::string &details_json = {});
+
+// Relays (see hangar_host_v1::relay_unix / relay_tcp). Returns 0 or -1 (upstream unreachable).
+struct Upstream {
+    bool unix_socket;
+    std::string address; // socket path, or host
+    std::uint16_t port;
+};
+int relay(hangar_request &req, hangar_response &res, const Upstream &up, const std::string &path,
+          const std::string &activity_key);
+// Completes a WebSocket upgrade and closes it with a code and reason.
+void ws_reject(hangar_request &req, hangar_response &res, std::uint16_t code, const std::string &reason);
+// Detaches the client socket from Poco for the event loop; returns it and any bytes Poco had
+// already read past the request head.
+UniqueFd take_over(hangar_request &req, hangar_response &res, std::string &buffered);
+
+std::unique_ptr<Poco::Net::HTTPServer> make_tcp_server(HostCore &core, const std::string &listen, std::uint16_t &port);
+std::unique_ptr<Poco::Net::HTTPServer> make_unix_server(HostCore &core, const std::string &path);
+
+} // namespace hangar::host

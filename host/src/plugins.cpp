@@ -1,0 +1,132 @@
+#include "plugins.hpp"
+
+#include "util.hpp"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <set>
+
+namespace fs = std::filesystem;
+
+namespace hangar::host {
+
+std::string PluginManager::abi_problem(const hangar_plugin_v1 &desc, const std::string &file_name) {
+    if (desc.abi_version != HANGAR_ABI_VERSION)
+        return "built for plugin ABI v" + std::to_string(desc.abi_version) + ", but this host supports ABI v" +
+               std::to_string(HANGAR_ABI_VERSION);
+    if (desc.struct_size < sizeof(hangar_plugin_v1))
+        return "its descriptor is " + std::to_string(desc.struct_size) + " bytes, expected at least " +
+               std::to_string(sizeof(hangar_plugin_v1));
+    if (!desc.name || file_name != desc.name)
+        return std::string("it calls itself '") + (desc.name ? desc.name : "") + "' but the file is " + file_name + ".so";
+    if (!desc.start || !desc.stop) return "it has no start/stop functions";
+    return {};
+}
+
+std::unique_ptr<PluginRecord> PluginManager::open(const std::string &file, const std::string &name) {
+    auto rec = std::make_unique<PluginRecord>();
+    rec->name = name;
+    rec->file = file;
+    rec->logger = &Poco::Logger::get("plugin." + name);
+    // RTLD_LOCAL keeps each plugin's symbols (its own copy of nlohmann, say) to itself.
+    rec->dl = ::dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!rec->dl) {
+        refused_.push_back({name, std::string("cannot be loaded: ") + ::dlerror()});
+        return nullptr;
+    }
+    auto init = reinterpret_cast<hangar_plugin_init_fn>(::dlsym(rec->dl, HANGAR_PLUGIN_INIT_SYMBOL));
+    std::string problem;
+    if (!init) {
+        problem = "it does not export " HANGAR_PLUGIN_INIT_SYMBOL;
+    } else if (init(core_.api(), &rec->desc) != 0) {
+        problem = rec->desc.abi_version && rec->desc.abi_version != HANGAR_ABI_VERSION
+                      ? abi_problem(rec->desc, name)
+                      : "its init function refused this host (plugin ABI v" + std::to_string(HANGAR_ABI_VERSION) + ")";
+    } else {
+        problem = abi_problem(rec->desc, name);
+    }
+    if (!problem.empty()) {
+        refused_.push_back({name, problem});
+        ::dlclose(rec->dl);
+        return nullptr;
+    }
+    rec->version = rec->desc.version ? rec->desc.version : "";
+    if (rec->desc.depends)
+        for (auto &d : split(rec->desc.depends, ','))
+            if (auto t = trim(d); !t.empty()) rec->depends.push_back(t);
+    rec->ctx = std::make_unique<hangar_plugin_ctx>(hangar_plugin_ctx{&core_, rec.get()});
+    return rec;
+}
+
+void PluginManager::load(const std::vector<std::string> &dirs, const std::vector<std::string> &enabled) {
+    std::map<std::string, std::string> found; // name → file
+    for (const auto &dir : dirs) {
+        std::error_code ec;
+        for (const auto &entry : fs::directory_iterator(dir, ec)) {
+            if (entry.path().extension() != ".so") continue;
+            std::string name = entry.path().stem().string();
+            found.emplace(name, entry.path().string());
+        }
+    }
+    for (const auto &[name, _] : found)
+        if (std::find(enabled.begin(), enabled.end(), name) == enabled.end()) core_.disabled_plugins.insert(name);
+
+    std::map<std::string, std::unique_ptr<PluginRecord>> opened;
+    for (const auto &name : enabled) {
+        auto it = found.find(name);
+        if (it == found.end()) {
+            refused_.push_back({name, "is enabled but no " + name + ".so was found in the plugin folders"});
+            continue;
+        }
+        if (auto rec = open(it->second, name)) opened.emplace(name, std::move(rec));
+    }
+    for (const auto &r : refused_) core_.log.error("plugin %s not loaded: %s", r.name, r.reason);
+
+    // Dependencies first; a missing one stops the host, naming both plugins.
+    std::set<std::string> placed, visiting;
+    std::function<void(const std::string &)> place = [&](const std::string &name) {
+        if (placed.count(name)) return;
+        if (visiting.count(name)) throw PluginError("plugin dependency cycle through " + name);
+        visiting.insert(name);
+        auto &rec = opened.at(name);
+        for (const auto &dep : rec->depends) {
+            if (!opened.count(dep))
+                throw PluginError("plugin " + name + " depends on " + dep + ", which is not enabled or could not be loaded");
+            place(dep);
+        }
+        visiting.erase(name);
+        placed.insert(name);
+        plugins_.push_back(std::move(rec));
+    };
+    for (const auto &name : enabled)
+        if (opened.count(name)) place(name);
+
+    for (auto &rec : plugins_) {
+        if (core_.role == HANGAR_ROLE_SERVER && core_.store) {
+            std::vector<Store::Migration> migrations;
+            for (std::size_t i = 0; i < rec->desc.migration_count; ++i)
+                migrations.push_back({rec->desc.migrations[i].version, rec->desc.migrations[i].sql});
+            core_.store->migrate(rec->name, migrations);
+        }
+        if (rec->desc.start(rec->desc.state, rec->ctx.get()) != 0)
+            throw PluginError("plugin " + rec->name + " failed to start (see its log lines above)");
+        rec->started = true;
+        core_.log.information("plugin %s %s started", rec->name, rec->version);
+    }
+}
+
+void PluginManager::stop_all() {
+    for (auto it = plugins_.rbegin(); it != plugins_.rend(); ++it) {
+        auto &rec = **it;
+        if (rec.started) {
+            rec.desc.stop(rec.desc.state);
+            rec.started = false;
+        }
+    }
+    // Libraries stay mapped: a stray callback after stop must not jump into unmapped code.
+}
+
+} // namespace hangar::host

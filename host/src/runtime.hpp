@@ -1,0 +1,100 @@
+// The local instance runtime: one `hangar agent` per browser instance, each under bubblewrap
+// with its own mount, pid, ipc and uts namespaces (and a user namespace when started by an
+// unprivileged user), an unprivileged uid, and a cgroup memory limit where the machine has one.
+#pragma once
+
+#include "event_loop.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <Poco/Logger.h>
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <future>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace hangar::host {
+
+class Config;
+
+struct RuntimeOptions {
+    std::string data_dir;              // instances live in <data_dir>/instances/<id>
+    std::string exe;                   // the hangar binary
+    std::string config_file;           // passed to agents
+    std::vector<std::string> plugin_dirs;
+    std::vector<std::string> enabled_plugins;
+    std::string sandbox_user;          // when running as root: the uid instances run as
+    std::uint64_t memory_limit_bytes = 0; // 0: no cgroup limit
+    int start_timeout_ms = 30000;
+    bool use_bwrap = true;
+};
+
+class Runtime {
+public:
+    Runtime(RuntimeOptions options, Poco::Logger &log);
+    ~Runtime(); // stops every instance
+    Runtime(const Runtime &) = delete;
+    Runtime &operator=(const Runtime &) = delete;
+
+    // Starts an instance and waits until its agent reported ready (all plugins started).
+    // Returns {"id","socket","dir","pid"}; throws std::runtime_error with the agent's reason.
+    nlohmann::json start(const nlohmann::json &spec);
+    void stop(const std::string &id);
+    void stop_all();
+    std::optional<std::string> socket_path(const std::string &id) const;
+    // Kills and removes instances a previous run left behind (pid files).
+    void cleanup_leftovers();
+    std::vector<std::string> running() const;
+    std::string cgroup_mode() const { return cgroup_mode_; }
+
+    static bool valid_id(const std::string &id);
+
+private:
+    struct Instance {
+        std::string id;
+        std::string dir;
+        std::string socket;
+        pid_t pid = -1;
+        std::string cgroup;
+    };
+    // fork/exec happens on one long-lived thread: bwrap's --die-with-parent is tied to the
+    // thread that forked it, and request threads come and go.
+    std::future<pid_t> spawn(std::function<pid_t()> fn);
+    void spawner_loop();
+    void reap_orphans();
+    void kill_instance(Instance &inst, bool graceful);
+    std::vector<std::string> sandbox_argv(const Instance &inst) const;
+    std::string make_cgroup(const std::string &id);
+    void remove_cgroup(const std::string &path);
+
+    RuntimeOptions opt_;
+    Poco::Logger &log_;
+    uid_t uid_ = 0;
+    gid_t gid_ = 0;
+    bool drop_privileges_ = false;
+    std::string cgroup_mode_ = "none";
+    std::string cgroup_root_;
+    mutable std::mutex mutex_;
+    std::map<std::string, Instance> instances_;
+    std::mutex spawn_mutex_;
+    std::condition_variable spawn_cv_;
+    std::deque<std::packaged_task<pid_t()>> spawn_queue_;
+    bool spawner_stop_ = false;
+    std::thread spawner_;
+};
+
+// A plain HTTP call over a unix socket (server → agent).
+struct UnixCallResult {
+    int status;
+    std::string body;
+};
+UnixCallResult unix_http_call(const std::string &socket, const std::string &method, const std::string &path,
+                              const std::string &body, int timeout_ms);
+
+} // namespace hangar::host

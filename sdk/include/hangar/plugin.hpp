@@ -1,0 +1,507 @@
+// Header-only C++ helpers over the Hangar plugin ABI (plugin.h).
+//
+// Everything here compiles into the plugin itself, so nothing C++ crosses the boundary: handlers
+// are std::function, errors are exceptions, JSON is nlohmann::json, and the trampolines below
+// turn all of that back into C calls. A plugin derives from hangar::Plugin, overrides start(),
+// and names itself with HANGAR_PLUGIN(...).
+#pragma once
+
+#include <hangar/plugin.h>
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <list>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace hangar {
+
+using json = nlohmann::json;
+
+inline hangar_str str(std::string_view s) { return {s.data(), s.size()}; }
+inline std::string_view view(hangar_str s) { return s.ptr ? std::string_view(s.ptr, s.len) : std::string_view(); }
+
+// A failure that maps to the wire error body {code, message, details?}.
+class Error : public std::runtime_error {
+public:
+    struct Detail {
+        std::string code;
+        std::string message;
+    };
+
+    Error(int status, std::string code, std::string message, std::vector<Detail> details = {})
+        : std::runtime_error(message), status_(status), code_(std::move(code)), details_(std::move(details)) {}
+
+    int status() const { return status_; }
+    const std::string &code() const { return code_; }
+    const std::vector<Detail> &details() const { return details_; }
+
+    json details_json() const {
+        json arr = json::array();
+        for (const auto &d : details_) arr.push_back({{"code", d.code}, {"message", d.message}});
+        return arr;
+    }
+
+    static Error bad_request(std::string message, std::vector<Detail> details = {}) {
+        return {400, "bad_request", std::move(message), std::move(details)};
+    }
+    // One invalid field: 400 bad_request with a single invalid_input detail naming it.
+    static Error invalid(const std::string &field, const std::string &problem) {
+        return bad_request("invalid " + field + ": " + problem, {{"invalid_input", field + ": " + problem}});
+    }
+    static Error not_found(std::string message) { return {404, "not_found", std::move(message)}; }
+    static Error conflict(std::string message) { return {409, "conflict", std::move(message)}; }
+    static Error forbidden(std::string message) { return {403, "forbidden", std::move(message)}; }
+    static Error unauthorized(std::string message) { return {401, "unauthorized", std::move(message)}; }
+    static Error internal(std::string message) { return {500, "internal", std::move(message)}; }
+    static Error not_implemented(std::string message) { return {501, "not_implemented", std::move(message)}; }
+
+private:
+    int status_;
+    std::string code_;
+    std::vector<Detail> details_;
+};
+
+// Collects per-field problems so a request can report all of them at once.
+class Validation {
+public:
+    void fail(const std::string &field, const std::string &problem) {
+        details_.push_back({"invalid_input", field + ": " + problem});
+    }
+    bool ok() const { return details_.empty(); }
+    void throw_if_failed(const std::string &what = "invalid request") const {
+        if (details_.empty()) return;
+        std::string msg = what + ": " + details_.front().message;
+        if (details_.size() > 1) msg += " (and " + std::to_string(details_.size() - 1) + " more)";
+        throw Error::bad_request(msg, details_);
+    }
+
+private:
+    std::vector<Error::Detail> details_;
+};
+
+// Owns one host-allocated buffer.
+class Buf {
+public:
+    explicit Buf(const hangar_host_v1 *host) : host_(host) {}
+    Buf(const Buf &) = delete;
+    Buf &operator=(const Buf &) = delete;
+    ~Buf() { host_->buf_free(&buf_); }
+    hangar_buf *get() { return &buf_; }
+    std::string str() const { return buf_.ptr ? std::string(buf_.ptr, buf_.len) : std::string(); }
+
+private:
+    const hangar_host_v1 *host_;
+    hangar_buf buf_{nullptr, 0};
+};
+
+class Request {
+public:
+    Request(const hangar_host_v1 *host, hangar_request *req) : host_(host), req_(req) {}
+
+    std::string_view method() const { return view(host_->req_method(req_)); }
+    std::string_view path() const { return view(host_->req_path(req_)); }
+    std::string param(std::string_view name) const {
+        hangar_str out{};
+        return host_->req_param(req_, str(name), &out) == 0 ? std::string(view(out)) : std::string();
+    }
+    std::optional<std::string> query(std::string_view name) const {
+        hangar_str out{};
+        if (host_->req_query(req_, str(name), &out) != 0) return std::nullopt;
+        return std::string(view(out));
+    }
+    std::string_view query_string() const { return view(host_->req_query_string(req_)); }
+    std::optional<std::string> header(std::string_view name) const {
+        hangar_str out{};
+        if (host_->req_header(req_, str(name), &out) != 0) return std::nullopt;
+        return std::string(view(out));
+    }
+    std::string_view body() const {
+        hangar_str out{};
+        if (host_->req_body(req_, &out) != 0) throw Error::bad_request("the request body could not be read");
+        return view(out);
+    }
+    // The body as JSON. An empty body or `null` gives an empty object when `optional`.
+    json json_body(bool optional = false) const {
+        auto text = body();
+        if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) {
+            if (optional) return json::object();
+            throw Error::bad_request("a JSON body is required", {{"invalid_input", "body: required"}});
+        }
+        json parsed = json::parse(text, nullptr, false);
+        if (parsed.is_discarded())
+            throw Error::bad_request("malformed JSON body", {{"invalid_input", "body: not valid JSON"}});
+        if (parsed.is_null() && optional) return json::object();
+        if (!parsed.is_object())
+            throw Error::bad_request("the JSON body must be an object", {{"invalid_input", "body: not an object"}});
+        return parsed;
+    }
+    json caller() const {
+        auto text = view(host_->req_caller(req_));
+        return text.empty() ? json::object() : json::parse(text, nullptr, false);
+    }
+    std::string id() const { return std::string(view(host_->req_id(req_))); }
+    std::string base_url() const { return std::string(view(host_->req_base_url(req_))); }
+    hangar_request *raw() const { return req_; }
+
+private:
+    const hangar_host_v1 *host_;
+    hangar_request *req_;
+};
+
+class SseStream {
+public:
+    SseStream(const hangar_host_v1 *host, hangar_stream *s) : host_(host), s_(s) {}
+    SseStream(const SseStream &) = delete;
+    SseStream &operator=(const SseStream &) = delete;
+    ~SseStream() {
+        if (s_) host_->stream_close(s_);
+    }
+    bool send(const json &event) {
+        auto text = event.dump();
+        return host_->stream_send(s_, str(text)) == 0;
+    }
+    bool open() const { return host_->stream_is_open(s_) != 0; }
+
+private:
+    const hangar_host_v1 *host_;
+    hangar_stream *s_;
+};
+
+class Response {
+public:
+    Response(const hangar_host_v1 *host, hangar_response *res) : host_(host), res_(res) {}
+
+    void status(int code) { host_->res_status(res_, code); }
+    void header(std::string_view name, std::string_view value) { host_->res_header(res_, str(name), str(value)); }
+    void body(std::string_view content_type, std::string_view bytes) {
+        host_->res_body(res_, str(content_type), str(bytes));
+    }
+    void json(const hangar::json &value, int code = 200) {
+        status(code);
+        auto text = value.dump();
+        body("application/json", text);
+    }
+    void no_content() { status(204); }
+    void file(std::string_view content_type, std::string_view path) {
+        host_->res_file(res_, str(content_type), str(path));
+    }
+    void error(const Error &e) {
+        auto details = e.details().empty() ? std::string() : e.details_json().dump();
+        host_->res_error(res_, e.status(), str(e.code()), str(e.what()), str(details));
+    }
+    // Offset pagination: a bare array plus X-Has-More / X-Next-Offset.
+    void page(const hangar::json &items, std::int64_t offset, bool has_more) {
+        header("X-Has-More", has_more ? "true" : "false");
+        header("X-Next-Offset", std::to_string(has_more ? offset + static_cast<std::int64_t>(items.size()) : 0));
+        json(items);
+    }
+    std::unique_ptr<SseStream> sse() {
+        hangar_stream *s = host_->sse_open(res_);
+        if (!s) throw Error::internal("could not open the event stream");
+        return std::make_unique<SseStream>(host_, s);
+    }
+    hangar_response *raw() const { return res_; }
+
+private:
+    const hangar_host_v1 *host_;
+    hangar_response *res_;
+};
+
+using Handler = std::function<void(Request &, Response &)>;
+
+// Base class of every C++ plugin. One instance per loaded library.
+class Plugin {
+public:
+    virtual ~Plugin() = default;
+
+    // Register routes, services and timers here. Throw to refuse to start.
+    virtual void start() = 0;
+    // Release what start() acquired; timers are cancelled by the base class afterwards.
+    virtual void stop() {}
+
+    // ---- used by HANGAR_PLUGIN; not for plugin code ----
+    void bind(const hangar_host_v1 *host) { host_ = host; }
+    int start_from_host(hangar_plugin_ctx *ctx) {
+        ctx_ = ctx;
+        try {
+            start();
+            return 0;
+        } catch (const std::exception &e) {
+            log(HANGAR_LOG_ERROR, std::string("failed to start: ") + e.what());
+            return -1;
+        }
+    }
+    void stop_from_host() {
+        try {
+            stop();
+        } catch (const std::exception &e) {
+            log(HANGAR_LOG_ERROR, std::string("error while stopping: ") + e.what());
+        }
+        for (auto *t : timers_) host_->timer_cancel(t);
+        timers_.clear();
+    }
+
+protected:
+    const hangar_host_v1 *host() const { return host_; }
+    hangar_plugin_ctx *ctx() const { return ctx_; }
+    hangar_role role() const { return host_->role(ctx_); }
+
+    void log(hangar_log_level level, std::string_view message) const { host_->log(ctx_, level, str(message)); }
+    void info(std::string_view m) const { log(HANGAR_LOG_INFO, m); }
+    void warn(std::string_view m) const { log(HANGAR_LOG_WARN, m); }
+
+    std::optional<std::string> config(std::string_view key) const {
+        Buf out(host_);
+        if (host_->config_get(ctx_, str(key), out.get()) != 0) return std::nullopt;
+        return out.str();
+    }
+    std::string config(std::string_view key, std::string fallback) const {
+        return config(key).value_or(std::move(fallback));
+    }
+    std::int64_t config_int(std::string_view key, std::int64_t fallback) const {
+        auto v = config(key);
+        if (!v || v->empty()) return fallback;
+        try {
+            return std::stoll(*v);
+        } catch (const std::exception &) {
+            warn("config " + std::string(key) + " is not a number: " + *v);
+            return fallback;
+        }
+    }
+    bool config_bool(std::string_view key, bool fallback) const {
+        auto v = config(key);
+        if (!v || v->empty()) return fallback;
+        return *v == "true" || *v == "1" || *v == "yes" || *v == "on";
+    }
+
+    void route(std::string_view method, std::string_view pattern, Handler handler, std::uint32_t flags = 0) {
+        auto &entry = routes_.emplace_back(RouteEntry{this, std::move(handler)});
+        if (host_->route_add(ctx_, str(method), str(pattern), flags, &Plugin::trampoline, &entry) != 0)
+            throw std::runtime_error("could not register route " + std::string(method) + " " + std::string(pattern));
+    }
+
+    // SQL on the host store; rows as an array of objects.
+    json sql(std::string_view statement, const json &params = json::array()) const {
+        auto p = params.dump();
+        Buf out(host_), err(host_);
+        if (host_->store_exec(ctx_, str(statement), str(p), out.get(), err.get()) != 0)
+            throw Error::internal("store: " + err.str());
+        auto text = out.str();
+        return text.empty() ? json::array() : json::parse(text);
+    }
+
+    std::string token_sign(const json &claims, std::uint32_t ttl_seconds) const {
+        auto c = claims.dump();
+        Buf out(host_);
+        if (host_->token_sign(ctx_, str(c), ttl_seconds, out.get()) != 0) throw Error::internal("could not sign token");
+        return out.str();
+    }
+    std::optional<json> token_verify(std::string_view token) const {
+        Buf out(host_);
+        if (host_->token_verify(ctx_, str(token), out.get()) != 0) return std::nullopt;
+        auto parsed = json::parse(out.str(), nullptr, false);
+        if (parsed.is_discarded()) return std::nullopt;
+        return parsed;
+    }
+
+    void every(std::uint32_t interval_ms, std::function<void()> fn) {
+        auto &entry = timer_fns_.emplace_back(std::move(fn));
+        auto *t = host_->timer_start(
+            ctx_, interval_ms,
+            [](void *user) {
+                try {
+                    (*static_cast<std::function<void()> *>(user))();
+                } catch (...) {
+                    // A timer must never unwind into the host; the next tick tries again.
+                }
+            },
+            &entry);
+        if (!t) throw std::runtime_error("could not start timer");
+        timers_.push_back(t);
+    }
+
+    using Service = std::function<json(const json &)>;
+    void service(std::string_view name, Service fn) {
+        auto &entry = services_.emplace_back(ServiceEntry{this, std::move(fn)});
+        if (host_->service_add(ctx_, str(name), &Plugin::service_trampoline, &entry) != 0)
+            throw std::runtime_error("could not register service " + std::string(name));
+    }
+    // Calls another plugin's service; a non-200 answer is rethrown as the same wire error.
+    json call(std::string_view name, const json &input) const {
+        auto in = input.dump();
+        Buf out(host_);
+        int status = host_->service_call(ctx_, str(name), str(in), out.get());
+        auto parsed = json::parse(out.str(), nullptr, false);
+        if (status != 200) {
+            std::string code = parsed.is_object() ? parsed.value("code", "internal") : "internal";
+            std::string msg = parsed.is_object() ? parsed.value("message", "service failed") : "service " + std::string(name) + " unavailable";
+            throw Error(status, code, msg);
+        }
+        return parsed.is_discarded() ? json() : parsed;
+    }
+
+    // RAII activity marker for a session key.
+    class Activity {
+    public:
+        Activity(const hangar_host_v1 *host, hangar_activity *a) : host_(host), a_(a) {}
+        Activity(const Activity &) = delete;
+        Activity &operator=(const Activity &) = delete;
+        ~Activity() {
+            if (a_) host_->activity_end(a_);
+        }
+
+    private:
+        const hangar_host_v1 *host_;
+        hangar_activity *a_;
+    };
+    std::unique_ptr<Activity> activity(std::string_view key) const {
+        return std::make_unique<Activity>(host_, host_->activity_begin(ctx_, str(key)));
+    }
+    std::int64_t idle_ms(std::string_view key) const { return host_->activity_idle_ms(ctx_, str(key)); }
+
+    // ---- instances (server role) ----
+    json instance_start(const json &spec) const {
+        auto s = spec.dump();
+        Buf out(host_), err(host_);
+        if (host_->instance_start(ctx_, str(s), out.get(), err.get()) != 0)
+            throw Error::internal("could not start the browser instance: " + err.str());
+        return json::parse(out.str());
+    }
+    void instance_stop(std::string_view id) const { host_->instance_stop(ctx_, str(id)); }
+    struct CallResult {
+        int status;
+        std::string body;
+    };
+    CallResult instance_call(std::string_view id, std::string_view method, std::string_view path,
+                             std::string_view body = {}, std::uint32_t timeout_ms = 0) const {
+        Buf out(host_);
+        int status = 0;
+        host_->instance_call(ctx_, str(id), str(method), str(path), str(body), timeout_ms, &status, out.get());
+        return {status, out.str()};
+    }
+    std::optional<std::string> instance_socket(std::string_view id) const {
+        Buf out(host_);
+        if (host_->instance_socket(ctx_, str(id), out.get()) != 0) return std::nullopt;
+        return out.str();
+    }
+    json instance_spec() const {
+        Buf out(host_);
+        if (host_->instance_spec(ctx_, out.get()) != 0) return json::object();
+        return json::parse(out.str(), nullptr, false);
+    }
+
+    // ---- relays ----
+    void relay_unix(Request &req, Response &res, std::string_view socket_path, std::string_view path,
+                    std::string_view activity_key = {}) const {
+        if (host_->relay_unix(req.raw(), res.raw(), str(socket_path), str(path), str(activity_key)) != 0)
+            throw Error(502, "upstream_unavailable", "the browser instance did not answer");
+    }
+    void relay_tcp(Request &req, Response &res, std::string_view tcp_host, std::uint16_t port, std::string_view path,
+                   std::string_view activity_key = {}) const {
+        if (host_->relay_tcp(req.raw(), res.raw(), str(tcp_host), port, str(path), str(activity_key)) != 0)
+            throw Error(502, "upstream_unavailable", "the upstream did not answer");
+    }
+    void ws_reject(Request &req, Response &res, std::uint16_t code, std::string_view reason) const {
+        host_->ws_reject(req.raw(), res.raw(), code, str(reason));
+    }
+
+private:
+    struct RouteEntry {
+        Plugin *self;
+        Handler handler;
+    };
+    struct ServiceEntry {
+        Plugin *self;
+        Service fn;
+    };
+
+    static void trampoline(void *user, hangar_request *raw_req, hangar_response *raw_res) {
+        auto *entry = static_cast<RouteEntry *>(user);
+        const hangar_host_v1 *host = entry->self->host_;
+        Request req(host, raw_req);
+        Response res(host, raw_res);
+        try {
+            entry->handler(req, res);
+        } catch (const Error &e) {
+            res.error(e);
+        } catch (const json::exception &e) {
+            res.error(Error::bad_request(std::string("invalid JSON value: ") + e.what()));
+        } catch (const std::exception &e) {
+            res.error(Error::internal(e.what()));
+        } catch (...) {
+            res.error(Error::internal("unexpected failure"));
+        }
+    }
+
+    static int service_trampoline(void *user, hangar_str in, hangar_buf *out) {
+        auto *entry = static_cast<ServiceEntry *>(user);
+        const hangar_host_v1 *host = entry->self->host_;
+        auto reply = [&](int status, const json &body) {
+            auto text = body.dump();
+            host->buf_alloc(out, text.data(), text.size());
+            return status;
+        };
+        try {
+            json input = json::parse(view(in), nullptr, false);
+            return reply(200, entry->fn(input));
+        } catch (const Error &e) {
+            return reply(e.status(), {{"code", e.code()}, {"message", e.what()}});
+        } catch (const std::exception &e) {
+            return reply(500, {{"code", "internal"}, {"message", e.what()}});
+        }
+    }
+
+    const hangar_host_v1 *host_ = nullptr;
+    hangar_plugin_ctx *ctx_ = nullptr;
+    std::list<RouteEntry> routes_;
+    std::list<ServiceEntry> services_;
+    std::list<std::function<void()>> timer_fns_;
+    std::vector<hangar_timer *> timers_;
+};
+
+namespace detail {
+template <typename T>
+T *&instance() {
+    static T *ptr = nullptr;
+    return ptr;
+}
+} // namespace detail
+
+} // namespace hangar
+
+// Declares the exported entry point for a hangar::Plugin subclass.
+//   HANGAR_PLUGIN(MyPlugin, "name", "1.0.0", "dep1,dep2" or nullptr, migrations array or nullptr, count)
+#define HANGAR_PLUGIN(Class, Name, Version, Depends, Migrations, MigrationCount)                         \
+    namespace {                                                                                            \
+    std::unique_ptr<Class> hangar_plugin_singleton;                                                        \
+    }                                                                                                      \
+    extern "C" HANGAR_EXPORT int hangar_plugin_init(const hangar_host_v1 *host, hangar_plugin_v1 *out) {   \
+        if (!host || host->abi_version != HANGAR_ABI_VERSION || host->struct_size < sizeof(hangar_host_v1)) \
+            return -1;                                                                                     \
+        hangar_plugin_singleton = std::make_unique<Class>();                                               \
+        hangar_plugin_singleton->bind(host);                                                               \
+        out->abi_version = HANGAR_ABI_VERSION;                                                             \
+        out->struct_size = sizeof(hangar_plugin_v1);                                                       \
+        out->name = Name;                                                                                  \
+        out->version = Version;                                                                            \
+        out->depends = Depends;                                                                            \
+        out->migrations = Migrations;                                                                      \
+        out->migration_count = MigrationCount;                                                             \
+        out->state = hangar_plugin_singleton.get();                                                        \
+        out->start = [](void *state, hangar_plugin_ctx *ctx) {                                             \
+            return static_cast<Class *>(state)->start_from_host(ctx);                                      \
+        };                                                                                                 \
+        out->stop = [](void *state) {                                                                      \
+            static_cast<Class *>(state)->stop_from_host();                                                 \
+            hangar_plugin_singleton.reset();                                                               \
+        };                                                                                                 \
+        return 0;                                                                                          \
+    }
