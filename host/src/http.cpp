@@ -153,6 +153,34 @@ void finish(hangar_response &res, Poco::Net::HTTPServerRequest &httpReq) {
     http.sendBuffer(res.body.data(), res.body.size());
 }
 
+// A response sent before its request body was read (an auth refusal, a 404) would leave that
+// body on a keep-alive connection to be parsed as the next request. Read small bodies away;
+// close the connection instead of reading a large one.
+void drain_unread_body(hangar_request &req, hangar_response &res) {
+    if (req.body || res.taken_over || res.sent) return;
+    auto &http = req.http;
+    if (!http.getChunkedTransferEncoding() && (!http.hasContentLength() || http.getContentLength64() == 0)) return;
+    constexpr std::streamsize kDrainLimit = 1 << 20;
+    if (http.hasContentLength() && http.getContentLength64() > kDrainLimit) {
+        res.http.setKeepAlive(false);
+        return;
+    }
+    try {
+        char buf[8192];
+        std::streamsize total = 0;
+        auto &in = http.stream();
+        while (in.read(buf, sizeof buf) || in.gcount() > 0) {
+            total += in.gcount();
+            if (total > kDrainLimit) {
+                res.http.setKeepAlive(false);
+                return;
+            }
+        }
+    } catch (const std::exception &) {
+        res.http.setKeepAlive(false);
+    }
+}
+
 class Dispatcher : public Poco::Net::HTTPRequestHandler {
 public:
     explicit Dispatcher(HostCore &core) : core_(core) {}
@@ -185,6 +213,7 @@ public:
         } catch (...) {
             if (!res.taken_over && !res.sent) set_error(res, 500, "internal", "internal error (request " + req.request_id + ")");
         }
+        drain_unread_body(req, res);
         try {
             finish(res, http);
         } catch (const std::exception &e) {

@@ -14,7 +14,10 @@
 #include <Poco/StreamCopier.h>
 
 #include <fcntl.h>
+#include <sys/socket.h>
 #include <unistd.h>
+
+#include <cstring>
 
 #include <sstream>
 
@@ -50,6 +53,61 @@ std::string target_uri(const hangar_request &req, const std::string &path) {
     return path + "?" + req.query_string;
 }
 
+// Upgrades relayed server → agent → loopback port ask the agent to hand back the connected
+// upstream socket (SCM_RIGHTS) instead of splicing it, so CDP frames cross one relay, not two.
+constexpr const char *kPassFdHeader = "X-Hangar-Pass-Fd";
+constexpr char kPassFdMarker = 'F';
+
+bool send_fd(int over, int fd) {
+    char marker = kPassFdMarker;
+    iovec iov{&marker, 1};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+    return ::sendmsg(over, &msg, MSG_NOSIGNAL) == 1;
+}
+
+// Reads the agent's first bytes: either the marker with a descriptor, or an ordinary HTTP
+// answer (an error, or an agent that splices itself) which is returned in `first`.
+int receive_fd(int from, std::string &first) {
+    char buf[4096];
+    iovec iov{buf, sizeof buf};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    ssize_t n = ::recvmsg(from, &msg, MSG_CMSG_CLOEXEC);
+    if (n <= 0) return -1;
+    for (cmsghdr *cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
+        if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
+            int fd;
+            std::memcpy(&fd, CMSG_DATA(cm), sizeof(int));
+            if (n == 1 && buf[0] == kPassFdMarker) return fd;
+            ::close(fd);
+        }
+    }
+    first.assign(buf, static_cast<std::size_t>(n));
+    return -1;
+}
+
+int dup_nonblocking(const Poco::Net::StreamSocket &sock) {
+    int fd = ::dup(sock.impl()->sockfd());
+    if (fd < 0) return -1;
+    ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+    ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+    return fd;
+}
+
 bool wants_stream(const hangar_request &req) {
     auto &h = req.http;
     if (h.has("Upgrade")) return true;
@@ -77,24 +135,55 @@ int relay(hangar_request &req, hangar_response &res, const Upstream &up, const s
     if (stream) {
         // Forward the request head as received, with Host rewritten (Chromium only accepts
         // loopback Host headers) and the path replaced.
+        const bool upgrade = req.http.has("Upgrade");
+        const bool pass_back = core.role == HANGAR_ROLE_INSTANCE && !up.unix_socket && upgrade &&
+                               req.http.has(kPassFdHeader);
+        const bool ask_for_fd = core.role == HANGAR_ROLE_SERVER && up.unix_socket && upgrade;
         std::ostringstream head;
         head << req.method << ' ' << target_uri(req, path) << " HTTP/1.1\r\n";
         head << "Host: " << host_header(up) << "\r\n";
         for (const auto &[name, value] : req.http)
-            if (!iequals(name, "Host")) head << name << ": " << value << "\r\n";
+            if (!iequals(name, "Host") && !iequals(name, kPassFdHeader)) head << name << ": " << value << "\r\n";
+        if (ask_for_fd) head << kPassFdHeader << ": 1\r\n";
         head << "\r\n";
         std::string buffered;
         UniqueFd client = take_over(req, res, buffered);
-        int ufd = ::dup(upstream.impl()->sockfd());
-        if (ufd < 0) return -1;
-        ::fcntl(ufd, F_SETFD, FD_CLOEXEC);
-        ::fcntl(ufd, F_SETFL, ::fcntl(ufd, F_GETFL) | O_NONBLOCK);
+
+        if (pass_back) {
+            // Agent side: open the upgrade with the upstream, then give the socket to the server.
+            std::string h = head.str() + buffered;
+            upstream.sendBytes(h.data(), static_cast<int>(h.size()));
+            int flags = ::fcntl(client.get(), F_GETFL);
+            ::fcntl(client.get(), F_SETFL, flags & ~O_NONBLOCK);
+            if (!send_fd(client.get(), upstream.impl()->sockfd())) return 0;
+            return 0; // both of our copies close here; the server holds the connection now
+        }
+
+        UniqueFd ufd(dup_nonblocking(upstream));
+        if (!ufd) return -1;
+        std::string to_client;
+        std::string to_upstream = head.str() + buffered;
+        if (ask_for_fd) {
+            std::string h = head.str();
+            upstream.sendBytes(h.data(), static_cast<int>(h.size()));
+            std::string first;
+            upstream.setBlocking(true);
+            int received = receive_fd(upstream.impl()->sockfd(), first);
+            if (received >= 0) {
+                ufd.reset(received);
+                ::fcntl(received, F_SETFL, ::fcntl(received, F_GETFL) | O_NONBLOCK);
+            } else {
+                to_client = std::move(first); // the agent answered itself; keep splicing with it
+            }
+            to_upstream = buffered;
+        }
         std::function<void()> on_close;
         if (!activity_key.empty()) {
             core.activity.begin(activity_key);
             on_close = [&core, activity_key] { core.activity.end(activity_key); };
         }
-        core.loop.splice(std::move(client), UniqueFd(ufd), head.str() + buffered, {}, std::move(on_close));
+        core.loop.splice(std::move(client), std::move(ufd), std::move(to_upstream), std::move(to_client),
+                         std::move(on_close));
         return 0;
     }
 

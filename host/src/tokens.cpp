@@ -29,7 +29,8 @@ std::string Tokens::sign(const nlohmann::json &claims, std::uint32_t ttl_seconds
     Poco::JWT::Token token;
     for (const auto &[name, value] : *payload) token.payload().set(name, value);
     token.setType("JWT");
-    token.setExpiration(Poco::Timestamp() + Poco::Timespan(static_cast<long>(ttl_seconds), 0));
+    // Whole seconds: some JWT libraries reject a fractional "exp".
+    token.payload().set("exp", static_cast<Poco::Int64>(now_ms() / 1000 + ttl_seconds));
     Poco::JWT::Signer signer(secret_);
     return signer.sign(token, Poco::JWT::Signer::ALGO_HS256);
 }

@@ -1,0 +1,108 @@
+# Hangar: a thin wrapper over CMake and the Node test/bench tooling.
+#
+#   make setup      install what is missing (apt packages, npm packages for tests/e2e); fast when done
+#   make build      configure + build (incremental) into build/
+#   make run        setup + build + run `build/bin/hangar serve`
+#   make test       setup + build + CppUnit (ctest) + end-to-end suite + out-of-tree SDK example build
+#   make test-asan  the CppUnit suites under ASan+UBSan, in build-asan/
+#   make bench      setup + build + benchmarks (bench/run.mjs)
+#   make format     clang-format the C and C++ sources
+#   make clean      remove build/ and build-asan/
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := build
+
+BUILD_DIR    ?= build
+ASAN_DIR     ?= build-asan
+BUILD_TYPE   ?= RelWithDebInfo
+JOBS         ?= 2
+E2E_DIR      := tests/e2e
+E2E_TESTS    ?= $(sort $(wildcard $(E2E_DIR)/*.test.mjs))
+E2E_TIMEOUT  ?= 600000
+STAMP_DIR    := $(BUILD_DIR)/.stamps
+
+APT_PACKAGES := build-essential cmake libpoco-dev nlohmann-json3-dev libcppunit-dev chromium xvfb \
+                bubblewrap libxcb1-dev libxcb-xtest0-dev libxcb-shm0-dev libpng-dev ffmpeg x11vnc \
+                clang-format
+
+FORMAT_DIRS  := host plugins sdk tests/unit tests/sdk
+
+.PHONY: setup setup-apt setup-npm build run test test-unit test-e2e test-sdk-example test-asan bench format clean
+
+# ---- setup ------------------------------------------------------------------------------------
+setup: setup-apt setup-npm
+
+# apt: only when a package is missing (dpkg-query first; `apt-get update` only then). Node 20 comes
+# with the machine; Debian's nodejs is only a fallback when there is no `node` at all. The stamp
+# depends on this Makefile so changing APT_PACKAGES re-checks.
+setup-apt: $(STAMP_DIR)/apt
+
+$(STAMP_DIR)/apt: Makefile
+	@missing=""; \
+	for p in $(APT_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
+	done; \
+	command -v node >/dev/null 2>&1 || missing="$$missing nodejs"; \
+	command -v npm >/dev/null 2>&1 || missing="$$missing npm"; \
+	if [ -n "$$missing" ]; then \
+	  echo "setup: installing$$missing"; \
+	  SUDO=""; [ "$$(id -u)" -eq 0 ] || SUDO=sudo; \
+	  $$SUDO apt-get update -qq; \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+	@mkdir -p $(STAMP_DIR) && touch $@
+
+# npm: `npm ci` when node_modules is missing or older than package-lock.json. Puppeteer-core and
+# playwright-core never download a browser; the tests use Debian's /usr/bin/chromium.
+setup-npm: $(E2E_DIR)/node_modules/.package-lock.json
+
+$(E2E_DIR)/node_modules/.package-lock.json: $(E2E_DIR)/package-lock.json $(E2E_DIR)/package.json | setup-apt
+	cd $(E2E_DIR) && PUPPETEER_SKIP_DOWNLOAD=1 PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+# ---- build ------------------------------------------------------------------------------------
+$(BUILD_DIR)/CMakeCache.txt: | setup-apt
+	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE)
+
+build: $(BUILD_DIR)/CMakeCache.txt
+	cmake --build $(BUILD_DIR) -j$(JOBS)
+
+run: setup build
+	exec $(BUILD_DIR)/bin/hangar serve
+
+# ---- tests ------------------------------------------------------------------------------------
+test: setup build
+	@# -k: run every stage even when an earlier one fails, then fail.
+	@$(MAKE) --no-print-directory -k test-unit test-sdk-example test-e2e
+
+test-unit:
+	cd $(BUILD_DIR) && ctest --output-on-failure -j1
+
+# The SDK example and the wrong-ABI plugin, built out of tree from the SDK headers alone.
+test-sdk-example:
+	tests/sdk/build_example.sh $(abspath $(BUILD_DIR))/sdk-example
+
+test-e2e: setup-npm
+	cd $(E2E_DIR) && HANGAR_BIN=$(abspath $(BUILD_DIR))/bin/hangar \
+	  HANGAR_SDK_EXAMPLE_DIR=$(abspath $(BUILD_DIR))/sdk-example \
+	  node --test --test-concurrency=1 --test-timeout=$(E2E_TIMEOUT) $(notdir $(E2E_TESTS))
+
+test-asan: setup-apt
+	@[ -f $(ASAN_DIR)/CMakeCache.txt ] || cmake -S . -B $(ASAN_DIR) -DCMAKE_BUILD_TYPE=Debug -DHANGAR_SANITIZE=ON
+	cmake --build $(ASAN_DIR) -j$(JOBS)
+	cd $(ASAN_DIR) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j1
+
+# ---- bench ------------------------------------------------------------------------------------
+bench: setup build
+	HANGAR_BIN=$(abspath $(BUILD_DIR))/bin/hangar node bench/run.mjs
+
+# ---- housekeeping -----------------------------------------------------------------------------
+format:
+	@files=$$(find $(FORMAT_DIRS) -type f \( -name '*.c' -o -name '*.h' -o -name '*.cpp' -o -name '*.hpp' \) \
+	  -not -path '*/node_modules/*' 2>/dev/null); \
+	[ -z "$$files" ] || clang-format -i $$files
+
+clean:
+	rm -rf $(BUILD_DIR) $(ASAN_DIR)

@@ -1,0 +1,94 @@
+// Shared pieces of the benchmarks: percentiles, a raw Chromium launcher for baselines, and the
+// server helper from the end-to-end tests (its node_modules live in tests/e2e).
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+export { startServer } from '../tests/e2e/lib/server.mjs';
+export { CdpClient } from '../tests/e2e/lib/cdp.mjs';
+
+/** The real Chromium binary (/usr/bin/chromium is a wrapper shell script). */
+export const CHROMIUM_BIN = process.env.BENCH_CHROMIUM || '/usr/lib/chromium/chromium';
+/** Flags Hangar always passes; the baselines use the same. */
+export const CHROMIUM_FLAGS = [
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+  '--no-first-run',
+  '--no-sandbox',
+];
+
+export function percentile(xs, p) {
+  if (!xs.length) return NaN;
+  const s = [...xs].sort((a, b) => a - b);
+  const i = Math.min(s.length - 1, Math.max(0, Math.ceil((p / 100) * s.length) - 1));
+  return s[i];
+}
+
+export const now = () => Number(process.hrtime.bigint()) / 1e6; // ms
+
+const groups = new Set();
+process.on('exit', () => {
+  for (const pid of groups) {
+    try {
+      process.kill(-pid, 'SIGKILL');
+    } catch {}
+  }
+});
+
+/**
+ * Starts Chromium headless with a fresh profile and resolves once it prints its DevTools line:
+ * {wsUrl, proc, stop()}.
+ */
+export function launchChromium({ extraArgs = [], timeoutMs = 30_000 } = {}) {
+  const dir = mkdtempSync(join(tmpdir(), 'hangar-bench-chromium-'));
+  const proc = spawn(
+    CHROMIUM_BIN,
+    ['--headless=new', '--remote-debugging-port=0', `--user-data-dir=${dir}`, ...CHROMIUM_FLAGS, ...extraArgs, 'about:blank'],
+    // Its own process group, so stop() ends the zygote and renderers too, not just the browser.
+    { stdio: ['ignore', 'ignore', 'pipe'], detached: true },
+  );
+  groups.add(proc.pid);
+  const exited = new Promise((r) => proc.once('exit', r)).then(() => groups.delete(proc.pid));
+  const stop = async () => {
+    try {
+      process.kill(-proc.pid, 'SIGKILL');
+    } catch {}
+    await exited;
+    rmSync(dir, { recursive: true, force: true, maxRetries: 10, retryDelay: 100 });
+  };
+  return new Promise((resolve, reject) => {
+    let err = '';
+    const timer = setTimeout(() => {
+      stop();
+      reject(new Error(`chromium did not print its DevTools line within ${timeoutMs} ms:\n${err}`));
+    }, timeoutMs);
+    proc.stderr.on('data', (chunk) => {
+      err += chunk;
+      const m = /DevTools listening on (ws:\/\/\S+)/.exec(err);
+      if (m) {
+        clearTimeout(timer);
+        proc.stderr.removeAllListeners('data');
+        proc.stderr.resume();
+        resolve({ wsUrl: m[1], proc, stop });
+      }
+    });
+    proc.once('error', (e) => {
+      clearTimeout(timer);
+      reject(e);
+    });
+  });
+}
+
+export function summary(xs) {
+  return { n: xs.length, p50: percentile(xs, 50), p95: percentile(xs, 95), p99: percentile(xs, 99), min: Math.min(...xs), max: Math.max(...xs) };
+}
+
+/** Runs `main` when the file is executed directly (node bench/x.mjs), printing its rows. */
+export async function runStandalone(metaUrl, main) {
+  if (process.argv[1] && metaUrl === new URL(`file://${process.argv[1]}`).href) {
+    const rows = await main({ log: (m) => console.error(m) });
+    console.table(rows.map(({ samples, ...r }) => r));
+  }
+}

@@ -1,0 +1,297 @@
+// Starts the real `hangar serve` for a test file, and a tiny page server the browsers can load.
+//
+//   const server = await startServer();          // fresh data dir, random key, free port
+//   after(() => server.stop());
+//   await server.client.browsers.create({headless: true});
+//
+// Readiness is the server's own "hangar listening on http://127.0.0.1:<port>" line, never a sleep.
+// stop() sends SIGTERM, then SIGKILL after 10 s, and always removes the temp data dir.
+import { spawn, execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdtempSync, rmSync, readFileSync, readdirSync } from 'node:fs';
+import http from 'node:http';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+
+import Kernel from '@onkernel/sdk';
+
+const execFileP = promisify(execFile);
+const here = dirname(fileURLToPath(import.meta.url));
+export const repoRoot = resolve(here, '../../..');
+export const hangarBin = process.env.HANGAR_BIN || join(repoRoot, 'build/bin/hangar');
+export const chromiumPath = '/usr/bin/chromium';
+/** Flags for a directly launched Chromium used as a baseline (same as Hangar always passes). */
+export const chromiumBaseArgs = [
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+  '--no-first-run',
+  '--no-sandbox',
+];
+
+const LISTEN_RE = /hangar listening on (http:\/\/127\.0\.0\.1:(\d+))/;
+const live = new Set();
+
+// A test runner that dies (or a failed assertion that skips `after`) must not leave servers and
+// their browsers behind.
+process.on('exit', () => {
+  for (const s of live) {
+    try {
+      process.kill(s.pid, 'SIGKILL');
+    } catch {}
+  }
+});
+
+/**
+ * @param {object} [opts]
+ * @param {string} [opts.extraPluginDir]  HANGAR_PLUGIN_DIR (colon-separated folders searched after the default)
+ * @param {string[]} [opts.enablePlugins]  HANGAR_PLUGINS_ENABLE (extra plugin names to enable)
+ * @param {Record<string,string>} [opts.env]  more environment variables
+ * @param {number} [opts.readyTimeoutMs]
+ * @param {object} [opts.clientOptions]  extra options for the default Kernel client
+ * @param {string} [opts.dataDir]  use this data dir (owned by the caller: not removed on stop)
+ * @param {string} [opts.apiKey]  use this bootstrap key instead of a random one
+ */
+export async function startServer(opts = {}) {
+  if (!existsSync(hangarBin)) {
+    throw new Error(`${hangarBin} does not exist: build first (make build)`);
+  }
+  const ownDataDir = !opts.dataDir;
+  const dataDir = opts.dataDir || mkdtempSync(join(tmpdir(), 'hangar-e2e-'));
+  const apiKey = opts.apiKey || 'sk_test_' + randomBytes(24).toString('hex');
+  const env = {
+    ...process.env,
+    HANGAR_LISTEN: '127.0.0.1:0',
+    HANGAR_DATA_DIR: dataDir,
+    HANGAR_API_KEY: apiKey,
+    // Keep the number of live Chromiums bounded and predictable in tests.
+    HANGAR_WARM_SPARES: '0',
+    ...(opts.extraPluginDir ? { HANGAR_PLUGIN_DIR: opts.extraPluginDir } : {}),
+    ...(opts.enablePlugins?.length ? { HANGAR_PLUGINS_ENABLE: opts.enablePlugins.join(',') } : {}),
+    ...(opts.env || {}),
+  };
+  // The SDK must be steered only by what we pass it.
+  delete env.KERNEL_API_KEY;
+  delete env.KERNEL_BASE_URL;
+
+  const child = spawn(hangarBin, ['serve'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  live.add(child);
+  let output = '';
+  let exited = null;
+  const exitPromise = new Promise((resolveExit) => {
+    child.on('exit', (code, signal) => {
+      exited = { code, signal };
+      live.delete(child);
+      resolveExit(exited);
+    });
+  });
+  if (process.env.HANGAR_E2E_VERBOSE) {
+    child.stdout.pipe(process.stderr, { end: false });
+    child.stderr.pipe(process.stderr, { end: false });
+  }
+  const onData = (chunk) => {
+    output += chunk.toString();
+  };
+  child.stdout.on('data', onData);
+  child.stderr.on('data', onData);
+
+  let stopped = false;
+  const cleanup = () => {
+    if (ownDataDir) rmSync(dataDir, { recursive: true, force: true });
+  };
+
+  const baseURL = await new Promise((resolveReady, rejectReady) => {
+    const timeoutMs = opts.readyTimeoutMs ?? 60_000;
+    const timer = setTimeout(() => fail(new Error(`hangar did not print its listening line within ${timeoutMs} ms`)), timeoutMs);
+    const check = () => {
+      const m = LISTEN_RE.exec(output);
+      if (m) {
+        clearTimeout(timer);
+        child.stdout.off('data', check);
+        resolveReady(m[1]);
+      }
+    };
+    function fail(err) {
+      clearTimeout(timer);
+      child.kill('SIGKILL');
+      exitPromise.then(() => {
+        cleanup();
+        err.message += `\n--- hangar output ---\n${output}`;
+        rejectReady(err);
+      });
+    }
+    child.stdout.on('data', check);
+    child.on('error', (err) => fail(err));
+    exitPromise.then((e) => {
+      if (!LISTEN_RE.test(output)) fail(new Error(`hangar exited before listening (${JSON.stringify(e)})`));
+    });
+    check();
+  });
+
+  const newClient = (options = {}) =>
+    new Kernel({ apiKey, baseURL, timeout: 120_000, ...(opts.clientOptions || {}), ...options });
+
+  const server = {
+    baseURL,
+    port: Number(new URL(baseURL).port),
+    apiKey,
+    dataDir,
+    pid: child.pid,
+    env,
+    client: newClient(),
+    newClient,
+    /** Everything the server printed so far (stdout and stderr). */
+    output: () => output,
+    exited: () => exited,
+    /** Runs `hangar admin <args...>` against the same data dir; resolves to trimmed stdout. */
+    async admin(...args) {
+      const flat = args.flat();
+      const { stdout } = await execFileP(hangarBin, ['admin', ...flat], { env, timeout: 30_000 });
+      return stdout.trim();
+    },
+    /** A fetch against the API with the bootstrap key unless headers say otherwise. */
+    fetch(path, init = {}) {
+      const headers = { authorization: `Bearer ${apiKey}`, ...(init.headers || {}) };
+      return fetch(new URL(path, baseURL), { ...init, headers });
+    },
+    /** SIGTERM, then SIGKILL after 10 s; removes the data dir. Resolves to {code, signal, killed}. */
+    async stop() {
+      if (stopped) return exited;
+      stopped = true;
+      let killed = false;
+      if (!exited) {
+        child.kill('SIGTERM');
+        const t = setTimeout(() => {
+          killed = true;
+          child.kill('SIGKILL');
+        }, 10_000);
+        await exitPromise;
+        clearTimeout(t);
+      }
+      cleanup();
+      return { ...exited, killed };
+    },
+    /** SIGKILL, as a crash would; the data dir is kept only if the caller owns it. */
+    async kill() {
+      if (stopped) return exited;
+      stopped = true;
+      if (!exited) child.kill('SIGKILL');
+      await exitPromise;
+      cleanup();
+      return exited;
+    },
+  };
+  return server;
+}
+
+/** Polls `fn` until it returns a truthy value (returned) or the time runs out (throws). */
+export async function waitFor(fn, { timeoutMs = 30_000, intervalMs = 250, what = 'condition' } = {}) {
+  const deadline = Date.now() + timeoutMs;
+  let last;
+  for (;;) {
+    try {
+      const v = await fn();
+      if (v) return v;
+    } catch (err) {
+      last = err;
+    }
+    if (Date.now() > deadline) {
+      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${last.message}` : ''}`);
+    }
+    await new Promise((r) => setTimeout(r, intervalMs));
+  }
+}
+
+export const TEST_PAGE_TITLE = 'Hangar test page';
+
+/** A local HTTP server on 127.0.0.1 serving test pages. `/` has <title>Hangar test page</title>. */
+export async function startTestPages() {
+  const hits = [];
+  const srv = http.createServer((req, res) => {
+    hits.push({ url: req.url, headers: req.headers });
+    const url = new URL(req.url, 'http://x');
+    if (url.pathname === '/' || url.pathname === '/index.html') {
+      res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });
+      res.end(`<!doctype html><html><head><title>${TEST_PAGE_TITLE}</title></head>` +
+        `<body><h1 id="greeting">Hello from the test page</h1></body></html>`);
+    } else if (url.pathname === '/page') {
+      const title = url.searchParams.get('title') || 'untitled';
+      res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });
+      res.end(`<!doctype html><html><head><title>${title.replace(/[<&>]/g, '')}</title></head><body></body></html>`);
+    } else {
+      res.writeHead(404, { 'content-type': 'text/plain' });
+      res.end('not found');
+    }
+  });
+  await new Promise((r) => srv.listen(0, '127.0.0.1', r));
+  const { port } = srv.address();
+  return {
+    url: `http://127.0.0.1:${port}/`,
+    hits,
+    close: () => new Promise((r) => {
+      srv.closeAllConnections?.();
+      srv.close(() => r());
+    }),
+  };
+}
+
+/** The SDK example plugins built out of tree (tests/sdk/build_example.sh); built on demand. */
+export async function examplePlugins() {
+  const out = process.env.HANGAR_SDK_EXAMPLE_DIR || join(repoRoot, 'build/sdk-example');
+  const hello = join(out, 'hello');
+  const wrongAbi = join(out, 'wrong_abi');
+  if (!existsSync(join(hello, 'hello.so')) || !existsSync(join(wrongAbi, 'wrong_abi.so'))) {
+    await execFileP(join(repoRoot, 'tests/sdk/build_example.sh'), [out], { timeout: 300_000 });
+  }
+  return { hello, wrongAbi };
+}
+
+/** Live (non-zombie) processes: [{pid, ppid, cmd}]. */
+export function processTable() {
+  const out = [];
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
+      const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      if (rest[0] === 'Z') continue;
+      const cmd = readFileSync(`/proc/${name}/cmdline`, 'utf8').replace(/\0/g, ' ').trim();
+      out.push({ pid: Number(name), ppid: Number(rest[1]), cmd });
+    } catch {}
+  }
+  return out;
+}
+
+/** Every live descendant of `pid` (children, grandchildren ...). */
+export function descendants(pid) {
+  const table = processTable();
+  const byParent = new Map();
+  for (const p of table) {
+    if (!byParent.has(p.ppid)) byParent.set(p.ppid, []);
+    byParent.get(p.ppid).push(p);
+  }
+  const out = [];
+  const stack = [pid];
+  while (stack.length) {
+    for (const c of byParent.get(stack.pop()) || []) {
+      out.push(c);
+      stack.push(c.pid);
+    }
+  }
+  return out;
+}
+
+/** Which of `procs` ({pid, cmd}) still run the same command line. */
+export function stillAlive(procs) {
+  const now = new Map(processTable().map((p) => [p.pid, p.cmd]));
+  return procs.filter((p) => now.get(p.pid) === p.cmd);
+}
+
+/** Median of numbers. */
+export function median(xs) {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+}

@@ -1,0 +1,142 @@
+// Third-party plugins: the SDK example (sdk/examples/hello), built out of tree against the SDK
+// headers alone by tests/sdk/build_example.sh, loads into a real server; a plugin built for
+// another ABI is refused with a log line and the server starts anyway.
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+
+import { examplePlugins, startServer } from './lib/server.mjs';
+
+let plugins;
+
+before(async () => {
+  plugins = await examplePlugins();
+});
+
+describe('hello (the SDK example) next to a wrong-ABI plugin', () => {
+  let server;
+
+  before(async () => {
+    server = await startServer({
+      extraPluginDir: `${plugins.hello}:${plugins.wrongAbi}`,
+      enablePlugins: ['hello', 'wrong_abi'],
+    });
+  });
+
+  after(async () => {
+    await server?.stop();
+  });
+
+  test('the wrong-ABI plugin is refused with a log line naming it and the ABI', () => {
+    const lines = server.output().split('\n');
+    const line = lines.find((l) => l.includes('wrong_abi') && l.includes('ABI'));
+    assert.ok(line, `a log line mentioning wrong_abi and ABI in:\n${server.output()}`);
+    assert.equal(server.exited(), null, 'the server is still running');
+  });
+
+  test('the server works normally beside it', async () => {
+    const res = await server.fetch('/browsers');
+    assert.equal(res.status, 200);
+    assert.deepEqual(await res.json(), []);
+  });
+
+  test('GET /hello answers with the authenticated caller', async () => {
+    const res = await server.fetch('/hello');
+    assert.equal(res.status, 200);
+    const body = await res.json();
+    assert.equal(body.message, 'hello from a plugin');
+    assert.equal(typeof body.caller, 'object');
+    assert.match(body.caller.org_id, /\S/);
+    assert.match(body.caller.project_id, /\S/);
+  });
+
+  test('plugin routes pass through the same auth middleware', async () => {
+    const none = await fetch(new URL('/hello', server.baseURL));
+    assert.equal(none.status, 401);
+    assert.equal((await none.json()).code, 'unauthorized');
+    const bad = await server.fetch('/hello', { headers: { authorization: 'Bearer nope' } });
+    assert.equal(bad.status, 401);
+  });
+
+  test('the SDK client reaches plugin routes too', async () => {
+    const body = await server.client.get('/hello');
+    assert.equal(body.message, 'hello from a plugin');
+  });
+
+  test('greetings: migration-made table, store, offset pagination, validation', async () => {
+    for (const text of ['one', 'two', 'three']) {
+      const res = await server.fetch('/hello/greetings', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ text }),
+      });
+      assert.equal(res.status, 201);
+      const g = await res.json();
+      assert.equal(g.text, text);
+      assert.match(g.id, /\S/);
+    }
+    const p1 = await server.fetch('/hello/greetings?limit=2');
+    assert.equal(p1.status, 200);
+    assert.equal(p1.headers.get('x-has-more'), 'true');
+    assert.equal(p1.headers.get('x-next-offset'), '2');
+    assert.deepEqual((await p1.json()).map((g) => g.text), ['one', 'two']);
+    const p2 = await server.fetch('/hello/greetings?limit=2&offset=2');
+    assert.equal(p2.headers.get('x-has-more'), 'false');
+    assert.deepEqual((await p2.json()).map((g) => g.text), ['three']);
+
+    const bad = await server.fetch('/hello/greetings', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ text: 42 }),
+    });
+    assert.equal(bad.status, 400);
+    const err = await bad.json();
+    assert.equal(err.code, 'bad_request');
+    assert.ok(err.details.some((d) => d.code === 'invalid_input' && d.message.includes('text')));
+  });
+
+  test('greetings belong to the caller\'s project', async () => {
+    const proj = await server.admin('project', 'create', 'hello-other');
+    const res = await server.fetch('/hello/greetings', { headers: { 'x-kernel-project-id': proj } });
+    assert.equal(res.status, 200);
+    assert.deepEqual(await res.json(), []);
+  });
+
+  test('the hello.greet service, called through the host registry', async () => {
+    const res = await server.fetch('/hello/greet/world');
+    assert.equal(res.status, 200);
+    assert.deepEqual(await res.json(), { greeting: 'hello, world' });
+  });
+});
+
+test('migrations run once: a restarted server keeps the plugin data', async () => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'hangar-e2e-keep-'));
+  const apiKey = 'sk_test_restart_' + Date.now();
+  const opts = { extraPluginDir: plugins.hello, enablePlugins: ['hello'], dataDir, apiKey };
+  try {
+    let server = await startServer(opts);
+    try {
+      const res = await server.fetch('/hello/greetings', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ text: 'still here' }),
+      });
+      assert.equal(res.status, 201);
+    } finally {
+      const stopped = await server.stop();
+      assert.equal(stopped.code, 0, `clean exit: ${JSON.stringify(stopped)}`);
+    }
+    server = await startServer(opts);
+    try {
+      const res = await server.fetch('/hello/greetings');
+      assert.equal(res.status, 200, 'the second start did not fail re-running the migration');
+      assert.deepEqual((await res.json()).map((g) => g.text), ['still here']);
+    } finally {
+      await server.stop();
+    }
+  } finally {
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+});
