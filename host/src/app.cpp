@@ -230,6 +230,13 @@ private:
 
         PluginManager plugins(core);
         plugins.load(dirs, enabled);
+        // A switched-off plugin's paths answer 404 naming it: its own name as a path, plus any
+        // `prefixes` its ini lists (third-party plugins are not in the table above).
+        for (const auto &name : core.disabled_plugins) {
+            core.area_prefixes.emplace_back("/" + name, name);
+            for (auto &prefix : split(cfg->get(name + ".prefixes", ""), ','))
+                if (auto t = trim(prefix); !t.empty()) core.area_prefixes.emplace_back(t, name);
+        }
 
         std::uint16_t port = 0;
         auto server = make_tcp_server(core, cfg->get("server.listen", "127.0.0.1:8080"), port);

@@ -53,7 +53,14 @@ std::string Auth::bootstrap(const std::string &bootstrap_key, const std::string 
             insert_key("key_" + random_token(20), org, "", "bootstrap (HANGAR_API_KEY)", bootstrap_key);
         return {};
     }
-    if (std::filesystem::exists(key_file)) return {};
+    if (std::filesystem::exists(key_file)) {
+        // A recreated database with the old key file: register that key again rather than
+        // lock everyone out.
+        std::string existing = trim(read_file(key_file));
+        if (!existing.empty() && store_.exec("SELECT id FROM api_keys WHERE key_hash = ?", {sha256_hex(existing)}).empty())
+            insert_key("key_" + random_token(20), org, "", "bootstrap (generated)", existing);
+        if (!existing.empty()) return {};
+    }
     std::string key = kKeyPrefix + random_token(40);
     insert_key("key_" + random_token(20), org, "", "bootstrap (generated)", key);
     write_file_atomic(key_file, key + "\n", 0600);

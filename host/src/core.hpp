@@ -127,6 +127,7 @@ struct hangar_request {
     std::uint32_t route_flags = 0;
     std::optional<std::string> body;
     bool body_failed = false;
+    bool body_too_large = false;
 };
 
 struct hangar_response {

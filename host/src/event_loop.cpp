@@ -42,7 +42,6 @@ struct EventLoop::Conn {
     UniqueFd a, b;          // a: the client; b: the upstream (splices only)
     std::string ab, ba;     // bytes waiting to be written a→b and b→a
     bool a_eof = false, b_eof = false;
-    bool b_shut = false, a_shut = false;
     std::uint32_t mask_a = 0, mask_b = 0;
     std::function<void()> on_close;
     std::shared_ptr<SseConnection> sse;
@@ -211,16 +210,10 @@ void EventLoop::handle(Conn &c, std::uint32_t events, int side) {
     } else if ((events & (EPOLLERR | EPOLLHUP)) && !(events & EPOLLIN)) {
         return close_conn(id);
     }
-    // Half-close: once a side ended and its bytes are through, end the other direction too.
-    if (c.a_eof && c.ab.empty() && !c.b_shut) {
-        ::shutdown(c.b.get(), SHUT_WR);
-        c.b_shut = true;
-    }
-    if (c.b_eof && c.ba.empty() && !c.a_shut) {
-        ::shutdown(c.a.get(), SHUT_WR);
-        c.a_shut = true;
-    }
-    if (c.a_shut && c.b_shut) return close_conn(id);
+    // WebSocket, SSE and Connection: close responses have no use for half-open connections:
+    // once a side ended and its last bytes are delivered, the pair closes. A client that keeps
+    // its socket after Chromium went away must not keep the session "active" forever.
+    if ((c.a_eof && c.ab.empty()) || (c.b_eof && c.ba.empty())) return close_conn(id);
     update_interest(c);
 }
 

@@ -186,6 +186,7 @@ int req_body(hangar_request *r, hangar_str *out) {
                 body.append(buf, static_cast<std::size_t>(in.gcount()));
                 if (body.size() > limit) {
                     r->body_failed = true;
+                    r->body_too_large = true;
                     return -1;
                 }
             }

@@ -42,11 +42,6 @@ void set_error(hangar_response &res, int status, const std::string &code, const 
 
 namespace {
 
-std::string lower(std::string s) {
-    for (auto &c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return s;
-}
-
 // Finds which plugin owns a path the router does not know, for a helpful 404/501.
 std::optional<std::string> owning_area(const HostCore &core, const std::string &path) {
     auto segs = path_segments(path);
@@ -158,6 +153,10 @@ void finish(hangar_response &res, Poco::Net::HTTPServerRequest &httpReq) {
 // close the connection instead of reading a large one.
 void drain_unread_body(hangar_request &req, hangar_response &res) {
     if (req.body || res.taken_over || res.sent) return;
+    if (req.body_too_large) {
+        res.http.setKeepAlive(false);
+        return;
+    }
     auto &http = req.http;
     if (!http.getChunkedTransferEncoding() && (!http.hasContentLength() || http.getContentLength64() == 0)) return;
     constexpr std::streamsize kDrainLimit = 1 << 20;
@@ -272,6 +271,10 @@ private:
         } end_activity{core_, activity_key};
 
         target.fn(target.user, &req, &res);
+        // The plugin saw only "body unreadable"; the host owes the caller the real reason.
+        if (req.body_too_large && !res.taken_over && !res.sent)
+            set_error(res, 413, "payload_too_large",
+                      "the request body is larger than the " + std::to_string(core_.max_body_bytes) + "-byte limit");
     }
 
     bool authenticate(hangar_request &req, hangar_response &res) {

@@ -27,6 +27,8 @@ namespace {
 
 const std::set<std::string> kHopByHop = {"connection", "keep-alive", "proxy-connection", "transfer-encoding",
                                          "te", "trailer", "upgrade", "host", "content-length"};
+// The caller's API key stays with the server: an instance (and whatever runs in it) never sees it.
+bool never_forward(const std::string &name) { return iequals(name, "Authorization"); }
 
 std::string lower(std::string s) {
     for (auto &c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -143,7 +145,8 @@ int relay(hangar_request &req, hangar_response &res, const Upstream &up, const s
         head << req.method << ' ' << target_uri(req, path) << " HTTP/1.1\r\n";
         head << "Host: " << host_header(up) << "\r\n";
         for (const auto &[name, value] : req.http)
-            if (!iequals(name, "Host") && !iequals(name, kPassFdHeader)) head << name << ": " << value << "\r\n";
+            if (!iequals(name, "Host") && !iequals(name, kPassFdHeader) && !never_forward(name))
+                head << name << ": " << value << "\r\n";
         if (ask_for_fd) head << kPassFdHeader << ": 1\r\n";
         head << "\r\n";
         std::string buffered;
@@ -201,14 +204,20 @@ int relay(hangar_request &req, hangar_response &res, const Upstream &up, const s
         session.setTimeout(Poco::Timespan(static_cast<long>(core.config.get_int("server.relay_timeout_seconds", 330)), 0));
         Poco::Net::HTTPRequest out(req.method, target_uri(req, path), Poco::Net::HTTPMessage::HTTP_1_1);
         for (const auto &[name, value] : req.http)
-            if (!kHopByHop.count(lower(name))) out.add(name, value);
+            if (!kHopByHop.count(lower(name)) && !never_forward(name)) out.add(name, value);
         out.setHost(host_header(up));
         out.setKeepAlive(false);
         std::string body;
         if (req.body) {
             body = *req.body;
         } else if (req.http.hasContentLength() || req.http.getChunkedTransferEncoding()) {
-            Poco::StreamCopier::copyToString(req.http.stream(), body);
+            hangar_str read{};
+            if (core.api()->req_body(&req, &read) != 0) {
+                set_error(res, 413, "payload_too_large",
+                          "the request body is larger than the " + std::to_string(core.max_body_bytes) + "-byte limit");
+                return 0;
+            }
+            body.assign(read.ptr ? read.ptr : "", read.len);
         }
         if (!body.empty() || req.method == "POST" || req.method == "PUT" || req.method == "PATCH")
             out.setContentLength64(static_cast<Poco::Int64>(body.size()));

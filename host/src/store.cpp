@@ -101,11 +101,13 @@ unsigned Store::schema_version(const std::string &owner) {
 }
 
 void Store::migrate(const std::string &owner, const std::vector<Migration> &migrations) {
-    unsigned current = schema_version(owner);
     unsigned previous = 0;
     for (const auto &m : migrations) {
         if (m.version <= previous) throw StoreError(owner + ": migration versions must increase");
         previous = m.version;
+    }
+    unsigned current = schema_version(owner);
+    for (const auto &m : migrations) {
         if (m.version <= current) continue;
         std::lock_guard lock(mutex_);
         raw_exec("BEGIN IMMEDIATE");

@@ -140,3 +140,19 @@ test('migrations run once: a restarted server keeps the plugin data', async () =
     rmSync(dataDir, { recursive: true, force: true });
   }
 });
+
+test('a plugin that is installed but not enabled answers 404 naming it; unbuilt Kernel areas answer 501', async () => {
+  const server = await startServer({ extraPluginDir: plugins.hello });
+  try {
+    const res = await server.fetch('/hello');
+    assert.equal(res.status, 404);
+    const body = await res.json();
+    assert.equal(body.code, 'not_found');
+    assert.match(body.message, /'hello' plugin is disabled/);
+    const profiles = await server.fetch('/profiles');
+    assert.equal(profiles.status, 501);
+    assert.equal((await profiles.json()).code, 'not_implemented');
+  } finally {
+    await server.stop();
+  }
+});
