@@ -51,6 +51,11 @@ $(STAMP_DIR)/apt: Makefile
 	  $$SUDO apt-get update -qq; \
 	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
+	@# Chromium reads managed policies here; each instance binds its own chrome_policy over it.
+	@# Instances run as the unprivileged `hangar` user when the server runs as root.
+	@SUDO=""; [ "$$(id -u)" -eq 0 ] || SUDO=sudo; \
+	[ -d /etc/chromium/policies/managed ] || $$SUDO mkdir -p /etc/chromium/policies/managed; \
+	id -u hangar >/dev/null 2>&1 || $$SUDO useradd --system --no-create-home --shell /usr/sbin/nologin hangar
 	@mkdir -p $(STAMP_DIR) && touch $@
 
 # npm: `npm ci` when node_modules is missing or older than package-lock.json. Puppeteer-core and
@@ -90,7 +95,7 @@ test-e2e: setup-npm
 
 test-asan: setup-apt
 	@[ -f $(ASAN_DIR)/CMakeCache.txt ] || cmake -S . -B $(ASAN_DIR) -DCMAKE_BUILD_TYPE=Debug -DHANGAR_SANITIZE=ON
-	cmake --build $(ASAN_DIR) -j$(JOBS)
+	cmake --build $(ASAN_DIR) -j$(JOBS) --target hangar-unit-tests
 	cd $(ASAN_DIR) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j1
 

@@ -102,6 +102,7 @@ struct PluginRecord {
     bool started = false;
     Poco::Logger *logger = nullptr;
     std::unique_ptr<hangar_plugin_ctx> ctx;
+    std::string last_error; // the plugin's latest error log line, to explain a failed start
 };
 
 } // namespace hangar::host

@@ -120,7 +120,10 @@ void log_fn(hangar_plugin_ctx *ctx, hangar_log_level level, hangar_str message) 
     case HANGAR_LOG_DEBUG: l.debug(m); break;
     case HANGAR_LOG_INFO: l.information(m); break;
     case HANGAR_LOG_WARN: l.warning(m); break;
-    default: l.error(m); break;
+    default:
+        l.error(m);
+        ctx->plugin->last_error = m;
+        break;
     }
 }
 

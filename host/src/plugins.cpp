@@ -112,7 +112,8 @@ void PluginManager::load(const std::vector<std::string> &dirs, const std::vector
             core_.store->migrate(rec->name, migrations);
         }
         if (rec->desc.start(rec->desc.state, rec->ctx.get()) != 0)
-            throw PluginError("plugin " + rec->name + " failed to start (see its log lines above)");
+            throw PluginError("plugin " + rec->name + " failed to start" +
+                              (rec->last_error.empty() ? std::string(" (see its log lines above)") : ": " + rec->last_error));
         rec->started = true;
         core_.log.information("plugin %s %s started", rec->name, rec->version);
     }

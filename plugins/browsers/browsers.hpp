@@ -1,0 +1,77 @@
+// The browsers plugin: browser sessions (server role) and the Chromium they run (instance role).
+// One class, two halves; start() registers the half that belongs to the process's role. The
+// server half is in server.cpp, the instance half in instance.cpp.
+#pragma once
+
+#include "chromium.hpp"
+#include "session_model.hpp"
+
+#include <hangar/plugin.hpp>
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace hangar::browsers {
+
+class BrowsersPlugin final : public hangar::Plugin {
+public:
+    void start() override;
+    void stop() override;
+
+private:
+    // ---- server role (server.cpp) ----
+    void start_server();
+    void stop_server();
+
+    void create(Request &req, Response &res);
+    void retrieve(Request &req, Response &res);
+    void update(Request &req, Response &res);
+    void list(Request &req, Response &res);
+    void remove(Request &req, Response &res);
+    void cdp_browser_socket(Request &req, Response &res);
+    void cdp_target_socket(Request &req, Response &res);
+    void cdp_json(Request &req, Response &res, const std::string &agent_path);
+    void webdriver_socket(Request &req, Response &res);
+
+    std::string project_of(const Request &req) const;
+    std::optional<Session> find(const std::string &project, const std::string &id_or_name, bool include_deleted) const;
+    Session require(const std::string &project, const std::string &id_or_name, bool include_deleted) const;
+    json render(const Session &s, const Request &req) const;
+    // The session a capability token names, checked: 401 for a bad token, 404 once it ended.
+    std::string session_from_token(const std::string &token, const char *type) const;
+    void insert(const Session &s);
+    void write_tags(const std::string &id, const Tags &tags);
+    // Marks the sessions deleted (once) and stops their instances, in parallel.
+    void end_sessions(const std::vector<std::string> &ids, const char *why);
+    bool mark_deleted(const std::string &id, std::int64_t at);
+    void sweep_idle();
+    void reap_orphans();
+
+    // Names being created or renamed right now (project + '\n' + name): the store has no
+    // transactions across calls, so uniqueness is decided here, backed by a unique index.
+    class NameReservation;
+    std::mutex names_mutex_;
+    std::set<std::string> pending_names_;
+
+    std::mutex delete_mutex_; // decides which caller ends a session
+
+    std::mutex idle_mutex_;
+    std::unordered_map<std::string, std::int64_t> idle_baseline_ms_; // for keys the host never saw
+    std::atomic<bool> sweeping_{false};
+    std::atomic<bool> stopping_{false};
+    std::uint32_t token_grace_seconds_ = 7 * 24 * 3600;
+
+    // ---- instance role (instance.cpp) ----
+    void start_instance();
+    void stop_instance();
+    void relay_to_chromium(Request &req, Response &res, const std::string &path);
+
+    std::unique_ptr<ChromiumRunner> chromium_;
+};
+
+} // namespace hangar::browsers

@@ -1,0 +1,382 @@
+#include "chromium.hpp"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cerrno>
+#include <charconv>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+#include <thread>
+
+namespace hangar::browsers {
+
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+std::chrono::milliseconds until(Clock::time_point deadline) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+}
+
+void write_all(int fd, std::string_view data) {
+    while (!data.empty()) {
+        ssize_t n = ::write(fd, data.data(), data.size());
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return; // a full disk must not take the browser down with it
+        data.remove_prefix(static_cast<std::size_t>(n));
+    }
+}
+
+// A tiny HTTP/1.1 GET to Chromium's DevTools port, used only to see its first page appear.
+std::optional<std::string> local_http_get(std::uint16_t port, const std::string &path,
+                                          std::chrono::milliseconds timeout) {
+    Fd sock(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (!sock) return std::nullopt;
+    timeval tv{static_cast<time_t>(timeout.count() / 1000), static_cast<suseconds_t>((timeout.count() % 1000) * 1000)};
+    ::setsockopt(sock.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    ::setsockopt(sock.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(port);
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::connect(sock.get(), reinterpret_cast<sockaddr *>(&addr), sizeof addr) != 0) return std::nullopt;
+    std::string req = "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(port) + "\r\n\r\n";
+    if (::send(sock.get(), req.data(), req.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(req.size()))
+        return std::nullopt;
+
+    // Chromium keeps the connection open, so the body ends at Content-Length, not at EOF.
+    std::string data;
+    std::optional<std::size_t> body_at, length;
+    char buf[8192];
+    for (;;) {
+        if (body_at && length && data.size() >= *body_at + *length) break;
+        ssize_t n = ::recv(sock.get(), buf, sizeof buf, 0);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        data.append(buf, static_cast<std::size_t>(n));
+        if (!body_at) {
+            auto end = data.find("\r\n\r\n");
+            if (end == std::string::npos) continue;
+            body_at = end + 4;
+            if (!data.starts_with("HTTP/1.1 200")) return std::nullopt;
+            std::string head = data.substr(0, end);
+            for (auto &c : head)
+                c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+            if (auto at = head.find("content-length:"); at != std::string::npos) {
+                std::size_t i = at + 15;
+                while (i < head.size() && head[i] == ' ')
+                    ++i;
+                std::size_t len = 0;
+                std::from_chars(head.data() + i, head.data() + head.size(), len);
+                length = len;
+            }
+        }
+    }
+    if (!body_at) return std::nullopt;
+    return data.substr(*body_at, length.value_or(std::string::npos));
+}
+
+} // namespace
+
+// ---- Xvfb ----------------------------------------------------------------------------------------
+
+class Xvfb {
+public:
+    Xvfb(const ChromiumSettings &settings, const Viewport &vp) {
+        Pipe ready = make_pipe();
+        Fd log = open_log(settings.run_dir + "/logs/xvfb.log");
+        child_ = Child::spawn({settings.xvfb_path,
+                               xvfb_args(vp, 3),
+                               environment_with({}),
+                               log.get(),
+                               log.get(),
+                               {{ready.write.get(), 3}}});
+        ready.write.reset(); // so a dying Xvfb shows up as EOF
+
+        auto deadline = Clock::now() + std::chrono::milliseconds(settings.startup_timeout_ms);
+        std::string text;
+        char buf[32];
+        while (text.find('\n') == std::string::npos) {
+            auto left = until(deadline);
+            if (left.count() <= 0 || !wait_readable(ready.read.get(), left))
+                throw std::runtime_error("Xvfb did not report a display within " +
+                                         std::to_string(settings.startup_timeout_ms / 1000) + " s (see logs/xvfb.log)");
+            ssize_t n = ::read(ready.read.get(), buf, sizeof buf);
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) {
+                child_.stop(0ms);
+                throw std::runtime_error("Xvfb exited before it was ready (" + child_.exit_description() +
+                                         "; see logs/xvfb.log)");
+            }
+            text.append(buf, static_cast<std::size_t>(n));
+        }
+        auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), display_);
+        if (ec != std::errc()) throw std::runtime_error("Xvfb reported a bad display number: " + text);
+    }
+    ~Xvfb() { child_.stop(1000ms); }
+    Xvfb(const Xvfb &) = delete;
+    Xvfb &operator=(const Xvfb &) = delete;
+
+    int display() const { return display_; }
+    bool running() { return child_.running(); }
+
+private:
+    Child child_;
+    int display_ = -1;
+};
+
+// ---- Chromium ------------------------------------------------------------------------------------
+
+class ChromiumProcess {
+public:
+    ChromiumProcess(const ChromiumSettings &settings, const LaunchSpec &spec, std::optional<int> display,
+                    std::string_view user_agent, std::string_view url, const Logger &log) {
+        log_ = open_log(settings.run_dir + "/logs/chromium.log");
+        Pipe err = make_pipe();
+        auto env = display ? environment_with({"DISPLAY=:" + std::to_string(*display)})
+                           : environment_with({}, {"DISPLAY", "WAYLAND_DISPLAY"});
+        child_ = Child::spawn({settings.chromium_path,
+                               chromium_args(settings, spec, user_agent, url),
+                               std::move(env),
+                               log_.get(),
+                               err.write.get(),
+                               {}});
+        err.write.reset();
+        stderr_ = std::move(err.read);
+
+        wait_for_devtools(settings);
+        // Readiness proper is the DevTools line; waiting for the first page as well means a
+        // client that connects right away finds contexts()[0].pages()[0], as on Kernel.
+        auto deadline = Clock::now() + std::chrono::milliseconds(settings.first_page_timeout_ms);
+        bool page = false;
+        while (!page && until(deadline).count() > 0 && child_.running()) {
+            if (auto body = local_http_get(endpoint_.port, "/json/list", 1000ms)) {
+                json list = json::parse(*body, nullptr, false);
+                if (list.is_array())
+                    for (const auto &t : list)
+                        page = page || (t.is_object() && t.value("type", "") == "page");
+            }
+            if (!page) std::this_thread::sleep_for(20ms);
+        }
+        if (!page) log(LogLevel::Warn, "Chromium is ready but showed no page within the first-page timeout");
+
+        drain_ = std::jthread([this](std::stop_token stop) { drain(stop); });
+    }
+
+    ~ChromiumProcess() {
+        child_.stop(); // its children close the pipe as they die, so the drainer sees EOF
+        if (drain_.joinable()) {
+            drain_.request_stop();
+            drain_.join();
+        }
+    }
+    ChromiumProcess(const ChromiumProcess &) = delete;
+    ChromiumProcess &operator=(const ChromiumProcess &) = delete;
+
+    pid_t pid() const { return child_.pid(); }
+    const DevToolsEndpoint &endpoint() const { return endpoint_; }
+    bool running() { return child_.running(); }
+    std::string exit_description() const { return child_.exit_description(); }
+
+private:
+    void wait_for_devtools(const ChromiumSettings &settings) {
+        auto deadline = Clock::now() + std::chrono::milliseconds(settings.startup_timeout_ms);
+        std::string pending; // an incomplete last line
+        std::string tail;    // recent output, for the error message
+        char buf[8192];
+        for (;;) {
+            auto left = until(deadline);
+            if (left.count() <= 0 || !wait_readable(stderr_.get(), left)) {
+                child_.stop(1000ms);
+                throw std::runtime_error("Chromium did not print \"DevTools listening on\" within " +
+                                         std::to_string(settings.startup_timeout_ms / 1000) +
+                                         " s (see logs/chromium.log)" + last_lines(tail));
+            }
+            ssize_t n = ::read(stderr_.get(), buf, sizeof buf);
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) {
+                child_.stop(1000ms);
+                throw std::runtime_error("Chromium exited before DevTools was ready (" + child_.exit_description() +
+                                         ")" + last_lines(tail));
+            }
+            std::string_view chunk(buf, static_cast<std::size_t>(n));
+            write_all(log_.get(), chunk);
+            tail.append(chunk);
+            if (tail.size() > 4096) tail.erase(0, tail.size() - 4096);
+            pending.append(chunk);
+            std::size_t nl;
+            while ((nl = pending.find('\n')) != std::string::npos) {
+                auto found = parse_devtools_line(std::string_view(pending).substr(0, nl));
+                pending.erase(0, nl + 1);
+                if (found) {
+                    endpoint_ = *found;
+                    return;
+                }
+            }
+        }
+    }
+
+    static std::string last_lines(const std::string &tail) {
+        if (tail.empty()) return "";
+        auto from = tail.size() > 600 ? tail.size() - 600 : 0;
+        return ": ..." + tail.substr(from);
+    }
+
+    // Chromium writes to stderr for its whole life; an undrained pipe would block it once full.
+    void drain(const std::stop_token &stop) {
+        char buf[16384];
+        while (!stop.stop_requested()) {
+            if (!wait_readable(stderr_.get(), 200ms)) continue;
+            ssize_t n = ::read(stderr_.get(), buf, sizeof buf);
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) return;
+            write_all(log_.get(), std::string_view(buf, static_cast<std::size_t>(n)));
+        }
+    }
+
+    Fd log_;
+    Fd stderr_;
+    Child child_;
+    DevToolsEndpoint endpoint_;
+    std::jthread drain_;
+};
+
+// ---- runner --------------------------------------------------------------------------------------
+
+ChromiumRunner::ChromiumRunner(ChromiumSettings settings, LaunchSpec spec, Logger log)
+    : settings_(std::move(settings)), spec_(std::move(spec)), log_(std::move(log)) {}
+
+ChromiumRunner::~ChromiumRunner() {
+    std::lock_guard lock(mutex_);
+    stop_locked();
+}
+
+void ChromiumRunner::stop_locked() {
+    chromium_.reset();
+    display_.reset();
+}
+
+void ChromiumRunner::start() {
+    std::lock_guard lock(mutex_);
+    make_dirs(settings_.run_dir + "/logs");
+    make_dirs(settings_.user_data_dir);
+    write_policy();
+    if (!spec_.headless) display_ = std::make_unique<Xvfb>(settings_, spec_.viewport);
+    launch_locked(spec_.start_url.value_or("about:blank"));
+}
+
+void ChromiumRunner::write_policy() {
+    // The host bind-mounts <instance>/policy at /etc/chromium/policies/managed.
+    std::string dir = settings_.run_dir + "/policy";
+    std::string path = dir + "/hangar.json";
+    if (!spec_.chrome_policy) {
+        ::unlink(path.c_str());
+        return;
+    }
+    make_dirs(dir);
+    std::string tmp = path + ".tmp";
+    {
+        Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+        if (!fd) throw std::runtime_error("cannot write the Chromium policy " + tmp + ": " + std::strerror(errno));
+        write_all(fd.get(), spec_.chrome_policy->dump(2));
+    }
+    if (::rename(tmp.c_str(), path.c_str()) != 0)
+        throw std::runtime_error("cannot write the Chromium policy " + path + ": " + std::strerror(errno));
+    // Echoing a policy that Chromium never reads would be a lie; say why instead.
+    if (!settings_.policy_mount_dir.empty() &&
+        ::access((settings_.policy_mount_dir + "/hangar.json").c_str(), R_OK) != 0)
+        throw std::runtime_error("chrome_policy cannot be applied: " + settings_.policy_mount_dir +
+                                 " is not this instance's policy dir (the host binds it only when that directory "
+                                 "exists on the machine: mkdir -p " +
+                                 settings_.policy_mount_dir + ")");
+}
+
+std::string ChromiumRunner::user_agent_locked() {
+    if (!user_agent_) {
+        auto out = run_capture(settings_.chromium_path, {"--version"}, 5000ms);
+        auto ua = out ? stealth_user_agent(*out) : std::nullopt;
+        if (!ua) log_(LogLevel::Warn, "stealth: could not read Chromium's version; keeping its own user agent");
+        user_agent_ = ua.value_or("");
+    }
+    return *user_agent_;
+}
+
+void ChromiumRunner::launch_locked(std::string_view url) {
+    // Left behind when a previous Chromium was killed; they would make the new one refuse the
+    // profile ("already in use").
+    for (const char *f : {"SingletonLock", "SingletonSocket", "SingletonCookie"})
+        ::unlink((settings_.user_data_dir + "/" + f).c_str());
+    std::optional<int> display;
+    if (display_) display = display_->display();
+    std::string ua = spec_.stealth ? user_agent_locked() : std::string();
+    auto started = Clock::now();
+    chromium_ = std::make_unique<ChromiumProcess>(settings_, spec_, display, ua, url, log_);
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count();
+    log_(LogLevel::Info, "Chromium " + std::to_string(chromium_->pid()) + " ready on port " +
+                             std::to_string(chromium_->endpoint().port) + " in " + std::to_string(ms) + " ms");
+}
+
+json ChromiumRunner::status() {
+    std::lock_guard lock(mutex_);
+    json s = {
+        {"pid", nullptr},
+        {"port", nullptr},
+        {"ws_path", nullptr},
+        {"restarts", restarts_},
+        {"headless", spec_.headless},
+        {"kiosk_mode", spec_.kiosk_mode},
+        {"viewport", viewport_json(spec_.viewport)},
+    };
+    if (chromium_ && chromium_->running()) {
+        s["pid"] = chromium_->pid();
+        s["port"] = chromium_->endpoint().port;
+        s["ws_path"] = chromium_->endpoint().ws_path;
+    }
+    if (display_) s["display"] = ":" + std::to_string(display_->display());
+    return s;
+}
+
+ChromiumRunner::Endpoint ChromiumRunner::endpoint() {
+    std::lock_guard lock(mutex_);
+    if (!chromium_ || !chromium_->running()) {
+        // Crashed or killed (e.g. by the OOM killer): bring it back, like a supervisor would.
+        std::string why = chromium_ ? "exited (" + chromium_->exit_description() + ")" : "is not running";
+        chromium_.reset();
+        log_(LogLevel::Warn, "Chromium " + why + "; starting it again");
+        if (!spec_.headless && (!display_ || !display_->running())) {
+            display_.reset();
+            display_ = std::make_unique<Xvfb>(settings_, spec_.viewport);
+        }
+        launch_locked("about:blank");
+        ++restarts_;
+    }
+    return {chromium_->endpoint().port, chromium_->endpoint().ws_path};
+}
+
+json ChromiumRunner::restart(std::optional<Viewport> viewport, std::optional<bool> kiosk_mode) {
+    {
+        std::lock_guard lock(mutex_);
+        bool resize_display = !spec_.headless && viewport &&
+                              (viewport->width != spec_.viewport.width || viewport->height != spec_.viewport.height);
+        chromium_.reset();
+        if (resize_display) display_.reset(); // Xvfb cannot change its screen size live
+        if (viewport) spec_.viewport = *viewport;
+        if (kiosk_mode) spec_.kiosk_mode = *kiosk_mode;
+        if (!spec_.headless && (!display_ || !display_->running())) {
+            display_.reset();
+            display_ = std::make_unique<Xvfb>(settings_, spec_.viewport);
+        }
+        ++restarts_;
+        launch_locked("about:blank");
+    }
+    return status();
+}
+
+} // namespace hangar::browsers

@@ -1,0 +1,68 @@
+// The instance half's processes: Xvfb (headful) and Chromium, started, watched and restarted.
+//
+// Everything is synchronous and readiness-driven: start() and restart() return once Chromium has
+// printed "DevTools listening on ..." and shows its first page, never after a sleep. One mutex
+// serialises launches; endpoint() always names the *current* Chromium, so a relay started after a
+// restart reaches the new process under the same public URL.
+#pragma once
+
+#include "chromium_launch.hpp"
+#include "process.hpp"
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace hangar::browsers {
+
+enum class LogLevel { Info, Warn, Error };
+using Logger = std::function<void(LogLevel, std::string_view)>;
+
+class Xvfb;
+class ChromiumProcess;
+
+class ChromiumRunner {
+public:
+    ChromiumRunner(ChromiumSettings settings, LaunchSpec spec, Logger log);
+    ~ChromiumRunner(); // stops Chromium, then Xvfb
+    ChromiumRunner(const ChromiumRunner &) = delete;
+    ChromiumRunner &operator=(const ChromiumRunner &) = delete;
+
+    // Writes the managed policy, starts Xvfb (headful) and Chromium with the start URL.
+    // Throws std::runtime_error with a message naming what failed.
+    void start();
+
+    // {"pid","port","ws_path","restarts","headless","kiosk_mode","viewport","display"?}
+    json status();
+
+    struct Endpoint {
+        std::uint16_t port;
+        std::string ws_path;
+    };
+    // The running Chromium's DevTools endpoint; relaunches it first if it died.
+    Endpoint endpoint();
+
+    // Restarts Chromium (and Xvfb if a headful size changed) with the given changes; returns
+    // status() once the new Chromium is ready.
+    json restart(std::optional<Viewport> viewport, std::optional<bool> kiosk_mode);
+
+private:
+    void write_policy();
+    void launch_locked(std::string_view url);
+    void stop_locked();
+    std::string user_agent_locked();
+
+    ChromiumSettings settings_;
+    LaunchSpec spec_;
+    Logger log_;
+    std::mutex mutex_;
+    std::unique_ptr<Xvfb> display_;
+    std::unique_ptr<ChromiumProcess> chromium_;
+    int restarts_ = 0;
+    std::optional<std::string> user_agent_;
+};
+
+} // namespace hangar::browsers

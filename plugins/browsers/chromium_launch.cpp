@@ -1,0 +1,187 @@
+#include "chromium_launch.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+
+namespace hangar::browsers {
+
+namespace {
+
+bool bool_field(const json &spec, const char *name, bool fallback) {
+    auto it = spec.find(name);
+    if (it == spec.end() || it->is_null()) return fallback;
+    if (!it->is_boolean()) throw Error::invalid(name, "must be a boolean");
+    return it->get<bool>();
+}
+
+int int_field(const json &v, const char *name, int min, int max, std::optional<int> fallback) {
+    auto it = v.find(name);
+    if (it == v.end() || it->is_null()) {
+        if (fallback) return *fallback;
+        throw Error::invalid(std::string("viewport.") + name, "is required");
+    }
+    if (!it->is_number_integer()) throw Error::invalid(std::string("viewport.") + name, "must be an integer");
+    auto n = it->get<std::int64_t>();
+    if (n < min || n > max)
+        throw Error::invalid(std::string("viewport.") + name,
+                             "must be between " + std::to_string(min) + " and " + std::to_string(max));
+    return static_cast<int>(n);
+}
+
+} // namespace
+
+Viewport parse_viewport(const json &v) {
+    if (!v.is_object()) throw Error::invalid("viewport", "must be an object");
+    Viewport vp;
+    vp.width = int_field(v, "width", kMinWidth, kMaxWidth, std::nullopt);
+    vp.height = int_field(v, "height", kMinHeight, kMaxHeight, std::nullopt);
+    vp.refresh_rate = int_field(v, "refresh_rate", 1, kMaxRefreshRate, default_refresh_rate(vp.width, vp.height));
+    return vp;
+}
+
+LaunchSpec parse_launch_spec(const json &spec) {
+    if (!spec.is_object()) throw Error::invalid("spec", "must be an object");
+    LaunchSpec s;
+    s.headless = bool_field(spec, "headless", false);
+    s.stealth = bool_field(spec, "stealth", false);
+    s.kiosk_mode = bool_field(spec, "kiosk_mode", false);
+    if (auto it = spec.find("viewport"); it != spec.end() && !it->is_null()) s.viewport = parse_viewport(*it);
+    if (auto it = spec.find("start_url"); it != spec.end() && !it->is_null()) {
+        if (!it->is_string()) throw Error::invalid("start_url", "must be a string");
+        if (!it->get_ref<const std::string &>().empty()) s.start_url = it->get<std::string>();
+    }
+    if (auto it = spec.find("chrome_policy"); it != spec.end() && !it->is_null()) {
+        if (!it->is_object()) throw Error::invalid("chrome_policy", "must be an object");
+        s.chrome_policy = *it;
+    }
+    return s;
+}
+
+std::vector<std::string> chromium_args(const ChromiumSettings &settings, const LaunchSpec &spec,
+                                       std::string_view user_agent, std::string_view url) {
+    std::vector<std::string> a = {
+        // Port 0: Chromium picks a free one and prints it; no port bookkeeping, no races.
+        "--remote-debugging-port=0",
+        "--remote-debugging-address=127.0.0.1",
+        "--remote-allow-origins=*",
+        "--user-data-dir=" + settings.user_data_dir,
+        // bubblewrap is the sandbox; Chromium's own needs privileges the agent does not have.
+        "--no-sandbox",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        "--no-default-browser-check",
+        "--password-store=basic",
+        // /dev/shm inside a sandbox may be tiny or absent; /tmp is private to the instance.
+        "--disable-dev-shm-usage",
+        "--disable-breakpad",
+        "--disable-search-engine-choice-screen",
+        "--hide-crash-restore-bubble",
+        // Automation drives pages that are not in front; throttling them breaks timers and input.
+        "--disable-background-timer-throttling",
+        "--disable-backgrounding-occluded-windows",
+        "--disable-renderer-backgrounding",
+        "--mute-audio",
+        "--window-size=" + std::to_string(spec.viewport.width) + "," + std::to_string(spec.viewport.height),
+    };
+    if (spec.headless) {
+        a.insert(a.begin(), "--headless=new");
+        // New headless emulates an 800x600 screen and a toolbar inside the window. A screen of
+        // the viewport's size plus kiosk (no toolbar) makes page == window == screen, as on
+        // Kernel, and drops the 800x600 screen that gives headless away.
+        a.push_back("--screen-info={" + std::to_string(spec.viewport.width) + "x" +
+                    std::to_string(spec.viewport.height) + "}");
+        a.emplace_back("--kiosk");
+    } else {
+        a.emplace_back("--ozone-platform=x11");
+        a.emplace_back("--window-position=0,0");
+        if (spec.kiosk_mode) a.emplace_back("--kiosk");
+    }
+    if (spec.stealth) {
+        a.emplace_back("--disable-blink-features=AutomationControlled");
+        if (!user_agent.empty()) a.push_back("--user-agent=" + std::string(user_agent));
+    }
+    for (const auto &f : settings.extra_flags)
+        a.push_back(f);
+    a.emplace_back("--");
+    a.emplace_back(url.empty() ? std::string("about:blank") : std::string(url));
+    return a;
+}
+
+std::vector<std::string> xvfb_args(const Viewport &v, int displayfd) {
+    return {
+        "-screen",
+        "0",
+        std::to_string(v.width) + "x" + std::to_string(v.height) + "x24",
+        // No TCP, and no abstract socket: abstract sockets are shared by every sandbox without its
+        // own network namespace, so only the socket file in the private /tmp is used.
+        "-nolisten",
+        "tcp",
+        "-nolisten",
+        "local",
+        "-displayfd",
+        std::to_string(displayfd),
+    };
+}
+
+std::optional<DevToolsEndpoint> parse_devtools_line(std::string_view line) {
+    static constexpr std::string_view marker = "DevTools listening on ws://";
+    auto at = line.find(marker);
+    if (at == std::string_view::npos) return std::nullopt;
+    std::string_view rest = line.substr(at + marker.size());
+    while (!rest.empty() && std::isspace(static_cast<unsigned char>(rest.back())))
+        rest.remove_suffix(1);
+    auto slash = rest.find('/');
+    if (slash == std::string_view::npos) return std::nullopt;
+    std::string_view hostport = rest.substr(0, slash);
+    auto colon = hostport.rfind(':');
+    if (colon == std::string_view::npos) return std::nullopt;
+    unsigned port = 0;
+    auto digits = hostport.substr(colon + 1);
+    auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), port);
+    if (ec != std::errc() || ptr != digits.data() + digits.size() || port == 0 || port > 65535) return std::nullopt;
+    std::string_view path = rest.substr(slash);
+    if (!path.starts_with("/devtools/browser/")) return std::nullopt;
+    return DevToolsEndpoint{static_cast<std::uint16_t>(port), std::string(path)};
+}
+
+std::optional<std::string> stealth_user_agent(std::string_view out) {
+    // The first token that starts with a digit and has dots is the version.
+    std::size_t i = 0;
+    while (i < out.size()) {
+        while (i < out.size() && std::isspace(static_cast<unsigned char>(out[i])))
+            ++i;
+        std::size_t j = i;
+        while (j < out.size() && !std::isspace(static_cast<unsigned char>(out[j])))
+            ++j;
+        std::string_view tok = out.substr(i, j - i);
+        if (!tok.empty() && std::isdigit(static_cast<unsigned char>(tok[0])) &&
+            tok.find('.') != std::string_view::npos) {
+            auto major = tok.substr(0, tok.find('.'));
+            if (std::all_of(major.begin(), major.end(), [](unsigned char c) { return std::isdigit(c); }))
+                return "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/" +
+                       std::string(major) + ".0.0.0 Safari/537.36";
+        }
+        i = j;
+    }
+    return std::nullopt;
+}
+
+std::vector<std::string> split_flags(std::string_view s) {
+    std::vector<std::string> out;
+    std::size_t i = 0;
+    while (i < s.size()) {
+        while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i])))
+            ++i;
+        std::size_t j = i;
+        while (j < s.size() && !std::isspace(static_cast<unsigned char>(s[j])))
+            ++j;
+        if (j > i) out.emplace_back(s.substr(i, j - i));
+        i = j;
+    }
+    return out;
+}
+
+} // namespace hangar::browsers

@@ -1,0 +1,68 @@
+// How the instance half launches Xvfb and Chromium, as pure functions: the spec it receives, the
+// command lines, the readiness line and the stealth user agent. Unit-tested without a browser.
+#pragma once
+
+#include "session_model.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace hangar::browsers {
+
+// What the server put into the instance spec (see make_instance_spec() in session_model.hpp).
+struct LaunchSpec {
+    bool headless = false;
+    bool stealth = false;
+    bool kiosk_mode = false;
+    Viewport viewport;
+    std::optional<std::string> start_url;
+    std::optional<json> chrome_policy;
+};
+
+// Lenient about missing keys (defaults), strict about types: throws Error 400.
+LaunchSpec parse_launch_spec(const json &spec);
+// A {width, height, refresh_rate?} object as the agent receives it. Throws Error 400.
+Viewport parse_viewport(const json &v);
+
+// Operator settings of the instance half (etc/plugins.d/browsers.ini).
+struct ChromiumSettings {
+    std::string chromium_path = "/usr/lib/chromium/chromium";
+    std::string xvfb_path = "/usr/bin/Xvfb";
+    std::string user_data_dir = "/home/kernel/user-data";
+    std::string run_dir = "/run/hangar"; // the instance dir inside the sandbox: logs/, policy/
+    // Where Chromium reads managed policies; the host bind-mounts <run_dir>/policy there. Empty:
+    // do not check that the mount is in place.
+    std::string policy_mount_dir = "/etc/chromium/policies/managed";
+    std::vector<std::string> extra_flags;
+    int startup_timeout_ms = 20000;
+    int first_page_timeout_ms = 5000;
+};
+
+// Chromium's command line (without argv[0]). `user_agent` empty = Chromium's own. `url` goes
+// after "--" so a start_url can never be read as a switch.
+std::vector<std::string> chromium_args(const ChromiumSettings &settings, const LaunchSpec &spec,
+                                       std::string_view user_agent, std::string_view url);
+
+// Xvfb's command line: it picks a free display itself and writes the number to `displayfd` once
+// it accepts connections (the readiness signal).
+std::vector<std::string> xvfb_args(const Viewport &viewport, int displayfd);
+
+struct DevToolsEndpoint {
+    std::uint16_t port = 0;
+    std::string ws_path; // "/devtools/browser/<uuid>"
+};
+
+// "DevTools listening on ws://127.0.0.1:PORT/devtools/browser/ID" -> {PORT, path}.
+std::optional<DevToolsEndpoint> parse_devtools_line(std::string_view line);
+
+// From `chromium --version` ("Chromium 156.0.8078.79 ..."): the user agent headful Chromium would
+// send, which headless otherwise spells "HeadlessChrome". Reduced form, like Chrome's own.
+std::optional<std::string> stealth_user_agent(std::string_view version_output);
+
+// Whitespace-separated flags from the config file.
+std::vector<std::string> split_flags(std::string_view s);
+
+} // namespace hangar::browsers

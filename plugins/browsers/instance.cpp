@@ -1,0 +1,77 @@
+// Instance role: runs inside one browser's sandbox (`hangar agent`), owns Xvfb and Chromium, and
+// serves the agent routes the server half relays to. These routes have no auth: the agent socket
+// is only reachable by the server.
+#include "browsers.hpp"
+
+#include <unistd.h>
+
+namespace hangar::browsers {
+
+void BrowsersPlugin::start_instance() {
+    ChromiumSettings settings;
+    settings.chromium_path = config("chromium_path", settings.chromium_path);
+    settings.xvfb_path = config("xvfb_path", settings.xvfb_path);
+    // The instance dir is /run/hangar inside the sandbox; a host running agents without bubblewrap
+    // (development) names it through the "instance.dir" key.
+    settings.run_dir = config("instance_run_dir").value_or(config("instance.dir", settings.run_dir));
+    // /home/kernel is <instance dir>/home bind-mounted; use the Kernel path where it exists.
+    bool sandboxed = settings.run_dir == "/run/hangar" && ::access("/home/kernel", W_OK) == 0;
+    settings.user_data_dir =
+        config("user_data_dir", sandboxed ? settings.user_data_dir : settings.run_dir + "/home/user-data");
+    settings.policy_mount_dir = config("policy_mount_dir", settings.policy_mount_dir);
+    settings.extra_flags = split_flags(config("chromium_flags", ""));
+    settings.startup_timeout_ms = static_cast<int>(config_int("startup_timeout_ms", settings.startup_timeout_ms));
+    settings.first_page_timeout_ms =
+        static_cast<int>(config_int("first_page_timeout_ms", settings.first_page_timeout_ms));
+
+    LaunchSpec spec = parse_launch_spec(instance_spec());
+    auto logger = [this](LogLevel level, std::string_view msg) {
+        log(level == LogLevel::Error  ? HANGAR_LOG_ERROR
+            : level == LogLevel::Warn ? HANGAR_LOG_WARN
+                                      : HANGAR_LOG_INFO,
+            msg);
+    };
+    chromium_ = std::make_unique<ChromiumRunner>(std::move(settings), std::move(spec), logger);
+    // Synchronous on purpose: the host's instance_start returns when every plugin has started,
+    // so POST /browsers answers only once Chromium is ready.
+    chromium_->start();
+
+    route("GET", "/chromium", [this](Request &, Response &res) { res.json(chromium_->status()); });
+
+    route("POST", "/chromium/restart", [this](Request &req, Response &res) {
+        json body = req.json_body(true);
+        std::optional<Viewport> viewport;
+        std::optional<bool> kiosk;
+        if (auto it = body.find("viewport"); it != body.end() && !it->is_null()) viewport = parse_viewport(*it);
+        if (auto it = body.find("kiosk_mode"); it != body.end() && !it->is_null()) {
+            if (!it->is_boolean()) throw Error::invalid("kiosk_mode", "must be a boolean");
+            kiosk = it->get<bool>();
+        }
+        res.json(chromium_->restart(viewport, kiosk));
+    });
+
+    // Always the current Chromium, so the same public URL works again after a restart.
+    route(
+        "GET", "/cdp",
+        [this](Request &req, Response &res) { relay_to_chromium(req, res, chromium_->endpoint().ws_path); },
+        HANGAR_ROUTE_STREAMING);
+    route(
+        "GET", "/cdp/devtools/{rest*}",
+        [this](Request &req, Response &res) { relay_to_chromium(req, res, "/devtools/" + req.param("rest")); },
+        HANGAR_ROUTE_STREAMING);
+    for (const char *path : {"/json/version", "/json/list", "/json"}) {
+        route("GET", path,
+              [this, p = std::string(path)](Request &req, Response &res) { relay_to_chromium(req, res, p); });
+    }
+}
+
+void BrowsersPlugin::relay_to_chromium(Request &req, Response &res, const std::string &path) {
+    auto ep = chromium_->endpoint();
+    relay_tcp(req, res, "127.0.0.1", ep.port, path);
+}
+
+void BrowsersPlugin::stop_instance() {
+    chromium_.reset(); // SIGTERM, grace, SIGKILL, reap: Chromium first, then Xvfb
+}
+
+} // namespace hangar::browsers

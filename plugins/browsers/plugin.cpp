@@ -1,0 +1,65 @@
+// Entry point, schema and role dispatch of the browsers plugin.
+#include "browsers.hpp"
+
+namespace {
+
+// Times are epoch milliseconds (BIGINT) so uptime is plain arithmetic on every database.
+// Booleans are 0/1 integers for the same reason. tags is the rendered JSON object; the tags table
+// duplicates it in a form SQL can filter on (tags[k]=v) without JSON functions, which differ
+// between SQLite and PostgreSQL.
+const hangar_migration migrations[] = {
+    {1, R"sql(
+CREATE TABLE browsers_sessions (
+    id TEXT PRIMARY KEY,
+    org_id TEXT NOT NULL,
+    project_id TEXT NOT NULL,
+    key_id TEXT,
+    name TEXT,
+    created_at BIGINT NOT NULL,
+    deleted_at BIGINT,
+    timeout_seconds INTEGER NOT NULL,
+    headless INTEGER NOT NULL,
+    stealth INTEGER NOT NULL,
+    kiosk_mode INTEGER NOT NULL,
+    viewport_width INTEGER NOT NULL,
+    viewport_height INTEGER NOT NULL,
+    viewport_refresh_rate INTEGER NOT NULL,
+    start_url TEXT,
+    tags TEXT,
+    chrome_policy TEXT
+);
+CREATE INDEX browsers_sessions_project ON browsers_sessions (project_id, deleted_at, created_at);
+CREATE UNIQUE INDEX browsers_sessions_active_name ON browsers_sessions (project_id, name)
+    WHERE deleted_at IS NULL AND name IS NOT NULL;
+CREATE TABLE browsers_tags (
+    session_id TEXT NOT NULL,
+    tag_key TEXT NOT NULL,
+    tag_value TEXT NOT NULL,
+    PRIMARY KEY (session_id, tag_key)
+);
+CREATE INDEX browsers_tags_pair ON browsers_tags (tag_key, tag_value);
+)sql"},
+};
+
+} // namespace
+
+namespace hangar::browsers {
+
+void BrowsersPlugin::start() {
+    if (role() == HANGAR_ROLE_INSTANCE)
+        start_instance();
+    else
+        start_server();
+}
+
+void BrowsersPlugin::stop() {
+    if (role() == HANGAR_ROLE_INSTANCE)
+        stop_instance();
+    else
+        stop_server();
+}
+
+} // namespace hangar::browsers
+
+HANGAR_PLUGIN(hangar::browsers::BrowsersPlugin, "browsers", "0.1.0", nullptr, migrations,
+              sizeof(migrations) / sizeof(migrations[0]))

@@ -1,0 +1,433 @@
+// Server role: the public /browsers API, the CDP and WebDriver URLs, idle deletion.
+#include "browsers.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <thread>
+
+namespace hangar::browsers {
+
+namespace {
+
+constexpr const char *kSelect = "SELECT * FROM browsers_sessions";
+
+std::string reservation_key(const std::string &project, const std::string &name) {
+    return project + "\n" + name;
+}
+
+// The host adds `x-should-retry: false` to every 409 (a second copy here would reach the SDK as
+// "false, false", which it does not read as false).
+[[noreturn]] void name_conflict(const std::string &name) {
+    throw Error::conflict("a browser session named \"" + name + "\" is already active in this project");
+}
+
+bool is_unique_violation(const Error &e) {
+    std::string_view m = e.what();
+    return m.find("UNIQUE") != std::string_view::npos || m.find("unique") != std::string_view::npos;
+}
+
+} // namespace
+
+// Holds a name for one create or rename until the row carries it; released on every exit path.
+class BrowsersPlugin::NameReservation {
+public:
+    NameReservation() = default;
+    NameReservation(BrowsersPlugin &p, std::string key) : plugin_(&p), key_(std::move(key)) {}
+    NameReservation(const NameReservation &) = delete;
+    NameReservation &operator=(const NameReservation &) = delete;
+    NameReservation(NameReservation &&o) noexcept
+        : plugin_(std::exchange(o.plugin_, nullptr)), key_(std::move(o.key_)) {}
+    NameReservation &operator=(NameReservation &&o) noexcept {
+        release();
+        plugin_ = std::exchange(o.plugin_, nullptr);
+        key_ = std::move(o.key_);
+        return *this;
+    }
+    ~NameReservation() { release(); }
+
+private:
+    void release() {
+        if (!plugin_) return;
+        std::lock_guard lock(plugin_->names_mutex_);
+        plugin_->pending_names_.erase(key_);
+        plugin_ = nullptr;
+    }
+    BrowsersPlugin *plugin_ = nullptr;
+    std::string key_;
+};
+
+void BrowsersPlugin::start_server() {
+    token_grace_seconds_ = static_cast<std::uint32_t>(config_int("token_grace_seconds", token_grace_seconds_));
+    reap_orphans();
+
+    route("POST", "/browsers", [this](Request &q, Response &r) { create(q, r); });
+    route("GET", "/browsers", [this](Request &q, Response &r) { list(q, r); });
+    route("GET", "/browsers/{id_or_name}", [this](Request &q, Response &r) { retrieve(q, r); });
+    route("PATCH", "/browsers/{id_or_name}", [this](Request &q, Response &r) { update(q, r); });
+    route("DELETE", "/browsers/{id_or_name}", [this](Request &q, Response &r) { remove(q, r); });
+
+    // Capability-token routes: the jwt is the credential, no API key.
+    constexpr auto open = HANGAR_ROUTE_PUBLIC | HANGAR_ROUTE_STREAMING;
+    route(
+        "GET", "/browser/cdp", [this](Request &q, Response &r) { cdp_browser_socket(q, r); }, open);
+    route(
+        "GET", "/browser/cdp/{token}/devtools/{rest*}", [this](Request &q, Response &r) { cdp_target_socket(q, r); },
+        open);
+    route(
+        "GET", "/browser/cdp/json/version", [this](Request &q, Response &r) { cdp_json(q, r, "/json/version"); },
+        HANGAR_ROUTE_PUBLIC);
+    route(
+        "GET", "/browser/cdp/json/list", [this](Request &q, Response &r) { cdp_json(q, r, "/json/list"); },
+        HANGAR_ROUTE_PUBLIC);
+    route(
+        "GET", "/browser/cdp/json", [this](Request &q, Response &r) { cdp_json(q, r, "/json/list"); },
+        HANGAR_ROUTE_PUBLIC);
+    route(
+        "GET", "/browser/webdriver", [this](Request &q, Response &r) { webdriver_socket(q, r); }, open);
+
+    auto interval = config_int("idle_check_ms", 1000);
+    every(static_cast<std::uint32_t>(std::clamp<std::int64_t>(interval, 100, 5000)), [this] { sweep_idle(); });
+}
+
+void BrowsersPlugin::stop_server() {
+    stopping_ = true;
+    // The host ends every instance when it stops, so the sessions end now; recording it here keeps
+    // deleted_at and usage.uptime_ms true instead of "whenever the server next starts".
+    if (!config_bool("end_sessions_on_shutdown", true)) return;
+    std::vector<std::string> ids;
+    for (const auto &row : sql("SELECT id FROM browsers_sessions WHERE deleted_at IS NULL"))
+        ids.push_back(row.at("id").get<std::string>());
+    end_sessions(ids, "the server is stopping");
+}
+
+// ---- helpers -------------------------------------------------------------------------------------
+
+std::string BrowsersPlugin::project_of(const Request &req) const {
+    json caller = req.caller();
+    auto it = caller.find("project_id");
+    if (it == caller.end() || !it->is_string() || it->get_ref<const std::string &>().empty())
+        throw Error::unauthorized("no project for this caller");
+    return it->get<std::string>();
+}
+
+std::optional<Session> BrowsersPlugin::find(const std::string &project, const std::string &id_or_name,
+                                            bool include_deleted) const {
+    std::string live = include_deleted ? "" : " AND deleted_at IS NULL";
+    if (looks_like_session_id(id_or_name)) {
+        auto rows = sql(std::string(kSelect) + " WHERE project_id = ? AND id = ?" + live, {project, id_or_name});
+        if (!rows.empty()) return session_from_row(rows.front());
+    }
+    // Names are unique among active sessions only: prefer the active one, then the newest.
+    auto rows = sql(std::string(kSelect) + " WHERE project_id = ? AND name = ?" + live +
+                        " ORDER BY CASE WHEN deleted_at IS NULL THEN 0 ELSE 1 END, created_at DESC LIMIT 1",
+                    {project, id_or_name});
+    if (!rows.empty()) return session_from_row(rows.front());
+    return std::nullopt;
+}
+
+Session BrowsersPlugin::require(const std::string &project, const std::string &id_or_name, bool include_deleted) const {
+    if (auto s = find(project, id_or_name, include_deleted)) return *s;
+    throw Error::not_found("browser session \"" + id_or_name + "\" not found");
+}
+
+json BrowsersPlugin::render(const Session &s, const Request &req) const {
+    std::string base = ws_base(req.base_url());
+    std::uint32_t ttl = static_cast<std::uint32_t>(s.timeout_seconds) + token_grace_seconds_;
+    Links links{cdp_ws_url(base, token_sign({{"sid", s.id}, {"typ", "cdp"}}, ttl)),
+                webdriver_ws_url(base, token_sign({{"sid", s.id}, {"typ", "webdriver"}}, ttl))};
+    return render_session(s, links, now_ms());
+}
+
+std::string BrowsersPlugin::session_from_token(const std::string &token, const char *type) const {
+    auto claims = token.empty() ? std::nullopt : token_verify(token);
+    if (!claims || !claims->is_object() || claims->value("typ", "") != type || !claims->contains("sid") ||
+        !claims->at("sid").is_string())
+        throw Error::unauthorized("invalid or expired browser token");
+    std::string sid = claims->at("sid").get<std::string>();
+    auto rows = sql("SELECT id FROM browsers_sessions WHERE id = ? AND deleted_at IS NULL", {sid});
+    if (rows.empty()) throw Error::not_found("browser session " + sid + " has ended");
+    return sid;
+}
+
+void BrowsersPlugin::insert(const Session &s) {
+    auto opt = [](const auto &v) -> json { return v ? json(*v) : json(nullptr); };
+    json tags = s.tags && !s.tags->empty() ? json(json(*s.tags).dump()) : json(nullptr);
+    json policy = s.chrome_policy ? json(s.chrome_policy->dump()) : json(nullptr);
+    sql("INSERT INTO browsers_sessions (id, org_id, project_id, key_id, name, created_at, deleted_at, timeout_seconds, "
+        "headless, stealth, kiosk_mode, viewport_width, viewport_height, viewport_refresh_rate, start_url, tags, "
+        "chrome_policy) VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        {s.id, s.org_id, s.project_id, nullptr, opt(s.name), s.created_ms, s.timeout_seconds, s.headless ? 1 : 0,
+         s.stealth ? 1 : 0, s.kiosk_mode ? 1 : 0, s.viewport.width, s.viewport.height, s.viewport.refresh_rate,
+         opt(s.start_url), tags, policy});
+    if (s.tags) write_tags(s.id, *s.tags);
+}
+
+void BrowsersPlugin::write_tags(const std::string &id, const Tags &tags) {
+    sql("DELETE FROM browsers_tags WHERE session_id = ?", {id});
+    for (const auto &[k, v] : tags)
+        sql("INSERT INTO browsers_tags (session_id, tag_key, tag_value) VALUES (?, ?, ?)", {id, k, v});
+}
+
+bool BrowsersPlugin::mark_deleted(const std::string &id, std::int64_t at) {
+    std::lock_guard lock(delete_mutex_);
+    if (sql("SELECT id FROM browsers_sessions WHERE id = ? AND deleted_at IS NULL", {id}).empty()) return false;
+    sql("UPDATE browsers_sessions SET deleted_at = ? WHERE id = ? AND deleted_at IS NULL", {at, id});
+    return true;
+}
+
+void BrowsersPlugin::end_sessions(const std::vector<std::string> &ids, const char *why) {
+    std::vector<std::string> ended;
+    auto at = now_ms();
+    for (const auto &id : ids)
+        if (mark_deleted(id, at)) ended.push_back(id);
+    {
+        std::lock_guard lock(idle_mutex_);
+        for (const auto &id : ended)
+            idle_baseline_ms_.erase(id);
+    }
+    // Stopping an instance waits for Chromium to close; many at once should not add up.
+    std::vector<std::jthread> stoppers;
+    for (const auto &id : ended) {
+        info("ending browser session " + id + ": " + why);
+        stoppers.emplace_back([this, id] { instance_stop(id); });
+    }
+}
+
+// ---- handlers ------------------------------------------------------------------------------------
+
+void BrowsersPlugin::create(Request &req, Response &res) {
+    std::string project = project_of(req);
+    json caller = req.caller();
+    CreateOptions opts = parse_create(req.json_body(true));
+    if (opts.chrome_policy) {
+        // The local runtime binds the instance's policy dir over this directory only when it
+        // exists; without it Chromium would never read the policy we echo back.
+        auto dir = config("policy_mount_dir", "/etc/chromium/policies/managed");
+        if (!dir.empty() && ::access(dir.c_str(), F_OK) != 0)
+            throw Error::not_implemented("chrome_policy is not available on this server: " + dir +
+                                         " does not exist (create it, e.g. with `make setup`)");
+    }
+
+    NameReservation reservation;
+    if (opts.name) {
+        std::lock_guard lock(names_mutex_);
+        auto key = reservation_key(project, *opts.name);
+        if (pending_names_.count(key) ||
+            !sql("SELECT id FROM browsers_sessions WHERE project_id = ? AND name = ? AND deleted_at IS NULL",
+                 {project, *opts.name})
+                 .empty())
+            name_conflict(*opts.name);
+        pending_names_.insert(key);
+        reservation = NameReservation(*this, key);
+    }
+
+    Session s;
+    s.id = new_session_id();
+    s.org_id = caller.value("org_id", "");
+    s.project_id = project;
+    s.name = opts.name;
+    s.created_ms = now_ms();
+    s.timeout_seconds = opts.timeout_seconds;
+    s.headless = opts.headless;
+    s.stealth = opts.stealth;
+    s.kiosk_mode = opts.kiosk_mode;
+    s.viewport = opts.viewport;
+    s.start_url = opts.start_url;
+    s.tags = opts.tags;
+    s.chrome_policy = opts.chrome_policy;
+
+    // The row is written only once the instance runs, so a failed start leaves nothing behind.
+    try {
+        instance_start(make_instance_spec(s.id, opts));
+    } catch (...) {
+        instance_stop(s.id); // idempotent; whatever half-started goes too
+        throw;
+    }
+    try {
+        insert(s);
+    } catch (const Error &e) {
+        instance_stop(s.id);
+        sql("DELETE FROM browsers_tags WHERE session_id = ?", {s.id});
+        sql("DELETE FROM browsers_sessions WHERE id = ?", {s.id}); // if only the tags failed
+        if (is_unique_violation(e) && s.name) name_conflict(*s.name);
+        throw;
+    }
+    {
+        std::lock_guard lock(idle_mutex_);
+        idle_baseline_ms_[s.id] = now_ms(); // idle time counts from "ready", not from the request
+    }
+    activity(s.id); // marks the session seen by the host's activity counter
+    res.json(render(s, req));
+}
+
+void BrowsersPlugin::retrieve(Request &req, Response &res) {
+    bool include_deleted = parse_bool_param("include_deleted", req.query("include_deleted"), false);
+    res.json(render(require(project_of(req), req.param("id_or_name"), include_deleted), req));
+}
+
+void BrowsersPlugin::update(Request &req, Response &res) {
+    std::string project = project_of(req);
+    // Read the body before anything can fail: an unread body left on a keep-alive connection
+    // would be taken for the start of the next request.
+    UpdateOptions opts = parse_update(req.json_body(false));
+    Session s = require(project, req.param("id_or_name"), false);
+    auto busy = activity(s.id); // a PATCH in flight (e.g. a Chromium restart) is activity
+
+    NameReservation reservation;
+    if (opts.name && *opts.name && *opts.name != s.name) {
+        std::lock_guard lock(names_mutex_);
+        auto key = reservation_key(project, **opts.name);
+        if (pending_names_.count(key) || !sql("SELECT id FROM browsers_sessions WHERE project_id = ? AND name = ? AND "
+                                              "deleted_at IS NULL AND id <> ?",
+                                              {project, **opts.name, s.id})
+                                              .empty())
+            name_conflict(**opts.name);
+        pending_names_.insert(key);
+        reservation = NameReservation(*this, key);
+    }
+
+    if (opts.viewport && *opts.viewport != s.viewport) {
+        // Nothing watches or records the display yet, so `force` has nothing to override.
+        json body = {{"viewport", viewport_json(*opts.viewport)}};
+        auto r = instance_call(s.id, "POST", "/chromium/restart", body.dump(), 60000);
+        if (r.status != 200) {
+            // Pass the agent's wire error on (e.g. 404 when the instance is gone), reworded.
+            json err = json::parse(r.body, nullptr, false);
+            bool wire = err.is_object() && err.contains("code") && err.contains("message");
+            throw Error(wire ? r.status : 502, wire ? err.value("code", "internal") : "upstream_unavailable",
+                        "could not restart Chromium at the new viewport: " +
+                            (wire ? err.value("message", "") : std::string("the browser instance did not answer")));
+        }
+        sql("UPDATE browsers_sessions SET viewport_width = ?, viewport_height = ?, viewport_refresh_rate = ? WHERE id "
+            "= ?",
+            {opts.viewport->width, opts.viewport->height, opts.viewport->refresh_rate, s.id});
+    }
+    if (opts.name) {
+        try {
+            sql("UPDATE browsers_sessions SET name = ? WHERE id = ?",
+                {*opts.name ? json(**opts.name) : json(nullptr), s.id});
+        } catch (const Error &e) {
+            if (is_unique_violation(e) && *opts.name) name_conflict(**opts.name);
+            throw;
+        }
+    }
+    if (opts.tags) {
+        sql("UPDATE browsers_sessions SET tags = ? WHERE id = ?",
+            {opts.tags->empty() ? json(nullptr) : json(json(*opts.tags).dump()), s.id});
+        write_tags(s.id, *opts.tags);
+    }
+    res.json(render(require(project, s.id, true), req));
+}
+
+void BrowsersPlugin::list(Request &req, Response &res) {
+    std::string project = project_of(req);
+    ListQuery q = parse_list_query([&](std::string_view name) { return req.query(name); }, req.query_string());
+
+    std::string where = " WHERE s.project_id = ?";
+    json params = json::array({project});
+    if (q.status == StatusFilter::Active) where += " AND s.deleted_at IS NULL";
+    if (q.status == StatusFilter::Deleted) where += " AND s.deleted_at IS NOT NULL";
+    if (q.query) {
+        where += " AND (LOWER(s.name) LIKE LOWER(?) ESCAPE '\\' OR LOWER(s.id) LIKE LOWER(?) ESCAPE '\\')";
+        params.push_back(like_contains(*q.query));
+        params.push_back(like_contains(*q.query));
+    }
+    for (const auto &[k, v] : q.tags) {
+        where += " AND EXISTS (SELECT 1 FROM browsers_tags t WHERE t.session_id = s.id AND t.tag_key = ? AND "
+                 "t.tag_value = ?)";
+        params.push_back(k);
+        params.push_back(v);
+    }
+    // One row more than asked tells whether another page exists.
+    params.push_back(q.limit + 1);
+    params.push_back(q.offset);
+    auto rows =
+        sql("SELECT s.* FROM browsers_sessions s" + where + " ORDER BY s.created_at DESC, s.id DESC LIMIT ? OFFSET ?",
+            params);
+    bool has_more = rows.size() > static_cast<std::size_t>(q.limit);
+    json items = json::array();
+    for (std::size_t i = 0; i < rows.size() && i < static_cast<std::size_t>(q.limit); ++i)
+        items.push_back(render(session_from_row(rows[i]), req));
+    res.page(items, q.offset, has_more);
+}
+
+void BrowsersPlugin::remove(Request &req, Response &res) {
+    Session s = require(project_of(req), req.param("id_or_name"), false);
+    if (!mark_deleted(s.id, now_ms()))
+        throw Error::not_found("browser session \"" + req.param("id_or_name") + "\" not found");
+    {
+        std::lock_guard lock(idle_mutex_);
+        idle_baseline_ms_.erase(s.id);
+    }
+    instance_stop(s.id); // returns once every process of the instance is gone
+    res.no_content();
+}
+
+void BrowsersPlugin::cdp_browser_socket(Request &req, Response &res) {
+    std::string sid = session_from_token(req.query("jwt").value_or(""), "cdp");
+    auto socket = instance_socket(sid);
+    if (!socket) throw Error::not_found("browser session " + sid + " has no running instance");
+    relay_unix(req, res, *socket, "/cdp", sid);
+}
+
+void BrowsersPlugin::cdp_target_socket(Request &req, Response &res) {
+    std::string sid = session_from_token(req.param("token"), "cdp");
+    auto socket = instance_socket(sid);
+    if (!socket) throw Error::not_found("browser session " + sid + " has no running instance");
+    relay_unix(req, res, *socket, "/cdp/devtools/" + req.param("rest"), sid);
+}
+
+void BrowsersPlugin::cdp_json(Request &req, Response &res, const std::string &agent_path) {
+    std::string token = req.query("jwt").value_or("");
+    std::string sid = session_from_token(token, "cdp");
+    auto busy = activity(sid);
+    auto r = instance_call(sid, "GET", agent_path, {}, 10000);
+    json body = r.status == 200 ? json::parse(r.body, nullptr, false) : json(nullptr);
+    if (body.is_discarded() || body.is_null())
+        throw Error(502, "upstream_unavailable", "the browser did not answer " + agent_path);
+    res.json(rewrite_devtools_json(body, ws_base(req.base_url()), token));
+}
+
+void BrowsersPlugin::webdriver_socket(Request &req, Response &res) {
+    session_from_token(req.query("jwt").value_or(""), "webdriver");
+    ws_reject(req, res, 4501, "WebDriver BiDi is not implemented in Hangar yet");
+}
+
+// ---- background ----------------------------------------------------------------------------------
+
+void BrowsersPlugin::sweep_idle() {
+    if (stopping_ || sweeping_.exchange(true)) return;
+    struct Done {
+        std::atomic<bool> &flag;
+        ~Done() { flag = false; }
+    } done{sweeping_};
+
+    auto now = now_ms();
+    std::vector<std::string> expired;
+    for (const auto &row : sql("SELECT id, timeout_seconds FROM browsers_sessions WHERE deleted_at IS NULL")) {
+        std::string id = row.at("id").get<std::string>();
+        std::int64_t timeout_ms = row.at("timeout_seconds").get<std::int64_t>() * 1000;
+        std::int64_t idle = idle_ms(id);
+        if (idle < 0) {
+            // Never seen by the host's counter: idle since we first knew of it.
+            std::lock_guard lock(idle_mutex_);
+            idle = now - idle_baseline_ms_.try_emplace(id, now).first->second;
+        }
+        if (idle >= timeout_ms) expired.push_back(id);
+    }
+    if (!expired.empty()) end_sessions(expired, "idle timeout");
+}
+
+void BrowsersPlugin::reap_orphans() {
+    // Sessions still active from a previous run whose instance did not survive it.
+    std::vector<std::string> gone;
+    for (const auto &row : sql("SELECT id FROM browsers_sessions WHERE deleted_at IS NULL")) {
+        std::string id = row.at("id").get<std::string>();
+        bool alive = instance_socket(id) && instance_call(id, "GET", "/chromium", {}, 3000).status == 200;
+        if (!alive) gone.push_back(id);
+    }
+    if (!gone.empty()) end_sessions(gone, "its instance did not survive a server restart");
+}
+
+} // namespace hangar::browsers

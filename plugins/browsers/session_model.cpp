@@ -1,0 +1,665 @@
+#include "session_model.hpp"
+
+#include <sys/random.h>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <stdexcept>
+
+namespace hangar::browsers {
+
+namespace {
+
+// An integral JSON number (1920 or 1920.0), or nullopt for anything else.
+std::optional<std::int64_t> as_integer(const json &v) {
+    if (v.is_number_integer()) {
+        if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
+            return std::nullopt;
+        return v.get<std::int64_t>();
+    }
+    if (v.is_number_float()) {
+        double d = v.get<double>();
+        if (std::isfinite(d) && std::floor(d) == d && std::fabs(d) < 9e15) return static_cast<std::int64_t>(d);
+    }
+    return std::nullopt;
+}
+
+bool has_control_chars(std::string_view s) {
+    return std::any_of(s.begin(), s.end(), [](unsigned char c) { return c < 0x20 || c == 0x7f; });
+}
+
+std::string lower(std::string_view s) {
+    std::string out(s);
+    std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return std::tolower(c); });
+    return out;
+}
+
+const json *field(const json &body, const char *name) {
+    auto it = body.find(name);
+    if (it == body.end() || it->is_null()) return nullptr;
+    return &*it;
+}
+
+void check_bool(Validation &v, const json &body, const char *name, bool &out) {
+    if (const json *f = field(body, name)) {
+        if (f->is_boolean())
+            out = f->get<bool>();
+        else
+            v.fail(name, "must be a boolean");
+    }
+}
+
+std::optional<int> check_int(Validation &v, const std::string &name, const json &value, int min, int max) {
+    auto n = as_integer(value);
+    if (!n) {
+        v.fail(name, "must be an integer");
+        return std::nullopt;
+    }
+    if (*n < min || *n > max) {
+        v.fail(name, "must be between " + std::to_string(min) + " and " + std::to_string(max));
+        return std::nullopt;
+    }
+    return static_cast<int>(*n);
+}
+
+// A session name: shown in paths as {id_or_name}, so it must not look like an id.
+std::optional<std::string> check_name(Validation &v, const json &value) {
+    if (!value.is_string()) {
+        v.fail("name", "must be a string");
+        return std::nullopt;
+    }
+    auto s = value.get<std::string>();
+    if (s.size() > kMaxName)
+        v.fail("name", "must be at most " + std::to_string(kMaxName) + " characters");
+    else if (has_control_chars(s))
+        v.fail("name", "must not contain control characters");
+    else if (looks_like_session_id(s))
+        v.fail("name", "must not look like a session id (24 lowercase alphanumerics)");
+    else
+        return s;
+    return std::nullopt;
+}
+
+std::optional<Tags> check_tags(Validation &v, const json &value) {
+    if (!value.is_object()) {
+        v.fail("tags", "must be an object of string values");
+        return std::nullopt;
+    }
+    if (value.size() > kMaxTags) {
+        v.fail("tags", "at most " + std::to_string(kMaxTags) + " pairs");
+        return std::nullopt;
+    }
+    Tags tags;
+    bool ok = true;
+    for (const auto &[key, val] : value.items()) {
+        std::string f = "tags." + key;
+        if (key.empty() || key.size() > kMaxTagKey || has_control_chars(key)) {
+            v.fail(f, "keys must be 1-" + std::to_string(kMaxTagKey) + " printable characters");
+            ok = false;
+        } else if (!val.is_string()) {
+            v.fail(f, "must be a string");
+            ok = false;
+        } else if (val.get_ref<const std::string &>().size() > kMaxTagValue) {
+            v.fail(f, "must be at most " + std::to_string(kMaxTagValue) + " characters");
+            ok = false;
+        } else {
+            tags.emplace(key, val.get<std::string>());
+        }
+    }
+    return ok ? std::optional<Tags>(std::move(tags)) : std::nullopt;
+}
+
+std::optional<Viewport> check_viewport(Validation &v, const json &value, bool *force) {
+    if (!value.is_object()) {
+        v.fail("viewport", "must be an object {width, height, refresh_rate?}");
+        return std::nullopt;
+    }
+    Viewport vp;
+    bool ok = true;
+    for (const char *dim : {"width", "height"}) {
+        const json *f = field(value, dim);
+        if (!f) {
+            v.fail(std::string("viewport.") + dim, "is required");
+            ok = false;
+            continue;
+        }
+        bool is_width = std::string_view(dim) == "width";
+        auto n = check_int(v, std::string("viewport.") + dim, *f, is_width ? kMinWidth : kMinHeight,
+                           is_width ? kMaxWidth : kMaxHeight);
+        if (!n)
+            ok = false;
+        else
+            (is_width ? vp.width : vp.height) = *n;
+    }
+    if (const json *f = field(value, "refresh_rate")) {
+        auto n = check_int(v, "viewport.refresh_rate", *f, 1, kMaxRefreshRate);
+        if (!n)
+            ok = false;
+        else
+            vp.refresh_rate = *n;
+    } else if (ok) {
+        vp.refresh_rate = default_refresh_rate(vp.width, vp.height);
+    }
+    if (force) {
+        if (const json *f = field(value, "force")) {
+            if (f->is_boolean())
+                *force = f->get<bool>();
+            else {
+                v.fail("viewport.force", "must be a boolean");
+                ok = false;
+            }
+        }
+    }
+    return ok ? std::optional<Viewport>(vp) : std::nullopt;
+}
+
+// Policies Hangar itself manages (extension loading, proxying, the debugging port it needs).
+std::optional<std::string> managed_policy_reason(const std::string &name) {
+    auto l = lower(name);
+    if (l.find("extension") != std::string::npos) return "extensions are managed by Hangar";
+    if (l.find("proxy") != std::string::npos) return "the proxy is managed by Hangar";
+    if (name == "RemoteDebuggingAllowed" || name == "DeveloperToolsAvailability" || name == "DeveloperToolsDisabled")
+        return "Hangar needs the DevTools protocol to drive the browser";
+    return std::nullopt;
+}
+
+std::optional<json> check_policy(Validation &v, const json &value) {
+    if (!value.is_object()) {
+        v.fail("chrome_policy", "must be an object of policy name to value");
+        return std::nullopt;
+    }
+    bool ok = true;
+    for (const auto &[key, val] : value.items()) {
+        bool valid_name =
+            !key.empty() && key.size() <= 128 && std::isalpha(static_cast<unsigned char>(key[0])) &&
+            std::all_of(key.begin(), key.end(), [](unsigned char c) { return std::isalnum(c) || c == '_'; });
+        if (!valid_name) {
+            v.fail("chrome_policy." + key, "is not a policy name");
+            ok = false;
+        } else if (auto reason = managed_policy_reason(key)) {
+            v.fail("chrome_policy." + key, "cannot be set: " + *reason);
+            ok = false;
+        }
+    }
+    if (ok && value.dump().size() > kMaxPolicyBytes) {
+        v.fail("chrome_policy", "must be at most 5 MiB serialized");
+        ok = false;
+    }
+    return ok ? std::optional<json>(value) : std::nullopt;
+}
+
+// Telemetry request object (contract §2.5). Returns whether it would start or change capture,
+// which no loaded plugin can do yet.
+bool check_telemetry(Validation &v, const json &value, bool on_update) {
+    if (!value.is_object()) {
+        v.fail("telemetry", "must be an object");
+        return false;
+    }
+    std::optional<bool> enabled;
+    if (const json *e = field(value, "enabled")) {
+        if (!e->is_boolean()) {
+            v.fail("telemetry.enabled", "must be a boolean");
+            return false;
+        }
+        enabled = e->get<bool>();
+    }
+    bool any_category = false, any_on = false;
+    if (const json *b = field(value, "browser")) {
+        if (!b->is_object()) {
+            v.fail("telemetry.browser", "must be an object of categories");
+            return false;
+        }
+        for (const auto &[cat, cfg] : b->items()) {
+            if (cfg.is_null()) continue;
+            const json *ce = cfg.is_object() ? field(cfg, "enabled") : nullptr;
+            if (!cfg.is_object() || (ce && !ce->is_boolean())) {
+                v.fail("telemetry.browser." + cat, "must be {enabled?: boolean}");
+                return false;
+            }
+            any_category = true;
+            if (!ce || ce->get<bool>()) any_on = true;
+        }
+    }
+    if (enabled == false && any_category) {
+        v.fail("telemetry", "enabled: false cannot be combined with category settings");
+        return false;
+    }
+    if (enabled == true) return true;
+    if (enabled == false) return false; // "stop capture": nothing captures, so already true
+    return on_update ? any_category : any_on;
+}
+
+void check_string(Validation &v, const json &body, const char *name, std::optional<std::string> &out,
+                  std::size_t max_len) {
+    if (const json *f = field(body, name)) {
+        if (!f->is_string())
+            v.fail(name, "must be a string");
+        else if (f->get_ref<const std::string &>().size() > max_len)
+            v.fail(name, "must be at most " + std::to_string(max_len) + " characters");
+        else
+            out = f->get<std::string>();
+    }
+}
+
+[[noreturn]] void throw_not_implemented(const std::vector<std::string> &fields) {
+    std::string list;
+    for (const auto &f : fields)
+        list += (list.empty() ? "" : ", ") + f;
+    throw Error::not_implemented("not implemented in Hangar yet: " + list +
+                                 " (the plugin providing it is not installed or enabled)");
+}
+
+} // namespace
+
+int default_refresh_rate(int width, int height) {
+    long long area = static_cast<long long>(width) * height;
+    if (area > 1920LL * 1200) return 10;
+    if (area >= 1440LL * 900) return 25;
+    return 60;
+}
+
+json viewport_json(const Viewport &v) {
+    return {{"width", v.width}, {"height", v.height}, {"refresh_rate", v.refresh_rate}};
+}
+
+CreateOptions parse_create(const json &body) {
+    if (!body.is_object()) throw Error::invalid("body", "must be a JSON object");
+    Validation v;
+    CreateOptions o;
+    std::vector<std::string> unsupported;
+
+    if (const json *f = field(body, "name")) {
+        if (auto n = check_name(v, *f); n && !n->empty()) o.name = std::move(*n);
+    }
+    if (const json *f = field(body, "tags")) o.tags = check_tags(v, *f);
+    if (const json *f = field(body, "timeout_seconds")) {
+        if (auto n = check_int(v, "timeout_seconds", *f, kMinTimeoutSeconds, kMaxTimeoutSeconds))
+            o.timeout_seconds = *n;
+    }
+    check_bool(v, body, "headless", o.headless);
+    check_bool(v, body, "stealth", o.stealth);
+    check_bool(v, body, "kiosk_mode", o.kiosk_mode);
+    if (const json *f = field(body, "viewport")) {
+        if (auto vp = check_viewport(v, *f, nullptr)) o.viewport = *vp;
+    }
+    check_string(v, body, "start_url", o.start_url, kMaxStartUrl);
+    if (o.start_url && o.start_url->empty()) o.start_url.reset();
+    if (o.start_url && has_control_chars(*o.start_url)) v.fail("start_url", "must not contain control characters");
+    if (const json *f = field(body, "chrome_policy")) o.chrome_policy = check_policy(v, *f);
+
+    // Valid options whose feature lives in a plugin that does not exist yet.
+    if (const json *f = field(body, "profile")) {
+        if (!f->is_object())
+            v.fail("profile", "must be an object {id?, name?, save_changes?}");
+        else
+            unsupported.emplace_back("profile");
+    }
+    if (const json *f = field(body, "extensions")) {
+        if (!f->is_array())
+            v.fail("extensions", "must be an array of {id?, name?}");
+        else if (!f->empty())
+            unsupported.emplace_back("extensions");
+    }
+    std::optional<std::string> proxy_id, invocation_id;
+    check_string(v, body, "proxy_id", proxy_id, 255);
+    if (proxy_id && !proxy_id->empty()) unsupported.emplace_back("proxy_id");
+    check_string(v, body, "invocation_id", invocation_id, 255);
+    if (invocation_id && !invocation_id->empty()) unsupported.emplace_back("invocation_id");
+    if (const json *f = field(body, "telemetry"); f && check_telemetry(v, *f, false))
+        unsupported.emplace_back("telemetry");
+    bool gpu = false;
+    check_bool(v, body, "gpu", gpu);
+    if (gpu) unsupported.emplace_back("gpu");
+
+    v.throw_if_failed("invalid browser options");
+    if (!unsupported.empty()) throw_not_implemented(unsupported);
+    return o;
+}
+
+UpdateOptions parse_update(const json &body) {
+    if (!body.is_object()) throw Error::invalid("body", "must be a JSON object");
+    Validation v;
+    UpdateOptions o;
+    std::vector<std::string> unsupported;
+
+    if (auto it = body.find("name"); it != body.end()) {
+        if (it->is_null() || (it->is_string() && it->get_ref<const std::string &>().empty()))
+            o.name = std::optional<std::string>();
+        else if (auto n = check_name(v, *it))
+            o.name = std::optional<std::string>(std::move(*n));
+    }
+    if (auto it = body.find("tags"); it != body.end()) {
+        if (it->is_null())
+            o.tags = Tags{};
+        else
+            o.tags = check_tags(v, *it);
+    }
+    if (const json *f = field(body, "viewport")) o.viewport = check_viewport(v, *f, &o.force);
+
+    if (const json *f = field(body, "profile")) {
+        if (!f->is_object())
+            v.fail("profile", "must be an object {id?, name?, save_changes?}");
+        else
+            unsupported.emplace_back("profile");
+    }
+    std::optional<std::string> proxy_id;
+    check_string(v, body, "proxy_id", proxy_id, 255);
+    if (proxy_id && !proxy_id->empty()) unsupported.emplace_back("proxy_id"); // "" removes: no proxy exists
+    if (const json *f = field(body, "telemetry"); f && check_telemetry(v, *f, true))
+        unsupported.emplace_back("telemetry");
+    bool disable_default_proxy = false;
+    check_bool(v, body, "disable_default_proxy", disable_default_proxy);
+    if (disable_default_proxy) unsupported.emplace_back("disable_default_proxy");
+
+    v.throw_if_failed("invalid browser update");
+    if (!unsupported.empty()) throw_not_implemented(unsupported);
+    return o;
+}
+
+Session session_from_row(const json &row) {
+    auto text = [&](const char *k) -> std::optional<std::string> {
+        auto it = row.find(k);
+        if (it == row.end() || it->is_null()) return std::nullopt;
+        return it->is_string() ? it->get<std::string>() : it->dump();
+    };
+    auto integer = [&](const char *k, std::int64_t fallback) -> std::int64_t {
+        auto it = row.find(k);
+        if (it == row.end() || it->is_null()) return fallback;
+        if (it->is_number()) return it->get<std::int64_t>();
+        if (it->is_string()) return std::stoll(it->get<std::string>());
+        return fallback;
+    };
+    auto parsed = [&](const char *k) -> std::optional<json> {
+        auto t = text(k);
+        if (!t || t->empty()) return std::nullopt;
+        json j = json::parse(*t, nullptr, false);
+        if (j.is_discarded()) return std::nullopt;
+        return j;
+    };
+
+    Session s;
+    s.id = text("id").value_or("");
+    s.org_id = text("org_id").value_or("");
+    s.project_id = text("project_id").value_or("");
+    s.name = text("name");
+    s.created_ms = integer("created_at", 0);
+    if (auto it = row.find("deleted_at"); it != row.end() && !it->is_null()) s.deleted_ms = integer("deleted_at", 0);
+    s.timeout_seconds = static_cast<int>(integer("timeout_seconds", kDefaultTimeoutSeconds));
+    s.headless = integer("headless", 0) != 0;
+    s.stealth = integer("stealth", 0) != 0;
+    s.kiosk_mode = integer("kiosk_mode", 0) != 0;
+    s.viewport.width = static_cast<int>(integer("viewport_width", 1920));
+    s.viewport.height = static_cast<int>(integer("viewport_height", 1080));
+    s.viewport.refresh_rate = static_cast<int>(integer("viewport_refresh_rate", 25));
+    s.start_url = text("start_url");
+    if (auto t = parsed("tags"); t && t->is_object()) {
+        Tags tags;
+        for (const auto &[k, val] : t->items())
+            if (val.is_string()) tags.emplace(k, val.get<std::string>());
+        s.tags = std::move(tags);
+    }
+    if (auto p = parsed("chrome_policy"); p && p->is_object()) s.chrome_policy = std::move(*p);
+    return s;
+}
+
+json render_session(const Session &s, const Links &links, std::int64_t now) {
+    std::int64_t end = s.deleted_ms.value_or(now);
+    json out = {
+        {"session_id", s.id},
+        {"cdp_ws_url", links.cdp_ws_url},
+        {"webdriver_ws_url", links.webdriver_ws_url},
+        {"created_at", rfc3339(s.created_ms)},
+        {"headless", s.headless},
+        {"stealth", s.stealth},
+        {"timeout_seconds", s.timeout_seconds},
+        {"kiosk_mode", s.kiosk_mode},
+        {"gpu", false},
+        {"viewport", viewport_json(s.viewport)},
+        {"usage", {{"uptime_ms", std::max<std::int64_t>(0, end - s.created_ms)}}},
+    };
+    if (s.name) out["name"] = *s.name;
+    if (s.tags && !s.tags->empty()) out["tags"] = *s.tags;
+    if (s.start_url) out["start_url"] = *s.start_url;
+    if (s.chrome_policy) out["chrome_policy"] = *s.chrome_policy;
+    if (s.deleted_ms) out["deleted_at"] = rfc3339(*s.deleted_ms);
+    return out;
+}
+
+json make_instance_spec(const std::string &id, const CreateOptions &o) {
+    json spec = {
+        {"id", id},
+        {"headless", o.headless},
+        {"stealth", o.stealth},
+        {"kiosk_mode", o.kiosk_mode},
+        {"viewport", viewport_json(o.viewport)},
+    };
+    if (o.start_url) spec["start_url"] = *o.start_url;
+    if (o.chrome_policy) spec["chrome_policy"] = *o.chrome_policy;
+    return spec;
+}
+
+std::string new_session_id() {
+    static constexpr std::string_view alphabet = "abcdefghijklmnopqrstuvwxyz0123456789";
+    std::string id;
+    id.reserve(24);
+    unsigned char buf[64];
+    while (id.size() < 24) {
+        ssize_t n = getrandom(buf, sizeof buf, 0);
+        if (n <= 0) {
+            if (n < 0 && errno == EINTR) continue;
+            throw std::runtime_error("getrandom failed");
+        }
+        for (ssize_t i = 0; i < n && id.size() < 24; ++i) {
+            // 252 = 7 * 36: rejecting the rest keeps every character equally likely.
+            if (buf[i] < 252) id.push_back(alphabet[buf[i] % 36]);
+        }
+    }
+    return id;
+}
+
+bool looks_like_session_id(std::string_view s) {
+    return s.size() == 24 &&
+           std::all_of(s.begin(), s.end(), [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); });
+}
+
+std::string rfc3339(std::int64_t epoch_ms) {
+    std::time_t secs = static_cast<std::time_t>(epoch_ms / 1000);
+    int ms = static_cast<int>(epoch_ms % 1000);
+    if (ms < 0) {
+        ms += 1000;
+        --secs;
+    }
+    std::tm tm{};
+    gmtime_r(&secs, &tm);
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+                  tm.tm_hour, tm.tm_min, tm.tm_sec, ms);
+    return buf;
+}
+
+std::int64_t now_ms() {
+    using namespace std::chrono;
+    return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
+}
+
+std::string ws_base(std::string_view http_base) {
+    std::string out;
+    if (http_base.starts_with("https://"))
+        out = "wss://" + std::string(http_base.substr(8));
+    else if (http_base.starts_with("http://"))
+        out = "ws://" + std::string(http_base.substr(7));
+    else
+        out = std::string(http_base);
+    while (!out.empty() && out.back() == '/')
+        out.pop_back();
+    return out;
+}
+
+std::string cdp_ws_url(std::string_view base, std::string_view token) {
+    return std::string(base) + "/browser/cdp?jwt=" + std::string(token);
+}
+
+std::string webdriver_ws_url(std::string_view base, std::string_view token) {
+    return std::string(base) + "/browser/webdriver?jwt=" + std::string(token);
+}
+
+std::string target_ws_url(std::string_view base, std::string_view token, std::string_view devtools_path) {
+    // devtools_path is "/devtools/page/<id>" as Chromium reports it.
+    return std::string(base) + "/browser/cdp/" + std::string(token) + std::string(devtools_path);
+}
+
+json rewrite_devtools_json(const json &body, std::string_view base, std::string_view token) {
+    auto rewrite_one = [&](json entry) {
+        if (!entry.is_object()) return entry;
+        entry.erase("devtoolsFrontendUrl");
+        entry.erase("devtoolsFrontendUrlCompat");
+        auto it = entry.find("webSocketDebuggerUrl");
+        if (it == entry.end() || !it->is_string()) return entry;
+        std::string url = it->get<std::string>();
+        // ws://127.0.0.1:PORT/devtools/<kind>/<id>: keep only the path.
+        auto scheme = url.find("://");
+        auto slash = url.find('/', scheme == std::string::npos ? 0 : scheme + 3);
+        std::string path = slash == std::string::npos ? std::string() : url.substr(slash);
+        if (path.starts_with("/devtools/browser/") || path.empty())
+            *it = cdp_ws_url(base, token);
+        else
+            *it = target_ws_url(base, token, path);
+        return entry;
+    };
+    if (body.is_array()) {
+        json out = json::array();
+        for (const auto &e : body)
+            out.push_back(rewrite_one(e));
+        return out;
+    }
+    return rewrite_one(body);
+}
+
+std::string percent_decode(std::string_view s, bool plus_is_space) {
+    auto hex = [](char c) -> int {
+        if (c >= '0' && c <= '9') return c - '0';
+        if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+        if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+        return -1;
+    };
+    std::string out;
+    out.reserve(s.size());
+    for (std::size_t i = 0; i < s.size(); ++i) {
+        char c = s[i];
+        if (c == '%' && i + 2 < s.size() && hex(s[i + 1]) >= 0 && hex(s[i + 2]) >= 0) {
+            out.push_back(static_cast<char>(hex(s[i + 1]) * 16 + hex(s[i + 2])));
+            i += 2;
+        } else if (c == '+' && plus_is_space) {
+            out.push_back(' ');
+        } else {
+            out.push_back(c);
+        }
+    }
+    return out;
+}
+
+namespace {
+
+// The tags[k]=v pairs of a raw query; sets `problem` and stops at the first malformed one.
+std::vector<std::pair<std::string, std::string>> tag_filters(std::string_view raw, std::string &problem) {
+    std::vector<std::pair<std::string, std::string>> out;
+    while (!raw.empty()) {
+        auto amp = raw.find('&');
+        std::string_view pair = raw.substr(0, amp);
+        raw = amp == std::string_view::npos ? std::string_view() : raw.substr(amp + 1);
+        if (pair.empty()) continue;
+        auto eq = pair.find('=');
+        std::string key = percent_decode(pair.substr(0, eq), true);
+        if (!key.starts_with("tags[")) continue;
+        if (key.size() < 7 || key.back() != ']') {
+            problem = "filters are written tags[<key>]=<value>";
+            return {};
+        }
+        std::string inner = key.substr(5, key.size() - 6);
+        if (inner.find_first_of("[]") != std::string::npos) {
+            problem = "nested keys are not supported; use tags[<key>]=<value>";
+            return {};
+        }
+        std::string value = eq == std::string_view::npos ? std::string() : percent_decode(pair.substr(eq + 1), true);
+        out.emplace_back(std::move(inner), std::move(value));
+    }
+    return out;
+}
+
+} // namespace
+
+std::vector<std::pair<std::string, std::string>> parse_tag_filters(std::string_view raw) {
+    std::string problem;
+    auto out = tag_filters(raw, problem);
+    if (!problem.empty()) throw Error::invalid("tags", problem);
+    return out;
+}
+
+bool parse_bool_param(std::string_view name, const std::optional<std::string> &value, bool fallback) {
+    if (!value) return fallback;
+    if (*value == "true" || *value == "1") return true;
+    if (*value == "false" || *value == "0" || value->empty()) return false;
+    throw Error::invalid(std::string(name), "must be true or false");
+}
+
+ListQuery parse_list_query(const QueryLookup &param, std::string_view raw_query) {
+    ListQuery q;
+    Validation v;
+    bool include_deleted = false;
+    try {
+        include_deleted = parse_bool_param("include_deleted", param("include_deleted"), false);
+    } catch (const Error &) {
+        v.fail("include_deleted", "must be true or false");
+    }
+    q.status = include_deleted ? StatusFilter::All : StatusFilter::Active;
+    if (auto s = param("status"); s && !s->empty()) {
+        if (*s == "active")
+            q.status = StatusFilter::Active;
+        else if (*s == "deleted")
+            q.status = StatusFilter::Deleted;
+        else if (*s == "all")
+            q.status = StatusFilter::All;
+        else
+            v.fail("status", "must be one of active, deleted, all");
+    }
+    if (auto s = param("query"); s && !s->empty()) q.query = *s;
+
+    auto integer = [&](const char *name, std::int64_t min, std::int64_t fallback) -> std::int64_t {
+        auto s = param(name);
+        if (!s || s->empty()) return fallback;
+        std::int64_t n = 0;
+        auto [ptr, ec] = std::from_chars(s->data(), s->data() + s->size(), n);
+        if (ec != std::errc() || ptr != s->data() + s->size()) {
+            v.fail(name, "must be an integer");
+            return fallback;
+        }
+        if (n < min) {
+            v.fail(name, "must be at least " + std::to_string(min));
+            return fallback;
+        }
+        return n;
+    };
+    q.offset = integer("offset", 0, 0);
+    q.limit = static_cast<int>(std::min<std::int64_t>(integer("limit", 1, kDefaultPageSize), kMaxPageSize));
+    std::string problem;
+    q.tags = tag_filters(raw_query, problem);
+    if (!problem.empty()) v.fail("tags", problem);
+    v.throw_if_failed("invalid list query");
+    return q;
+}
+
+std::string like_contains(std::string_view text) {
+    std::string out = "%";
+    for (char c : text) {
+        if (c == '%' || c == '_' || c == '\\') out.push_back('\\');
+        out.push_back(c);
+    }
+    out.push_back('%');
+    return out;
+}
+
+} // namespace hangar::browsers

@@ -1,0 +1,164 @@
+// The browsers plugin's pure logic: request validation, ids, list queries, the BrowserSession wire
+// object and the DevTools JSON rewrite. Nothing here talks to the host, so tests/unit links it
+// without a running server (the only SDK piece used is the header-only hangar::Error).
+#pragma once
+
+#include <hangar/plugin.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace hangar::browsers {
+
+using json = nlohmann::json;
+using Tags = std::map<std::string, std::string>;
+
+// ---- limits (contract §3.4 [14] and kernel-behaviour §2.2) ----------------------------------------
+inline constexpr int kDefaultTimeoutSeconds = 60;
+inline constexpr int kMinTimeoutSeconds = 10;
+inline constexpr int kMaxTimeoutSeconds = 259200;
+inline constexpr int kMinWidth = 320, kMaxWidth = 7680;
+inline constexpr int kMinHeight = 240, kMaxHeight = 4320;
+inline constexpr int kMaxRefreshRate = 240;
+inline constexpr std::size_t kMaxTags = 50;
+inline constexpr std::size_t kMaxTagKey = 255, kMaxTagValue = 1024;
+inline constexpr std::size_t kMaxName = 255;
+inline constexpr std::size_t kMaxStartUrl = 8192;
+inline constexpr std::size_t kMaxPolicyBytes = 5u * 1024u * 1024u;
+inline constexpr int kDefaultPageSize = 20, kMaxPageSize = 100;
+
+struct Viewport {
+    int width = 1920;
+    int height = 1080;
+    int refresh_rate = 25;
+    bool operator==(const Viewport &) const = default;
+};
+
+// Kernel derives a missing rate from the resolution: bigger screens get lower rates.
+int default_refresh_rate(int width, int height);
+
+json viewport_json(const Viewport &v);
+
+// ---- requests ------------------------------------------------------------------------------------
+
+struct CreateOptions {
+    std::optional<std::string> name;
+    std::optional<Tags> tags;
+    int timeout_seconds = kDefaultTimeoutSeconds;
+    bool headless = false;
+    bool stealth = false;
+    bool kiosk_mode = false;
+    Viewport viewport;
+    std::optional<std::string> start_url;
+    std::optional<json> chrome_policy; // an object, already checked
+};
+
+// Validates a POST /browsers body. Throws Error 400 (every bad field in `details`) and, when the
+// body is valid but asks for something no loaded plugin provides yet, Error 501.
+CreateOptions parse_create(const json &body);
+
+struct UpdateOptions {
+    // Outer optional: the field was sent. Inner nullopt: clear it ("" or null).
+    std::optional<std::optional<std::string>> name;
+    std::optional<Tags> tags; // present = replace the whole set; empty clears
+    std::optional<Viewport> viewport;
+    bool force = false;
+};
+
+// Validates a PATCH /browsers/{id_or_name} body (400, then 501 as for create).
+UpdateOptions parse_update(const json &body);
+
+// ---- sessions ------------------------------------------------------------------------------------
+
+struct Session {
+    std::string id;
+    std::string org_id;
+    std::string project_id;
+    std::optional<std::string> name;
+    std::int64_t created_ms = 0;
+    std::optional<std::int64_t> deleted_ms;
+    int timeout_seconds = kDefaultTimeoutSeconds;
+    bool headless = false;
+    bool stealth = false;
+    bool kiosk_mode = false;
+    Viewport viewport;
+    std::optional<std::string> start_url;
+    std::optional<Tags> tags;
+    std::optional<json> chrome_policy;
+
+    bool active() const { return !deleted_ms.has_value(); }
+};
+
+// A row of browsers_sessions (as the store returns it) back into a Session.
+Session session_from_row(const json &row);
+
+struct Links {
+    std::string cdp_ws_url;
+    std::string webdriver_ws_url;
+};
+
+// The BrowserSession wire object (contract §2.1). `now_ms` feeds usage.uptime_ms of live sessions.
+json render_session(const Session &s, const Links &links, std::int64_t now_ms);
+
+// The launch part of a session as the instance half needs it (what goes into the instance spec).
+json make_instance_spec(const std::string &id, const CreateOptions &opts);
+
+// ---- ids, names, time ----------------------------------------------------------------------------
+
+// 24 lowercase alphanumerics from the kernel's CSPRNG, like Kernel's ids.
+std::string new_session_id();
+bool looks_like_session_id(std::string_view s);
+// "2025-01-02T03:04:05.123Z"
+std::string rfc3339(std::int64_t epoch_ms);
+std::int64_t now_ms();
+
+// ---- URLs ----------------------------------------------------------------------------------------
+
+// "http://h:p" -> "ws://h:p", "https://h" -> "wss://h" (no trailing slash).
+std::string ws_base(std::string_view http_base);
+std::string cdp_ws_url(std::string_view ws_base, std::string_view token);
+std::string webdriver_ws_url(std::string_view ws_base, std::string_view token);
+// A page- or worker-level DevTools socket. The token travels in the path, not the query:
+// Chromium answers 500 to /devtools/page/<id>?anything, and a relay keeps the client's query.
+std::string target_ws_url(std::string_view ws_base, std::string_view token, std::string_view devtools_path);
+
+// Rewrites Chromium's /json/version (object) or /json/list (array) so every webSocketDebuggerUrl
+// comes back through Hangar; devtoolsFrontendUrl (Chromium's own port) is dropped.
+json rewrite_devtools_json(const json &body, std::string_view ws_base, std::string_view token);
+
+// ---- list queries --------------------------------------------------------------------------------
+
+enum class StatusFilter { Active, Deleted, All };
+
+struct ListQuery {
+    StatusFilter status = StatusFilter::Active;
+    std::optional<std::string> query;
+    std::vector<std::pair<std::string, std::string>> tags; // all must match exactly
+    std::int64_t offset = 0;
+    int limit = kDefaultPageSize;
+};
+
+using QueryLookup = std::function<std::optional<std::string>(std::string_view)>;
+
+// `param` gives a decoded query parameter; `raw_query` is the still-encoded query string, needed
+// for bracketed keys (the SDK sends tags%5Bteam%5D=backend).
+ListQuery parse_list_query(const QueryLookup &param, std::string_view raw_query);
+
+// Every tags[k]=v pair of a raw query string, decoded. Throws 400 on nested keys.
+std::vector<std::pair<std::string, std::string>> parse_tag_filters(std::string_view raw_query);
+
+std::string percent_decode(std::string_view s, bool plus_is_space);
+
+// "true"/"1" -> true, "false"/"0"/"" -> false, anything else -> 400 naming `field`.
+bool parse_bool_param(std::string_view field, const std::optional<std::string> &value, bool fallback);
+
+// A LIKE pattern matching `text` anywhere, with %, _ and \ escaped (use with ESCAPE '\').
+std::string like_contains(std::string_view text);
+
+} // namespace hangar::browsers

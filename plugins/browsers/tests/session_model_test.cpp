@@ -1,0 +1,394 @@
+// Unit tests of the browsers plugin's pure logic: request validation, ids, list queries,
+// BrowserSession rendering and the DevTools JSON rewrite.
+#include "session_model.hpp"
+
+#include <cppunit/TestFixture.h>
+#include <cppunit/extensions/HelperMacros.h>
+
+#include <set>
+
+using namespace hangar::browsers;
+using hangar::Error;
+
+namespace {
+
+// Runs `fn`, expecting an Error with `status` whose details name `field`.
+template <typename Fn> void expect_error(Fn fn, int status, const std::string &field = {}) {
+    try {
+        fn();
+    } catch (const Error &e) {
+        CPPUNIT_ASSERT_EQUAL(status, e.status());
+        if (!field.empty()) {
+            bool named = false;
+            for (const auto &d : e.details())
+                named = named || d.message.rfind(field + ":", 0) == 0;
+            CPPUNIT_ASSERT_MESSAGE("details should name " + field + ", got: " + e.details_json().dump(), named);
+            CPPUNIT_ASSERT_EQUAL(std::string("invalid_input"), e.details().front().code);
+        }
+        return;
+    }
+    CPPUNIT_FAIL("expected an error with status " + std::to_string(status));
+}
+
+json parse(const char *text) {
+    return json::parse(text);
+}
+
+} // namespace
+
+class SessionModelTest : public CppUnit::TestFixture {
+    CPPUNIT_TEST_SUITE(SessionModelTest);
+    CPPUNIT_TEST(create_defaults);
+    CPPUNIT_TEST(create_all_fields);
+    CPPUNIT_TEST(create_wrong_types);
+    CPPUNIT_TEST(create_ranges);
+    CPPUNIT_TEST(create_collects_every_problem);
+    CPPUNIT_TEST(create_viewport_rules);
+    CPPUNIT_TEST(create_tags_limits);
+    CPPUNIT_TEST(create_policy_rules);
+    CPPUNIT_TEST(create_not_implemented_after_validation);
+    CPPUNIT_TEST(create_null_means_absent);
+    CPPUNIT_TEST(update_fields);
+    CPPUNIT_TEST(update_not_implemented);
+    CPPUNIT_TEST(ids);
+    CPPUNIT_TEST(time_format);
+    CPPUNIT_TEST(render_live_and_deleted);
+    CPPUNIT_TEST(row_round_trip);
+    CPPUNIT_TEST(urls);
+    CPPUNIT_TEST(devtools_rewrite);
+    CPPUNIT_TEST(tag_filters);
+    CPPUNIT_TEST(list_query);
+    CPPUNIT_TEST(like_escaping);
+    CPPUNIT_TEST_SUITE_END();
+
+public:
+    void create_defaults() {
+        auto o = parse_create(json::object());
+        CPPUNIT_ASSERT_EQUAL(60, o.timeout_seconds);
+        CPPUNIT_ASSERT(!o.headless && !o.stealth && !o.kiosk_mode);
+        CPPUNIT_ASSERT(o.viewport == (Viewport{1920, 1080, 25}));
+        CPPUNIT_ASSERT(!o.name && !o.tags && !o.start_url && !o.chrome_policy);
+    }
+
+    void create_all_fields() {
+        auto o = parse_create(parse(R"({"name":"my-browser","tags":{"team":"backend"},"timeout_seconds":300,
+            "headless":true,"stealth":true,"kiosk_mode":true,"viewport":{"width":1280,"height":800,"refresh_rate":60},
+            "start_url":"https://example.com","chrome_policy":{"PasswordManagerEnabled":false},
+            "extensions":[],"proxy_id":"","telemetry":{"enabled":false},"gpu":false,"some_future_field":1})"));
+        CPPUNIT_ASSERT_EQUAL(std::string("my-browser"), *o.name);
+        CPPUNIT_ASSERT_EQUAL(std::string("backend"), o.tags->at("team"));
+        CPPUNIT_ASSERT_EQUAL(300, o.timeout_seconds);
+        CPPUNIT_ASSERT(o.headless && o.stealth && o.kiosk_mode);
+        CPPUNIT_ASSERT(o.viewport == (Viewport{1280, 800, 60}));
+        CPPUNIT_ASSERT_EQUAL(std::string("https://example.com"), *o.start_url);
+        CPPUNIT_ASSERT_EQUAL(false, o.chrome_policy->at("PasswordManagerEnabled").get<bool>());
+    }
+
+    void create_wrong_types() {
+        expect_error([] { parse_create(parse(R"({"headless":"true"})")); }, 400, "headless");
+        expect_error([] { parse_create(parse(R"({"stealth":1})")); }, 400, "stealth");
+        expect_error([] { parse_create(parse(R"({"timeout_seconds":"60"})")); }, 400, "timeout_seconds");
+        expect_error([] { parse_create(parse(R"({"timeout_seconds":60.5})")); }, 400, "timeout_seconds");
+        expect_error([] { parse_create(parse(R"({"name":5})")); }, 400, "name");
+        expect_error([] { parse_create(parse(R"({"tags":["a"]})")); }, 400, "tags");
+        expect_error([] { parse_create(parse(R"({"tags":{"a":1}})")); }, 400, "tags.a");
+        expect_error([] { parse_create(parse(R"({"viewport":"1920x1080"})")); }, 400, "viewport");
+        expect_error([] { parse_create(parse(R"({"start_url":{}})")); }, 400, "start_url");
+        expect_error([] { parse_create(parse(R"({"chrome_policy":[]})")); }, 400, "chrome_policy");
+        expect_error([] { parse_create(parse(R"({"profile":"name"})")); }, 400, "profile");
+        expect_error([] { parse_create(parse(R"({"extensions":{}})")); }, 400, "extensions");
+        expect_error([] { parse_create(parse(R"({"telemetry":{"enabled":"yes"}})")); }, 400, "telemetry.enabled");
+        expect_error([] { parse_create(parse(R"({"gpu":"no"})")); }, 400, "gpu");
+        expect_error([] { parse_create(parse("[1]")); }, 400, "body");
+        // Integral floats are integers on the wire (JSON has only numbers).
+        CPPUNIT_ASSERT_EQUAL(60, parse_create(parse(R"({"timeout_seconds":60.0})")).timeout_seconds);
+    }
+
+    void create_ranges() {
+        expect_error([] { parse_create(parse(R"({"timeout_seconds":9})")); }, 400, "timeout_seconds");
+        expect_error([] { parse_create(parse(R"({"timeout_seconds":259201})")); }, 400, "timeout_seconds");
+        CPPUNIT_ASSERT_EQUAL(10, parse_create(parse(R"({"timeout_seconds":10})")).timeout_seconds);
+        CPPUNIT_ASSERT_EQUAL(259200, parse_create(parse(R"({"timeout_seconds":259200})")).timeout_seconds);
+        expect_error([] { parse_create(parse(R"({"name":"abcdefghijklmnopqrstuvwx"})")); }, 400, "name");
+        expect_error([] { parse_create(parse(R"({"name":"a\nb"})")); }, 400, "name");
+        expect_error([] { parse_create(json{{"name", std::string(256, 'a')}}); }, 400, "name");
+        expect_error([] { parse_create(parse(R"({"start_url":"http://x/\u0000"})")); }, 400, "start_url");
+    }
+
+    void create_collects_every_problem() {
+        try {
+            parse_create(parse(R"({"headless":1,"timeout_seconds":1,"viewport":{"width":0,"height":"x"}})"));
+            CPPUNIT_FAIL("expected 400");
+        } catch (const Error &e) {
+            CPPUNIT_ASSERT_EQUAL(400, e.status());
+            CPPUNIT_ASSERT_EQUAL(std::string("bad_request"), e.code());
+            CPPUNIT_ASSERT_EQUAL(std::size_t(4), e.details().size());
+        }
+    }
+
+    void create_viewport_rules() {
+        expect_error([] { parse_create(parse(R"({"viewport":{"width":1920}})")); }, 400, "viewport.height");
+        expect_error([] { parse_create(parse(R"({"viewport":{"width":319,"height":600}})")); }, 400, "viewport.width");
+        expect_error([] { parse_create(parse(R"({"viewport":{"width":800,"height":239}})")); }, 400, "viewport.height");
+        expect_error([] { parse_create(parse(R"({"viewport":{"width":7681,"height":600}})")); }, 400, "viewport.width");
+        expect_error([] { parse_create(parse(R"({"viewport":{"width":800,"height":600,"refresh_rate":0}})")); }, 400,
+                     "viewport.refresh_rate");
+        // A missing rate is derived from the size: bigger screens get lower rates.
+        CPPUNIT_ASSERT_EQUAL(60,
+                             parse_create(parse(R"({"viewport":{"width":1024,"height":768}})")).viewport.refresh_rate);
+        CPPUNIT_ASSERT_EQUAL(25,
+                             parse_create(parse(R"({"viewport":{"width":1920,"height":1080}})")).viewport.refresh_rate);
+        CPPUNIT_ASSERT_EQUAL(10,
+                             parse_create(parse(R"({"viewport":{"width":2560,"height":1440}})")).viewport.refresh_rate);
+        CPPUNIT_ASSERT(parse_create(parse(R"({"viewport":{"width":390,"height":844,"refresh_rate":60}})")).viewport ==
+                       (Viewport{390, 844, 60}));
+    }
+
+    void create_tags_limits() {
+        json tags = json::object();
+        for (int i = 0; i < 50; ++i)
+            tags["k" + std::to_string(i)] = "v";
+        CPPUNIT_ASSERT_EQUAL(std::size_t(50), parse_create(json{{"tags", tags}}).tags->size());
+        tags["one-more"] = "v";
+        expect_error([&] { parse_create(json{{"tags", tags}}); }, 400, "tags");
+        expect_error([] { parse_create(parse(R"({"tags":{"":"v"}})")); }, 400, "tags.");
+    }
+
+    void create_policy_rules() {
+        for (const char *managed :
+             {"ExtensionInstallForcelist", "ExtensionSettings", "BlockExternalExtensions", "ProxySettings", "ProxyMode",
+              "RemoteDebuggingAllowed", "DeveloperToolsAvailability"}) {
+            json body = {{"chrome_policy", {{managed, 1}}}};
+            expect_error([&] { parse_create(body); }, 400, std::string("chrome_policy.") + managed);
+        }
+        expect_error([] { parse_create(parse(R"({"chrome_policy":{"bad name":1}})")); }, 400, "chrome_policy.bad name");
+        // URL block lists are the user's business, even ones that block devtools.
+        auto o = parse_create(parse(R"({"chrome_policy":{"URLBlocklist":["devtools://*"],"HomepageLocation":"x"}})"));
+        CPPUNIT_ASSERT_EQUAL(std::size_t(2), o.chrome_policy->size());
+        json big = {{"chrome_policy", {{"HomepageLocation", std::string(5 * 1024 * 1024, 'a')}}}};
+        expect_error([&] { parse_create(big); }, 400, "chrome_policy");
+    }
+
+    void create_not_implemented_after_validation() {
+        expect_error([] { parse_create(parse(R"({"profile":{"name":"p"}})")); }, 501);
+        expect_error([] { parse_create(parse(R"({"proxy_id":"abc"})")); }, 501);
+        expect_error([] { parse_create(parse(R"({"extensions":[{"name":"x"}]})")); }, 501);
+        expect_error([] { parse_create(parse(R"({"telemetry":{"enabled":true}})")); }, 501);
+        expect_error([] { parse_create(parse(R"({"telemetry":{"browser":{"console":{}}}})")); }, 501);
+        expect_error([] { parse_create(parse(R"({"invocation_id":"inv"})")); }, 501);
+        expect_error([] { parse_create(parse(R"({"gpu":true})")); }, 501);
+        // Telemetry that would capture nothing is fine.
+        parse_create(parse(R"({"telemetry":{}})"));
+        parse_create(parse(R"({"telemetry":{"browser":{"console":{"enabled":false}}}})"));
+        // A bad field elsewhere wins over 501: nothing to do until the request is valid.
+        expect_error([] { parse_create(parse(R"({"profile":{"name":"p"},"headless":"x"})")); }, 400, "headless");
+        expect_error([] { parse_create(parse(R"({"telemetry":{"enabled":false,"browser":{"console":{}}}})")); }, 400,
+                     "telemetry");
+    }
+
+    void create_null_means_absent() {
+        auto o = parse_create(parse(R"({"name":null,"tags":null,"viewport":null,"telemetry":null,"profile":null,
+            "headless":null,"timeout_seconds":null,"start_url":"","chrome_policy":null})"));
+        CPPUNIT_ASSERT(!o.name && !o.tags && !o.start_url && !o.chrome_policy);
+        CPPUNIT_ASSERT_EQUAL(60, o.timeout_seconds);
+    }
+
+    void update_fields() {
+        auto o =
+            parse_update(parse(R"({"name":"n","tags":{"a":"b"},"viewport":{"width":800,"height":600,"force":true}})"));
+        CPPUNIT_ASSERT(o.name && *o.name && **o.name == "n");
+        CPPUNIT_ASSERT_EQUAL(std::string("b"), o.tags->at("a"));
+        CPPUNIT_ASSERT(*o.viewport == (Viewport{800, 600, 60}));
+        CPPUNIT_ASSERT(o.force);
+
+        auto clear = parse_update(parse(R"({"name":"","tags":{}})"));
+        CPPUNIT_ASSERT(clear.name && !*clear.name);
+        CPPUNIT_ASSERT(clear.tags && clear.tags->empty());
+        auto clear_null = parse_update(parse(R"({"name":null,"tags":null})"));
+        CPPUNIT_ASSERT(clear_null.name && !*clear_null.name);
+        CPPUNIT_ASSERT(clear_null.tags && clear_null.tags->empty());
+
+        auto none = parse_update(json::object());
+        CPPUNIT_ASSERT(!none.name && !none.tags && !none.viewport && !none.force);
+
+        expect_error([] { parse_update(parse(R"({"viewport":{"width":800,"height":600,"force":"yes"}})")); }, 400,
+                     "viewport.force");
+        expect_error([] { parse_update(parse(R"({"tags":"x"})")); }, 400, "tags");
+    }
+
+    void update_not_implemented() {
+        expect_error([] { parse_update(parse(R"({"profile":{"id":"p"}})")); }, 501);
+        expect_error([] { parse_update(parse(R"({"proxy_id":"p"})")); }, 501);
+        expect_error([] { parse_update(parse(R"({"telemetry":{"browser":{"page":{"enabled":true}}}})")); }, 501);
+        expect_error([] { parse_update(parse(R"({"disable_default_proxy":true})")); }, 501);
+        // Removing what is not there, or leaving telemetry unchanged, is fine.
+        parse_update(parse(R"({"proxy_id":"","telemetry":{},"disable_default_proxy":false})"));
+        parse_update(parse(R"({"proxy_id":null,"telemetry":null})"));
+        expect_error([] { parse_update(parse(R"({"disable_default_proxy":"x"})")); }, 400, "disable_default_proxy");
+    }
+
+    void ids() {
+        std::set<std::string> seen;
+        for (int i = 0; i < 1000; ++i) {
+            auto id = new_session_id();
+            CPPUNIT_ASSERT(looks_like_session_id(id));
+            seen.insert(id);
+        }
+        CPPUNIT_ASSERT_EQUAL(std::size_t(1000), seen.size());
+        CPPUNIT_ASSERT(looks_like_session_id("htzv5orfit78e1m2biiifpbv"));
+        CPPUNIT_ASSERT(!looks_like_session_id("htzv5orfit78e1m2biiifpb"));
+        CPPUNIT_ASSERT(!looks_like_session_id("Htzv5orfit78e1m2biiifpbv"));
+        CPPUNIT_ASSERT(!looks_like_session_id("htzv5orfit78e1m2biiifp-v"));
+    }
+
+    void time_format() {
+        CPPUNIT_ASSERT_EQUAL(std::string("1970-01-01T00:00:00.000Z"), rfc3339(0));
+        CPPUNIT_ASSERT_EQUAL(std::string("2025-01-02T03:04:05.123Z"), rfc3339(1735787045123));
+    }
+
+    void render_live_and_deleted() {
+        Session s;
+        s.id = "htzv5orfit78e1m2biiifpbv";
+        s.created_ms = 1000;
+        s.headless = true;
+        Links links{"ws://h:1/browser/cdp?jwt=t", "ws://h:1/browser/webdriver?jwt=w"};
+        json live = render_session(s, links, 6000);
+        CPPUNIT_ASSERT_EQUAL(s.id, live["session_id"].get<std::string>());
+        CPPUNIT_ASSERT_EQUAL(links.cdp_ws_url, live["cdp_ws_url"].get<std::string>());
+        CPPUNIT_ASSERT_EQUAL(links.webdriver_ws_url, live["webdriver_ws_url"].get<std::string>());
+        CPPUNIT_ASSERT_EQUAL(std::string("1970-01-01T00:00:01.000Z"), live["created_at"].get<std::string>());
+        CPPUNIT_ASSERT_EQUAL(true, live["headless"].get<bool>());
+        CPPUNIT_ASSERT_EQUAL(false, live["stealth"].get<bool>());
+        CPPUNIT_ASSERT_EQUAL(60, live["timeout_seconds"].get<int>());
+        CPPUNIT_ASSERT_EQUAL(std::int64_t(5000), live["usage"]["uptime_ms"].get<std::int64_t>());
+        CPPUNIT_ASSERT_EQUAL(1920, live["viewport"]["width"].get<int>());
+        // Never base_url: the SDK would route curl/telemetry straight to it (contract §1.11).
+        for (const char *absent :
+             {"base_url", "deleted_at", "name", "tags", "start_url", "chrome_policy", "browser_live_view_url"})
+            CPPUNIT_ASSERT_MESSAGE(absent, !live.contains(absent));
+
+        s.deleted_ms = 3000;
+        s.name = "n";
+        s.tags = Tags{{"a", "b"}};
+        s.start_url = "https://x";
+        s.chrome_policy = json{{"P", 1}};
+        json dead = render_session(s, links, 999999);
+        CPPUNIT_ASSERT_EQUAL(std::int64_t(2000), dead["usage"]["uptime_ms"].get<std::int64_t>());
+        CPPUNIT_ASSERT_EQUAL(std::string("1970-01-01T00:00:03.000Z"), dead["deleted_at"].get<std::string>());
+        CPPUNIT_ASSERT_EQUAL(std::string("n"), dead["name"].get<std::string>());
+        CPPUNIT_ASSERT_EQUAL(std::string("b"), dead["tags"]["a"].get<std::string>());
+        CPPUNIT_ASSERT_EQUAL(1, dead["chrome_policy"]["P"].get<int>());
+    }
+
+    void row_round_trip() {
+        json row = {{"id", "htzv5orfit78e1m2biiifpbv"},
+                    {"org_id", "org"},
+                    {"project_id", "proj"},
+                    {"name", "n"},
+                    {"created_at", 10},
+                    {"deleted_at", nullptr},
+                    {"timeout_seconds", 120},
+                    {"headless", 1},
+                    {"stealth", 0},
+                    {"kiosk_mode", 1},
+                    {"viewport_width", 800},
+                    {"viewport_height", 600},
+                    {"viewport_refresh_rate", 60},
+                    {"start_url", nullptr},
+                    {"tags", R"({"a":"b"})"},
+                    {"chrome_policy", R"({"P":true})"}};
+        Session s = session_from_row(row);
+        CPPUNIT_ASSERT(s.active());
+        CPPUNIT_ASSERT_EQUAL(std::string("proj"), s.project_id);
+        CPPUNIT_ASSERT_EQUAL(120, s.timeout_seconds);
+        CPPUNIT_ASSERT(s.headless && !s.stealth && s.kiosk_mode);
+        CPPUNIT_ASSERT(s.viewport == (Viewport{800, 600, 60}));
+        CPPUNIT_ASSERT(!s.start_url);
+        CPPUNIT_ASSERT_EQUAL(std::string("b"), s.tags->at("a"));
+        CPPUNIT_ASSERT_EQUAL(true, s.chrome_policy->at("P").get<bool>());
+        row["deleted_at"] = 20;
+        CPPUNIT_ASSERT(!session_from_row(row).active());
+    }
+
+    void urls() {
+        CPPUNIT_ASSERT_EQUAL(std::string("ws://127.0.0.1:8080"), ws_base("http://127.0.0.1:8080"));
+        CPPUNIT_ASSERT_EQUAL(std::string("wss://hangar.example"), ws_base("https://hangar.example/"));
+        CPPUNIT_ASSERT_EQUAL(std::string("ws://h/browser/cdp?jwt=T"), cdp_ws_url("ws://h", "T"));
+        CPPUNIT_ASSERT_EQUAL(std::string("ws://h/browser/webdriver?jwt=T"), webdriver_ws_url("ws://h", "T"));
+        CPPUNIT_ASSERT_EQUAL(std::string("ws://h/browser/cdp/T/devtools/page/AB"),
+                             target_ws_url("ws://h", "T", "/devtools/page/AB"));
+        auto spec = make_instance_spec("id1", parse_create(parse(R"({"headless":true,"start_url":"https://x"})")));
+        CPPUNIT_ASSERT_EQUAL(std::string("id1"), spec["id"].get<std::string>());
+        CPPUNIT_ASSERT_EQUAL(true, spec["headless"].get<bool>());
+        CPPUNIT_ASSERT_EQUAL(std::string("https://x"), spec["start_url"].get<std::string>());
+    }
+
+    void devtools_rewrite() {
+        json version =
+            parse(R"({"Browser":"Chrome/156","webSocketDebuggerUrl":"ws://127.0.0.1:4242/devtools/browser/u-u"})");
+        json v = rewrite_devtools_json(version, "ws://hangar:8080", "TOK");
+        CPPUNIT_ASSERT_EQUAL(std::string("ws://hangar:8080/browser/cdp?jwt=TOK"),
+                             v["webSocketDebuggerUrl"].get<std::string>());
+        CPPUNIT_ASSERT_EQUAL(std::string("Chrome/156"), v["Browser"].get<std::string>());
+
+        json list = parse(R"([{"id":"P1","type":"page","devtoolsFrontendUrl":"/devtools/inspector.html?ws=x",
+            "webSocketDebuggerUrl":"ws://localhost:4242/devtools/page/P1"},{"id":"X","type":"other"}])");
+        json l = rewrite_devtools_json(list, "ws://hangar:8080", "TOK");
+        CPPUNIT_ASSERT_EQUAL(std::string("ws://hangar:8080/browser/cdp/TOK/devtools/page/P1"),
+                             l[0]["webSocketDebuggerUrl"].get<std::string>());
+        CPPUNIT_ASSERT(!l[0].contains("devtoolsFrontendUrl"));
+        CPPUNIT_ASSERT_EQUAL(std::string("X"), l[1]["id"].get<std::string>());
+    }
+
+    void tag_filters() {
+        // The SDK's qs encodes brackets; other clients send them raw.
+        auto t = parse_tag_filters("tags%5Bteam%5D=backend&tags[env]=staging%20eu&limit=5&tags%5Bk%20x%5D=a+b");
+        CPPUNIT_ASSERT_EQUAL(std::size_t(3), t.size());
+        CPPUNIT_ASSERT(t[0] == std::make_pair(std::string("team"), std::string("backend")));
+        CPPUNIT_ASSERT(t[1] == std::make_pair(std::string("env"), std::string("staging eu")));
+        CPPUNIT_ASSERT(t[2] == std::make_pair(std::string("k x"), std::string("a b")));
+        CPPUNIT_ASSERT(parse_tag_filters("").empty());
+        CPPUNIT_ASSERT(parse_tag_filters("tags=&status=all").empty()); // qs sends null as "tags="
+        expect_error([] { parse_tag_filters("tags%5Ba%5D%5Bb%5D=1"); }, 400, "tags");
+        expect_error([] { parse_tag_filters("tags[]=1"); }, 400, "tags");
+        CPPUNIT_ASSERT_EQUAL(std::string("a/b c%"), percent_decode("a%2Fb%20c%", false));
+    }
+
+    void list_query() {
+        std::map<std::string, std::string> params;
+        QueryLookup lookup = [&](std::string_view k) -> std::optional<std::string> {
+            auto it = params.find(std::string(k));
+            return it == params.end() ? std::nullopt : std::optional<std::string>(it->second);
+        };
+        auto q = parse_list_query(lookup, "");
+        CPPUNIT_ASSERT(q.status == StatusFilter::Active);
+        CPPUNIT_ASSERT_EQUAL(20, q.limit);
+        CPPUNIT_ASSERT_EQUAL(std::int64_t(0), q.offset);
+
+        params = {{"include_deleted", "true"}};
+        CPPUNIT_ASSERT(parse_list_query(lookup, "").status == StatusFilter::All);
+        params = {{"include_deleted", "true"}, {"status", "deleted"}};
+        CPPUNIT_ASSERT(parse_list_query(lookup, "").status == StatusFilter::Deleted);
+        params = {{"limit", "500"}, {"offset", "40"}, {"query", "abc"}};
+        q = parse_list_query(lookup, "tags%5Ba%5D=b");
+        CPPUNIT_ASSERT_EQUAL(100, q.limit);
+        CPPUNIT_ASSERT_EQUAL(std::int64_t(40), q.offset);
+        CPPUNIT_ASSERT_EQUAL(std::string("abc"), *q.query);
+        CPPUNIT_ASSERT_EQUAL(std::size_t(1), q.tags.size());
+
+        params = {{"status", "paused"}};
+        expect_error([&] { parse_list_query(lookup, ""); }, 400, "status");
+        params = {{"limit", "0"}};
+        expect_error([&] { parse_list_query(lookup, ""); }, 400, "limit");
+        params = {{"offset", "-1"}};
+        expect_error([&] { parse_list_query(lookup, ""); }, 400, "offset");
+        params = {{"limit", "ten"}};
+        expect_error([&] { parse_list_query(lookup, ""); }, 400, "limit");
+        params = {{"include_deleted", "maybe"}};
+        expect_error([&] { parse_list_query(lookup, ""); }, 400, "include_deleted");
+    }
+
+    void like_escaping() { CPPUNIT_ASSERT_EQUAL(std::string("%a\\%b\\_c\\\\%"), like_contains("a%b_c\\")); }
+};
+
+CPPUNIT_TEST_SUITE_REGISTRATION(SessionModelTest);
