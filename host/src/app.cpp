@@ -269,6 +269,7 @@ private:
             ready_fd = -1;
         };
         try {
+            log.debug("agent starting");
             HostCore core(HANGAR_ROLE_INSTANCE, *cfg);
             core.instance_dir = option("instance-dir", "/run/hangar");
             core.max_body_bytes = static_cast<std::size_t>(cfg->get_int("server.max_body_bytes", 64ll << 20));

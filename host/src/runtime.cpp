@@ -218,6 +218,7 @@ std::vector<std::string> Runtime::sandbox_argv(const Instance &inst) const {
 }
 
 nlohmann::json Runtime::start(const nlohmann::json &spec) {
+    const auto started = steady_ms();
     std::string id = spec.value("id", "");
     if (!valid_id(id)) throw std::runtime_error("invalid instance id");
     Instance inst;
@@ -311,6 +312,7 @@ nlohmann::json Runtime::start(const nlohmann::json &spec) {
                     ::_exit(127);
                 }).get();
     if (pid < 0) fail("fork failed");
+    const auto spawned_at = steady_ms();
     {
         std::lock_guard lock(mutex_);
         instances_[id].pid = pid;
@@ -341,6 +343,8 @@ nlohmann::json Runtime::start(const nlohmann::json &spec) {
         log_.warning("instance %s failed to start: %s\n%s", id, why, tail);
         fail(why);
     }
+    log_.debug("instance %s ready in %dms (spawned after %dms)", id, static_cast<int>(steady_ms() - started),
+               static_cast<int>(spawned_at - started));
     return {{"id", id}, {"socket", inst.socket}, {"dir", inst.dir}, {"pid", pid}};
 }
 

@@ -163,7 +163,7 @@ public:
                     for (const auto &t : list)
                         page = page || (t.is_object() && t.value("type", "") == "page");
             }
-            if (!page) std::this_thread::sleep_for(20ms);
+            if (!page) std::this_thread::sleep_for(5ms);
         }
         if (!page) log(LogLevel::Warn, "Chromium is ready but showed no page within the first-page timeout");
 
