@@ -42,9 +42,12 @@ Args parse_args(int argc, char **argv) {
         const auto &s = v[i];
         if (s.rfind("--", 0) == 0) {
             auto eq = s.find('=');
-            if (eq != std::string::npos) a.options[s.substr(2, eq - 2)] = s.substr(eq + 1);
-            else if (i + 1 < v.size() && v[i + 1].rfind("--", 0) != 0) a.options[s.substr(2)] = v[++i];
-            else a.options[s.substr(2)] = "true";
+            if (eq != std::string::npos)
+                a.options[s.substr(2, eq - 2)] = s.substr(eq + 1);
+            else if (i + 1 < v.size() && v[i + 1].rfind("--", 0) != 0)
+                a.options[s.substr(2)] = v[++i];
+            else
+                a.options[s.substr(2)] = "true";
         } else if (a.command.empty()) {
             a.command = s;
         } else {
@@ -67,16 +70,31 @@ void setup_logging(const std::string &level) {
 // Kernel API areas and the plugin that serves each, so a request to an area without its plugin
 // gets "disabled" (404) or "not implemented" (501) instead of a bare "no route".
 const std::vector<std::pair<std::string, std::string>> kAreas = {
-    {"/browsers", "browsers"}, {"/browser", "browsers"},
-    {"/browsers/{id}/fs", "fs"}, {"/browsers/{id}/process", "process"},
-    {"/browsers/{id}/computer", "computer"}, {"/browsers/{id}/logs", "logs"},
-    {"/browsers/{id}/replays", "replays"}, {"/browsers/{id}/playwright", "playwright"},
-    {"/browsers/{id}/telemetry", "telemetry"}, {"/browsers/{id}/extensions", "extensions"},
-    {"/browsers/{id}/curl", "curl"}, {"/profiles", "profiles"}, {"/extensions", "extensions"},
-    {"/proxies", "proxies"}, {"/browser_pools", "pools"}, {"/credentials", "credentials"},
-    {"/org/credential_providers", "credentials"}, {"/auth/connections", "managed-auth"},
-    {"/deployments", "apps"}, {"/apps", "apps"}, {"/invocations", "apps"}, {"/projects", "org"},
-    {"/org", "org"}, {"/audit-logs", "org"}, {"/api_keys", "org"},
+    {"/browsers", "browsers"},
+    {"/browser", "browsers"},
+    {"/browsers/{id}/fs", "fs"},
+    {"/browsers/{id}/process", "process"},
+    {"/browsers/{id}/computer", "computer"},
+    {"/browsers/{id}/logs", "logs"},
+    {"/browsers/{id}/replays", "replays"},
+    {"/browsers/{id}/playwright", "playwright"},
+    {"/browsers/{id}/telemetry", "telemetry"},
+    {"/browsers/{id}/extensions", "extensions"},
+    {"/browsers/{id}/curl", "curl"},
+    {"/profiles", "profiles"},
+    {"/extensions", "extensions"},
+    {"/proxies", "proxies"},
+    {"/browser_pools", "pools"},
+    {"/credentials", "credentials"},
+    {"/org/credential_providers", "credentials"},
+    {"/auth/connections", "managed-auth"},
+    {"/deployments", "apps"},
+    {"/apps", "apps"},
+    {"/invocations", "apps"},
+    {"/projects", "org"},
+    {"/org", "org"},
+    {"/audit-logs", "org"},
+    {"/api_keys", "org"},
 };
 
 // Routes the host itself serves, registered like a plugin's.
@@ -101,7 +119,8 @@ std::vector<std::string> plugin_dirs(const Config &cfg, const std::string &exe) 
     auto extra = cfg.get("plugins.extra_dirs", "");
     for (auto &d : split(extra, ':'))
         if (!d.empty()) dirs.push_back(fs::absolute(d).lexically_normal().string());
-    dirs.push_back(cfg.get("plugins.dir", (fs::path(exe).parent_path() / "../lib/hangar/plugins").lexically_normal().string()));
+    dirs.push_back(
+        cfg.get("plugins.dir", (fs::path(exe).parent_path() / "../lib/hangar/plugins").lexically_normal().string()));
     return dirs;
 }
 
@@ -201,14 +220,16 @@ private:
         core.store = std::make_unique<Store>(core.data_dir + "/hangar.db");
         core.auth = std::make_unique<Auth>(*core.store);
         core.tokens = std::make_unique<Tokens>(core.data_dir + "/token.secret");
-        std::string generated = core.auth->bootstrap(cfg->get("auth.bootstrap_key", ""), core.data_dir + "/bootstrap-api-key");
+        std::string generated =
+            core.auth->bootstrap(cfg->get("auth.bootstrap_key", ""), core.data_dir + "/bootstrap-api-key");
         if (!generated.empty())
-            std::cout << "bootstrap API key (shown once; also in " << core.data_dir << "/bootstrap-api-key): " << generated
-                      << std::endl;
+            std::cout << "bootstrap API key (shown once; also in " << core.data_dir
+                      << "/bootstrap-api-key): " << generated << std::endl;
 
         auto dirs = plugin_dirs(*cfg, exe);
         auto enabled = cfg->enabled_plugins();
-        for (auto &d : cfg->disabled_plugins()) core.disabled_plugins.insert(d);
+        for (auto &d : cfg->disabled_plugins())
+            core.disabled_plugins.insert(d);
         RuntimeOptions ropt;
         ropt.data_dir = core.data_dir;
         ropt.exe = exe;
@@ -224,9 +245,12 @@ private:
         core.runtime = &runtime;
         log.information("instance memory limit: cgroup %s", runtime.cgroup_mode());
 
-        core.router.add("GET", "/healthz", {&host_record(), [](void *, hangar_request *, hangar_response *res) {
-                                                json_reply(res, 200, {{"status", "ok"}});
-                                            }, nullptr, HANGAR_ROUTE_PUBLIC});
+        core.router.add("GET", "/healthz",
+                        {&host_record(),
+                         [](void *, hangar_request *, hangar_response *res) {
+                             json_reply(res, 200, {{"status", "ok"}});
+                         },
+                         nullptr, HANGAR_ROUTE_PUBLIC});
 
         PluginManager plugins(core);
         plugins.load(dirs, enabled);
@@ -243,7 +267,8 @@ private:
         server->start();
         auto listen = cfg->get("server.listen", "127.0.0.1:8080");
         std::string host = listen.substr(0, listen.rfind(':'));
-        std::cout << "hangar listening on http://" << (host == "0.0.0.0" ? "127.0.0.1" : host) << ":" << port << std::endl;
+        std::cout << "hangar listening on http://" << (host == "0.0.0.0" ? "127.0.0.1" : host) << ":" << port
+                  << std::endl;
 
         Termination term;
         term.wait();
@@ -274,13 +299,19 @@ private:
             core.instance_dir = option("instance-dir", "/run/hangar");
             core.max_body_bytes = static_cast<std::size_t>(cfg->get_int("server.max_body_bytes", 64ll << 20));
             Termination term;
-            core.router.add("POST", "/_agent/shutdown", {&host_record(), [](void *user, hangar_request *, hangar_response *res) {
-                                                             static_cast<Termination *>(user)->request();
-                                                             res->status = 204;
-                                                         }, &term, 0});
-            core.router.add("GET", "/_agent/health", {&host_record(), [](void *, hangar_request *, hangar_response *res) {
-                                                          json_reply(res, 200, {{"status", "ok"}});
-                                                      }, nullptr, 0});
+            core.router.add("POST", "/_agent/shutdown",
+                            {&host_record(),
+                             [](void *user, hangar_request *, hangar_response *res) {
+                                 static_cast<Termination *>(user)->request();
+                                 res->status = 204;
+                             },
+                             &term, 0});
+            core.router.add("GET", "/_agent/health",
+                            {&host_record(),
+                             [](void *, hangar_request *, hangar_response *res) {
+                                 json_reply(res, 200, {{"status", "ok"}});
+                             },
+                             nullptr, 0});
             std::vector<std::string> dirs, enabled;
             for (auto &d : split(option("plugin-dirs"), ':'))
                 if (!d.empty()) dirs.push_back(d);
@@ -340,7 +371,8 @@ std::string find_config_file(const std::string &explicit_path, const std::string
         if (!fs::exists(explicit_path)) throw std::runtime_error("config file not found: " + explicit_path);
         return fs::absolute(explicit_path).string();
     }
-    for (const auto &candidate : {fs::path(exe).parent_path() / "../../etc/hangar.ini", fs::path("/etc/hangar/hangar.ini")})
+    for (const auto &candidate :
+         {fs::path(exe).parent_path() / "../../etc/hangar.ini", fs::path("/etc/hangar/hangar.ini")})
         if (fs::exists(candidate)) return fs::absolute(candidate).lexically_normal().string();
     return {};
 }

@@ -23,7 +23,9 @@ nlohmann::json Caller::to_json() const {
     return {{"org_id", org_id}, {"project_id", project_id}, {"key_id", key_id}, {"project_scoped", project_scoped}};
 }
 
-Auth::Auth(Store &store) : store_(store) { store_.migrate("host.auth", kAuthMigrations); }
+Auth::Auth(Store &store) : store_(store) {
+    store_.migrate("host.auth", kAuthMigrations);
+}
 
 std::string Auth::default_org() const {
     auto rows = store_.exec("SELECT id FROM orgs ORDER BY created_at LIMIT 1");
@@ -57,7 +59,8 @@ std::string Auth::bootstrap(const std::string &bootstrap_key, const std::string 
         // A recreated database with the old key file: register that key again rather than
         // lock everyone out.
         std::string existing = trim(read_file(key_file));
-        if (!existing.empty() && store_.exec("SELECT id FROM api_keys WHERE key_hash = ?", {sha256_hex(existing)}).empty())
+        if (!existing.empty() &&
+            store_.exec("SELECT id FROM api_keys WHERE key_hash = ?", {sha256_hex(existing)}).empty())
             insert_key("key_" + random_token(20), org, "", "bootstrap (generated)", existing);
         if (!existing.empty()) return {};
     }
@@ -87,8 +90,9 @@ std::variant<Caller, AuthFailure> Auth::authenticate(const std::optional<std::st
         auto p = store_.exec("SELECT id FROM projects WHERE id = ? AND org_id = ?", {wanted, caller.org_id});
         if (p.empty()) return AuthFailure{404, "not_found", "project " + wanted + " not found"};
         if (caller.project_scoped && wanted != key_project)
-            return AuthFailure{403, "forbidden", "this API key is scoped to project " + key_project +
-                                                     " and cannot act on project " + wanted};
+            return AuthFailure{403, "forbidden",
+                               "this API key is scoped to project " + key_project + " and cannot act on project " +
+                                   wanted};
         caller.project_id = wanted;
     } else if (caller.project_scoped) {
         caller.project_id = key_project;

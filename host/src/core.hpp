@@ -71,8 +71,8 @@ struct HostCore {
     hangar_role role;
     Config &config;
     Poco::Logger &log;
-    std::string data_dir;      // server role
-    std::string instance_dir;  // instance role
+    std::string data_dir;     // server role
+    std::string instance_dir; // instance role
     std::unique_ptr<Store> store;
     std::unique_ptr<Auth> auth;
     std::unique_ptr<Tokens> tokens;
@@ -117,9 +117,9 @@ struct hangar_request {
     hangar::host::HostCore *core;
     Poco::Net::HTTPServerRequest &http;
     std::string method;
-    std::string path;         // decoded
-    std::string raw_path;     // as received
-    std::string query_string; // raw
+    std::string path;                                       // decoded
+    std::string raw_path;                                   // as received
+    std::string query_string;                               // raw
     std::vector<std::pair<std::string, std::string>> query; // decoded
     std::map<std::string, std::string> params;
     std::string caller_json = "{}";

@@ -39,8 +39,8 @@ bool write_some(int fd, std::string &pending) {
 
 struct EventLoop::Conn {
     std::uint64_t id = 0;
-    UniqueFd a, b;          // a: the client; b: the upstream (splices only)
-    std::string ab, ba;     // bytes waiting to be written a→b and b→a
+    UniqueFd a, b;      // a: the client; b: the upstream (splices only)
+    std::string ab, ba; // bytes waiting to be written a→b and b→a
     bool a_eof = false, b_eof = false;
     std::uint32_t mask_a = 0, mask_b = 0;
     std::function<void()> on_close;
@@ -57,7 +57,9 @@ EventLoop::EventLoop() : epoll_(::epoll_create1(EPOLL_CLOEXEC)), wake_(::eventfd
     thread_ = std::thread([this] { run(); });
 }
 
-EventLoop::~EventLoop() { stop(); }
+EventLoop::~EventLoop() {
+    stop();
+}
 
 void EventLoop::stop() {
     if (stopping_.exchange(true)) return;
@@ -182,8 +184,8 @@ void EventLoop::handle(Conn &c, std::uint32_t events, int side) {
 
     int from = side == 0 ? c.a.get() : c.b.get();
     int to = side == 0 ? c.b.get() : c.a.get();
-    std::string &outgoing = side == 0 ? c.ab : c.ba;     // bytes read from `from`, bound for `to`
-    std::string &incoming = side == 0 ? c.ba : c.ab;     // bytes bound for `from`
+    std::string &outgoing = side == 0 ? c.ab : c.ba; // bytes read from `from`, bound for `to`
+    std::string &incoming = side == 0 ? c.ba : c.ab; // bytes bound for `from`
     bool &from_eof = side == 0 ? c.a_eof : c.b_eof;
 
     if (events & EPOLLOUT) {
@@ -238,7 +240,8 @@ void EventLoop::run() {
                     std::lock_guard lock(posted_mutex_);
                     work.swap(posted_);
                 }
-                for (auto &fn : work) fn();
+                for (auto &fn : work)
+                    fn();
                 continue;
             }
             auto it = conns_.find(tag >> 1);
@@ -255,10 +258,13 @@ void EventLoop::run() {
         std::lock_guard lock(posted_mutex_);
         work.swap(posted_);
     }
-    for (auto &fn : work) fn();
+    for (auto &fn : work)
+        fn();
     std::vector<std::uint64_t> ids;
-    for (auto &[id, _] : conns_) ids.push_back(id);
-    for (auto id : ids) close_conn(id);
+    for (auto &[id, _] : conns_)
+        ids.push_back(id);
+    for (auto id : ids)
+        close_conn(id);
 }
 
 void EventLoop::want_write(std::uint64_t id) {
@@ -291,7 +297,9 @@ bool SseConnection::queue(const std::string &bytes) {
     return true;
 }
 
-bool SseConnection::send_frame(const std::string &json) { return queue("data: " + json + "\n\n"); }
+bool SseConnection::send_frame(const std::string &json) {
+    return queue("data: " + json + "\n\n");
+}
 
 void SseConnection::close() {
     closed_ = true;

@@ -58,9 +58,9 @@ private:
     std::uint64_t id_;
     std::mutex mutex_;
     std::string out_;
-    int fd_ = -1;                      // valid while the loop holds the socket; under mutex_
-    std::atomic<bool> closed_{false};  // no more frames accepted
-    bool failed_ = false;              // the client went away; under mutex_
+    int fd_ = -1;                     // valid while the loop holds the socket; under mutex_
+    std::atomic<bool> closed_{false}; // no more frames accepted
+    bool failed_ = false;             // the client went away; under mutex_
 };
 
 class EventLoop {

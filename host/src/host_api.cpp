@@ -78,9 +78,15 @@ namespace {
 
 using hangar::host::HostCore;
 
-std::string_view sv(hangar_str s) { return s.ptr ? std::string_view(s.ptr, s.len) : std::string_view(); }
-std::string st(hangar_str s) { return std::string(sv(s)); }
-hangar_str hs(const std::string &s) { return {s.data(), s.size()}; }
+std::string_view sv(hangar_str s) {
+    return s.ptr ? std::string_view(s.ptr, s.len) : std::string_view();
+}
+std::string st(hangar_str s) {
+    return std::string(sv(s));
+}
+hangar_str hs(const std::string &s) {
+    return {s.data(), s.size()};
+}
 
 int fill(hangar_buf *out, std::string_view data) {
     if (!out) return 0;
@@ -111,15 +117,23 @@ void buf_free(hangar_buf *buf) {
     buf->len = 0;
 }
 
-int buf_alloc(hangar_buf *buf, const char *data, size_t len) { return fill(buf, std::string_view(data, len)); }
+int buf_alloc(hangar_buf *buf, const char *data, size_t len) {
+    return fill(buf, std::string_view(data, len));
+}
 
 void log_fn(hangar_plugin_ctx *ctx, hangar_log_level level, hangar_str message) {
     auto &l = *ctx->plugin->logger;
     std::string m = st(message);
     switch (level) {
-    case HANGAR_LOG_DEBUG: l.debug(m); break;
-    case HANGAR_LOG_INFO: l.information(m); break;
-    case HANGAR_LOG_WARN: l.warning(m); break;
+    case HANGAR_LOG_DEBUG:
+        l.debug(m);
+        break;
+    case HANGAR_LOG_INFO:
+        l.information(m);
+        break;
+    case HANGAR_LOG_WARN:
+        l.warning(m);
+        break;
     default:
         l.error(m);
         ctx->plugin->last_error = m;
@@ -135,20 +149,27 @@ int config_get(hangar_plugin_ctx *ctx, hangar_str key, hangar_buf *out) {
     return -1;
 }
 
-hangar_role role_fn(hangar_plugin_ctx *ctx) { return ctx->core->role; }
+hangar_role role_fn(hangar_plugin_ctx *ctx) {
+    return ctx->core->role;
+}
 
 int route_add(hangar_plugin_ctx *ctx, hangar_str method, hangar_str pattern, uint32_t flags, hangar_handler_fn fn,
               void *user) {
     std::lock_guard lock(ctx->core->router_mutex);
     std::string m = st(method);
-    for (auto &c : m) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    for (auto &c : m)
+        c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
     bool ok = ctx->core->router.add(m, st(pattern), {ctx->plugin, fn, user, flags});
     if (!ok) ctx->plugin->logger->error("route " + m + " " + st(pattern) + " is already taken");
     return ok ? 0 : -1;
 }
 
-hangar_str req_method(hangar_request *r) { return hs(r->method); }
-hangar_str req_path(hangar_request *r) { return hs(r->path); }
+hangar_str req_method(hangar_request *r) {
+    return hs(r->method);
+}
+hangar_str req_path(hangar_request *r) {
+    return hs(r->path);
+}
 
 int req_param(hangar_request *r, hangar_str name, hangar_str *out) {
     auto it = r->params.find(st(name));
@@ -167,7 +188,9 @@ int req_query(hangar_request *r, hangar_str name, hangar_str *out) {
     return -1;
 }
 
-hangar_str req_query_string(hangar_request *r) { return hs(r->query_string); }
+hangar_str req_query_string(hangar_request *r) {
+    return hs(r->query_string);
+}
 
 int req_header(hangar_request *r, hangar_str name, hangar_str *out) {
     std::string n = st(name);
@@ -203,12 +226,22 @@ int req_body(hangar_request *r, hangar_str *out) {
     return 0;
 }
 
-hangar_str req_caller(hangar_request *r) { return hs(r->caller_json); }
-hangar_str req_id(hangar_request *r) { return hs(r->request_id); }
-hangar_str req_base_url(hangar_request *r) { return hs(r->base_url); }
+hangar_str req_caller(hangar_request *r) {
+    return hs(r->caller_json);
+}
+hangar_str req_id(hangar_request *r) {
+    return hs(r->request_id);
+}
+hangar_str req_base_url(hangar_request *r) {
+    return hs(r->base_url);
+}
 
-void res_status(hangar_response *r, int status) { r->status = status; }
-void res_header(hangar_response *r, hangar_str name, hangar_str value) { r->headers.emplace_back(st(name), st(value)); }
+void res_status(hangar_response *r, int status) {
+    r->status = status;
+}
+void res_header(hangar_response *r, hangar_str name, hangar_str value) {
+    r->headers.emplace_back(st(name), st(value));
+}
 void res_body(hangar_response *r, hangar_str content_type, hangar_str body) {
     r->content_type = st(content_type);
     r->body = st(body);
@@ -229,7 +262,8 @@ hangar_stream *sse_open(hangar_response *r) {
         auto fd = hangar::host::take_over(*r->req, *r, buffered);
         std::string head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
                            "Connection: close\r\nX-Accel-Buffering: no\r\n";
-        for (const auto &[k, v] : r->headers) head += k + ": " + v + "\r\n";
+        for (const auto &[k, v] : r->headers)
+            head += k + ": " + v + "\r\n";
         head += "\r\n";
         auto conn = r->core->loop.add_sse(std::move(fd), std::move(head));
         return new hangar_stream{conn};
@@ -238,8 +272,12 @@ hangar_stream *sse_open(hangar_response *r) {
     }
 }
 
-int stream_send(hangar_stream *s, hangar_str json_text) { return s->conn->send_frame(st(json_text)) ? 0 : -1; }
-int stream_is_open(hangar_stream *s) { return s->conn->open() ? 1 : 0; }
+int stream_send(hangar_stream *s, hangar_str json_text) {
+    return s->conn->send_frame(st(json_text)) ? 0 : -1;
+}
+int stream_is_open(hangar_stream *s) {
+    return s->conn->open() ? 1 : 0;
+}
 void stream_close(hangar_stream *s) {
     if (!s) return;
     s->conn->close();
@@ -356,7 +394,9 @@ void activity_end(hangar_activity *a) {
     delete a;
 }
 
-int64_t activity_idle_ms(hangar_plugin_ctx *ctx, hangar_str key) { return ctx->core->activity.idle_ms(st(key)); }
+int64_t activity_idle_ms(hangar_plugin_ctx *ctx, hangar_str key) {
+    return ctx->core->activity.idle_ms(st(key));
+}
 
 int token_sign(hangar_plugin_ctx *ctx, hangar_str claims, uint32_t ttl, hangar_buf *out) {
     return guarded(nullptr, [&] {
@@ -405,7 +445,9 @@ int instance_call(hangar_plugin_ctx *ctx, hangar_str id, hangar_str method, hang
         *out_status = r.status;
         return fill(out, r.body);
     } catch (const std::exception &e) {
-        fill(out, json{{"code", "upstream_unavailable"}, {"message", std::string("the browser instance did not answer: ") + e.what()}}.dump());
+        fill(out, json{{"code", "upstream_unavailable"},
+                       {"message", std::string("the browser instance did not answer: ") + e.what()}}
+                      .dump());
         return -1;
     }
 }
@@ -478,9 +520,13 @@ const hangar_host_v1 kHostTable = {
 
 namespace hangar::host {
 
-const hangar_host_v1 *HostCore::api() const { return &kHostTable; }
+const hangar_host_v1 *HostCore::api() const {
+    return &kHostTable;
+}
 
 HostCore::HostCore(hangar_role r, Config &c) : role(r), config(c), log(Poco::Logger::get("hangar")) {}
-HostCore::~HostCore() { loop.stop(); }
+HostCore::~HostCore() {
+    loop.stop();
+}
 
 } // namespace hangar::host

@@ -84,7 +84,8 @@ void send_file(hangar_response &res, Poco::Net::HTTPServerRequest &httpReq) {
                     first = n >= size ? 0 : size - n;
                 } else {
                     first = std::stoull(spec.substr(0, dash));
-                    if (dash + 1 < spec.size()) last = std::min<std::uint64_t>(std::stoull(spec.substr(dash + 1)), last);
+                    if (dash + 1 < spec.size())
+                        last = std::min<std::uint64_t>(std::stoull(spec.substr(dash + 1)), last);
                 }
                 partial = true;
             } catch (const std::exception &) {
@@ -104,7 +105,8 @@ void send_file(hangar_response &res, Poco::Net::HTTPServerRequest &httpReq) {
     http.setContentType(res.content_type.empty() ? "application/octet-stream" : res.content_type);
     if (partial) {
         http.setStatusAndReason(Poco::Net::HTTPResponse::HTTP_PARTIAL_CONTENT);
-        http.set("Content-Range", "bytes " + std::to_string(first) + "-" + std::to_string(last) + "/" + std::to_string(size));
+        http.set("Content-Range",
+                 "bytes " + std::to_string(first) + "-" + std::to_string(last) + "/" + std::to_string(size));
     } else {
         http.setStatusAndReason(static_cast<Poco::Net::HTTPResponse::HTTPStatus>(res.status ? res.status : 200));
     }
@@ -129,7 +131,8 @@ void send_file(hangar_response &res, Poco::Net::HTTPServerRequest &httpReq) {
 void finish(hangar_response &res, Poco::Net::HTTPServerRequest &httpReq) {
     if (res.taken_over || res.sent) return;
     auto &http = res.http;
-    for (const auto &[k, v] : res.headers) http.add(k, v);
+    for (const auto &[k, v] : res.headers)
+        http.add(k, v);
     if (res.file) return send_file(res, httpReq);
     int status = res.status;
     if (status == 0) status = res.body.empty() ? 204 : 200;
@@ -186,7 +189,8 @@ public:
 
     void handleRequest(Poco::Net::HTTPServerRequest &http, Poco::Net::HTTPServerResponse &httpRes) override {
         auto started = steady_ms();
-        hangar_request req{&core_, http, http.getMethod(), {}, {}, {}, {}, {}, "{}", random_token(16), {}, 0, {}, false};
+        hangar_request req{&core_, http, http.getMethod(), {}, {}, {}, {},
+                           {},     "{}", random_token(16), {}, 0,  {}, false};
         hangar_response res{&core_, &req, httpRes, 0, {}, {}, {}, {}, false, false};
         const std::string &uri = http.getURI();
         auto q = uri.find('?');
@@ -208,9 +212,11 @@ public:
             dispatch(req, res);
         } catch (const std::exception &e) {
             core_.log.error("request %s %s failed: %s", req.method, req.path, std::string(e.what()));
-            if (!res.taken_over && !res.sent) set_error(res, 500, "internal", "internal error (request " + req.request_id + ")");
+            if (!res.taken_over && !res.sent)
+                set_error(res, 500, "internal", "internal error (request " + req.request_id + ")");
         } catch (...) {
-            if (!res.taken_over && !res.sent) set_error(res, 500, "internal", "internal error (request " + req.request_id + ")");
+            if (!res.taken_over && !res.sent)
+                set_error(res, 500, "internal", "internal error (request " + req.request_id + ")");
         }
         drain_unread_body(req, res);
         try {
@@ -231,18 +237,20 @@ private:
             if (core_.role == HANGAR_ROLE_SERVER && !authenticate(req, res)) return;
             if (*miss == Router<RouteTarget>::Miss::WrongMethod) {
                 std::string allowed;
-                for (auto &m : core_.router.allowed_methods(req.raw_path)) allowed += (allowed.empty() ? "" : ", ") + m;
+                for (auto &m : core_.router.allowed_methods(req.raw_path))
+                    allowed += (allowed.empty() ? "" : ", ") + m;
                 res.headers.emplace_back("Allow", allowed);
                 return set_error(res, 405, "method_not_allowed", req.method + " is not allowed on " + req.path);
             }
             if (auto area = owning_area(core_, req.raw_path)) {
                 if (core_.disabled_plugins.count(*area))
                     return set_error(res, 404, "not_found",
-                                     "the '" + *area + "' plugin is disabled on this server; enable it in etc/plugins.d/" +
-                                         *area + ".ini");
+                                     "the '" + *area +
+                                         "' plugin is disabled on this server; enable it in etc/plugins.d/" + *area +
+                                         ".ini");
                 return set_error(res, 501, "not_implemented",
-                                 req.method + " " + req.path + " is not implemented by this Hangar server yet (area: " +
-                                     *area + ")");
+                                 req.method + " " + req.path +
+                                     " is not implemented by this Hangar server yet (area: " + *area + ")");
             }
             return set_error(res, 404, "not_found", "no route for " + req.method + " " + req.path);
         }
@@ -251,10 +259,13 @@ private:
         req.params = std::move(match.params);
         req.route_flags = target.flags;
 
-        if (core_.role == HANGAR_ROLE_SERVER && !(target.flags & HANGAR_ROUTE_PUBLIC) && !authenticate(req, res)) return;
-        if (req.http.hasContentLength() && req.http.getContentLength64() > static_cast<Poco::Int64>(core_.max_body_bytes))
+        if (core_.role == HANGAR_ROLE_SERVER && !(target.flags & HANGAR_ROUTE_PUBLIC) && !authenticate(req, res))
+            return;
+        if (req.http.hasContentLength() &&
+            req.http.getContentLength64() > static_cast<Poco::Int64>(core_.max_body_bytes))
             return set_error(res, 413, "payload_too_large",
-                             "the request body is larger than the " + std::to_string(core_.max_body_bytes) + "-byte limit");
+                             "the request body is larger than the " + std::to_string(core_.max_body_bytes) +
+                                 "-byte limit");
 
         // A call on one browser's sub-resources counts as activity on that session while it runs.
         std::optional<std::string> activity_key;

@@ -1,3 +1,5 @@
 #include "app.hpp"
 
-int main(int argc, char **argv) { return hangar::host::run_main(argc, argv); }
+int main(int argc, char **argv) {
+    return hangar::host::run_main(argc, argv);
+}

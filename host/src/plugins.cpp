@@ -21,7 +21,8 @@ std::string PluginManager::abi_problem(const hangar_plugin_v1 &desc, const std::
         return "its descriptor is " + std::to_string(desc.struct_size) + " bytes, expected at least " +
                std::to_string(sizeof(hangar_plugin_v1));
     if (!desc.name || file_name != desc.name)
-        return std::string("it calls itself '") + (desc.name ? desc.name : "") + "' but the file is " + file_name + ".so";
+        return std::string("it calls itself '") + (desc.name ? desc.name : "") + "' but the file is " + file_name +
+               ".so";
     if (!desc.start || !desc.stop) return "it has no start/stop functions";
     return {};
 }
@@ -83,7 +84,8 @@ void PluginManager::load(const std::vector<std::string> &dirs, const std::vector
         }
         if (auto rec = open(it->second, name)) opened.emplace(name, std::move(rec));
     }
-    for (const auto &r : refused_) core_.log.error("plugin %s not loaded: %s", r.name, r.reason);
+    for (const auto &r : refused_)
+        core_.log.error("plugin %s not loaded: %s", r.name, r.reason);
 
     // Dependencies first; a missing one stops the host, naming both plugins.
     std::set<std::string> placed, visiting;
@@ -94,7 +96,8 @@ void PluginManager::load(const std::vector<std::string> &dirs, const std::vector
         auto &rec = opened.at(name);
         for (const auto &dep : rec->depends) {
             if (!opened.count(dep))
-                throw PluginError("plugin " + name + " depends on " + dep + ", which is not enabled or could not be loaded");
+                throw PluginError("plugin " + name + " depends on " + dep +
+                                  ", which is not enabled or could not be loaded");
             place(dep);
         }
         visiting.erase(name);
@@ -112,8 +115,9 @@ void PluginManager::load(const std::vector<std::string> &dirs, const std::vector
             core_.store->migrate(rec->name, migrations);
         }
         if (rec->desc.start(rec->desc.state, rec->ctx.get()) != 0)
-            throw PluginError("plugin " + rec->name + " failed to start" +
-                              (rec->last_error.empty() ? std::string(" (see its log lines above)") : ": " + rec->last_error));
+            throw PluginError(
+                "plugin " + rec->name + " failed to start" +
+                (rec->last_error.empty() ? std::string(" (see its log lines above)") : ": " + rec->last_error));
         rec->started = true;
         core_.log.information("plugin %s %s started", rec->name, rec->version);
     }

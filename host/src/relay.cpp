@@ -7,10 +7,10 @@
 #include <Poco/Net/HTTPClientSession.h>
 #include <Poco/Net/HTTPRequest.h>
 #include <Poco/Net/HTTPResponse.h>
+#include <Poco/Net/NetException.h>
 #include <Poco/Net/SocketAddress.h>
 #include <Poco/Net/StreamSocket.h>
 #include <Poco/Net/WebSocket.h>
-#include <Poco/Net/NetException.h>
 #include <Poco/StreamCopier.h>
 
 #include <fcntl.h>
@@ -25,13 +25,17 @@ namespace hangar::host {
 
 namespace {
 
-const std::set<std::string> kHopByHop = {"connection", "keep-alive", "proxy-connection", "transfer-encoding",
-                                         "te", "trailer", "upgrade", "host", "content-length"};
+const std::set<std::string> kHopByHop = {"connection",        "keep-alive", "proxy-connection",
+                                         "transfer-encoding", "te",         "trailer",
+                                         "upgrade",           "host",       "content-length"};
 // The caller's API key stays with the server: an instance (and whatever runs in it) never sees it.
-bool never_forward(const std::string &name) { return iequals(name, "Authorization"); }
+bool never_forward(const std::string &name) {
+    return iequals(name, "Authorization");
+}
 
 std::string lower(std::string s) {
-    for (auto &c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    for (auto &c : s)
+        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     return s;
 }
 
@@ -138,8 +142,8 @@ int relay(hangar_request &req, hangar_response &res, const Upstream &up, const s
         // Forward the request head as received, with Host rewritten (Chromium only accepts
         // loopback Host headers) and the path replaced.
         const bool upgrade = req.http.has("Upgrade");
-        const bool pass_back = core.role == HANGAR_ROLE_INSTANCE && !up.unix_socket && upgrade &&
-                               req.http.has(kPassFdHeader);
+        const bool pass_back =
+            core.role == HANGAR_ROLE_INSTANCE && !up.unix_socket && upgrade && req.http.has(kPassFdHeader);
         const bool ask_for_fd = core.role == HANGAR_ROLE_SERVER && up.unix_socket && upgrade;
         std::ostringstream head;
         head << req.method << ' ' << target_uri(req, path) << " HTTP/1.1\r\n";
@@ -201,7 +205,8 @@ int relay(hangar_request &req, hangar_response &res, const Upstream &up, const s
 
     try {
         Poco::Net::HTTPClientSession session(upstream);
-        session.setTimeout(Poco::Timespan(static_cast<long>(core.config.get_int("server.relay_timeout_seconds", 330)), 0));
+        session.setTimeout(
+            Poco::Timespan(static_cast<long>(core.config.get_int("server.relay_timeout_seconds", 330)), 0));
         Poco::Net::HTTPRequest out(req.method, target_uri(req, path), Poco::Net::HTTPMessage::HTTP_1_1);
         for (const auto &[name, value] : req.http)
             if (!kHopByHop.count(lower(name)) && !never_forward(name)) out.add(name, value);

@@ -50,7 +50,8 @@ const typename Router<Target>::Node *Router<Target>::walk(const Node &node, cons
     }
     if (node.rest && !node.rest->handlers.empty()) {
         std::string rest;
-        for (std::size_t j = i; j < segs.size(); ++j) rest += (j == i ? "" : "/") + url_decode(segs[j]);
+        for (std::size_t j = i; j < segs.size(); ++j)
+            rest += (j == i ? "" : "/") + url_decode(segs[j]);
         params[node.rest_name] = rest;
         return node.rest.get();
     }
@@ -69,13 +70,13 @@ Router<Target>::find(const std::string &method, const std::string &raw_path) con
     return Match{&it->second, std::move(params)};
 }
 
-template <typename Target>
-std::vector<std::string> Router<Target>::allowed_methods(const std::string &raw_path) const {
+template <typename Target> std::vector<std::string> Router<Target>::allowed_methods(const std::string &raw_path) const {
     std::map<std::string, std::string> params;
     const Node *node = walk(root_, path_segments(raw_path), 0, params);
     std::vector<std::string> out;
     if (node)
-        for (const auto &[m, _] : node->handlers) out.push_back(m);
+        for (const auto &[m, _] : node->handlers)
+            out.push_back(m);
     return out;
 }
 

@@ -87,7 +87,8 @@ Runtime::Runtime(RuntimeOptions options, Poco::Logger &log) : opt_(std::move(opt
         if (fs::exists(v2) && read_file(v2).find("memory") != std::string::npos) {
             cgroup_root_ = "/sys/fs/cgroup/hangar";
             cgroup_mode_ = "v2";
-        } else if (fs::exists("/sys/fs/cgroup/memory/memory.limit_in_bytes") || fs::is_directory("/sys/fs/cgroup/memory")) {
+        } else if (fs::exists("/sys/fs/cgroup/memory/memory.limit_in_bytes") ||
+                   fs::is_directory("/sys/fs/cgroup/memory")) {
             cgroup_root_ = "/sys/fs/cgroup/memory/hangar";
             cgroup_mode_ = "v1";
         }
@@ -136,7 +137,8 @@ void Runtime::reap_orphans() {
     std::set<pid_t> tracked;
     {
         std::lock_guard lock(mutex_);
-        for (const auto &[_, inst] : instances_) tracked.insert(inst.pid);
+        for (const auto &[_, inst] : instances_)
+            tracked.insert(inst.pid);
     }
     std::string children;
     try {
@@ -159,7 +161,8 @@ void Runtime::spawner_loop() {
         std::packaged_task<pid_t()> task;
         {
             std::unique_lock lock(spawn_mutex_);
-            spawn_cv_.wait_for(lock, std::chrono::seconds(1), [this] { return spawner_stop_ || !spawn_queue_.empty(); });
+            spawn_cv_.wait_for(lock, std::chrono::seconds(1),
+                               [this] { return spawner_stop_ || !spawn_queue_.empty(); });
             if (spawner_stop_ && spawn_queue_.empty()) return;
             reap_orphans();
             if (spawn_queue_.empty()) continue;
@@ -190,8 +193,8 @@ void Runtime::remove_cgroup(const std::string &path) {
 }
 
 std::vector<std::string> Runtime::sandbox_argv(const Instance &inst) const {
-    std::vector<std::string> a = {"bwrap", "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc",
-                                  "--unshare-uts", "--hostname", "hangar"};
+    std::vector<std::string> a = {"bwrap",         "--die-with-parent", "--new-session", "--unshare-pid",
+                                  "--unshare-ipc", "--unshare-uts",     "--hostname",    "hangar"};
     if (uid_ != 0) a.push_back("--unshare-user");
     a.insert(a.end(), {"--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/run",
                        "--tmpfs", "/home"});
@@ -200,7 +203,8 @@ std::vector<std::string> Runtime::sandbox_argv(const Instance &inst) const {
     // What the agent needs to run, when it sits under a folder hidden above.
     std::vector<std::string> needed = {fs::path(opt_.exe).parent_path().string()};
     if (!opt_.config_file.empty()) needed.push_back(fs::path(opt_.config_file).parent_path().string());
-    for (const auto &d : opt_.plugin_dirs) needed.push_back(d);
+    for (const auto &d : opt_.plugin_dirs)
+        needed.push_back(d);
     for (const auto &d : needed) {
         if (!fs::is_directory(d)) continue;
         for (const char *hidden : {"/tmp", "/run", "/home"})
@@ -265,20 +269,24 @@ nlohmann::json Runtime::start(const nlohmann::json &spec) {
     args.push_back("--ready-fd=3");
     if (!opt_.config_file.empty()) args.push_back("--config=" + opt_.config_file);
     std::string dirs;
-    for (const auto &d : opt_.plugin_dirs) dirs += (dirs.empty() ? "" : ":") + d;
+    for (const auto &d : opt_.plugin_dirs)
+        dirs += (dirs.empty() ? "" : ":") + d;
     args.push_back("--plugin-dirs=" + dirs);
     std::string enabled;
-    for (const auto &p : opt_.enabled_plugins) enabled += (enabled.empty() ? "" : ",") + p;
+    for (const auto &p : opt_.enabled_plugins)
+        enabled += (enabled.empty() ? "" : ",") + p;
     args.push_back("--plugins=" + enabled);
 
     // Everything the child needs is prepared before fork: after it, only async-signal-safe calls.
     std::vector<char *> argv;
-    for (auto &s : args) argv.push_back(s.data());
+    for (auto &s : args)
+        argv.push_back(s.data());
     argv.push_back(nullptr);
     std::vector<std::string> env_store = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
                                           "LANG=C.UTF-8"};
     std::vector<char *> envp;
-    for (auto &s : env_store) envp.push_back(s.data());
+    for (auto &s : env_store)
+        envp.push_back(s.data());
     envp.push_back(nullptr);
     std::string procs = inst.cgroup.empty() ? std::string() : inst.cgroup + "/cgroup.procs";
     std::string bwrap_path = "/usr/bin/bwrap";
@@ -307,7 +315,8 @@ nlohmann::json Runtime::start(const nlohmann::json &spec) {
                     sigset_t none;
                     sigemptyset(&none);
                     ::sigprocmask(SIG_SETMASK, &none, nullptr);
-                    if (drop && (::setgroups(0, nullptr) != 0 || ::setgid(gid) != 0 || ::setuid(uid) != 0)) ::_exit(126);
+                    if (drop && (::setgroups(0, nullptr) != 0 || ::setgid(gid) != 0 || ::setuid(uid) != 0))
+                        ::_exit(126);
                     ::execve(exec_path, argv.data(), envp.data());
                     ::_exit(127);
                 }).get();
@@ -328,7 +337,8 @@ nlohmann::json Runtime::start(const nlohmann::json &spec) {
     auto deadline = steady_ms() + opt_.start_timeout_ms;
     while (line.find('\n') == std::string::npos) {
         int left = static_cast<int>(deadline - steady_ms());
-        if (left <= 0) fail("the instance did not become ready within " + std::to_string(opt_.start_timeout_ms) + " ms");
+        if (left <= 0)
+            fail("the instance did not become ready within " + std::to_string(opt_.start_timeout_ms) + " ms");
         pollfd p{ready_r.get(), POLLIN, 0};
         if (::poll(&p, 1, left) <= 0) continue;
         char buf[512];
@@ -386,14 +396,17 @@ void Runtime::stop(const std::string &id) {
 void Runtime::stop_all() {
     std::vector<std::string> ids = running();
     std::vector<std::thread> stoppers;
-    for (const auto &id : ids) stoppers.emplace_back([this, id] { stop(id); });
-    for (auto &t : stoppers) t.join();
+    for (const auto &id : ids)
+        stoppers.emplace_back([this, id] { stop(id); });
+    for (auto &t : stoppers)
+        t.join();
 }
 
 std::vector<std::string> Runtime::running() const {
     std::lock_guard lock(mutex_);
     std::vector<std::string> ids;
-    for (const auto &[id, _] : instances_) ids.push_back(id);
+    for (const auto &[id, _] : instances_)
+        ids.push_back(id);
     return ids;
 }
 

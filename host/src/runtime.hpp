@@ -24,12 +24,12 @@ namespace hangar::host {
 class Config;
 
 struct RuntimeOptions {
-    std::string data_dir;              // instances live in <data_dir>/instances/<id>
-    std::string exe;                   // the hangar binary
-    std::string config_file;           // passed to agents
+    std::string data_dir;    // instances live in <data_dir>/instances/<id>
+    std::string exe;         // the hangar binary
+    std::string config_file; // passed to agents
     std::vector<std::string> plugin_dirs;
     std::vector<std::string> enabled_plugins;
-    std::string sandbox_user;          // when running as root: the uid instances run as
+    std::string sandbox_user;             // when running as root: the uid instances run as
     std::uint64_t memory_limit_bytes = 0; // 0: no cgroup limit
     int start_timeout_ms = 30000;
     bool use_bwrap = true;

@@ -57,10 +57,14 @@ nlohmann::json Store::exec_locked(const std::string &sql, const nlohmann::json &
     int i = 1;
     for (const auto &p : params) {
         int rc = SQLITE_OK;
-        if (p.is_null()) rc = sqlite3_bind_null(stmt.get(), i);
-        else if (p.is_boolean()) rc = sqlite3_bind_int64(stmt.get(), i, p.get<bool>() ? 1 : 0);
-        else if (p.is_number_integer()) rc = sqlite3_bind_int64(stmt.get(), i, p.get<std::int64_t>());
-        else if (p.is_number_float()) rc = sqlite3_bind_double(stmt.get(), i, p.get<double>());
+        if (p.is_null())
+            rc = sqlite3_bind_null(stmt.get(), i);
+        else if (p.is_boolean())
+            rc = sqlite3_bind_int64(stmt.get(), i, p.get<bool>() ? 1 : 0);
+        else if (p.is_number_integer())
+            rc = sqlite3_bind_int64(stmt.get(), i, p.get<std::int64_t>());
+        else if (p.is_number_float())
+            rc = sqlite3_bind_double(stmt.get(), i, p.get<double>());
         else if (p.is_string()) {
             const auto &s = p.get_ref<const std::string &>();
             rc = sqlite3_bind_text(stmt.get(), i, s.data(), static_cast<int>(s.size()), SQLITE_TRANSIENT);
@@ -81,12 +85,19 @@ nlohmann::json Store::exec_locked(const std::string &sql, const nlohmann::json &
         for (int c = 0; c < cols; ++c) {
             const char *name = sqlite3_column_name(stmt.get(), c);
             switch (sqlite3_column_type(stmt.get(), c)) {
-            case SQLITE_INTEGER: row[name] = sqlite3_column_int64(stmt.get(), c); break;
-            case SQLITE_FLOAT: row[name] = sqlite3_column_double(stmt.get(), c); break;
-            case SQLITE_NULL: row[name] = nullptr; break;
+            case SQLITE_INTEGER:
+                row[name] = sqlite3_column_int64(stmt.get(), c);
+                break;
+            case SQLITE_FLOAT:
+                row[name] = sqlite3_column_double(stmt.get(), c);
+                break;
+            case SQLITE_NULL:
+                row[name] = nullptr;
+                break;
             default: {
                 const auto *text = reinterpret_cast<const char *>(sqlite3_column_text(stmt.get(), c));
-                row[name] = std::string(text ? text : "", static_cast<std::size_t>(sqlite3_column_bytes(stmt.get(), c)));
+                row[name] =
+                    std::string(text ? text : "", static_cast<std::size_t>(sqlite3_column_bytes(stmt.get(), c)));
             }
             }
         }

@@ -2,10 +2,10 @@
 
 #include "util.hpp"
 
-#include <Poco/JWT/Signer.h>
-#include <Poco/JWT/Token.h>
 #include <Poco/JSON/Parser.h>
 #include <Poco/JSON/Stringifier.h>
+#include <Poco/JWT/Signer.h>
+#include <Poco/JWT/Token.h>
 
 #include <filesystem>
 #include <sstream>
@@ -27,7 +27,8 @@ std::string Tokens::sign(const nlohmann::json &claims, std::uint32_t ttl_seconds
     Poco::JSON::Parser parser;
     auto payload = parser.parse(claims.dump()).extract<Poco::JSON::Object::Ptr>();
     Poco::JWT::Token token;
-    for (const auto &[name, value] : *payload) token.payload().set(name, value);
+    for (const auto &[name, value] : *payload)
+        token.payload().set(name, value);
     token.setType("JWT");
     // Whole seconds: some JWT libraries reject a fractional "exp".
     token.payload().set("exp", static_cast<Poco::Int64>(now_ms() / 1000 + ttl_seconds));

@@ -1,10 +1,10 @@
 #include "util.hpp"
 
-#include <Poco/SHA2Engine.h>
 #include <Poco/DigestEngine.h>
+#include <Poco/SHA2Engine.h>
 
-#include <sys/random.h>
 #include <fcntl.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -92,8 +92,8 @@ std::string rfc3339(std::int64_t epoch_ms) {
     std::tm tm{};
     gmtime_r(&secs, &tm);
     char buf[40];
-    std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
-                  tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(epoch_ms % 1000));
+    std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+                  tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(epoch_ms % 1000));
     return buf;
 }
 

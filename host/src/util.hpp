@@ -15,8 +15,8 @@ std::string sha256_hex(std::string_view data);
 std::string url_decode(std::string_view text, bool plus_is_space = false);
 std::vector<std::string> split(std::string_view text, char sep);
 std::string trim(std::string_view text);
-std::int64_t now_ms();           // wall clock, ms since the epoch
-std::int64_t steady_ms();        // monotonic, ms
+std::int64_t now_ms();    // wall clock, ms since the epoch
+std::int64_t steady_ms(); // monotonic, ms
 std::string rfc3339(std::int64_t epoch_ms);
 bool iequals(std::string_view a, std::string_view b);
 

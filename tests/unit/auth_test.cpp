@@ -25,7 +25,9 @@ AuthFailure fail(const std::variant<Caller, AuthFailure> &r) {
     return std::get<AuthFailure>(r);
 }
 
-std::optional<std::string> bearer(const std::string &key) { return "Bearer " + key; }
+std::optional<std::string> bearer(const std::string &key) {
+    return "Bearer " + key;
+}
 
 } // namespace
 
@@ -139,8 +141,8 @@ public:
         auto dump = rows.dump();
         for (const auto &plain : {std::string("plain-bootstrap-key"), scoped, org_key}) {
             CPPUNIT_ASSERT_MESSAGE("plaintext key found in api_keys", dump.find(plain) == std::string::npos);
-            CPPUNIT_ASSERT_EQUAL(std::size_t(1),
-                                 store_->exec("SELECT id FROM api_keys WHERE key_hash = ?", {sha256_hex(plain)}).size());
+            CPPUNIT_ASSERT_EQUAL(
+                std::size_t(1), store_->exec("SELECT id FROM api_keys WHERE key_hash = ?", {sha256_hex(plain)}).size());
         }
         // Nor anywhere else in the database file's tables.
         for (auto &t : store_->exec("SELECT name FROM sqlite_master WHERE type = 'table'")) {
@@ -152,10 +154,18 @@ public:
     void testMissingOrGarbageHeaderIs401() {
         auth_->bootstrap("the-real-key", *dir_ / "key");
         const std::vector<std::optional<std::string>> bad = {
-            std::nullopt, std::string(""), std::string("the-real-key"), std::string("Bearer"),
-            std::string("Bearer "), std::string("Bearer    "), std::string("Basic dGhlLXJlYWwta2V5"),
-            std::string("Bearer the-real-ke"), std::string("Bearer the-real-key2"), std::string("Bearerthe-real-key"),
-            std::string("Token the-real-key"), std::string("Bearer \xff\xfe garbage"),
+            std::nullopt,
+            std::string(""),
+            std::string("the-real-key"),
+            std::string("Bearer"),
+            std::string("Bearer "),
+            std::string("Bearer    "),
+            std::string("Basic dGhlLXJlYWwta2V5"),
+            std::string("Bearer the-real-ke"),
+            std::string("Bearer the-real-key2"),
+            std::string("Bearerthe-real-key"),
+            std::string("Token the-real-key"),
+            std::string("Bearer \xff\xfe garbage"),
         };
         for (const auto &h : bad) {
             auto f = fail(auth_->authenticate(h, std::nullopt));

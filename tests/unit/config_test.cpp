@@ -70,9 +70,9 @@ public:
 
     void testPluginsDirLayersOverMain() {
         Config cfg(main_, {});
-        CPPUNIT_ASSERT_EQUAL(3LL, cfg.get_int("browsers.warm_spares", 0));  // plugins.d beats main
+        CPPUNIT_ASSERT_EQUAL(3LL, cfg.get_int("browsers.warm_spares", 0));            // plugins.d beats main
         CPPUNIT_ASSERT_EQUAL(false, cfg.get_bool("browsers.headless_default", true)); // only in main
-        CPPUNIT_ASSERT_EQUAL(true, cfg.get_bool("browsers.enabled", false));           // not README.txt
+        CPPUNIT_ASSERT_EQUAL(true, cfg.get_bool("browsers.enabled", false));          // not README.txt
     }
 
     void testLaterPluginFileWins() {
@@ -83,10 +83,14 @@ public:
 
     void testEnvironmentOverrides() {
         std::map<std::string, std::string> env = {
-            {"HANGAR_LISTEN", "0.0.0.0:9999"},     {"HANGAR_DATA_DIR", "/tmp/hangar-data"},
-            {"HANGAR_API_KEY", "sekrit"},          {"HANGAR_PLUGIN_DIR", "/opt/a:/opt/b"},
-            {"HANGAR_PUBLIC_URL", "https://h.example"}, {"HANGAR_LOG_LEVEL", "debug"},
-            {"HANGAR_WARM_SPARES", "0"},           {"HANGAR_SANDBOX_USER", "nobody"},
+            {"HANGAR_LISTEN", "0.0.0.0:9999"},
+            {"HANGAR_DATA_DIR", "/tmp/hangar-data"},
+            {"HANGAR_API_KEY", "sekrit"},
+            {"HANGAR_PLUGIN_DIR", "/opt/a:/opt/b"},
+            {"HANGAR_PUBLIC_URL", "https://h.example"},
+            {"HANGAR_LOG_LEVEL", "debug"},
+            {"HANGAR_WARM_SPARES", "0"},
+            {"HANGAR_SANDBOX_USER", "nobody"},
         };
         Config cfg(main_, env);
         CPPUNIT_ASSERT_EQUAL(std::string("0.0.0.0:9999"), cfg.get("server.listen", ""));
@@ -142,13 +146,14 @@ public:
 
     void testTypedGetters() {
         write_text(*dir_ / "plugins.d/types.ini", "[types]\n"
-                                                   "yes1 = true\nyes2 = 1\nyes3 = yes\nyes4 = on\nyes5 =  true \n"
-                                                   "no1 = false\nno2 = 0\nno3 = nonsense\n"
-                                                   "n = -42\nbad = twelve\nempty =\n");
+                                                  "yes1 = true\nyes2 = 1\nyes3 = yes\nyes4 = on\nyes5 =  true \n"
+                                                  "no1 = false\nno2 = 0\nno3 = nonsense\n"
+                                                  "n = -42\nbad = twelve\nempty =\n");
         Config cfg(main_, {});
         for (auto k : {"yes1", "yes2", "yes3", "yes4", "yes5"})
             CPPUNIT_ASSERT_MESSAGE(k, cfg.get_bool(std::string("types.") + k, false));
-        for (auto k : {"no1", "no2", "no3"}) CPPUNIT_ASSERT_MESSAGE(k, !cfg.get_bool(std::string("types.") + k, true));
+        for (auto k : {"no1", "no2", "no3"})
+            CPPUNIT_ASSERT_MESSAGE(k, !cfg.get_bool(std::string("types.") + k, true));
         CPPUNIT_ASSERT(cfg.get_bool("types.missing", true));
         CPPUNIT_ASSERT(cfg.get_bool("types.empty", true));
         CPPUNIT_ASSERT_EQUAL(-42LL, cfg.get_int("types.n", 0));

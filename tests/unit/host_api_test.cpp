@@ -18,7 +18,9 @@ using nlohmann::json;
 
 namespace {
 
-hangar_str S(std::string_view s) { return {s.data(), s.size()}; }
+hangar_str S(std::string_view s) {
+    return {s.data(), s.size()};
+}
 
 // Owns a host buffer.
 struct HBuf {
@@ -83,7 +85,8 @@ public:
         // Every slot is filled: a null function pointer would crash a plugin that trusts the size.
         auto *slots = reinterpret_cast<void *const *>(reinterpret_cast<const char *>(h_) + 2 * sizeof(std::uint32_t));
         std::size_t n = (sizeof(hangar_host_v1) - 2 * sizeof(std::uint32_t)) / sizeof(void *);
-        for (std::size_t i = 0; i < n; ++i) CPPUNIT_ASSERT_MESSAGE("slot " + std::to_string(i), slots[i] != nullptr);
+        for (std::size_t i = 0; i < n; ++i)
+            CPPUNIT_ASSERT_MESSAGE("slot " + std::to_string(i), slots[i] != nullptr);
         CPPUNIT_ASSERT_EQUAL(HANGAR_ROLE_SERVER, h_->role(&ctx_));
     }
 
@@ -130,7 +133,8 @@ public:
         CPPUNIT_ASSERT_EQUAL(0, h_->store_exec(&ctx_, S("CREATE TABLE ut_api_t (a, b)"), S(""), &out.buf, &err.buf));
         CPPUNIT_ASSERT_EQUAL(std::string("[]"), out.str());
         HBuf o2(h_), e2(h_);
-        CPPUNIT_ASSERT_EQUAL(0, h_->store_exec(&ctx_, S("INSERT INTO ut_api_t VALUES (?, ?)"), S(R"([1, "x"])"), &o2.buf, &e2.buf));
+        CPPUNIT_ASSERT_EQUAL(
+            0, h_->store_exec(&ctx_, S("INSERT INTO ut_api_t VALUES (?, ?)"), S(R"([1, "x"])"), &o2.buf, &e2.buf));
         HBuf o3(h_), e3(h_);
         CPPUNIT_ASSERT_EQUAL(0, h_->store_exec(&ctx_, S("SELECT a, b FROM ut_api_t"), S("[]"), &o3.buf, &e3.buf));
         CPPUNIT_ASSERT_EQUAL(json::parse(R"([{"a":1,"b":"x"}])"), json::parse(o3.str()));
@@ -167,8 +171,8 @@ public:
     }
 
     void testBlobKeysConfined() {
-        for (const char *key : {"", "../escape", "a/../../b", "/abs", "a//b", "./a", "a/.", "..", "sp ace", "a\\b",
-                                "new\nline", "a/"}) {
+        for (const char *key :
+             {"", "../escape", "a/../../b", "/abs", "a//b", "./a", "a/.", "..", "sp ace", "a\\b", "new\nline", "a/"}) {
             HBuf err(h_), path(h_);
             CPPUNIT_ASSERT_EQUAL_MESSAGE(key, -1, h_->blob_put(&ctx_, S(key), S("x"), &err.buf));
             CPPUNIT_ASSERT_MESSAGE(key, !err.str().empty());
@@ -199,7 +203,8 @@ public:
 
     void testTimers() {
         std::atomic<int> ticks{0};
-        auto *t = h_->timer_start(&ctx_, 10, [](void *user) { ++*static_cast<std::atomic<int> *>(user); }, &ticks);
+        auto *t = h_->timer_start(
+            &ctx_, 10, [](void *user) { ++*static_cast<std::atomic<int> *>(user); }, &ticks);
         CPPUNIT_ASSERT(t != nullptr);
         CPPUNIT_ASSERT(hangar::test::eventually([&] { return ticks.load() >= 3; }, 2000));
         h_->timer_cancel(t);

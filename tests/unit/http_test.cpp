@@ -43,7 +43,8 @@ struct Reply {
 };
 
 std::string lower(std::string s) {
-    for (auto &c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    for (auto &c : s)
+        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     return s;
 }
 
@@ -128,8 +129,9 @@ private:
             out = sse_head + "data: {\"up\":1}\n\n";
         } else {
             std::string body = "{\"ok\":true}";
-            out = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
-                  "\r\nX-Up: yes\r\nX-Request-Id: upstream-id\r\nConnection: close\r\n\r\n" + body;
+            out =
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+                "\r\nX-Up: yes\r\nX-Request-Id: upstream-id\r\nConnection: close\r\n\r\n" + body;
         }
         s.sendBytes(out.data(), static_cast<int>(out.size()));
         if (line.find(" /hold") != std::string::npos) {
@@ -182,7 +184,8 @@ class HttpTest : public CppUnit::TestFixture {
     std::unique_ptr<Poco::Net::HTTPServer> server_;
     std::uint16_t port_ = 0;
 
-    Reply send(const std::string &method, const std::string &uri, const std::map<std::string, std::string> &headers = {},
+    Reply send(const std::string &method, const std::string &uri,
+               const std::map<std::string, std::string> &headers = {},
                const std::optional<std::string> &body = std::nullopt, bool auth = true) {
         Poco::Net::HTTPClientSession session("127.0.0.1", port_);
         session.setTimeout(Poco::Timespan(5, 0));
@@ -194,7 +197,8 @@ class HttpTest : public CppUnit::TestFixture {
                   const std::optional<std::string> &body = std::nullopt, bool auth = true) {
         Poco::Net::HTTPRequest req(method, uri, Poco::Net::HTTPMessage::HTTP_1_1);
         if (auth) req.set("Authorization", "Bearer " + kBootstrapKey);
-        for (const auto &[k, v] : headers) req.set(k, v);
+        for (const auto &[k, v] : headers)
+            req.set(k, v);
         if (body) req.setContentLength64(static_cast<Poco::Int64>(body->size()));
         auto &out = session.sendRequest(req);
         if (body) out << *body;
@@ -202,7 +206,8 @@ class HttpTest : public CppUnit::TestFixture {
         auto &in = session.receiveResponse(res);
         Reply r;
         r.status = static_cast<int>(res.getStatus());
-        for (const auto &[k, v] : res) r.headers[lower(k)] = v;
+        for (const auto &[k, v] : res)
+            r.headers[lower(k)] = v;
         if (method != "HEAD") Poco::StreamCopier::copyToString(in, r.body);
         return r;
     }
@@ -211,8 +216,11 @@ public:
     void setUp() override {
         host_ = std::make_unique<TestHost>();
         auto &core = host_->core;
-        core.area_prefixes = {{"/browsers", "browsers"},     {"/browsers/{id}/fs", "fs"}, {"/profiles", "profiles"},
-                              {"/extensions", "extensions"}, {"/proxies", "proxies"}};
+        core.area_prefixes = {{"/browsers", "browsers"},
+                              {"/browsers/{id}/fs", "fs"},
+                              {"/profiles", "profiles"},
+                              {"/extensions", "extensions"},
+                              {"/proxies", "proxies"}};
         core.max_body_bytes = 1024;
         host_->load({"ut_alpha", "ut_beta"});
         core.disabled_plugins.insert("proxies");
@@ -355,7 +363,8 @@ public:
         auto &in = session.receiveResponse(res);
         Reply r;
         r.status = static_cast<int>(res.getStatus());
-        for (const auto &[k, v] : res) r.headers[lower(k)] = v;
+        for (const auto &[k, v] : res)
+            r.headers[lower(k)] = v;
         Poco::StreamCopier::copyToString(in, r.body);
         assert_wire_error(r, 413, "payload_too_large");
     }
@@ -459,7 +468,8 @@ public:
     void testPlainRelay() {
         RawUpstream up;
         auto p = std::to_string(up.port());
-        auto r = send("POST", "/ut/alpha/relay/" + p + "/api/echo?x=1&y=%2F", {{"X-Custom", "v1"}}, std::string("hello"));
+        auto r =
+            send("POST", "/ut/alpha/relay/" + p + "/api/echo?x=1&y=%2F", {{"X-Custom", "v1"}}, std::string("hello"));
         CPPUNIT_ASSERT_EQUAL_MESSAGE(r.body, 200, r.status);
         CPPUNIT_ASSERT_EQUAL(std::string("{\"ok\":true}"), r.body);
         CPPUNIT_ASSERT_EQUAL(std::string("application/json"), r.header("content-type"));

@@ -32,7 +32,8 @@ public:
     }
     void addFailure(const CppUnit::TestFailure &) override { failed_ = true; }
     void endTest(CppUnit::Test *test) override {
-        auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start_).count();
+        auto ms =
+            std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start_).count();
         std::cout << (failed_ ? "FAIL " : "ok   ") << test->getName() << " (" << ms << " ms)" << std::endl;
     }
 
@@ -54,8 +55,10 @@ int main(int argc, char **argv) {
     std::vector<std::string> selected;
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
-        if (a == "-v" || a == "--verbose") verbose = true;
-        else selected.push_back(a);
+        if (a == "-v" || a == "--verbose")
+            verbose = true;
+        else
+            selected.push_back(a);
     }
     if (selected.empty()) selected.emplace_back("");
 

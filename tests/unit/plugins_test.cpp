@@ -14,7 +14,8 @@ namespace {
 
 std::vector<std::string> loaded_names(const PluginManager &pm) {
     std::vector<std::string> out;
-    for (const auto &p : pm.plugins()) out.push_back(p->name);
+    for (const auto &p : pm.plugins())
+        out.push_back(p->name);
     return out;
 }
 
@@ -60,7 +61,8 @@ class PluginsTest : public CppUnit::TestFixture {
 public:
     void testTestPluginsWereBuilt() {
         for (auto name : {"ut_alpha", "ut_beta", "ut_badabi", "ut_orphan"})
-            CPPUNIT_ASSERT_MESSAGE(name, std::filesystem::exists(std::string(HANGAR_TEST_PLUGIN_DIR) + "/" + name + ".so"));
+            CPPUNIT_ASSERT_MESSAGE(name,
+                                   std::filesystem::exists(std::string(HANGAR_TEST_PLUGIN_DIR) + "/" + name + ".so"));
     }
 
     void testLoadsInDependencyOrder() {
@@ -70,7 +72,8 @@ public:
         CPPUNIT_ASSERT_EQUAL(std::size_t(2), names.size());
         CPPUNIT_ASSERT_EQUAL(std::string("ut_beta"), names[0]);
         CPPUNIT_ASSERT_EQUAL(std::string("ut_alpha"), names[1]);
-        for (const auto &p : h.plugins->plugins()) CPPUNIT_ASSERT_MESSAGE(p->name, p->started);
+        for (const auto &p : h.plugins->plugins())
+            CPPUNIT_ASSERT_MESSAGE(p->name, p->started);
         const auto &alpha = *h.plugins->plugins()[1];
         CPPUNIT_ASSERT_EQUAL(std::string("1.2.3"), alpha.version);
         CPPUNIT_ASSERT_EQUAL(std::size_t(1), alpha.depends.size());
@@ -109,7 +112,8 @@ public:
         CPPUNIT_ASSERT(std::get<Router<RouteTarget>::Match>(events).target->flags & HANGAR_ROUTE_STREAMING);
         auto pub = h.core.router.find("GET", "/ut/alpha/public");
         CPPUNIT_ASSERT(std::get<Router<RouteTarget>::Match>(pub).target->flags & HANGAR_ROUTE_PUBLIC);
-        CPPUNIT_ASSERT(std::holds_alternative<Router<RouteTarget>::Miss>(h.core.router.find("DELETE", "/ut/alpha/hello/x")));
+        CPPUNIT_ASSERT(
+            std::holds_alternative<Router<RouteTarget>::Miss>(h.core.router.find("DELETE", "/ut/alpha/hello/x")));
     }
 
     void testServicesAnswer() {
@@ -142,7 +146,8 @@ public:
         CPPUNIT_ASSERT(r != nullptr);
         CPPUNIT_ASSERT_MESSAGE(r->reason, r->reason.find("ABI") != std::string::npos);
         CPPUNIT_ASSERT_MESSAGE(r->reason, r->reason.find("99") != std::string::npos);
-        CPPUNIT_ASSERT_MESSAGE(r->reason, r->reason.find("v" + std::to_string(HANGAR_ABI_VERSION)) != std::string::npos);
+        CPPUNIT_ASSERT_MESSAGE(r->reason,
+                               r->reason.find("v" + std::to_string(HANGAR_ABI_VERSION)) != std::string::npos);
         CPPUNIT_ASSERT_EQUAL(std::size_t(1), h.plugins->refused().size());
         CPPUNIT_ASSERT_EQUAL(0u, h.core.store->schema_version("ut_badabi"));
     }
@@ -159,7 +164,8 @@ public:
             CPPUNIT_ASSERT_MESSAGE(what, what.find("ut_nowhere") != std::string::npos);
         }
         CPPUNIT_ASSERT_MESSAGE("load did not throw PluginError", threw);
-        for (const auto &p : h.plugins->plugins()) CPPUNIT_ASSERT_MESSAGE(p->name + " started", !p->started);
+        for (const auto &p : h.plugins->plugins())
+            CPPUNIT_ASSERT_MESSAGE(p->name + " started", !p->started);
     }
 
     void testDependencyNotEnabledThrows() {
@@ -212,14 +218,16 @@ public:
         CPPUNIT_ASSERT_EQUAL(2u, core.store->schema_version("ut_alpha"));
         CPPUNIT_ASSERT_EQUAL(std::size_t(1),
                              core.store->exec("SELECT id FROM ut_alpha_notes WHERE source = 'migration'").size());
-        CPPUNIT_ASSERT_EQUAL(std::size_t(2), core.store->exec("SELECT id FROM ut_alpha_notes WHERE source = 'start'").size());
+        CPPUNIT_ASSERT_EQUAL(std::size_t(2),
+                             core.store->exec("SELECT id FROM ut_alpha_notes WHERE source = 'start'").size());
     }
 
     void testStopAll() {
         TestHost h;
         h.load({"ut_alpha", "ut_beta"});
         h.plugins->stop_all();
-        for (const auto &p : h.plugins->plugins()) CPPUNIT_ASSERT_MESSAGE(p->name, !p->started);
+        for (const auto &p : h.plugins->plugins())
+            CPPUNIT_ASSERT_MESSAGE(p->name, !p->started);
         h.plugins->stop_all(); // idempotent
     }
 

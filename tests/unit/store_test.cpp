@@ -66,9 +66,24 @@ public:
     void testParamsOfEveryJsonTypeRoundTrip() {
         store_->exec("CREATE TABLE t (k INTEGER PRIMARY KEY, v)");
         const json values = json::array({
-            nullptr, true, false, 0, 42, -7, 9007199254740993LL, std::numeric_limits<std::int64_t>::min(),
-            3.5, -0.25, 1e300, "", "text", "caf\xc3\xa9 \xf0\x9f\x9a\x80", std::string("nul\0inside", 10),
-            json::object({{"k", 1}, {"nested", {1, "two"}}}), json::array({1, 2, 3}), json::array(),
+            nullptr,
+            true,
+            false,
+            0,
+            42,
+            -7,
+            9007199254740993LL,
+            std::numeric_limits<std::int64_t>::min(),
+            3.5,
+            -0.25,
+            1e300,
+            "",
+            "text",
+            "caf\xc3\xa9 \xf0\x9f\x9a\x80",
+            std::string("nul\0inside", 10),
+            json::object({{"k", 1}, {"nested", {1, "two"}}}),
+            json::array({1, 2, 3}),
+            json::array(),
         });
         for (std::size_t i = 0; i < values.size(); ++i)
             CPPUNIT_ASSERT(store_->exec("INSERT INTO t (k, v) VALUES (?, ?)", {i, values[i]}).empty());
@@ -79,9 +94,12 @@ public:
             const json &out = rows[i]["v"];
             CPPUNIT_ASSERT_EQUAL(static_cast<std::int64_t>(i), rows[i]["k"].get<std::int64_t>());
             json expected;
-            if (in.is_boolean()) expected = in.get<bool>() ? 1 : 0;          // booleans are integers
-            else if (in.is_object() || in.is_array()) expected = in.dump();  // structures are JSON text
-            else expected = in;
+            if (in.is_boolean())
+                expected = in.get<bool>() ? 1 : 0; // booleans are integers
+            else if (in.is_object() || in.is_array())
+                expected = in.dump(); // structures are JSON text
+            else
+                expected = in;
             CPPUNIT_ASSERT_EQUAL_MESSAGE("value #" + std::to_string(i) + " " + in.dump(), expected.dump(), out.dump());
             CPPUNIT_ASSERT_EQUAL_MESSAGE("type of #" + std::to_string(i), expected.type_name(), out.type_name());
         }
@@ -251,7 +269,8 @@ public:
                     }
                 }
             });
-        for (auto &t : threads) t.join();
+        for (auto &t : threads)
+            t.join();
         CPPUNIT_ASSERT_EQUAL(0, failures.load());
         CPPUNIT_ASSERT_EQUAL(200, store_->exec("SELECT COUNT(*) AS n FROM t")[0]["n"].get<int>());
     }

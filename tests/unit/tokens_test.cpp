@@ -43,9 +43,13 @@ std::string b64url(const std::string &in) {
     return out;
 }
 
-std::vector<std::string> parts(const std::string &token) { return hangar::host::split(token, '.'); }
+std::vector<std::string> parts(const std::string &token) {
+    return hangar::host::split(token, '.');
+}
 
-std::int64_t now_s() { return hangar::host::now_ms() / 1000; }
+std::int64_t now_s() {
+    return hangar::host::now_ms() / 1000;
+}
 
 } // namespace
 

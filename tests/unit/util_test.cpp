@@ -31,11 +31,11 @@ public:
         CPPUNIT_ASSERT_EQUAL(std::string("a/b"), url_decode("a%2Fb"));
         CPPUNIT_ASSERT_EQUAL(std::string("a/b"), url_decode("a%2fb"));
         CPPUNIT_ASSERT_EQUAL(std::string("caf\xc3\xa9"), url_decode("caf%C3%A9"));
-        CPPUNIT_ASSERT_EQUAL(std::string("100%"), url_decode("100%"));       // dangling '%'
-        CPPUNIT_ASSERT_EQUAL(std::string("%4"), url_decode("%4"));           // too short
-        CPPUNIT_ASSERT_EQUAL(std::string("%zz1"), url_decode("%zz1"));       // not hex
-        CPPUNIT_ASSERT_EQUAL(std::string("A"), url_decode("%41"));           // exactly at the end
-        CPPUNIT_ASSERT_EQUAL(std::string("%41"), url_decode("%2541"));       // decoded once only
+        CPPUNIT_ASSERT_EQUAL(std::string("100%"), url_decode("100%")); // dangling '%'
+        CPPUNIT_ASSERT_EQUAL(std::string("%4"), url_decode("%4"));     // too short
+        CPPUNIT_ASSERT_EQUAL(std::string("%zz1"), url_decode("%zz1")); // not hex
+        CPPUNIT_ASSERT_EQUAL(std::string("A"), url_decode("%41"));     // exactly at the end
+        CPPUNIT_ASSERT_EQUAL(std::string("%41"), url_decode("%2541")); // decoded once only
         CPPUNIT_ASSERT_EQUAL(std::string("a\0b", 3), url_decode("a%00b"));
         CPPUNIT_ASSERT_EQUAL(std::string(), url_decode(""));
     }
@@ -117,7 +117,8 @@ public:
         CPPUNIT_ASSERT_EQUAL(std::string(), read_file(dir / "public"));
         // Nothing but the two files: no temp files left behind.
         std::set<std::string> names;
-        for (auto &e : std::filesystem::directory_iterator(dir.path())) names.insert(e.path().filename().string());
+        for (auto &e : std::filesystem::directory_iterator(dir.path()))
+            names.insert(e.path().filename().string());
         CPPUNIT_ASSERT_EQUAL(std::size_t(2), names.size());
         CPPUNIT_ASSERT(names.count("secret") && names.count("public"));
     }

@@ -97,7 +97,7 @@ typedef struct hangar_host_v1 {
     uint32_t struct_size; /* sizeof(hangar_host_v1) as the host knows it */
 
     /* memory: buffers handed to the plugin are allocated here and must be freed here */
-    void (*buf_free)(hangar_buf *buf);                        /* frees ptr, sets it to NULL */
+    void (*buf_free)(hangar_buf *buf);                               /* frees ptr, sets it to NULL */
     int (*buf_alloc)(hangar_buf *buf, const char *data, size_t len); /* copies data into buf */
 
     /* logging, config, identity */
@@ -134,14 +134,13 @@ typedef struct hangar_host_v1 {
 
     /* response */
     void (*res_status)(hangar_response *res, int status);
-    void (*res_header)(hangar_response *res, hangar_str name, hangar_str value); /* adds */
+    void (*res_header)(hangar_response *res, hangar_str name, hangar_str value);      /* adds */
     void (*res_body)(hangar_response *res, hangar_str content_type, hangar_str body); /* copies */
     /* Serves a file's bytes (with Range support); `path` is copied. */
     void (*res_file)(hangar_response *res, hangar_str content_type, hangar_str path);
     /* Answers with the wire error body {code, message, details?}; `details_json` is a JSON
      * array of {code, message} or empty. */
-    void (*res_error)(hangar_response *res, int status, hangar_str code, hangar_str message,
-                      hangar_str details_json);
+    void (*res_error)(hangar_response *res, int status, hangar_str code, hangar_str message, hangar_str details_json);
 
     /* streaming (routes flagged HANGAR_ROUTE_STREAMING only) */
     /* Sends the SSE response head and hands the connection to the event loop. The returned
@@ -158,18 +157,17 @@ typedef struct hangar_host_v1 {
      * requests are spliced byte for byte in the event loop, without parsing frames. `path`
      * replaces the request path (query string kept unless `path` has its own).
      * `activity_key`, when not empty, counts as activity for as long as the relay lasts. */
-    int (*relay_unix)(hangar_request *req, hangar_response *res, hangar_str socket_path,
-                      hangar_str path, hangar_str activity_key);
-    int (*relay_tcp)(hangar_request *req, hangar_response *res, hangar_str host, uint16_t port,
-                     hangar_str path, hangar_str activity_key);
+    int (*relay_unix)(hangar_request *req, hangar_response *res, hangar_str socket_path, hangar_str path,
+                      hangar_str activity_key);
+    int (*relay_tcp)(hangar_request *req, hangar_response *res, hangar_str host, uint16_t port, hangar_str path,
+                     hangar_str activity_key);
     /* Completes a WebSocket upgrade and closes it at once with `code` and `reason`. */
     void (*ws_reject)(hangar_request *req, hangar_response *res, uint16_t code, hangar_str reason);
 
     /* store: SQL on the host database (SQLite; keep to SQL that PostgreSQL also speaks).
      * `params_json` is a JSON array bound to `?` in order. Rows come back as a JSON array of
      * objects in `out` (owned). Returns -1 with a message in `err` on failure. */
-    int (*store_exec)(hangar_plugin_ctx *ctx, hangar_str sql, hangar_str params_json,
-                      hangar_buf *out, hangar_buf *err);
+    int (*store_exec)(hangar_plugin_ctx *ctx, hangar_str sql, hangar_str params_json, hangar_buf *out, hangar_buf *err);
 
     /* blobs under the data dir: `key` is a relative path of [A-Za-z0-9._-/] segments. */
     int (*blob_put)(hangar_plugin_ctx *ctx, hangar_str key, hangar_str data, hangar_buf *err);
@@ -179,12 +177,10 @@ typedef struct hangar_host_v1 {
     /* services */
     int (*service_add)(hangar_plugin_ctx *ctx, hangar_str name, hangar_service_fn fn, void *user);
     /* Returns the service's status (see hangar_service_fn), or 404 when nobody offers `name`. */
-    int (*service_call)(hangar_plugin_ctx *ctx, hangar_str name, hangar_str in_json,
-                        hangar_buf *out);
+    int (*service_call)(hangar_plugin_ctx *ctx, hangar_str name, hangar_str in_json, hangar_buf *out);
 
     /* timers: `fn` runs on a host timer thread every `interval_ms` until timer_cancel. */
-    hangar_timer *(*timer_start)(hangar_plugin_ctx *ctx, uint32_t interval_ms, hangar_timer_fn fn,
-                                 void *user);
+    hangar_timer *(*timer_start)(hangar_plugin_ctx *ctx, uint32_t interval_ms, hangar_timer_fn fn, void *user);
     void (*timer_cancel)(hangar_timer *timer); /* waits for a running callback; frees */
 
     /* activity: the host counts open connections and in-flight calls per key (a session id). */
@@ -197,22 +193,20 @@ typedef struct hangar_host_v1 {
     /* capability tokens (HS256 JWT signed with the host's secret). `claims_json` is an object;
      * the host adds "exp" from ttl_seconds. verify checks signature and expiry and returns the
      * claims in `out`. */
-    int (*token_sign)(hangar_plugin_ctx *ctx, hangar_str claims_json, uint32_t ttl_seconds,
-                      hangar_buf *out);
+    int (*token_sign)(hangar_plugin_ctx *ctx, hangar_str claims_json, uint32_t ttl_seconds, hangar_buf *out);
     int (*token_verify)(hangar_plugin_ctx *ctx, hangar_str token, hangar_buf *out_claims);
 
     /* instances (server role): one sandboxed `hangar agent` per instance.
      * instance_start: `spec_json` is {"id": "...", ...}; the host creates the instance dir,
      * writes the spec for the agent, starts it under the sandbox and returns once its socket
      * answers, with {"id","socket","dir","pid"} in `out`. */
-    int (*instance_start)(hangar_plugin_ctx *ctx, hangar_str spec_json, hangar_buf *out,
-                          hangar_buf *err);
+    int (*instance_start)(hangar_plugin_ctx *ctx, hangar_str spec_json, hangar_buf *out, hangar_buf *err);
     /* Stops every process of the instance and removes its directory. Idempotent. */
     int (*instance_stop)(hangar_plugin_ctx *ctx, hangar_str id);
     /* A plain HTTP call to the instance's agent. `out_status` gets the HTTP status (or 502 when
      * the agent cannot be reached) and `out` its body. timeout_ms 0 = the host default. */
-    int (*instance_call)(hangar_plugin_ctx *ctx, hangar_str id, hangar_str method, hangar_str path,
-                         hangar_str body, uint32_t timeout_ms, int *out_status, hangar_buf *out);
+    int (*instance_call)(hangar_plugin_ctx *ctx, hangar_str id, hangar_str method, hangar_str path, hangar_str body,
+                         uint32_t timeout_ms, int *out_status, hangar_buf *out);
     /* The unix socket path of a running instance's agent (for relay_unix). */
     int (*instance_socket)(hangar_plugin_ctx *ctx, hangar_str id, hangar_buf *out);
     /* The instance's spec as written at start (instance role: this agent's own instance). */
@@ -222,16 +216,16 @@ typedef struct hangar_host_v1 {
 /* ---- what the plugin declares (filled by hangar_plugin_init) ------------------------------- */
 
 typedef struct hangar_migration {
-    uint32_t version;   /* 1, 2, 3 ... applied in order, each once per database */
-    const char *sql;    /* NUL-terminated; may hold several statements separated by ';' */
+    uint32_t version; /* 1, 2, 3 ... applied in order, each once per database */
+    const char *sql;  /* NUL-terminated; may hold several statements separated by ';' */
 } hangar_migration;
 
 typedef struct hangar_plugin_v1 {
-    uint32_t abi_version; /* must be HANGAR_ABI_VERSION the plugin was built against */
-    uint32_t struct_size; /* sizeof(hangar_plugin_v1) */
-    const char *name;     /* [a-z0-9_-]+, matches etc/plugins.d/<name>.ini; static storage */
-    const char *version;  /* free-form, static storage */
-    const char *depends;  /* comma-separated plugin names, or NULL; static storage */
+    uint32_t abi_version;               /* must be HANGAR_ABI_VERSION the plugin was built against */
+    uint32_t struct_size;               /* sizeof(hangar_plugin_v1) */
+    const char *name;                   /* [a-z0-9_-]+, matches etc/plugins.d/<name>.ini; static storage */
+    const char *version;                /* free-form, static storage */
+    const char *depends;                /* comma-separated plugin names, or NULL; static storage */
     const hangar_migration *migrations; /* static storage */
     size_t migration_count;
     void *state; /* the plugin's own pointer, handed back to start/stop */

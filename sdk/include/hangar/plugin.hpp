@@ -25,8 +25,12 @@ namespace hangar {
 
 using json = nlohmann::json;
 
-inline hangar_str str(std::string_view s) { return {s.data(), s.size()}; }
-inline std::string_view view(hangar_str s) { return s.ptr ? std::string_view(s.ptr, s.len) : std::string_view(); }
+inline hangar_str str(std::string_view s) {
+    return {s.data(), s.size()};
+}
+inline std::string_view view(hangar_str s) {
+    return s.ptr ? std::string_view(s.ptr, s.len) : std::string_view();
+}
 
 // A failure that maps to the wire error body {code, message, details?}.
 class Error : public std::runtime_error {
@@ -45,7 +49,8 @@ public:
 
     json details_json() const {
         json arr = json::array();
-        for (const auto &d : details_) arr.push_back({{"code", d.code}, {"message", d.message}});
+        for (const auto &d : details_)
+            arr.push_back({{"code", d.code}, {"message", d.message}});
         return arr;
     }
 
@@ -245,7 +250,8 @@ public:
         } catch (const std::exception &e) {
             log(HANGAR_LOG_ERROR, std::string("error while stopping: ") + e.what());
         }
-        for (auto *t : timers_) host_->timer_cancel(t);
+        for (auto *t : timers_)
+            host_->timer_cancel(t);
         timers_.clear();
     }
 
@@ -342,7 +348,8 @@ protected:
         auto parsed = json::parse(out.str(), nullptr, false);
         if (status != 200) {
             std::string code = parsed.is_object() ? parsed.value("code", "internal") : "internal";
-            std::string msg = parsed.is_object() ? parsed.value("message", "service failed") : "service " + std::string(name) + " unavailable";
+            std::string msg = parsed.is_object() ? parsed.value("message", "service failed")
+                                                 : "service " + std::string(name) + " unavailable";
             throw Error(status, code, msg);
         }
         return parsed.is_discarded() ? json() : parsed;
@@ -468,8 +475,7 @@ private:
 };
 
 namespace detail {
-template <typename T>
-T *&instance() {
+template <typename T> T *&instance() {
     static T *ptr = nullptr;
     return ptr;
 }
@@ -479,29 +485,28 @@ T *&instance() {
 
 // Declares the exported entry point for a hangar::Plugin subclass.
 //   HANGAR_PLUGIN(MyPlugin, "name", "1.0.0", "dep1,dep2" or nullptr, migrations array or nullptr, count)
-#define HANGAR_PLUGIN(Class, Name, Version, Depends, Migrations, MigrationCount)                         \
-    namespace {                                                                                            \
-    std::unique_ptr<Class> hangar_plugin_singleton;                                                        \
-    }                                                                                                      \
-    extern "C" HANGAR_EXPORT int hangar_plugin_init(const hangar_host_v1 *host, hangar_plugin_v1 *out) {   \
-        if (!host || host->abi_version != HANGAR_ABI_VERSION || host->struct_size < sizeof(hangar_host_v1)) \
-            return -1;                                                                                     \
-        hangar_plugin_singleton = std::make_unique<Class>();                                               \
-        hangar_plugin_singleton->bind(host);                                                               \
-        out->abi_version = HANGAR_ABI_VERSION;                                                             \
-        out->struct_size = sizeof(hangar_plugin_v1);                                                       \
-        out->name = Name;                                                                                  \
-        out->version = Version;                                                                            \
-        out->depends = Depends;                                                                            \
-        out->migrations = Migrations;                                                                      \
-        out->migration_count = MigrationCount;                                                             \
-        out->state = hangar_plugin_singleton.get();                                                        \
-        out->start = [](void *state, hangar_plugin_ctx *ctx) {                                             \
-            return static_cast<Class *>(state)->start_from_host(ctx);                                      \
-        };                                                                                                 \
-        out->stop = [](void *state) {                                                                      \
-            static_cast<Class *>(state)->stop_from_host();                                                 \
-            hangar_plugin_singleton.reset();                                                               \
-        };                                                                                                 \
-        return 0;                                                                                          \
+#define HANGAR_PLUGIN(Class, Name, Version, Depends, Migrations, MigrationCount)                                       \
+    namespace {                                                                                                        \
+    std::unique_ptr<Class> hangar_plugin_singleton;                                                                    \
+    }                                                                                                                  \
+    extern "C" HANGAR_EXPORT int hangar_plugin_init(const hangar_host_v1 *host, hangar_plugin_v1 *out) {               \
+        if (!host || host->abi_version != HANGAR_ABI_VERSION || host->struct_size < sizeof(hangar_host_v1)) return -1; \
+        hangar_plugin_singleton = std::make_unique<Class>();                                                           \
+        hangar_plugin_singleton->bind(host);                                                                           \
+        out->abi_version = HANGAR_ABI_VERSION;                                                                         \
+        out->struct_size = sizeof(hangar_plugin_v1);                                                                   \
+        out->name = Name;                                                                                              \
+        out->version = Version;                                                                                        \
+        out->depends = Depends;                                                                                        \
+        out->migrations = Migrations;                                                                                  \
+        out->migration_count = MigrationCount;                                                                         \
+        out->state = hangar_plugin_singleton.get();                                                                    \
+        out->start = [](void *state, hangar_plugin_ctx *ctx) {                                                         \
+            return static_cast<Class *>(state)->start_from_host(ctx);                                                  \
+        };                                                                                                             \
+        out->stop = [](void *state) {                                                                                  \
+            static_cast<Class *>(state)->stop_from_host();                                                             \
+            hangar_plugin_singleton.reset();                                                                           \
+        };                                                                                                             \
+        return 0;                                                                                                      \
     }

@@ -35,9 +35,8 @@ public:
             auto body = req.body();
             res.json({{"size", body.size()}}, 201);
         });
-        route("GET", "/ut/alpha/conflict", [](hangar::Request &, hangar::Response &) {
-            throw Error::conflict("alpha is busy");
-        });
+        route("GET", "/ut/alpha/conflict",
+              [](hangar::Request &, hangar::Response &) { throw Error::conflict("alpha is busy"); });
         route("POST", "/ut/alpha/validate", [](hangar::Request &req, hangar::Response &res) {
             auto body = req.json_body();
             hangar::Validation v;
@@ -45,17 +44,23 @@ public:
             v.throw_if_failed();
             res.no_content();
         });
-        route("GET", "/ut/alpha/boom", [](hangar::Request &, hangar::Response &) -> void {
-            throw std::runtime_error("kaboom");
-        });
-        route("GET", "/ut/alpha/public", [](hangar::Request &req, hangar::Response &res) {
-            res.json({{"caller", req.caller()}});
-        }, HANGAR_ROUTE_PUBLIC);
-        route("GET", "/ut/alpha/events", [](hangar::Request &, hangar::Response &res) {
-            auto stream = res.sse();
-            for (int i = 0; i < 3; ++i) stream->send({{"n", i}});
-            // The stream closes (after flushing) when `stream` goes out of scope.
-        }, HANGAR_ROUTE_STREAMING);
+        route("GET", "/ut/alpha/boom",
+              [](hangar::Request &, hangar::Response &) -> void { throw std::runtime_error("kaboom"); });
+        route(
+            "GET", "/ut/alpha/public",
+            [](hangar::Request &req, hangar::Response &res) {
+                res.json({{"caller", req.caller()}});
+            },
+            HANGAR_ROUTE_PUBLIC);
+        route(
+            "GET", "/ut/alpha/events",
+            [](hangar::Request &, hangar::Response &res) {
+                auto stream = res.sse();
+                for (int i = 0; i < 3; ++i)
+                    stream->send({{"n", i}});
+                // The stream closes (after flushing) when `stream` goes out of scope.
+            },
+            HANGAR_ROUTE_STREAMING);
 
         // A per-browser route: the host counts it as activity on session {id} while it runs.
         route("GET", "/browsers/{id}/ut_probe", [this](hangar::Request &req, hangar::Response &res) {

@@ -9,7 +9,9 @@ static int start(void *state, hangar_plugin_ctx *ctx) {
     return -1; /* never called */
 }
 
-static void stop(void *state) { (void)state; }
+static void stop(void *state) {
+    (void)state;
+}
 
 HANGAR_EXPORT int hangar_plugin_init(const hangar_host_v1 *host, hangar_plugin_v1 *out) {
     (void)host;

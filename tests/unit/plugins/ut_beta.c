@@ -32,7 +32,9 @@ static int start(void *state, hangar_plugin_ctx *ctx) {
     return host->service_add(ctx, s, echo, NULL);
 }
 
-static void stop(void *state) { (void)state; }
+static void stop(void *state) {
+    (void)state;
+}
 
 HANGAR_EXPORT int hangar_plugin_init(const hangar_host_v1 *h, hangar_plugin_v1 *out) {
     if (!h || h->abi_version != HANGAR_ABI_VERSION) return -1;
