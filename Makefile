@@ -7,6 +7,7 @@
 #   make test-asan  the CppUnit suites under ASan+UBSan, in build-asan/
 #   make bench      setup + build + benchmarks (bench/run.mjs)
 #   make format     clang-format the C and C++ sources
+#   make lint       clang-format check + clang-tidy (.clang-tidy); CI runs it
 #   make clean      remove build/ and build-asan/
 
 SHELL := /bin/bash
@@ -24,11 +25,11 @@ STAMP_DIR    := $(BUILD_DIR)/.stamps
 
 APT_PACKAGES := build-essential cmake libpoco-dev nlohmann-json3-dev libcppunit-dev chromium xvfb \
                 bubblewrap libxcb1-dev libxcb-xtest0-dev libxcb-shm0-dev libpng-dev ffmpeg x11vnc \
-                clang-format
+                clang-format clang-tidy
 
 FORMAT_DIRS  := host plugins sdk tests/unit tests/sdk
 
-.PHONY: setup setup-apt setup-npm build run test test-unit test-e2e test-sdk-example test-asan bench format clean
+.PHONY: setup setup-apt setup-npm build run test test-unit test-e2e test-sdk-example test-asan bench format lint clean
 
 # ---- setup ------------------------------------------------------------------------------------
 setup: setup-apt setup-npm
@@ -104,6 +105,16 @@ bench: setup build
 	HANGAR_BIN=$(abspath $(BUILD_DIR))/bin/hangar node bench/run.mjs
 
 # ---- housekeeping -----------------------------------------------------------------------------
+# clang-format must have nothing to change; clang-tidy (.clang-tidy) must report nothing in our code.
+lint: build
+	@files=$$(find $(FORMAT_DIRS) -type f \( -name '*.c' -o -name '*.h' -o -name '*.cpp' -o -name '*.hpp' \) \
+	  -not -path '*/node_modules/*' 2>/dev/null); \
+	clang-format --dry-run --Werror $$files
+	@run-clang-tidy -p $(BUILD_DIR) -j $(JOBS) -quiet 'host/src/.*\.cpp$$' 'plugins/.*\.cpp$$' > $(BUILD_DIR)/clang-tidy.log 2>&1 || true
+	@if grep -E "(host|plugins|sdk)/[^ ]*:[0-9]+:[0-9]+: (warning|error):" $(BUILD_DIR)/clang-tidy.log | sort -u | grep .; then \
+	  echo "clang-tidy: findings above (full log: $(BUILD_DIR)/clang-tidy.log)"; exit 1; fi
+	@echo "lint: clean"
+
 format:
 	@files=$$(find $(FORMAT_DIRS) -type f \( -name '*.c' -o -name '*.h' -o -name '*.cpp' -o -name '*.hpp' \) \
 	  -not -path '*/node_modules/*' 2>/dev/null); \

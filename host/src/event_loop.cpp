@@ -19,7 +19,7 @@ void UniqueFd::reset(int fd) {
 }
 
 namespace {
-constexpr std::size_t kChunk = 64 * 1024;
+constexpr std::size_t kChunk = std::size_t{64} * 1024;
 constexpr std::int64_t kHeartbeatMs = 15000;
 
 // Writes as much as the socket takes; false on a hard error.

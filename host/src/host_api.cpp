@@ -76,7 +76,6 @@ struct hangar_activity {
 
 namespace {
 
-using hangar::host::HostCore;
 
 std::string_view sv(hangar_str s) {
     return s.ptr ? std::string_view(s.ptr, s.len) : std::string_view();
@@ -263,7 +262,7 @@ hangar_stream *sse_open(hangar_response *r) {
         std::string head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
                            "Connection: close\r\nX-Accel-Buffering: no\r\n";
         for (const auto &[k, v] : r->headers)
-            head += k + ": " + v + "\r\n";
+            head.append(k).append(": ").append(v).append("\r\n");
         head += "\r\n";
         auto conn = r->core->loop.add_sse(std::move(fd), std::move(head));
         return new hangar_stream{conn};

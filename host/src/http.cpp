@@ -115,7 +115,7 @@ void send_file(hangar_response &res, Poco::Net::HTTPServerRequest &httpReq) {
     auto &out = http.send();
     if (httpReq.getMethod() != "HEAD") {
         in.seekg(static_cast<std::streamoff>(first));
-        std::vector<char> buf(64 * 1024);
+        std::vector<char> buf(std::size_t{64} * 1024);
         while (length > 0 && in) {
             auto want = static_cast<std::streamsize>(std::min<std::uint64_t>(buf.size(), length));
             in.read(buf.data(), want);
@@ -198,12 +198,7 @@ public:
         req.path = url_decode(req.raw_path);
         if (q != std::string::npos) {
             req.query_string = uri.substr(q + 1);
-            for (auto &pair : split(req.query_string, '&')) {
-                if (pair.empty()) continue;
-                auto eq = pair.find('=');
-                req.query.emplace_back(url_decode(pair.substr(0, eq), true),
-                                       eq == std::string::npos ? "" : url_decode(pair.substr(eq + 1), true));
-            }
+            req.query = hangar::query_pairs(req.query_string);
         }
         req.base_url = core_.public_url.empty() ? "http://" + http.getHost() : core_.public_url;
         res.headers.emplace_back("X-Request-Id", req.request_id);

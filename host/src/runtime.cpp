@@ -279,12 +279,14 @@ nlohmann::json Runtime::start(const nlohmann::json &spec) {
 
     // Everything the child needs is prepared before fork: after it, only async-signal-safe calls.
     std::vector<char *> argv;
+    argv.reserve(args.size() + 1);
     for (auto &s : args)
         argv.push_back(s.data());
     argv.push_back(nullptr);
     std::vector<std::string> env_store = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
                                           "LANG=C.UTF-8"};
     std::vector<char *> envp;
+    envp.reserve(env_store.size() + 1);
     for (auto &s : env_store)
         envp.push_back(s.data());
     envp.push_back(nullptr);
@@ -396,6 +398,7 @@ void Runtime::stop(const std::string &id) {
 void Runtime::stop_all() {
     std::vector<std::string> ids = running();
     std::vector<std::thread> stoppers;
+    stoppers.reserve(ids.size());
     for (const auto &id : ids)
         stoppers.emplace_back([this, id] { stop(id); });
     for (auto &t : stoppers)

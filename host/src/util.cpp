@@ -40,24 +40,6 @@ std::string sha256_hex(std::string_view data) {
     return Poco::DigestEngine::digestToHex(engine.digest());
 }
 
-std::string url_decode(std::string_view text, bool plus_is_space) {
-    std::string out;
-    out.reserve(text.size());
-    for (std::size_t i = 0; i < text.size(); ++i) {
-        char c = text[i];
-        if (c == '%' && i + 2 < text.size() && std::isxdigit(static_cast<unsigned char>(text[i + 1])) &&
-            std::isxdigit(static_cast<unsigned char>(text[i + 2]))) {
-            out.push_back(static_cast<char>(std::stoi(std::string(text.substr(i + 1, 2)), nullptr, 16)));
-            i += 2;
-        } else if (c == '+' && plus_is_space) {
-            out.push_back(' ');
-        } else {
-            out.push_back(c);
-        }
-    }
-    return out;
-}
-
 std::vector<std::string> split(std::string_view text, char sep) {
     std::vector<std::string> out;
     std::size_t start = 0;
@@ -91,7 +73,7 @@ std::string rfc3339(std::int64_t epoch_ms) {
     std::time_t secs = static_cast<std::time_t>(epoch_ms / 1000);
     std::tm tm{};
     gmtime_r(&secs, &tm);
-    char buf[40];
+    char buf[64];
     std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
                   tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(epoch_ms % 1000));
     return buf;

@@ -1,6 +1,8 @@
 // Small helpers shared by the host's parts.
 #pragma once
 
+#include <hangar/plugin.hpp>
+
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -11,8 +13,8 @@ namespace hangar::host {
 // Random lowercase alphanumerics from the OS CSPRNG (ids, keys, secrets).
 std::string random_token(std::size_t length);
 std::string sha256_hex(std::string_view data);
-// Percent-decoding; '+' means a space only in query strings.
-std::string url_decode(std::string_view text, bool plus_is_space = false);
+// One implementation for the host and plugins: the SDK's.
+using hangar::url_decode;
 std::vector<std::string> split(std::string_view text, char sep);
 std::string trim(std::string_view text);
 std::int64_t now_ms();    // wall clock, ms since the epoch

@@ -167,7 +167,7 @@ public:
         }
         if (!page) log(LogLevel::Warn, "Chromium is ready but showed no page within the first-page timeout");
 
-        drain_ = std::jthread([this](std::stop_token stop) { drain(stop); });
+        drain_ = std::jthread([this](const std::stop_token &stop) { drain(stop); });
     }
 
     ~ChromiumProcess() {

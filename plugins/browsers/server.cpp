@@ -86,6 +86,14 @@ void BrowsersPlugin::start_server() {
     route(
         "GET", "/browser/webdriver", [this](Request &q, Response &r) { webdriver_socket(q, r); }, open);
 
+    // For instance-feature plugins (fs, process, ...): the caller's active session by id or name,
+    // with what a relay needs. 404 when it is not the caller's or has ended.
+    service("browsers.session", [this](const json &in) {
+        auto s = require(in.value("project_id", ""), in.value("id", ""), false);
+        return json{{"session_id", s.id}, {"headless", s.headless},
+                    {"viewport", {{"width", s.viewport.width}, {"height", s.viewport.height}}}};
+    });
+
     auto interval = config_int("idle_check_ms", 1000);
     every(static_cast<std::uint32_t>(std::clamp<std::int64_t>(interval, 100, 5000)), [this] { sweep_idle(); });
 }

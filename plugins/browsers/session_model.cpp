@@ -539,41 +539,12 @@ json rewrite_devtools_json(const json &body, std::string_view base, std::string_
     return rewrite_one(body);
 }
 
-std::string percent_decode(std::string_view s, bool plus_is_space) {
-    auto hex = [](char c) -> int {
-        if (c >= '0' && c <= '9') return c - '0';
-        if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-        if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-        return -1;
-    };
-    std::string out;
-    out.reserve(s.size());
-    for (std::size_t i = 0; i < s.size(); ++i) {
-        char c = s[i];
-        if (c == '%' && i + 2 < s.size() && hex(s[i + 1]) >= 0 && hex(s[i + 2]) >= 0) {
-            out.push_back(static_cast<char>(hex(s[i + 1]) * 16 + hex(s[i + 2])));
-            i += 2;
-        } else if (c == '+' && plus_is_space) {
-            out.push_back(' ');
-        } else {
-            out.push_back(c);
-        }
-    }
-    return out;
-}
-
 namespace {
 
 // The tags[k]=v pairs of a raw query; sets `problem` and stops at the first malformed one.
 std::vector<std::pair<std::string, std::string>> tag_filters(std::string_view raw, std::string &problem) {
     std::vector<std::pair<std::string, std::string>> out;
-    while (!raw.empty()) {
-        auto amp = raw.find('&');
-        std::string_view pair = raw.substr(0, amp);
-        raw = amp == std::string_view::npos ? std::string_view() : raw.substr(amp + 1);
-        if (pair.empty()) continue;
-        auto eq = pair.find('=');
-        std::string key = percent_decode(pair.substr(0, eq), true);
+    for (auto &[key, value] : query_pairs(raw)) {
         if (!key.starts_with("tags[")) continue;
         if (key.size() < 7 || key.back() != ']') {
             problem = "filters are written tags[<key>]=<value>";
@@ -584,7 +555,6 @@ std::vector<std::pair<std::string, std::string>> tag_filters(std::string_view ra
             problem = "nested keys are not supported; use tags[<key>]=<value>";
             return {};
         }
-        std::string value = eq == std::string_view::npos ? std::string() : percent_decode(pair.substr(eq + 1), true);
         out.emplace_back(std::move(inner), std::move(value));
     }
     return out;

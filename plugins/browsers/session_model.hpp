@@ -30,7 +30,7 @@ inline constexpr std::size_t kMaxTags = 50;
 inline constexpr std::size_t kMaxTagKey = 255, kMaxTagValue = 1024;
 inline constexpr std::size_t kMaxName = 255;
 inline constexpr std::size_t kMaxStartUrl = 8192;
-inline constexpr std::size_t kMaxPolicyBytes = 5u * 1024u * 1024u;
+inline constexpr std::size_t kMaxPolicyBytes = std::size_t{5} * 1024 * 1024;
 inline constexpr int kDefaultPageSize = 20, kMaxPageSize = 100;
 
 struct Viewport {
@@ -153,7 +153,6 @@ ListQuery parse_list_query(const QueryLookup &param, std::string_view raw_query)
 // Every tags[k]=v pair of a raw query string, decoded. Throws 400 on nested keys.
 std::vector<std::pair<std::string, std::string>> parse_tag_filters(std::string_view raw_query);
 
-std::string percent_decode(std::string_view s, bool plus_is_space);
 
 // "true"/"1" -> true, "false"/"0"/"" -> false, anything else -> 400 naming `field`.
 bool parse_bool_param(std::string_view field, const std::optional<std::string> &value, bool fallback);

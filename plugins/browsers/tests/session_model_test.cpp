@@ -351,7 +351,7 @@ public:
         CPPUNIT_ASSERT(parse_tag_filters("tags=&status=all").empty()); // qs sends null as "tags="
         expect_error([] { parse_tag_filters("tags%5Ba%5D%5Bb%5D=1"); }, 400, "tags");
         expect_error([] { parse_tag_filters("tags[]=1"); }, 400, "tags");
-        CPPUNIT_ASSERT_EQUAL(std::string("a/b c%"), percent_decode("a%2Fb%20c%", false));
+        CPPUNIT_ASSERT_EQUAL(std::string("a/b c%"), hangar::url_decode("a%2Fb%20c%", false));
     }
 
     void list_query() {

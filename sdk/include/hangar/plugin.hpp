@@ -32,6 +32,47 @@ inline std::string_view view(hangar_str s) {
     return s.ptr ? std::string_view(s.ptr, s.len) : std::string_view();
 }
 
+// Percent-decoding as URLs use it; '+' means a space only in query strings. A '%' not followed
+// by two hex digits stays as it is.
+inline std::string url_decode(std::string_view s, bool plus_is_space = false) {
+    auto hex = [](char c) -> int {
+        if (c >= '0' && c <= '9') return c - '0';
+        if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+        if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+        return -1;
+    };
+    std::string out;
+    out.reserve(s.size());
+    for (std::size_t i = 0; i < s.size(); ++i) {
+        char c = s[i];
+        if (c == '%' && i + 2 < s.size() && hex(s[i + 1]) >= 0 && hex(s[i + 2]) >= 0) {
+            out.push_back(static_cast<char>(hex(s[i + 1]) * 16 + hex(s[i + 2])));
+            i += 2;
+        } else if (c == '+' && plus_is_space) {
+            out.push_back(' ');
+        } else {
+            out.push_back(c);
+        }
+    }
+    return out;
+}
+
+// A raw query string's name=value pairs, decoded, in order; a repeated name repeats. Bracketed
+// names such as tags[team] (sent percent-encoded by the SDK) come back as written.
+inline std::vector<std::pair<std::string, std::string>> query_pairs(std::string_view raw) {
+    std::vector<std::pair<std::string, std::string>> out;
+    while (!raw.empty()) {
+        auto amp = raw.find('&');
+        std::string_view pair = raw.substr(0, amp);
+        raw = amp == std::string_view::npos ? std::string_view() : raw.substr(amp + 1);
+        if (pair.empty()) continue;
+        auto eq = pair.find('=');
+        out.emplace_back(url_decode(pair.substr(0, eq), true),
+                         eq == std::string_view::npos ? std::string() : url_decode(pair.substr(eq + 1), true));
+    }
+    return out;
+}
+
 // A failure that maps to the wire error body {code, message, details?}.
 class Error : public std::runtime_error {
 public:
@@ -40,7 +81,7 @@ public:
         std::string message;
     };
 
-    Error(int status, std::string code, std::string message, std::vector<Detail> details = {})
+    Error(int status, std::string code, const std::string &message, std::vector<Detail> details = {})
         : std::runtime_error(message), status_(status), code_(std::move(code)), details_(std::move(details)) {}
 
     int status() const { return status_; }
@@ -416,6 +457,20 @@ protected:
         if (host_->relay_tcp(req.raw(), res.raw(), str(tcp_host), port, str(path), str(activity_key)) != 0)
             throw Error(502, "upstream_unavailable", "the upstream did not answer");
     }
+    // For plugins whose routes live under /browsers/{id}/...: looks the caller's active session
+    // up through the browsers plugin (404 when it is not theirs or has ended) and relays this
+    // request to that instance's agent at `agent_path`, counting it as activity on the session.
+    // Needs the plugin to depend on "browsers" and, for SSE or upgrades, a STREAMING route.
+    json relay_to_session(Request &req, Response &res, std::string_view agent_path) const {
+        json caller = req.caller();
+        json session = call("browsers.session", {{"project_id", caller.value("project_id", "")}, {"id", req.param("id")}});
+        std::string sid = session.value("session_id", "");
+        auto socket = instance_socket(sid);
+        if (!socket) throw Error::not_found("browser session " + sid + " is not running");
+        relay_unix(req, res, *socket, agent_path, sid);
+        return session;
+    }
+
     void ws_reject(Request &req, Response &res, std::uint16_t code, std::string_view reason) const {
         host_->ws_reject(req.raw(), res.raw(), code, str(reason));
     }
@@ -485,6 +540,7 @@ template <typename T> T *&instance() {
 
 // Declares the exported entry point for a hangar::Plugin subclass.
 //   HANGAR_PLUGIN(MyPlugin, "name", "1.0.0", "dep1,dep2" or nullptr, migrations array or nullptr, count)
+// NOLINTBEGIN(bugprone-macro-parentheses): Class is a type name and cannot be parenthesised.
 #define HANGAR_PLUGIN(Class, Name, Version, Depends, Migrations, MigrationCount)                                       \
     namespace {                                                                                                        \
     std::unique_ptr<Class> hangar_plugin_singleton;                                                                    \
@@ -510,3 +566,4 @@ template <typename T> T *&instance() {
         };                                                                                                             \
         return 0;                                                                                                      \
     }
+// NOLINTEND(bugprone-macro-parentheses)
