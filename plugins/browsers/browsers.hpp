@@ -9,6 +9,10 @@
 #include <hangar/plugin.hpp>
 
 #include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <thread>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -65,6 +69,21 @@ private:
     std::atomic<bool> sweeping_{false};
     std::atomic<bool> stopping_{false};
     std::uint32_t token_grace_seconds_ = 7 * 24 * 3600;
+
+    // ---- warm spares (spares.cpp) ----
+    // Started instances of the default configuration (per headless flag) that were never handed
+    // to anyone; POST /browsers takes one when its options need nothing else, and a background
+    // thread starts the replacement, one start at a time so bursts do not thrash the machine.
+    static bool spare_can_serve(const CreateOptions &o);
+    std::optional<std::string> take_spare(bool headless);
+    void start_spares();
+    void stop_spares();
+    void fill_spares(const std::stop_token &stop);
+    int warm_spares_ = 0;
+    std::mutex spares_mutex_;
+    std::condition_variable_any spares_cv_;
+    std::map<bool, std::deque<std::string>> spares_; // headless → ready instance ids
+    std::jthread spare_filler_;
 
     // ---- instance role (instance.cpp) ----
     void start_instance();

@@ -96,10 +96,12 @@ void BrowsersPlugin::start_server() {
 
     auto interval = config_int("idle_check_ms", 1000);
     every(static_cast<std::uint32_t>(std::clamp<std::int64_t>(interval, 100, 5000)), [this] { sweep_idle(); });
+    start_spares();
 }
 
 void BrowsersPlugin::stop_server() {
     stopping_ = true;
+    stop_spares();
     // The host ends every instance when it stops, so the sessions end now; recording it here keeps
     // deleted_at and usage.uptime_ms true instead of "whenever the server next starts".
     if (!config_bool("end_sessions_on_shutdown", true)) return;
@@ -230,8 +232,11 @@ void BrowsersPlugin::create(Request &req, Response &res) {
         reservation = NameReservation(*this, key);
     }
 
+    std::optional<std::string> spare;
+    if (spare_can_serve(opts)) spare = take_spare(opts.headless);
+
     Session s;
-    s.id = new_session_id();
+    s.id = spare ? *spare : new_session_id();
     s.org_id = caller.value("org_id", "");
     s.project_id = project;
     s.name = opts.name;
@@ -246,11 +251,13 @@ void BrowsersPlugin::create(Request &req, Response &res) {
     s.chrome_policy = opts.chrome_policy;
 
     // The row is written only once the instance runs, so a failed start leaves nothing behind.
-    try {
-        instance_start(make_instance_spec(s.id, opts));
-    } catch (...) {
-        instance_stop(s.id); // idempotent; whatever half-started goes too
-        throw;
+    if (!spare) {
+        try {
+            instance_start(make_instance_spec(s.id, opts));
+        } catch (...) {
+            instance_stop(s.id); // idempotent; whatever half-started goes too
+            throw;
+        }
     }
     try {
         insert(s);
