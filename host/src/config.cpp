@@ -24,6 +24,7 @@ const std::map<std::string, std::string> kEnvKeys = {
     {"HANGAR_PUBLIC_URL", "server.public_url"},
     {"HANGAR_LOG_LEVEL", "logging.level"},
     {"HANGAR_WARM_SPARES", "browsers.warm_spares"},
+    {"HANGAR_MAX_BROWSERS_PER_PROJECT", "browsers.max_browsers_per_project"},
     {"HANGAR_SANDBOX_USER", "sandbox.user"},
 };
 } // namespace

@@ -28,16 +28,18 @@ public:
     std::vector<std::string> allowed_methods(const std::string &raw_path) const;
 
 private:
+    struct Handler {
+        Target target;
+        std::vector<std::string> names; // this route's capture names, in path order
+    };
     struct Node {
         std::map<std::string, std::unique_ptr<Node>> literals;
         std::unique_ptr<Node> capture;
-        std::string capture_name;
         std::unique_ptr<Node> rest;
-        std::string rest_name;
-        std::map<std::string, Target> handlers; // by method
+        std::map<std::string, Handler> handlers; // by method
     };
     const Node *walk(const Node &node, const std::vector<std::string> &segs, std::size_t i,
-                     std::map<std::string, std::string> &params) const;
+                     std::vector<std::string> &values) const;
     Node root_;
 };
 

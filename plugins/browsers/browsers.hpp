@@ -15,6 +15,7 @@
 #include <thread>
 #include <memory>
 #include <mutex>
+#include <semaphore>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -69,6 +70,17 @@ private:
     std::atomic<bool> sweeping_{false};
     std::atomic<bool> stopping_{false};
     std::uint32_t token_grace_seconds_ = 7 * 24 * 3600;
+
+    // ---- admission (server.cpp) ----
+    // Sessions being created per project count toward its limit until their row exists.
+    class AdmissionSlot;
+    AdmissionSlot admit(const std::string &project);
+    std::mutex admission_mutex_;
+    std::map<std::string, int> admitting_;
+    int max_browsers_per_project_ = 0; // 0: no limit
+    // Cold starts at once: Chromium start-ups are CPU-bound, so a burst is staggered instead of
+    // thrashing the machine.
+    std::unique_ptr<std::counting_semaphore<64>> cold_starts_;
 
     // ---- warm spares (spares.cpp) ----
     // Started instances of the default configuration (per headless flag) that were never handed

@@ -57,7 +57,45 @@ private:
     std::string key_;
 };
 
+class BrowsersPlugin::AdmissionSlot {
+public:
+    AdmissionSlot(BrowsersPlugin &p, std::string project) : plugin_(&p), project_(std::move(project)) {}
+    AdmissionSlot(const AdmissionSlot &) = delete;
+    AdmissionSlot &operator=(const AdmissionSlot &) = delete;
+    AdmissionSlot(AdmissionSlot &&o) noexcept : plugin_(std::exchange(o.plugin_, nullptr)), project_(std::move(o.project_)) {}
+    AdmissionSlot &operator=(AdmissionSlot &&) = delete;
+    ~AdmissionSlot() {
+        if (!plugin_) return;
+        std::lock_guard lock(plugin_->admission_mutex_);
+        if (--plugin_->admitting_[project_] == 0) plugin_->admitting_.erase(project_);
+    }
+
+private:
+    BrowsersPlugin *plugin_;
+    std::string project_;
+};
+
+// Over the project's limit: 429 at once, with Retry-After, never a queue that hangs the caller.
+BrowsersPlugin::AdmissionSlot BrowsersPlugin::admit(const std::string &project) {
+    std::lock_guard lock(admission_mutex_);
+    if (max_browsers_per_project_ > 0) {
+        auto rows = sql("SELECT COUNT(*) AS n FROM browsers_sessions WHERE project_id = ? AND deleted_at IS NULL", {project});
+        auto active = rows.empty() ? 0 : rows[0].value("n", 0);
+        auto it = admitting_.find(project);
+        int starting = it == admitting_.end() ? 0 : it->second;
+        if (active + starting >= max_browsers_per_project_)
+            throw Error(429, "rate_limited",
+                        "this project already has " + std::to_string(active + starting) + " browsers (limit " +
+                            std::to_string(max_browsers_per_project_) + "); delete one or try again later");
+    }
+    admitting_[project]++;
+    return {*this, project};
+}
+
 void BrowsersPlugin::start_server() {
+    max_browsers_per_project_ = static_cast<int>(std::max<std::int64_t>(0, config_int("max_browsers_per_project", 50)));
+    cold_starts_ = std::make_unique<std::counting_semaphore<64>>(
+        static_cast<std::ptrdiff_t>(std::clamp<std::int64_t>(config_int("max_parallel_starts", 2), 1, 64)));
     token_grace_seconds_ = static_cast<std::uint32_t>(config_int("token_grace_seconds", token_grace_seconds_));
     reap_orphans();
 
@@ -219,6 +257,14 @@ void BrowsersPlugin::create(Request &req, Response &res) {
                                          " does not exist (create it, e.g. with `make setup`)");
     }
 
+    AdmissionSlot slot = [&] {
+        try {
+            return admit(project);
+        } catch (const Error &e) {
+            if (e.status() == 429) res.header("Retry-After", "2");
+            throw;
+        }
+    }();
     NameReservation reservation;
     if (opts.name) {
         std::lock_guard lock(names_mutex_);
@@ -252,6 +298,11 @@ void BrowsersPlugin::create(Request &req, Response &res) {
 
     // The row is written only once the instance runs, so a failed start leaves nothing behind.
     if (!spare) {
+        cold_starts_->acquire();
+        struct Release {
+            std::counting_semaphore<64> &s;
+            ~Release() { s.release(); }
+        } release{*cold_starts_};
         try {
             instance_start(make_instance_spec(s.id, opts));
         } catch (...) {

@@ -34,6 +34,7 @@ class RouterTest : public CppUnit::TestFixture {
     CPPUNIT_TEST_SUITE(RouterTest);
     CPPUNIT_TEST(testLiteralBeatsCaptureWhateverTheOrder);
     CPPUNIT_TEST(testCaptureParams);
+    CPPUNIT_TEST(testRoutesSharingANodeKeepTheirOwnNames);
     CPPUNIT_TEST(testBacktracksFromLiteralToCapture);
     CPPUNIT_TEST(testRestCapture);
     CPPUNIT_TEST(testPercentDecodedParamsKeepEncodedSlash);
@@ -71,6 +72,21 @@ public:
         CPPUNIT_ASSERT_EQUAL(std::string("r9"), p.at("replay_id"));
         CPPUNIT_ASSERT_EQUAL(-1, target(r, "GET", "/browsers/b123/replays"));
         CPPUNIT_ASSERT_EQUAL(-1, target(r, "GET", "/browsers/b123/replays/r9/extra"));
+    }
+
+    // Two plugins name the same position differently; a later registration must not rename the
+    // earlier route's parameter.
+    void testRoutesSharingANodeKeepTheirOwnNames() {
+        R r;
+        r.add("GET", "/browsers/{id_or_name}", 1);
+        r.add("GET", "/browsers/{id}/fs/list_files", 2);
+        r.add("GET", "/browsers/{id}/process/{process_id}/status", 3);
+        CPPUNIT_ASSERT_EQUAL(std::string("b1"), params(r, "GET", "/browsers/b1").at("id_or_name"));
+        CPPUNIT_ASSERT_EQUAL(std::size_t(1), params(r, "GET", "/browsers/b1").size());
+        CPPUNIT_ASSERT_EQUAL(std::string("b2"), params(r, "GET", "/browsers/b2/fs/list_files").at("id"));
+        auto p = params(r, "GET", "/browsers/b3/process/p9/status");
+        CPPUNIT_ASSERT_EQUAL(std::string("b3"), p.at("id"));
+        CPPUNIT_ASSERT_EQUAL(std::string("p9"), p.at("process_id"));
     }
 
     void testBacktracksFromLiteralToCapture() {
