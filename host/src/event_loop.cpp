@@ -2,6 +2,7 @@
 
 #include "util.hpp"
 
+#include <fcntl.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -16,6 +17,12 @@ namespace hangar::host {
 void UniqueFd::reset(int fd) {
     if (fd_ >= 0) ::close(fd_);
     fd_ = fd;
+}
+
+UniqueFd loop_fd(int fd) {
+    UniqueFd dup(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
+    if (dup) ::fcntl(dup.get(), F_SETFL, ::fcntl(dup.get(), F_GETFL) | O_NONBLOCK);
+    return dup;
 }
 
 namespace {

@@ -41,6 +41,9 @@ private:
     int fd_ = -1;
 };
 
+// A duplicate of `fd` the event loop can own: close-on-exec and non-blocking. Empty on failure.
+UniqueFd loop_fd(int fd);
+
 class EventLoop;
 
 // One server-sent-events connection. Frames may be queued from any thread.

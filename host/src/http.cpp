@@ -312,12 +312,10 @@ UniqueFd take_over(hangar_request &req, hangar_response &res, std::string &buffe
     impl.session().drainBuffer(pending);
     buffered.assign(pending.begin(), pending.size());
     Poco::Net::StreamSocket sock = impl.detachSocket();
-    int fd = ::dup(sock.impl()->sockfd());
-    if (fd < 0) throw std::runtime_error("dup failed");
-    ::fcntl(fd, F_SETFD, FD_CLOEXEC);
-    ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+    UniqueFd fd = loop_fd(sock.impl()->sockfd());
+    if (!fd) throw std::runtime_error("dup failed");
     res.taken_over = true;
-    return UniqueFd(fd);
+    return fd;
 }
 
 namespace {

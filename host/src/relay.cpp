@@ -64,37 +64,40 @@ std::string target_uri(const hangar_request &req, const std::string &path) {
 constexpr const char *kPassFdHeader = "X-Hangar-Pass-Fd";
 constexpr char kPassFdMarker = 'F';
 
-bool send_fd(int over, int fd) {
-    char marker = kPassFdMarker;
-    iovec iov{&marker, 1};
+// A message with room for one descriptor, laid out the same way by both ends of the hand-over.
+struct FdMessage {
+    FdMessage(char *data, std::size_t len) : iov{data, len} {
+        msg.msg_iov = &iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control;
+        msg.msg_controllen = sizeof control;
+    }
+    FdMessage(const FdMessage &) = delete;
+    FdMessage &operator=(const FdMessage &) = delete;
+    iovec iov;
     alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
     msghdr msg{};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
-    cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+};
+
+bool send_fd(int over, int fd) {
+    char marker = kPassFdMarker;
+    FdMessage m(&marker, 1);
+    cmsghdr *cm = CMSG_FIRSTHDR(&m.msg);
     cm->cmsg_level = SOL_SOCKET;
     cm->cmsg_type = SCM_RIGHTS;
     cm->cmsg_len = CMSG_LEN(sizeof(int));
     std::memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-    return ::sendmsg(over, &msg, MSG_NOSIGNAL) == 1;
+    return ::sendmsg(over, &m.msg, MSG_NOSIGNAL) == 1;
 }
 
 // Reads the agent's first bytes: either the marker with a descriptor, or an ordinary HTTP
 // answer (an error, or an agent that splices itself) which is returned in `first`.
 int receive_fd(int from, std::string &first) {
     char buf[4096];
-    iovec iov{buf, sizeof buf};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-    msghdr msg{};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
-    ssize_t n = ::recvmsg(from, &msg, MSG_CMSG_CLOEXEC);
+    FdMessage m(buf, sizeof buf);
+    ssize_t n = ::recvmsg(from, &m.msg, MSG_CMSG_CLOEXEC);
     if (n <= 0) return -1;
-    for (cmsghdr *cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
+    for (cmsghdr *cm = CMSG_FIRSTHDR(&m.msg); cm; cm = CMSG_NXTHDR(&m.msg, cm)) {
         if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
             int fd;
             std::memcpy(&fd, CMSG_DATA(cm), sizeof(int));
@@ -104,14 +107,6 @@ int receive_fd(int from, std::string &first) {
     }
     first.assign(buf, static_cast<std::size_t>(n));
     return -1;
-}
-
-int dup_nonblocking(const Poco::Net::StreamSocket &sock) {
-    int fd = ::dup(sock.impl()->sockfd());
-    if (fd < 0) return -1;
-    ::fcntl(fd, F_SETFD, FD_CLOEXEC);
-    ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
-    return fd;
 }
 
 bool wants_stream(const hangar_request &req) {
@@ -166,7 +161,7 @@ int relay(hangar_request &req, hangar_response &res, const Upstream &up, const s
             return 0; // both of our copies close here; the server holds the connection now
         }
 
-        UniqueFd ufd(dup_nonblocking(upstream));
+        UniqueFd ufd = loop_fd(upstream.impl()->sockfd());
         if (!ufd) return -1;
         std::string to_client;
         std::string to_upstream = head.str() + buffered;
@@ -177,8 +172,8 @@ int relay(hangar_request &req, hangar_response &res, const Upstream &up, const s
             upstream.setBlocking(true);
             int received = receive_fd(upstream.impl()->sockfd(), first);
             if (received >= 0) {
-                ufd.reset(received);
-                ::fcntl(received, F_SETFL, ::fcntl(received, F_GETFL) | O_NONBLOCK);
+                ufd = loop_fd(received);
+                ::close(received);
             } else {
                 to_client = std::move(first); // the agent answered itself; keep splicing with it
             }

@@ -60,7 +60,7 @@ class PluginsTest : public CppUnit::TestFixture {
 
 public:
     void testTestPluginsWereBuilt() {
-        for (auto name : {"ut_alpha", "ut_beta", "ut_badabi", "ut_orphan"})
+        for (auto name : {"ut_alpha", "ut_beta", "wrong_abi", "ut_orphan"})
             CPPUNIT_ASSERT_MESSAGE(name,
                                    std::filesystem::exists(std::string(HANGAR_TEST_PLUGIN_DIR) + "/" + name + ".so"));
     }
@@ -139,17 +139,17 @@ public:
 
     void testWrongAbiRefused() {
         TestHost h;
-        h.load({"ut_alpha", "ut_badabi", "ut_beta"});
+        h.load({"ut_alpha", "wrong_abi", "ut_beta"});
         auto names = loaded_names(*h.plugins);
         CPPUNIT_ASSERT_EQUAL(std::size_t(2), names.size()); // the others still load
-        const auto *r = refusal(*h.plugins, "ut_badabi");
+        const auto *r = refusal(*h.plugins, "wrong_abi");
         CPPUNIT_ASSERT(r != nullptr);
         CPPUNIT_ASSERT_MESSAGE(r->reason, r->reason.find("ABI") != std::string::npos);
         CPPUNIT_ASSERT_MESSAGE(r->reason, r->reason.find("99") != std::string::npos);
         CPPUNIT_ASSERT_MESSAGE(r->reason,
                                r->reason.find("v" + std::to_string(HANGAR_ABI_VERSION)) != std::string::npos);
         CPPUNIT_ASSERT_EQUAL(std::size_t(1), h.plugins->refused().size());
-        CPPUNIT_ASSERT_EQUAL(0u, h.core.store->schema_version("ut_badabi"));
+        CPPUNIT_ASSERT_EQUAL(0u, h.core.store->schema_version("wrong_abi"));
     }
 
     void testMissingDependencyThrowsNamingBoth() {
@@ -195,7 +195,7 @@ public:
     void testFoundButNotEnabledIsDisabled() {
         TestHost h;
         h.load({"ut_beta"});
-        for (auto name : {"ut_alpha", "ut_badabi", "ut_orphan"})
+        for (auto name : {"ut_alpha", "wrong_abi", "ut_orphan"})
             CPPUNIT_ASSERT_MESSAGE(name, h.core.disabled_plugins.count(name) == 1);
         CPPUNIT_ASSERT_EQUAL(std::size_t(0), h.core.disabled_plugins.count("ut_beta"));
     }
