@@ -214,6 +214,10 @@ public:
                 set_error(res, 500, "internal", "internal error (request " + req.request_id + ")");
         }
         drain_unread_body(req, res);
+        // An upgrade or event-stream request answered normally (an error, say) ends its
+        // connection: it may be the far end of a relay splice, which carries one exchange only.
+        if (!res.taken_over && (http.has("Upgrade") || (http.has("Accept") && http.get("Accept").find("text/event-stream") != std::string::npos)))
+            httpRes.setKeepAlive(false);
         try {
             finish(res, http);
         } catch (const std::exception &e) {

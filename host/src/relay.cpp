@@ -143,9 +143,14 @@ int relay(hangar_request &req, hangar_response &res, const Upstream &up, const s
         std::ostringstream head;
         head << req.method << ' ' << target_uri(req, path) << " HTTP/1.1\r\n";
         head << "Host: " << host_header(up) << "\r\n";
-        for (const auto &[name, value] : req.http)
-            if (!iequals(name, "Host") && !iequals(name, kPassFdHeader) && !never_forward(name))
-                head << name << ": " << value << "\r\n";
+        for (const auto &[name, value] : req.http) {
+            if (iequals(name, "Host") || iequals(name, kPassFdHeader) || never_forward(name)) continue;
+            // A spliced connection carries this one exchange: the upstream must close after it,
+            // or the client's next keep-alive request would be piped to the upstream too.
+            if (!upgrade && iequals(name, "Connection")) continue;
+            head << name << ": " << value << "\r\n";
+        }
+        if (!upgrade) head << "Connection: close\r\n";
         if (ask_for_fd) head << kPassFdHeader << ": 1\r\n";
         head << "\r\n";
         std::string buffered;

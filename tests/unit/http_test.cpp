@@ -300,6 +300,16 @@ public:
         assert_wire_error(r, 404, "not_found");
         CPPUNIT_ASSERT(r.body_json()["message"].get<std::string>().find("/definitely/not/here") != std::string::npos);
         CPPUNIT_ASSERT(!r.body_json().contains("details"));
+        // An event-stream request answered with an error ends its connection (it may be the
+        // far end of a relay splice); an ordinary one keeps it.
+        Poco::Net::HTTPClientSession session("127.0.0.1", port_);
+        session.setTimeout(Poco::Timespan(5, 0));
+        session.setKeepAlive(true);
+        auto plain = send_on(session, "GET", "/definitely/not/here");
+        CPPUNIT_ASSERT(lower(plain.header("connection")) != "close");
+        auto sse = send_on(session, "GET", "/definitely/not/here", {{"Accept", "text/event-stream"}});
+        assert_wire_error(sse, 404, "not_found");
+        CPPUNIT_ASSERT_EQUAL(std::string("close"), lower(sse.header("connection")));
     }
 
     void testKnownAreaWithoutPluginIs501() {
@@ -501,6 +511,8 @@ public:
         CPPUNIT_ASSERT_MESSAGE(reqs[0], reqs[0].rfind("GET /sse?since=3 HTTP/1.1\r\n", 0) == 0);
         CPPUNIT_ASSERT_MESSAGE(reqs[0], lower(reqs[0]).find("\r\nhost: 127.0.0.1:" + p + "\r\n") != std::string::npos);
         CPPUNIT_ASSERT_MESSAGE(reqs[0], lower(reqs[0]).find("authorization") == std::string::npos);
+        // The splice carries this exchange only: the upstream is asked to close after it.
+        CPPUNIT_ASSERT_MESSAGE(reqs[0], lower(reqs[0]).find("\r\nconnection: close\r\n") != std::string::npos);
         CPPUNIT_ASSERT(hangar::test::eventually([&] { return host_->core.loop.connection_count() == 0; }));
     }
 
