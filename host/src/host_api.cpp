@@ -76,7 +76,6 @@ struct hangar_activity {
 
 namespace {
 
-
 std::string_view sv(hangar_str s) {
     return s.ptr ? std::string_view(s.ptr, s.len) : std::string_view();
 }

@@ -216,7 +216,9 @@ public:
         drain_unread_body(req, res);
         // An upgrade or event-stream request answered normally (an error, say) ends its
         // connection: it may be the far end of a relay splice, which carries one exchange only.
-        if (!res.taken_over && (http.has("Upgrade") || (http.has("Accept") && http.get("Accept").find("text/event-stream") != std::string::npos)))
+        if (!res.taken_over &&
+            (http.has("Upgrade") ||
+             (http.has("Accept") && http.get("Accept").find("text/event-stream") != std::string::npos)))
             httpRes.setKeepAlive(false);
         try {
             finish(res, http);

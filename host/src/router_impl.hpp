@@ -74,8 +74,7 @@ Router<Target>::find(const std::string &method, const std::string &raw_path) con
     return match;
 }
 
-template <typename Target>
-std::vector<std::string> Router<Target>::allowed_methods(const std::string &raw_path) const {
+template <typename Target> std::vector<std::string> Router<Target>::allowed_methods(const std::string &raw_path) const {
     std::vector<std::string> values;
     const Node *node = walk(root_, path_segments(raw_path), 0, values);
     std::vector<std::string> out;

@@ -12,12 +12,12 @@
 #include <condition_variable>
 #include <deque>
 #include <map>
-#include <thread>
 #include <memory>
 #include <mutex>
 #include <semaphore>
 #include <set>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 

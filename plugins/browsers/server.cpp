@@ -62,7 +62,8 @@ public:
     AdmissionSlot(BrowsersPlugin &p, std::string project) : plugin_(&p), project_(std::move(project)) {}
     AdmissionSlot(const AdmissionSlot &) = delete;
     AdmissionSlot &operator=(const AdmissionSlot &) = delete;
-    AdmissionSlot(AdmissionSlot &&o) noexcept : plugin_(std::exchange(o.plugin_, nullptr)), project_(std::move(o.project_)) {}
+    AdmissionSlot(AdmissionSlot &&o) noexcept
+        : plugin_(std::exchange(o.plugin_, nullptr)), project_(std::move(o.project_)) {}
     AdmissionSlot &operator=(AdmissionSlot &&) = delete;
     ~AdmissionSlot() {
         if (!plugin_) return;
@@ -79,7 +80,8 @@ private:
 BrowsersPlugin::AdmissionSlot BrowsersPlugin::admit(const std::string &project) {
     std::lock_guard lock(admission_mutex_);
     if (max_browsers_per_project_ > 0) {
-        auto rows = sql("SELECT COUNT(*) AS n FROM browsers_sessions WHERE project_id = ? AND deleted_at IS NULL", {project});
+        auto rows =
+            sql("SELECT COUNT(*) AS n FROM browsers_sessions WHERE project_id = ? AND deleted_at IS NULL", {project});
         auto active = rows.empty() ? 0 : rows[0].value("n", 0);
         auto it = admitting_.find(project);
         int starting = it == admitting_.end() ? 0 : it->second;
@@ -128,7 +130,8 @@ void BrowsersPlugin::start_server() {
     // with what a relay needs. 404 when it is not the caller's or has ended.
     service("browsers.session", [this](const json &in) {
         auto s = require(in.value("project_id", ""), in.value("id", ""), false);
-        return json{{"session_id", s.id}, {"headless", s.headless},
+        return json{{"session_id", s.id},
+                    {"headless", s.headless},
                     {"viewport", {{"width", s.viewport.width}, {"height", s.viewport.height}}}};
     });
 

@@ -153,7 +153,6 @@ ListQuery parse_list_query(const QueryLookup &param, std::string_view raw_query)
 // Every tags[k]=v pair of a raw query string, decoded. Throws 400 on nested keys.
 std::vector<std::pair<std::string, std::string>> parse_tag_filters(std::string_view raw_query);
 
-
 // "true"/"1" -> true, "false"/"0"/"" -> false, anything else -> 400 naming `field`.
 bool parse_bool_param(std::string_view field, const std::optional<std::string> &value, bool fallback);
 

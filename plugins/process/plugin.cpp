@@ -187,7 +187,8 @@ struct Command {
 };
 
 std::string current_user() {
-    struct passwd pw{}, *out = nullptr;
+    struct passwd pw {
+    }, *out = nullptr;
     char buf[4096];
     if (::getpwuid_r(::getuid(), &pw, buf, sizeof buf, &out) == 0 && out) return out->pw_name;
     return std::to_string(::getuid());
@@ -270,7 +271,7 @@ Command parse_command(const json &body, bool spawn) {
             v.fail("cwd", "must be a string");
         } else {
             c.cwd = body["cwd"].get<std::string>();
-            struct stat st{};
+            struct stat st {};
             if (c.cwd.empty() || c.cwd[0] != '/')
                 v.fail("cwd", "must be an absolute path");
             else if (::stat(c.cwd.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
@@ -418,7 +419,7 @@ public:
                 if (fd >= 0) ::close(fd);
         };
         if (tty) {
-            struct winsize ws{};
+            struct winsize ws {};
             ws.ws_row = c.rows;
             ws.ws_col = c.cols;
             if (::openpty(&master, &slave, nullptr, nullptr, &ws) != 0) {
@@ -450,7 +451,7 @@ public:
                 ::dup2(o[1], 1);
                 ::dup2(e[1], 2);
             }
-            struct sigaction sa{};
+            struct sigaction sa {};
             sa.sa_handler = SIG_DFL;
             for (int s = 1; s < NSIG; ++s)
                 ::sigaction(s, &sa, nullptr);
@@ -499,8 +500,7 @@ public:
         if (err_fd >= 0) set_nonblock(err_fd);
         start = Clock::now();
         started_at = now_rfc3339();
-        if (c.timeout_sec)
-            deadline = start + std::chrono::microseconds(static_cast<long long>(*c.timeout_sec * 1e6));
+        if (c.timeout_sec) deadline = start + std::chrono::microseconds(static_cast<long long>(*c.timeout_sec * 1e6));
     }
 
     void add_output(bool is_err, const char *p, std::size_t n) {
@@ -574,7 +574,7 @@ public:
         int o = out_fd, e = err_fd;
         bool reaped = false;
         int wstatus = 0;
-        struct rusage ru{};
+        struct rusage ru {};
         auto last_sample = Clock::now() - std::chrono::seconds(1);
         std::optional<Clock::time_point> drain_until;
         while (true) {
@@ -582,8 +582,10 @@ public:
             int nf = 0;
             if (o >= 0) fds[nf++] = {o, POLLIN, 0};
             if (e >= 0) fds[nf++] = {e, POLLIN, 0};
-            if (nf) ::poll(fds, nf, 50);
-            else if (!reaped) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+            if (nf)
+                ::poll(fds, nf, 50);
+            else if (!reaped)
+                std::this_thread::sleep_for(std::chrono::milliseconds(20));
             for (int i = 0; i < nf; ++i) {
                 if (!fds[i].revents) continue;
                 bool is_err = fds[i].fd == e && !tty;
@@ -817,7 +819,9 @@ private:
         std::size_t written = 0;
         auto deadline = Clock::now() + std::chrono::seconds(10);
         while (written < data->size()) {
-            struct pollfd pfd{p->in_fd, POLLOUT, 0};
+            struct pollfd pfd {
+                p->in_fd, POLLOUT, 0
+            };
             int left = static_cast<int>(
                 std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
             if (left <= 0 || ::poll(&pfd, 1, left) <= 0) break;
@@ -873,7 +877,7 @@ private:
             if (p->exited) throw Error::conflict("process " + p->id + " has exited");
         }
         if (p->in_fd < 0) throw Error::conflict("process " + p->id + " has exited");
-        struct winsize ws{};
+        struct winsize ws {};
         ws.ws_row = *rows;
         ws.ws_col = *cols;
         if (::ioctl(p->in_fd, TIOCSWINSZ, &ws) != 0)

@@ -463,7 +463,8 @@ protected:
     // Needs the plugin to depend on "browsers" and, for SSE or upgrades, a STREAMING route.
     json relay_to_session(Request &req, Response &res, std::string_view agent_path) const {
         json caller = req.caller();
-        json session = call("browsers.session", {{"project_id", caller.value("project_id", "")}, {"id", req.param("id")}});
+        json session =
+            call("browsers.session", {{"project_id", caller.value("project_id", "")}, {"id", req.param("id")}});
         std::string sid = session.value("session_id", "");
         auto socket = instance_socket(sid);
         if (!socket) throw Error::not_found("browser session " + sid + " is not running");
