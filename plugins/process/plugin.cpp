@@ -690,21 +690,7 @@ private:
               [this, rest](Request &q, Response &r) { relay_to_session(q, r, rest(q, "/stdin")); });
         route(
             "GET", "/browsers/{id}/process/{process_id}/stdout/stream",
-            [this, rest](Request &q, Response &r) {
-                // The host hands a streaming relay's connection to the agent for good, so a plain
-                // error answer from the agent (unknown process) would leave the client's keep-alive
-                // connection piped to the agent. Ask first, and answer a 404 here instead.
-                json caller = q.caller();
-                json session =
-                    call("browsers.session", {{"project_id", caller.value("project_id", "")}, {"id", q.param("id")}});
-                auto check = instance_call(session.value("session_id", ""), "GET", rest(q, "/status"), {}, 10000);
-                if (check.status == 404) {
-                    json e = json::parse(check.body, nullptr, false);
-                    throw Error::not_found(e.is_object() ? e.value("message", "process not found")
-                                                         : "process not found");
-                }
-                relay_to_session(q, r, rest(q, "/stdout/stream"));
-            },
+            [this, rest](Request &q, Response &r) { relay_to_session(q, r, rest(q, "/stdout/stream")); },
             HANGAR_ROUTE_STREAMING);
         route("POST", "/browsers/{id}/process/{process_id}/kill",
               [this, rest](Request &q, Response &r) { relay_to_session(q, r, rest(q, "/kill")); });
