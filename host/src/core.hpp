@@ -55,13 +55,20 @@ private:
 
 class Services {
 public:
-    bool add(const std::string &name, hangar_service_fn fn, void *user);
+    bool add(const std::string &name, const std::string &owner, hangar_service_fn fn, void *user);
+    // A stopped plugin's services answer 404 from then on instead of calling into it.
+    void remove_owned_by(const std::string &owner);
     // Returns 404 with a wire error when nobody offers `name`.
     int call(const std::string &name, std::string_view in, std::string &out) const;
 
 private:
     mutable std::mutex mutex_;
-    std::map<std::string, std::pair<hangar_service_fn, void *>> services_;
+    struct Entry {
+        std::string owner;
+        hangar_service_fn fn;
+        void *user;
+    };
+    std::map<std::string, Entry> services_;
 };
 
 struct HostCore {
@@ -97,6 +104,7 @@ struct PluginRecord {
     std::string version;
     std::string file;
     std::vector<std::string> depends;
+    std::vector<std::string> optional_depends; // "name?": started first when enabled, else ignored
     hangar_plugin_v1 desc{};
     void *dl = nullptr;
     bool started = false;

@@ -37,9 +37,14 @@ std::int64_t ActivityTracker::idle_ms(const std::string &key) const {
     return std::max<std::int64_t>(1, steady_ms() - it->second.last_end);
 }
 
-bool Services::add(const std::string &name, hangar_service_fn fn, void *user) {
+bool Services::add(const std::string &name, const std::string &owner, hangar_service_fn fn, void *user) {
     std::lock_guard lock(mutex_);
-    return services_.emplace(name, std::make_pair(fn, user)).second;
+    return services_.emplace(name, Entry{owner, fn, user}).second;
+}
+
+void Services::remove_owned_by(const std::string &owner) {
+    std::lock_guard lock(mutex_);
+    std::erase_if(services_, [&](const auto &kv) { return kv.second.owner == owner; });
 }
 
 int Services::call(const std::string &name, std::string_view in, std::string &out) const {
@@ -51,7 +56,7 @@ int Services::call(const std::string &name, std::string_view in, std::string &ou
             out = json{{"code", "not_found"}, {"message", "no plugin offers the service " + name}}.dump();
             return 404;
         }
-        target = it->second;
+        target = {it->second.fn, it->second.user};
     }
     hangar_buf buf{nullptr, 0};
     int status = target.first(target.second, {in.data(), in.size()}, &buf);
@@ -351,7 +356,7 @@ int blob_delete(hangar_plugin_ctx *ctx, hangar_str key) {
 }
 
 int service_add(hangar_plugin_ctx *ctx, hangar_str name, hangar_service_fn fn, void *user) {
-    return ctx->core->services.add(st(name), fn, user) ? 0 : -1;
+    return ctx->core->services.add(st(name), ctx->plugin->name, fn, user) ? 0 : -1;
 }
 
 int service_call(hangar_plugin_ctx *ctx, hangar_str name, hangar_str in, hangar_buf *out) {

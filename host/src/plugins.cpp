@@ -57,7 +57,12 @@ std::unique_ptr<PluginRecord> PluginManager::open(const std::string &file, const
     rec->version = rec->desc.version ? rec->desc.version : "";
     if (rec->desc.depends)
         for (auto &d : split(rec->desc.depends, ','))
-            if (auto t = trim(d); !t.empty()) rec->depends.push_back(t);
+            if (auto t = trim(d); !t.empty()) {
+                if (t.ends_with('?'))
+                    rec->optional_depends.push_back(t.substr(0, t.size() - 1));
+                else
+                    rec->depends.push_back(t);
+            }
     rec->ctx = std::make_unique<hangar_plugin_ctx>(hangar_plugin_ctx{&core_, rec.get()});
     return rec;
 }
@@ -94,6 +99,8 @@ void PluginManager::load(const std::vector<std::string> &dirs, const std::vector
         if (visiting.count(name)) throw PluginError("plugin dependency cycle through " + name);
         visiting.insert(name);
         auto &rec = opened.at(name);
+        for (const auto &dep : rec->optional_depends)
+            if (opened.count(dep)) place(dep);
         for (const auto &dep : rec->depends) {
             if (!opened.count(dep))
                 throw PluginError("plugin " + name + " depends on " + dep +
@@ -127,6 +134,7 @@ void PluginManager::stop_all() {
     for (auto it = plugins_.rbegin(); it != plugins_.rend(); ++it) {
         auto &rec = **it;
         if (rec.started) {
+            core_.services.remove_owned_by(rec.name);
             rec.desc.stop(rec.desc.state);
             rec.started = false;
         }

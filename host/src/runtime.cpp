@@ -252,6 +252,11 @@ nlohmann::json Runtime::start(const nlohmann::json &spec) {
         if (::chown((inst.dir + sub).c_str(), uid_, gid_) != 0 && drop_privileges_) fail("cannot chown instance dir");
     }
     ::chmod(inst.dir.c_str(), 0700);
+    try {
+        copy_inputs(spec, inst.dir);
+    } catch (const std::exception &e) {
+        fail(e.what());
+    }
     write_file_atomic(inst.dir + "/spec.json", spec.dump(), 0644);
     inst.cgroup = make_cgroup(id);
 
@@ -418,6 +423,29 @@ std::optional<std::string> Runtime::socket_path(const std::string &id) const {
     auto it = instances_.find(id);
     if (it == instances_.end() || it->second.pid <= 0) return std::nullopt;
     return it->second.socket;
+}
+
+// A plugin hands the agent host files (a profile archive, extension zips) through the spec:
+// {"inputs": {"<name>": "<host path>"}} arrives as /run/hangar/inputs/<name>. Copies, not binds:
+// the sandbox may read them but never reach, or change, what the server keeps.
+void Runtime::copy_inputs(const nlohmann::json &spec, const std::string &dir) const {
+    auto it = spec.find("inputs");
+    if (it == spec.end() || it->is_null()) return;
+    if (!it->is_object()) throw std::runtime_error("spec inputs must be an object of name: host path");
+    std::string inputs = dir + "/inputs";
+    fs::create_directories(inputs);
+    if (::chown(inputs.c_str(), uid_, gid_) != 0 && drop_privileges_)
+        throw std::runtime_error("cannot chown " + inputs);
+    static const std::regex input_name("^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$");
+    for (const auto &[name, source] : it->items()) {
+        if (!std::regex_match(name, input_name) || !source.is_string())
+            throw std::runtime_error("invalid spec input \"" + name + "\"");
+        std::string target = inputs + "/" + name;
+        fs::copy_file(source.get<std::string>(), target, fs::copy_options::overwrite_existing);
+        ::chmod(target.c_str(), 0400);
+        if (::chown(target.c_str(), uid_, gid_) != 0 && drop_privileges_)
+            throw std::runtime_error("cannot chown " + target);
+    }
 }
 
 void Runtime::cleanup_leftovers() {

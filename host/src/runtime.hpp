@@ -70,6 +70,7 @@ private:
     void reap_orphans();
     void kill_instance(Instance &inst, bool graceful);
     std::vector<std::string> sandbox_argv(const Instance &inst) const;
+    void copy_inputs(const nlohmann::json &spec, const std::string &dir) const;
     std::string make_cgroup(const std::string &id);
     void remove_cgroup(const std::string &path);
 

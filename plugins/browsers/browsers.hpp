@@ -54,6 +54,11 @@ private:
     // Marks the sessions deleted (once) and stops their instances, in parallel.
     void end_sessions(const std::vector<std::string> &ids, const char *why);
     bool mark_deleted(const std::string &id, std::int64_t at);
+    // Stops an ended session's instance; a profile with save_changes gets its state first.
+    void stop_session_instance(const std::string &id);
+    // The profile as the profiles plugin describes it; nullopt when it (or the plugin) is gone.
+    std::optional<json> profile_json(const std::string &project, const std::string &profile_id) const;
+    void attach_profile(const Session &s, const ProfileRef &ref);
     void sweep_idle();
     void reap_orphans();
 

@@ -1,5 +1,7 @@
 #include "chromium.hpp"
 
+#include "profile_archive.hpp"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -11,6 +13,7 @@
 #include <charconv>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <stdexcept>
 #include <thread>
 
@@ -34,11 +37,10 @@ void write_all(int fd, std::string_view data) {
     }
 }
 
-// A tiny HTTP/1.1 GET to Chromium's DevTools port, used only to see its first page appear.
-std::optional<std::string> local_http_get(std::uint16_t port, const std::string &path,
-                                          std::chrono::milliseconds timeout) {
+// A connection to Chromium's DevTools port with the request already sent; empty on failure.
+Fd devtools_request(std::uint16_t port, const std::string &request, std::chrono::milliseconds timeout) {
     Fd sock(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    if (!sock) return std::nullopt;
+    if (!sock) return {};
     timeval tv{static_cast<time_t>(timeout.count() / 1000), static_cast<suseconds_t>((timeout.count() % 1000) * 1000)};
     ::setsockopt(sock.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     ::setsockopt(sock.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
@@ -46,10 +48,42 @@ std::optional<std::string> local_http_get(std::uint16_t port, const std::string 
     addr.sin_family = AF_INET;
     addr.sin_port = htons(port);
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::connect(sock.get(), reinterpret_cast<sockaddr *>(&addr), sizeof addr) != 0) return std::nullopt;
-    std::string req = "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(port) + "\r\n\r\n";
-    if (::send(sock.get(), req.data(), req.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(req.size()))
-        return std::nullopt;
+    if (::connect(sock.get(), reinterpret_cast<sockaddr *>(&addr), sizeof addr) != 0) return {};
+    if (::send(sock.get(), request.data(), request.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(request.size()))
+        return {};
+    return sock;
+}
+
+// Browser.close over a one-shot CDP connection. Unlike a signal, it closes the profile in order,
+// and only that writes the cookie store to disk (a SIGTERMed Chromium leaves it empty).
+bool request_browser_close(const DevToolsEndpoint &ep, std::chrono::milliseconds timeout) {
+    std::string upgrade = "GET " + ep.ws_path + " HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(ep.port) +
+                          "\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+                          "Sec-WebSocket-Key: aGFuZ2FyLWJyb3dzZXItY2xvc2U=\r\n\r\n";
+    Fd sock = devtools_request(ep.port, upgrade, timeout);
+    if (!sock) return false;
+    std::string head;
+    char buf[1024];
+    while (head.find("\r\n\r\n") == std::string::npos) {
+        ssize_t n = ::recv(sock.get(), buf, sizeof buf, 0);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return false;
+        head.append(buf, static_cast<std::size_t>(n));
+    }
+    if (!head.starts_with("HTTP/1.1 101")) return false;
+    // One masked text frame (clients must mask; a zero key is a valid key).
+    constexpr std::string_view payload = R"({"id":1,"method":"Browser.close"})";
+    std::string frame = {'\x81', static_cast<char>(0x80 | payload.size()), 0, 0, 0, 0};
+    frame.append(payload);
+    return ::send(sock.get(), frame.data(), frame.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(frame.size());
+}
+
+// A tiny HTTP/1.1 GET to Chromium's DevTools port, used only to see its first page appear.
+std::optional<std::string> local_http_get(std::uint16_t port, const std::string &path,
+                                          std::chrono::milliseconds timeout) {
+    Fd sock = devtools_request(
+        port, "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(port) + "\r\n\r\n", timeout);
+    if (!sock) return std::nullopt;
 
     // Chromium keeps the connection open, so the body ends at Content-Length, not at EOF.
     std::string data;
@@ -182,6 +216,13 @@ public:
 
     pid_t pid() const { return child_.pid(); }
     const DevToolsEndpoint &endpoint() const { return endpoint_; }
+    // Asks Chromium to close itself and waits up to `grace` for it to exit.
+    void close_in_order(std::chrono::milliseconds grace) {
+        if (!child_.running() || !request_browser_close(endpoint_, grace)) return;
+        auto deadline = Clock::now() + grace;
+        while (child_.running() && until(deadline).count() > 0)
+            std::this_thread::sleep_for(10ms);
+    }
     bool running() { return child_.running(); }
     std::string exit_description() const { return child_.exit_description(); }
 
@@ -267,9 +308,15 @@ void ChromiumRunner::start() {
     std::lock_guard lock(mutex_);
     make_dirs(settings_.run_dir + "/logs");
     make_dirs(settings_.user_data_dir);
+    // The server copies a session's profile here (spec "inputs"); Chromium starts on it.
+    std::string profile = settings_.run_dir + "/inputs/profile.tar.zst";
+    if (::access(profile.c_str(), R_OK) == 0) {
+        unpack_profile(profile, settings_.user_data_dir);
+        ::unlink(profile.c_str());
+    }
     write_policy();
     if (!spec_.headless) display_ = std::make_unique<Xvfb>(settings_, spec_.viewport);
-    launch_locked(spec_.start_url.value_or("about:blank"));
+    launch_locked(spec_.start_url.value_or(spec_.restore_session ? "" : "about:blank"));
 }
 
 void ChromiumRunner::write_policy() {
@@ -358,6 +405,36 @@ ChromiumRunner::Endpoint ChromiumRunner::endpoint() {
         ++restarts_;
     }
     return {chromium_->endpoint().port, chromium_->endpoint().ws_path};
+}
+
+std::string ChromiumRunner::archive_profile() {
+    std::lock_guard lock(mutex_);
+    if (chromium_) chromium_->close_in_order(10s);
+    chromium_.reset();
+    return pack_profile(settings_.user_data_dir);
+}
+
+json ChromiumRunner::load_profile(std::string_view archive) {
+    {
+        std::lock_guard lock(mutex_);
+        std::string staged = settings_.run_dir + "/inputs/profile.tar.zst";
+        make_dirs(settings_.run_dir + "/inputs");
+        {
+            Fd fd(::open(staged.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+            if (!fd) throw std::runtime_error("cannot stage the profile: " + std::string(std::strerror(errno)));
+            write_all(fd.get(), archive);
+        }
+        chromium_.reset();
+        std::error_code ec;
+        std::filesystem::remove_all(settings_.user_data_dir, ec);
+        make_dirs(settings_.user_data_dir);
+        unpack_profile(staged, settings_.user_data_dir);
+        ::unlink(staged.c_str());
+        spec_.restore_session = true;
+        ++restarts_;
+        launch_locked("");
+    }
+    return status();
 }
 
 json ChromiumRunner::restart(std::optional<Viewport> viewport, std::optional<bool> kiosk_mode) {

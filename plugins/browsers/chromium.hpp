@@ -49,6 +49,12 @@ public:
     // status() once the new Chromium is ready.
     json restart(std::optional<Viewport> viewport, std::optional<bool> kiosk_mode);
 
+    // Stops Chromium (so cookies and storage reach the disk) and returns the user-data folder as
+    // a profile archive (tar + zstd). Chromium stays stopped: this is how a session ends.
+    std::string archive_profile();
+    // Restarts Chromium on the profile in `archive` (tar + zstd) in place of the current state.
+    json load_profile(std::string_view archive);
+
 private:
     void write_policy();
     void launch_locked(std::string_view url);

@@ -20,6 +20,8 @@ struct LaunchSpec {
     Viewport viewport;
     std::optional<std::string> start_url;
     std::optional<json> chrome_policy;
+    // A profile was loaded and no start_url replaces its tabs: reopen what was open.
+    bool restore_session = false;
 };
 
 // Lenient about missing keys (defaults), strict about types: throws Error 400.

@@ -50,6 +50,13 @@ void BrowsersPlugin::start_instance() {
         res.json(chromium_->restart(viewport, kiosk));
     });
 
+    // The session's state for its profile; the server calls it just before ending the session.
+    route("POST", "/chromium/profile",
+          [this](Request &, Response &res) { res.body("application/zstd", chromium_->archive_profile()); });
+
+    route("PUT", "/chromium/profile",
+          [this](Request &req, Response &res) { res.json(chromium_->load_profile(req.body())); });
+
     // Always the current Chromium, so the same public URL works again after a restart.
     route(
         "GET", "/cdp",

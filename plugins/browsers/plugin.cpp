@@ -39,6 +39,11 @@ CREATE TABLE browsers_tags (
 );
 CREATE INDEX browsers_tags_pair ON browsers_tags (tag_key, tag_value);
 )sql"},
+    // The profile a session started on (or had attached), and whether its end writes it back.
+    {2, R"sql(
+ALTER TABLE browsers_sessions ADD COLUMN profile_id TEXT;
+ALTER TABLE browsers_sessions ADD COLUMN profile_save_changes INTEGER NOT NULL DEFAULT 0;
+)sql"},
 };
 
 } // namespace
@@ -61,5 +66,6 @@ void BrowsersPlugin::stop() {
 
 } // namespace hangar::browsers
 
-HANGAR_PLUGIN(hangar::browsers::BrowsersPlugin, "browsers", "0.1.0", nullptr, migrations,
+// profiles, when enabled, starts first and stops last: ending sessions at shutdown saves them.
+HANGAR_PLUGIN(hangar::browsers::BrowsersPlugin, "browsers", "0.1.0", "profiles?", migrations,
               sizeof(migrations) / sizeof(migrations[0]))

@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <fstream>
+#include <iterator>
 #include <thread>
 
 namespace hangar::browsers {
@@ -187,7 +189,10 @@ json BrowsersPlugin::render(const Session &s, const Request &req) const {
     std::uint32_t ttl = static_cast<std::uint32_t>(s.timeout_seconds) + token_grace_seconds_;
     Links links{cdp_ws_url(base, token_sign({{"sid", s.id}, {"typ", "cdp"}}, ttl)),
                 webdriver_ws_url(base, token_sign({{"sid", s.id}, {"typ", "webdriver"}}, ttl))};
-    return render_session(s, links, now_ms());
+    json out = render_session(s, links, now_ms());
+    if (s.profile_id)
+        if (auto p = profile_json(s.project_id, *s.profile_id)) out["profile"] = std::move(*p);
+    return out;
 }
 
 std::string BrowsersPlugin::session_from_token(const std::string &token, const char *type) const {
@@ -207,10 +212,11 @@ void BrowsersPlugin::insert(const Session &s) {
     json policy = s.chrome_policy ? json(s.chrome_policy->dump()) : json(nullptr);
     sql("INSERT INTO browsers_sessions (id, org_id, project_id, key_id, name, created_at, deleted_at, timeout_seconds, "
         "headless, stealth, kiosk_mode, viewport_width, viewport_height, viewport_refresh_rate, start_url, tags, "
-        "chrome_policy) VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "chrome_policy, profile_id, profile_save_changes) VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+        "?, ?, ?)",
         {s.id, s.org_id, s.project_id, nullptr, opt(s.name), s.created_ms, s.timeout_seconds, s.headless ? 1 : 0,
          s.stealth ? 1 : 0, s.kiosk_mode ? 1 : 0, s.viewport.width, s.viewport.height, s.viewport.refresh_rate,
-         opt(s.start_url), tags, policy});
+         opt(s.start_url), tags, policy, opt(s.profile_id), s.profile_save_changes ? 1 : 0});
     if (s.tags) write_tags(s.id, *s.tags);
 }
 
@@ -241,7 +247,64 @@ void BrowsersPlugin::end_sessions(const std::vector<std::string> &ids, const cha
     std::vector<std::jthread> stoppers;
     for (const auto &id : ended) {
         info("ending browser session " + id + ": " + why);
-        stoppers.emplace_back([this, id] { instance_stop(id); });
+        stoppers.emplace_back([this, id] { stop_session_instance(id); });
+    }
+}
+
+void BrowsersPlugin::stop_session_instance(const std::string &id) {
+    auto rows = sql("SELECT profile_id FROM browsers_sessions WHERE id = ?", {id});
+    if (!rows.empty() && rows[0].value("profile_id", json()).is_string()) {
+        try {
+            // Saves when the session asked for it (the profiles plugin knows), then forgets the lease.
+            call("profiles.release", {{"session_id", id}, {"instance_id", id}});
+        } catch (const std::exception &e) {
+            warn("browser session " + id + ": its profile was not saved: " + e.what());
+        }
+    }
+    instance_stop(id);
+}
+
+std::optional<json> BrowsersPlugin::profile_json(const std::string &project, const std::string &profile_id) const {
+    try {
+        return call("profiles.get", {{"project_id", project}, {"id", profile_id}});
+    } catch (const Error &) {
+        return std::nullopt;
+    }
+}
+
+namespace {
+
+std::string read_whole_file(const std::string &path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw Error::internal("cannot read the profile archive " + path);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+json profile_selector(const std::string &project, const std::string &session_id, const ProfileRef &ref) {
+    json in = {{"project_id", project}, {"session_id", session_id}, {"save_changes", ref.save_changes}};
+    if (ref.id) in["id"] = *ref.id;
+    if (ref.name) in["name"] = *ref.name;
+    return in;
+}
+
+} // namespace
+
+// Kernel loads a profile into a running session that has none: Chromium restarts on its state.
+void BrowsersPlugin::attach_profile(const Session &s, const ProfileRef &ref) {
+    if (s.profile_id)
+        throw Error::invalid("profile", "this browser session already has a profile; only one without may take one");
+    json lease = call("profiles.acquire", profile_selector(s.project_id, s.id, ref));
+    try {
+        if (auto archive = lease.value("archive", json()); archive.is_string()) {
+            auto r =
+                instance_call(s.id, "PUT", "/chromium/profile", read_whole_file(archive.get<std::string>()), 60000);
+            if (r.status != 200) throw Error(502, "upstream_unavailable", "Chromium could not restart on the profile");
+        }
+        sql("UPDATE browsers_sessions SET profile_id = ?, profile_save_changes = ? WHERE id = ?",
+            {lease.at("profile").at("id"), ref.save_changes ? 1 : 0, s.id});
+    } catch (...) {
+        call("profiles.release", {{"session_id", s.id}});
+        throw;
     }
 }
 
@@ -299,6 +362,29 @@ void BrowsersPlugin::create(Request &req, Response &res) {
     s.tags = opts.tags;
     s.chrome_policy = opts.chrome_policy;
 
+    // A lease on the profile for as long as the session lives; given back if the create fails.
+    struct ProfileLease {
+        const BrowsersPlugin *plugin = nullptr;
+        std::string session_id;
+        ~ProfileLease() {
+            if (plugin) try {
+                    plugin->call("profiles.release", {{"session_id", session_id}});
+                } catch (const std::exception &) {
+                    // the profiles plugin is gone: there is no lease left to give back
+                }
+        }
+    } profile_lease;
+    json spec = make_instance_spec(s.id, opts);
+    if (opts.profile) {
+        json lease = call("profiles.acquire", profile_selector(project, s.id, *opts.profile));
+        profile_lease.plugin = this;
+        profile_lease.session_id = s.id;
+        s.profile_id = lease.at("profile").at("id").get<std::string>();
+        s.profile_save_changes = opts.profile->save_changes;
+        if (auto archive = lease.value("archive", json()); archive.is_string())
+            spec["inputs"] = {{"profile.tar.zst", archive}};
+    }
+
     // The row is written only once the instance runs, so a failed start leaves nothing behind.
     if (!spare) {
         cold_starts_->acquire();
@@ -307,7 +393,7 @@ void BrowsersPlugin::create(Request &req, Response &res) {
             ~Release() { s.release(); }
         } release{*cold_starts_};
         try {
-            instance_start(make_instance_spec(s.id, opts));
+            instance_start(spec);
         } catch (...) {
             instance_stop(s.id); // idempotent; whatever half-started goes too
             throw;
@@ -322,6 +408,7 @@ void BrowsersPlugin::create(Request &req, Response &res) {
         if (is_unique_violation(e) && s.name) name_conflict(*s.name);
         throw;
     }
+    profile_lease.plugin = nullptr; // the session holds it now; its end gives it back
     {
         std::lock_guard lock(idle_mutex_);
         idle_baseline_ms_[s.id] = now_ms(); // idle time counts from "ready", not from the request
@@ -372,6 +459,7 @@ void BrowsersPlugin::update(Request &req, Response &res) {
             "= ?",
             {opts.viewport->width, opts.viewport->height, opts.viewport->refresh_rate, s.id});
     }
+    if (opts.profile) attach_profile(s, *opts.profile);
     if (opts.name) {
         try {
             sql("UPDATE browsers_sessions SET name = ? WHERE id = ?",
@@ -429,7 +517,7 @@ void BrowsersPlugin::remove(Request &req, Response &res) {
         std::lock_guard lock(idle_mutex_);
         idle_baseline_ms_.erase(s.id);
     }
-    instance_stop(s.id); // returns once every process of the instance is gone
+    stop_session_instance(s.id); // returns once the profile is saved and every process is gone
     res.no_content();
 }
 

@@ -233,6 +233,40 @@ bool check_telemetry(Validation &v, const json &value, bool on_update) {
     return on_update ? any_category : any_on;
 }
 
+std::optional<ProfileRef> check_profile(Validation &v, const json &f) {
+    if (!f.is_object()) {
+        v.fail("profile", "must be an object {id?, name?, save_changes?}");
+        return std::nullopt;
+    }
+    ProfileRef ref;
+    bool ok = true;
+    for (const char *key : {"id", "name"}) {
+        auto it = f.find(key);
+        if (it == f.end() || it->is_null()) continue;
+        const std::string field = std::string("profile.") + key;
+        if (!it->is_string() || it->get_ref<const std::string &>().empty() ||
+            it->get_ref<const std::string &>().size() > kMaxName) {
+            v.fail(field, "must be a string of 1 to 255 characters");
+            ok = false;
+        } else {
+            (std::string_view(key) == "id" ? ref.id : ref.name) = it->get<std::string>();
+        }
+    }
+    if (ok && !ref.id && !ref.name) {
+        v.fail("profile", "needs an id or a name");
+        ok = false;
+    }
+    if (auto it = f.find("save_changes"); it != f.end() && !it->is_null()) {
+        if (!it->is_boolean()) {
+            v.fail("profile.save_changes", "must be a boolean");
+            ok = false;
+        } else {
+            ref.save_changes = it->get<bool>();
+        }
+    }
+    return ok ? std::optional<ProfileRef>(ref) : std::nullopt;
+}
+
 void check_string(Validation &v, const json &body, const char *name, std::optional<std::string> &out,
                   std::size_t max_len) {
     if (const json *f = field(body, name)) {
@@ -291,13 +325,9 @@ CreateOptions parse_create(const json &body) {
     if (o.start_url && has_control_chars(*o.start_url)) v.fail("start_url", "must not contain control characters");
     if (const json *f = field(body, "chrome_policy")) o.chrome_policy = check_policy(v, *f);
 
+    if (const json *f = field(body, "profile")) o.profile = check_profile(v, *f);
+
     // Valid options whose feature lives in a plugin that does not exist yet.
-    if (const json *f = field(body, "profile")) {
-        if (!f->is_object())
-            v.fail("profile", "must be an object {id?, name?, save_changes?}");
-        else
-            unsupported.emplace_back("profile");
-    }
     if (const json *f = field(body, "extensions")) {
         if (!f->is_array())
             v.fail("extensions", "must be an array of {id?, name?}");
@@ -340,12 +370,7 @@ UpdateOptions parse_update(const json &body) {
     }
     if (const json *f = field(body, "viewport")) o.viewport = check_viewport(v, *f, &o.force);
 
-    if (const json *f = field(body, "profile")) {
-        if (!f->is_object())
-            v.fail("profile", "must be an object {id?, name?, save_changes?}");
-        else
-            unsupported.emplace_back("profile");
-    }
+    if (const json *f = field(body, "profile")) o.profile = check_profile(v, *f);
     std::optional<std::string> proxy_id;
     check_string(v, body, "proxy_id", proxy_id, 255);
     if (proxy_id && !proxy_id->empty()) unsupported.emplace_back("proxy_id"); // "" removes: no proxy exists
@@ -403,6 +428,8 @@ Session session_from_row(const json &row) {
         s.tags = std::move(tags);
     }
     if (auto p = parsed("chrome_policy"); p && p->is_object()) s.chrome_policy = std::move(*p);
+    s.profile_id = text("profile_id");
+    s.profile_save_changes = integer("profile_save_changes", 0) != 0;
     return s;
 }
 
@@ -425,6 +452,7 @@ json render_session(const Session &s, const Links &links, std::int64_t now) {
     if (s.tags && !s.tags->empty()) out["tags"] = *s.tags;
     if (s.start_url) out["start_url"] = *s.start_url;
     if (s.chrome_policy) out["chrome_policy"] = *s.chrome_policy;
+    if (s.profile_id) out["profile_save_changes"] = s.profile_save_changes;
     if (s.deleted_ms) out["deleted_at"] = rfc3339(*s.deleted_ms);
     return out;
 }
@@ -439,51 +467,8 @@ json make_instance_spec(const std::string &id, const CreateOptions &o) {
     };
     if (o.start_url) spec["start_url"] = *o.start_url;
     if (o.chrome_policy) spec["chrome_policy"] = *o.chrome_policy;
+    if (o.profile && !o.start_url) spec["restore_session"] = true;
     return spec;
-}
-
-std::string new_session_id() {
-    static constexpr std::string_view alphabet = "abcdefghijklmnopqrstuvwxyz0123456789";
-    std::string id;
-    id.reserve(24);
-    unsigned char buf[64];
-    while (id.size() < 24) {
-        ssize_t n = getrandom(buf, sizeof buf, 0);
-        if (n <= 0) {
-            if (n < 0 && errno == EINTR) continue;
-            throw std::runtime_error("getrandom failed");
-        }
-        for (ssize_t i = 0; i < n && id.size() < 24; ++i) {
-            // 252 = 7 * 36: rejecting the rest keeps every character equally likely.
-            if (buf[i] < 252) id.push_back(alphabet[buf[i] % 36]);
-        }
-    }
-    return id;
-}
-
-bool looks_like_session_id(std::string_view s) {
-    return s.size() == 24 &&
-           std::all_of(s.begin(), s.end(), [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); });
-}
-
-std::string rfc3339(std::int64_t epoch_ms) {
-    std::time_t secs = static_cast<std::time_t>(epoch_ms / 1000);
-    int ms = static_cast<int>(epoch_ms % 1000);
-    if (ms < 0) {
-        ms += 1000;
-        --secs;
-    }
-    std::tm tm{};
-    gmtime_r(&secs, &tm);
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
-                  tm.tm_hour, tm.tm_min, tm.tm_sec, ms);
-    return buf;
-}
-
-std::int64_t now_ms() {
-    using namespace std::chrono;
-    return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
 }
 
 std::string ws_base(std::string_view http_base) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <hangar/plugin.hpp>
+#include <hangar/resource.hpp>
 
 #include <cstdint>
 #include <functional>
@@ -47,6 +48,14 @@ json viewport_json(const Viewport &v);
 
 // ---- requests ------------------------------------------------------------------------------------
 
+// `profile: {id?, name?, save_changes?}` on create or update; id or name names it (the profiles
+// plugin resolves it).
+struct ProfileRef {
+    std::optional<std::string> id;
+    std::optional<std::string> name;
+    bool save_changes = false;
+};
+
 struct CreateOptions {
     std::optional<std::string> name;
     std::optional<Tags> tags;
@@ -57,6 +66,7 @@ struct CreateOptions {
     Viewport viewport;
     std::optional<std::string> start_url;
     std::optional<json> chrome_policy; // an object, already checked
+    std::optional<ProfileRef> profile;
 };
 
 // Validates a POST /browsers body. Throws Error 400 (every bad field in `details`) and, when the
@@ -69,6 +79,7 @@ struct UpdateOptions {
     std::optional<Tags> tags; // present = replace the whole set; empty clears
     std::optional<Viewport> viewport;
     bool force = false;
+    std::optional<ProfileRef> profile;
 };
 
 // Validates a PATCH /browsers/{id_or_name} body (400, then 501 as for create).
@@ -91,6 +102,8 @@ struct Session {
     std::optional<std::string> start_url;
     std::optional<Tags> tags;
     std::optional<json> chrome_policy;
+    std::optional<std::string> profile_id;
+    bool profile_save_changes = false;
 
     bool active() const { return !deleted_ms.has_value(); }
 };
@@ -111,12 +124,14 @@ json make_instance_spec(const std::string &id, const CreateOptions &opts);
 
 // ---- ids, names, time ----------------------------------------------------------------------------
 
-// 24 lowercase alphanumerics from the kernel's CSPRNG, like Kernel's ids.
-std::string new_session_id();
-bool looks_like_session_id(std::string_view s);
-// "2025-01-02T03:04:05.123Z"
-std::string rfc3339(std::int64_t epoch_ms);
-std::int64_t now_ms();
+inline std::string new_session_id() {
+    return hangar::new_id();
+}
+inline bool looks_like_session_id(std::string_view s) {
+    return hangar::looks_like_id(s);
+}
+using hangar::now_ms;
+using hangar::rfc3339;
 
 // ---- URLs ----------------------------------------------------------------------------------------
 

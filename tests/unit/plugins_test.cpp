@@ -78,6 +78,7 @@ public:
         CPPUNIT_ASSERT_EQUAL(std::string("1.2.3"), alpha.version);
         CPPUNIT_ASSERT_EQUAL(std::size_t(1), alpha.depends.size());
         CPPUNIT_ASSERT_EQUAL(std::string("ut_beta"), alpha.depends[0]);
+        CPPUNIT_ASSERT(alpha.optional_depends == std::vector<std::string>{"ut_absent"});
         CPPUNIT_ASSERT(h.plugins->refused().empty());
         // ut_alpha's start() called ut_beta's service and stored the answer: proof beta ran first.
         auto rows = h.core.store->exec("SELECT text FROM ut_alpha_notes WHERE source = 'start'");
@@ -228,6 +229,9 @@ public:
         h.plugins->stop_all();
         for (const auto &p : h.plugins->plugins())
             CPPUNIT_ASSERT_MESSAGE(p->name, !p->started);
+        // A stopped plugin's object is gone: its services must not be reachable any more.
+        std::string out;
+        CPPUNIT_ASSERT_EQUAL(404, h.core.services.call("alpha.hello", R"({"name":"bob"})", out));
         h.plugins->stop_all(); // idempotent
     }
 

@@ -47,6 +47,7 @@ class SessionModelTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(create_tags_limits);
     CPPUNIT_TEST(create_policy_rules);
     CPPUNIT_TEST(create_not_implemented_after_validation);
+    CPPUNIT_TEST(profile_selector);
     CPPUNIT_TEST(create_null_means_absent);
     CPPUNIT_TEST(update_fields);
     CPPUNIT_TEST(update_not_implemented);
@@ -170,7 +171,6 @@ public:
     }
 
     void create_not_implemented_after_validation() {
-        expect_error([] { parse_create(parse(R"({"profile":{"name":"p"}})")); }, 501);
         expect_error([] { parse_create(parse(R"({"proxy_id":"abc"})")); }, 501);
         expect_error([] { parse_create(parse(R"({"extensions":[{"name":"x"}]})")); }, 501);
         expect_error([] { parse_create(parse(R"({"telemetry":{"enabled":true}})")); }, 501);
@@ -181,9 +181,24 @@ public:
         parse_create(parse(R"({"telemetry":{}})"));
         parse_create(parse(R"({"telemetry":{"browser":{"console":{"enabled":false}}}})"));
         // A bad field elsewhere wins over 501: nothing to do until the request is valid.
-        expect_error([] { parse_create(parse(R"({"profile":{"name":"p"},"headless":"x"})")); }, 400, "headless");
+        expect_error([] { parse_create(parse(R"({"proxy_id":"abc","headless":"x"})")); }, 400, "headless");
         expect_error([] { parse_create(parse(R"({"telemetry":{"enabled":false,"browser":{"console":{}}}})")); }, 400,
                      "telemetry");
+    }
+
+    void profile_selector() {
+        auto o = parse_create(parse(R"({"profile":{"name":"p","save_changes":true}})"));
+        CPPUNIT_ASSERT(o.profile && o.profile->name == std::optional<std::string>("p") && !o.profile->id);
+        CPPUNIT_ASSERT(o.profile->save_changes);
+        auto u = parse_update(parse(R"({"profile":{"id":"abc"}})"));
+        CPPUNIT_ASSERT(u.profile && u.profile->id == std::optional<std::string>("abc") && !u.profile->save_changes);
+        expect_error([] { parse_create(parse(R"({"profile":{}})")); }, 400, "profile");
+        expect_error([] { parse_create(parse(R"({"profile":"p"})")); }, 400, "profile");
+        expect_error([] { parse_create(parse(R"({"profile":{"id":""}})")); }, 400, "profile.id");
+        expect_error([] { parse_create(parse(R"({"profile":{"name":"p","save_changes":1}})")); }, 400,
+                     "profile.save_changes");
+        // With no start_url, the profile's own tabs come back.
+        CPPUNIT_ASSERT(make_instance_spec("x", o).value("restore_session", false));
     }
 
     void create_null_means_absent() {
@@ -217,7 +232,6 @@ public:
     }
 
     void update_not_implemented() {
-        expect_error([] { parse_update(parse(R"({"profile":{"id":"p"}})")); }, 501);
         expect_error([] { parse_update(parse(R"({"proxy_id":"p"})")); }, 501);
         expect_error([] { parse_update(parse(R"({"telemetry":{"browser":{"page":{"enabled":true}}}})")); }, 501);
         expect_error([] { parse_update(parse(R"({"disable_default_proxy":true})")); }, 501);

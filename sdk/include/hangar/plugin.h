@@ -199,7 +199,9 @@ typedef struct hangar_host_v1 {
     /* instances (server role): one sandboxed `hangar agent` per instance.
      * instance_start: `spec_json` is {"id": "...", ...}; the host creates the instance dir,
      * writes the spec for the agent, starts it under the sandbox and returns once its socket
-     * answers, with {"id","socket","dir","pid"} in `out`. */
+     * answers, with {"id","socket","dir","pid"} in `out`. An optional "inputs" object of
+     * {"<name>": "<host file path>"} is copied into the instance, where the agent reads it as
+     * /run/hangar/inputs/<name> (names: [A-Za-z0-9._-], not starting with a dot). */
     int (*instance_start)(hangar_plugin_ctx *ctx, hangar_str spec_json, hangar_buf *out, hangar_buf *err);
     /* Stops every process of the instance and removes its directory. Idempotent. */
     int (*instance_stop)(hangar_plugin_ctx *ctx, hangar_str id);
@@ -221,11 +223,14 @@ typedef struct hangar_migration {
 } hangar_migration;
 
 typedef struct hangar_plugin_v1 {
-    uint32_t abi_version;               /* must be HANGAR_ABI_VERSION the plugin was built against */
-    uint32_t struct_size;               /* sizeof(hangar_plugin_v1) */
-    const char *name;                   /* [a-z0-9_-]+, matches etc/plugins.d/<name>.ini; static storage */
-    const char *version;                /* free-form, static storage */
-    const char *depends;                /* comma-separated plugin names, or NULL; static storage */
+    uint32_t abi_version; /* must be HANGAR_ABI_VERSION the plugin was built against */
+    uint32_t struct_size; /* sizeof(hangar_plugin_v1) */
+    const char *name;     /* [a-z0-9_-]+, matches etc/plugins.d/<name>.ini; static storage */
+    const char *version;  /* free-form, static storage */
+    /* Comma-separated plugin names started before this one (and stopped after it), or NULL;
+     * static storage. A missing dependency stops the host; "name?" is optional: ordered when
+     * that plugin is enabled, ignored when not. */
+    const char *depends;
     const hangar_migration *migrations; /* static storage */
     size_t migration_count;
     void *state; /* the plugin's own pointer, handed back to start/stop */

@@ -345,6 +345,19 @@ protected:
         return text.empty() ? json::array() : json::parse(text);
     }
 
+    // Files under the data dir, private to this plugin. `key`: relative path of [A-Za-z0-9._-]
+    // segments. blob_put replaces atomically (temporary file, then rename).
+    void blob_put(std::string_view key, std::string_view data) const {
+        Buf err(host_);
+        if (host_->blob_put(ctx_, str(key), str(data), err.get()) != 0) throw Error::internal("blob: " + err.str());
+    }
+    std::optional<std::string> blob_path(std::string_view key) const {
+        Buf out(host_);
+        if (host_->blob_path(ctx_, str(key), out.get()) != 0) return std::nullopt;
+        return out.str();
+    }
+    bool blob_delete(std::string_view key) const { return host_->blob_delete(ctx_, str(key)) == 0; }
+
     std::string token_sign(const json &claims, std::uint32_t ttl_seconds) const {
         auto c = claims.dump();
         Buf out(host_);

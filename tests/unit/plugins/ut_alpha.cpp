@@ -83,4 +83,5 @@ public:
 
 } // namespace
 
-HANGAR_PLUGIN(Alpha, "ut_alpha", "1.2.3", "ut_beta", kMigrations, 2)
+// ut_absent? is an optional dependency that is never there: it must not stop the load.
+HANGAR_PLUGIN(Alpha, "ut_alpha", "1.2.3", "ut_beta, ut_absent?", kMigrations, 2)

@@ -1,0 +1,288 @@
+// profiles: Kernel API §3.13 (endpoints [63]-[68]) and the profile half of browser sessions.
+//
+// A profile is a row (id, name, times) plus, once a session saved into it, an archive blob
+// (Chromium's user-data folder as tar + zstd, written by the browser's agent). The browsers
+// plugin takes a lease through the services below when a session starts on a profile (or has
+// one attached) and gives it back when the session ends; a lease with save_changes first asks the
+// session's agent for its state and replaces the archive atomically (last session to end wins).
+#include <hangar/plugin.hpp>
+#include <hangar/resource.hpp>
+
+#include <archive.h>
+#include <unistd.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+namespace {
+
+using hangar::Error;
+using hangar::json;
+using hangar::Request;
+using hangar::Response;
+
+const hangar_migration migrations[] = {
+    {1, R"sql(
+CREATE TABLE profiles_profiles (
+    id TEXT PRIMARY KEY,
+    org_id TEXT NOT NULL,
+    project_id TEXT NOT NULL,
+    name TEXT,
+    created_at BIGINT NOT NULL,
+    updated_at BIGINT,
+    last_used_at BIGINT,
+    saved INTEGER NOT NULL DEFAULT 0
+);
+CREATE UNIQUE INDEX profiles_profiles_name ON profiles_profiles (project_id, name) WHERE name IS NOT NULL;
+CREATE INDEX profiles_profiles_project ON profiles_profiles (project_id, created_at);
+)sql"},
+};
+
+std::string archive_key(const std::string &id) {
+    return id + ".tar.zst";
+}
+
+json render(const json &row) {
+    json out = {{"id", row.at("id")}, {"created_at", hangar::rfc3339(row.at("created_at").get<std::int64_t>())}};
+    out["name"] = row.value("name", json());
+    for (const char *k : {"updated_at", "last_used_at"})
+        if (auto it = row.find(k); it != row.end() && it->is_number())
+            out[k] = hangar::rfc3339(it->get<std::int64_t>());
+    return out;
+}
+
+// The tar inside a tar.zst, for `format=tar`.
+std::string decompress(const std::string &path) {
+    std::unique_ptr<archive, int (*)(archive *)> a(archive_read_new(), archive_read_free);
+    archive_read_support_filter_all(a.get());
+    archive_read_support_format_raw(a.get());
+    archive_entry *entry = nullptr;
+    if (archive_read_open_filename(a.get(), path.c_str(), 65536) != ARCHIVE_OK ||
+        archive_read_next_header(a.get(), &entry) != ARCHIVE_OK)
+        throw Error::internal("the stored profile archive cannot be read");
+    std::string out;
+    char buf[65536];
+    la_ssize_t n = 0;
+    while ((n = archive_read_data(a.get(), buf, sizeof buf)) > 0)
+        out.append(buf, static_cast<std::size_t>(n));
+    if (n < 0) throw Error::internal("the stored profile archive is damaged");
+    return out;
+}
+
+class ProfilesPlugin final : public hangar::Plugin {
+public:
+    void start() override {
+        if (role() != HANGAR_ROLE_SERVER) return; // sessions' agents archive profiles themselves
+        route("POST", "/profiles", [this](Request &q, Response &r) { create(q, r); });
+        route("GET", "/profiles", [this](Request &q, Response &r) { list(q, r); });
+        route("GET", "/profiles/{id_or_name}",
+              [this](Request &q, Response &r) { r.json(render(require(project_of(q), q.param("id_or_name")))); });
+        route("PATCH", "/profiles/{id_or_name}", [this](Request &q, Response &r) { rename(q, r); });
+        route("DELETE", "/profiles/{id_or_name}", [this](Request &q, Response &r) { remove(q, r); });
+        route("GET", "/profiles/{id_or_name}/download", [this](Request &q, Response &r) { download(q, r); });
+
+        service("profiles.get",
+                [this](const json &in) { return render(require(in.value("project_id", ""), in.value("id", ""))); });
+        service("profiles.acquire", [this](const json &in) { return acquire(in); });
+        service("profiles.release", [this](const json &in) {
+            release(in.value("session_id", ""), in.value("instance_id", ""));
+            return json::object();
+        });
+    }
+
+private:
+    struct Lease {
+        std::string profile_id;
+        bool save_changes = false;
+    };
+
+    static std::string project_of(const Request &req) {
+        json caller = req.caller();
+        auto it = caller.find("project_id");
+        if (it == caller.end() || !it->is_string() || it->get_ref<const std::string &>().empty())
+            throw Error::unauthorized("no project for this caller");
+        return it->get<std::string>();
+    }
+
+    std::optional<json> find(const std::string &project, const std::string &id_or_name) const {
+        auto rows = sql("SELECT * FROM profiles_profiles WHERE project_id = ? AND id = ?", {project, id_or_name});
+        if (rows.empty())
+            rows = sql("SELECT * FROM profiles_profiles WHERE project_id = ? AND LOWER(name) = LOWER(?)",
+                       {project, id_or_name});
+        if (rows.empty()) return std::nullopt;
+        return rows.front();
+    }
+
+    json require(const std::string &project, const std::string &id_or_name) const {
+        if (auto row = find(project, id_or_name)) return *row;
+        throw Error::not_found("profile \"" + id_or_name + "\" not found");
+    }
+
+    static std::optional<std::string> parse_name(const json &body, bool required) {
+        auto it = body.find("name");
+        if (it == body.end() || it->is_null()) {
+            if (required) throw Error::invalid("name", "is required");
+            return std::nullopt;
+        }
+        if (!it->is_string() || !hangar::valid_resource_name(it->get_ref<const std::string &>()))
+            throw Error::invalid("name", "must be 1 to 255 characters of letters, digits, '.', '_' and '-'");
+        return it->get<std::string>();
+    }
+
+    void name_must_be_free(const std::string &project, const std::string &name, const std::string &except) const {
+        if (!sql("SELECT id FROM profiles_profiles WHERE project_id = ? AND LOWER(name) = LOWER(?) AND id <> ?",
+                 {project, name, except})
+                 .empty())
+            throw Error::conflict("a profile named \"" + name + "\" already exists in this project");
+    }
+
+    void create(Request &req, Response &res) {
+        std::string project = project_of(req);
+        json caller = req.caller();
+        auto name = parse_name(req.json_body(true), false);
+        std::lock_guard lock(names_mutex_);
+        if (name) name_must_be_free(project, *name, "");
+        std::string id = hangar::new_id();
+        sql("INSERT INTO profiles_profiles (id, org_id, project_id, name, created_at) VALUES (?, ?, ?, ?, ?)",
+            {id, caller.value("org_id", ""), project, name ? json(*name) : json(), hangar::now_ms()});
+        res.json(render(require(project, id)));
+    }
+
+    void list(Request &req, Response &res) {
+        std::string project = project_of(req);
+        hangar::Validation v;
+        auto paging = hangar::parse_paging(req, v);
+        v.throw_if_failed("invalid list query");
+        std::string where = " WHERE project_id = ?";
+        json params = json::array({project});
+        if (auto name = req.query("name"); name && !name->empty()) {
+            where += " AND LOWER(name) = LOWER(?)";
+            params.push_back(*name);
+        }
+        if (auto q = req.query("query"); q && !q->empty()) {
+            where += " AND (INSTR(LOWER(COALESCE(name, '')), LOWER(?)) > 0 OR INSTR(LOWER(id), LOWER(?)) > 0)";
+            params.push_back(*q);
+            params.push_back(*q);
+        }
+        params.push_back(paging.limit + 1);
+        params.push_back(paging.offset);
+        auto rows = sql(
+            "SELECT * FROM profiles_profiles" + where + " ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?", params);
+        bool has_more = rows.size() > static_cast<std::size_t>(paging.limit);
+        json items = json::array();
+        for (std::size_t i = 0; i < rows.size() && i < static_cast<std::size_t>(paging.limit); ++i)
+            items.push_back(render(rows[i]));
+        res.page(items, paging.offset, has_more);
+    }
+
+    void rename(Request &req, Response &res) {
+        std::string project = project_of(req);
+        auto name = parse_name(req.json_body(false), true);
+        json row = require(project, req.param("id_or_name"));
+        std::string id = row.at("id").get<std::string>();
+        std::lock_guard lock(names_mutex_);
+        name_must_be_free(project, *name, id);
+        sql("UPDATE profiles_profiles SET name = ?, updated_at = ? WHERE id = ?", {*name, hangar::now_ms(), id});
+        res.json(render(require(project, id)));
+    }
+
+    void remove(Request &req, Response &res) {
+        json row = require(project_of(req), req.param("id_or_name"));
+        std::string id = row.at("id").get<std::string>();
+        {
+            std::lock_guard lock(leases_mutex_);
+            for (const auto &[session, lease] : leases_)
+                if (lease.profile_id == id)
+                    throw Error::conflict("profile " + id + " is in use by browser session " + session +
+                                          "; delete the session first");
+            sql("DELETE FROM profiles_profiles WHERE id = ?", {id});
+        }
+        blob_delete(archive_key(id));
+        res.no_content();
+    }
+
+    void download(Request &req, Response &res) {
+        json row = require(project_of(req), req.param("id_or_name"));
+        std::string format = req.query("format").value_or("tar.zst");
+        if (format != "tar.zst" && format != "tar" && format != "zstd")
+            throw Error::invalid("format", "must be tar.zst or tar");
+        std::string id = row.at("id").get<std::string>();
+        auto path = blob_path(archive_key(id));
+        if (row.value("saved", 0) == 0 || !path || ::access(path->c_str(), R_OK) != 0)
+            throw Error::conflict("profile " + id +
+                                  " has no saved state yet: end a session that uses it with "
+                                  "save_changes: true first");
+        std::string file = row.value("name", json()).is_string() ? row.at("name").get<std::string>() : id;
+        if (format == "tar") {
+            res.header("Content-Disposition", "attachment; filename=\"" + file + ".tar\"");
+            res.body("application/x-tar", decompress(*path));
+        } else {
+            res.header("Content-Disposition", "attachment; filename=\"" + file + ".tar.zst\"");
+            res.file("application/zstd", *path);
+        }
+    }
+
+    // {project_id, id?|name?, session_id, save_changes} -> {profile, archive: host path | null}
+    json acquire(const json &in) {
+        std::string project = in.value("project_id", "");
+        std::string session = in.value("session_id", "");
+        std::string selector = in.contains("id") ? in.value("id", "") : in.value("name", "");
+        json row = require(project, selector);
+        if (in.contains("id") && in.contains("name") && row.value("name", json()) != in.at("name"))
+            throw Error::invalid("profile", "id and name name different profiles");
+        std::string id = row.at("id").get<std::string>();
+        {
+            std::lock_guard lock(leases_mutex_);
+            // Under the lock that DELETE takes, so a profile cannot vanish between the two.
+            if (sql("SELECT id FROM profiles_profiles WHERE id = ?", {id}).empty())
+                throw Error::not_found("profile \"" + selector + "\" not found");
+            leases_[session] = {id, in.value("save_changes", false)};
+        }
+        sql("UPDATE profiles_profiles SET last_used_at = ? WHERE id = ?", {hangar::now_ms(), id});
+        json out = {{"profile", render(require(project, id))}, {"archive", nullptr}};
+        if (row.value("saved", 0) != 0)
+            if (auto path = blob_path(archive_key(id)); path && ::access(path->c_str(), R_OK) == 0)
+                out["archive"] = *path;
+        return out;
+    }
+
+    void release(const std::string &session, const std::string &instance) {
+        Lease lease;
+        {
+            std::lock_guard lock(leases_mutex_);
+            auto it = leases_.find(session);
+            if (it == leases_.end()) return;
+            lease = it->second;
+        }
+        struct Forget {
+            ProfilesPlugin &self;
+            const std::string &session;
+            ~Forget() {
+                std::lock_guard lock(self.leases_mutex_);
+                self.leases_.erase(session);
+            }
+        } forget{*this, session};
+        if (!lease.save_changes || instance.empty()) return;
+        auto r = instance_call(instance, "POST", "/chromium/profile", {}, 120000);
+        if (r.status != 200)
+            throw Error(502, "upstream_unavailable",
+                        "the browser could not archive its profile (HTTP " + std::to_string(r.status) + ")");
+        // blob_put writes a temporary file and renames it: a crash leaves the previous archive.
+        blob_put(archive_key(lease.profile_id), r.body);
+        auto now = hangar::now_ms();
+        sql("UPDATE profiles_profiles SET saved = 1, updated_at = ?, last_used_at = ? WHERE id = ?",
+            {now, now, lease.profile_id});
+        info("saved profile " + lease.profile_id + " from browser session " + session + " (" +
+             std::to_string(r.body.size()) + " bytes)");
+    }
+
+    std::mutex names_mutex_;
+    std::mutex leases_mutex_;
+    std::map<std::string, Lease> leases_; // session id -> lease
+};
+
+} // namespace
+
+HANGAR_PLUGIN(ProfilesPlugin, "profiles", "0.1.0", nullptr, migrations, sizeof(migrations) / sizeof(migrations[0]))

@@ -1,0 +1,106 @@
+// Header-only helpers for plugins that keep a library of named resources (profiles, extensions,
+// pools, ...): ids, timestamps, the Kernel name rule and offset pagination, so every list and
+// every id looks the same on the wire whichever plugin serves it.
+#pragma once
+
+#include <hangar/plugin.hpp>
+
+#include <sys/random.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <ctime>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace hangar {
+
+// `length` lowercase alphanumerics from the kernel's CSPRNG, like Kernel's ids.
+inline std::string new_id(std::size_t length = 24) {
+    static constexpr std::string_view alphabet = "abcdefghijklmnopqrstuvwxyz0123456789";
+    std::string id;
+    id.reserve(length);
+    unsigned char buf[64];
+    while (id.size() < length) {
+        ssize_t n = ::getrandom(buf, sizeof buf, 0);
+        if (n <= 0) {
+            if (n < 0 && errno == EINTR) continue;
+            throw std::runtime_error("getrandom failed");
+        }
+        for (ssize_t i = 0; i < n && id.size() < length; ++i) {
+            // 252 = 7 * 36: rejecting the rest keeps every character equally likely.
+            if (buf[i] < 252) id.push_back(alphabet[buf[i] % 36]);
+        }
+    }
+    return id;
+}
+
+inline bool looks_like_id(std::string_view s, std::size_t length = 24) {
+    return s.size() == length &&
+           std::all_of(s.begin(), s.end(), [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); });
+}
+
+inline std::int64_t now_ms() {
+    using namespace std::chrono;
+    return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
+}
+
+// "2025-01-02T03:04:05.123Z"
+inline std::string rfc3339(std::int64_t epoch_ms) {
+    std::time_t secs = static_cast<std::time_t>(epoch_ms / 1000);
+    int ms = static_cast<int>(epoch_ms % 1000);
+    if (ms < 0) {
+        ms += 1000;
+        --secs;
+    }
+    std::tm tm{};
+    gmtime_r(&secs, &tm);
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+                  tm.tm_hour, tm.tm_min, tm.tm_sec, ms);
+    return buf;
+}
+
+// Kernel's rule for user-chosen names of profiles, extensions and pools: 1-255 of [A-Za-z0-9._-].
+inline bool valid_resource_name(std::string_view s) {
+    return !s.empty() && s.size() <= 255 && std::all_of(s.begin(), s.end(), [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+               c == '-';
+    });
+}
+
+struct Paging {
+    std::int64_t offset = 0;
+    int limit = 20;
+};
+
+// `offset` and `limit` query parameters (contract §1.7): problems go into `v` under their names.
+inline Paging parse_paging(const Request &req, Validation &v, int default_limit = 20, int max_limit = 100) {
+    auto integer = [&](const char *name, std::int64_t min, std::int64_t fallback) -> std::int64_t {
+        auto s = req.query(name);
+        if (!s || s->empty()) return fallback;
+        std::int64_t n = 0;
+        auto [ptr, ec] = std::from_chars(s->data(), s->data() + s->size(), n);
+        if (ec != std::errc() || ptr != s->data() + s->size()) {
+            v.fail(name, "must be an integer");
+            return fallback;
+        }
+        if (n < min) {
+            v.fail(name, "must be at least " + std::to_string(min));
+            return fallback;
+        }
+        return n;
+    };
+    Paging p;
+    p.offset = integer("offset", 0, 0);
+    p.limit = static_cast<int>(std::min<std::int64_t>(integer("limit", 1, default_limit), max_limit));
+    return p;
+}
+
+} // namespace hangar

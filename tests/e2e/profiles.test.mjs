@@ -1,0 +1,234 @@
+// Profiles through the official SDK (client.profiles.*, browsers.create/update with `profile`):
+// the library's CRUD and errors, and the round trip that is the point of a profile: a cookie and
+// local storage set in one session are there in the next one, started on the saved profile.
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, test } from 'node:test';
+
+import { BadRequestError, ConflictError, NotFoundError } from '@onkernel/sdk';
+import { chromium } from 'playwright-core';
+
+import { startServer, startTestPages, waitFor } from './lib/server.mjs';
+
+let server;
+let client;
+let pages;
+const sessions = new Set();
+
+before(async () => {
+  server = await startServer();
+  client = server.client;
+  pages = await startTestPages();
+});
+
+after(async () => {
+  for (const id of sessions) await client.browsers.deleteByID(id).catch(() => {});
+  await server?.stop();
+  await pages?.close();
+});
+
+async function rejectsWith(promise, Class, code) {
+  const err = await promise.then(
+    (v) => assert.fail(`expected ${Class.name}, got ${JSON.stringify(v)}`),
+    (e) => e,
+  );
+  assert.ok(err instanceof Class, `expected ${Class.name}, got ${err?.constructor?.name}: ${err?.message}`);
+  if (code) assert.equal(err.error?.code, code, JSON.stringify(err.error));
+  return err;
+}
+
+async function createBrowser(body) {
+  const b = await client.browsers.create({ headless: true, ...body });
+  sessions.add(b.session_id);
+  return b;
+}
+
+async function deleteBrowser(id) {
+  await client.browsers.deleteByID(id);
+  sessions.delete(id);
+}
+
+/** Runs `fn(page)` on the session's first page over CDP, then disconnects (the session lives on). */
+async function withPage(b, fn) {
+  const browser = await chromium.connectOverCDP(b.cdp_ws_url, { timeout: 30_000 });
+  try {
+    const context = browser.contexts()[0];
+    const page = context.pages()[0] ?? (await context.newPage());
+    return await fn(page);
+  } finally {
+    await browser.close();
+  }
+}
+
+const readState = (page) =>
+  page.evaluate(() => ({ cookie: document.cookie, stored: localStorage.getItem('hangar') }));
+
+test('the profile library: create, get by id and name, list, rename, delete', async () => {
+  const p = await client.profiles.create({ name: 'lib-one' });
+  assert.match(p.id, /^[a-z0-9]{24}$/);
+  assert.equal(p.name, 'lib-one');
+  assert.ok(!Number.isNaN(Date.parse(p.created_at)));
+  assert.equal((await client.profiles.retrieve(p.id)).id, p.id);
+  assert.equal((await client.profiles.retrieve('lib-one')).id, p.id);
+
+  const unnamed = await client.profiles.create({});
+  assert.equal(unnamed.name, null);
+
+  await rejectsWith(client.profiles.create({ name: 'lib-one' }), ConflictError, 'conflict');
+  await rejectsWith(client.profiles.create({ name: 'has space' }), BadRequestError, 'bad_request');
+  await rejectsWith(client.profiles.create({ name: 'x'.repeat(256) }), BadRequestError, 'bad_request');
+
+  const byName = await client.profiles.list({ name: 'LIB-ONE' });
+  assert.deepEqual(byName.items.map((x) => x.id), [p.id]);
+  const byQuery = await client.profiles.list({ query: 'lib-o' });
+  assert.deepEqual(byQuery.items.map((x) => x.id), [p.id]);
+  const firstPage = await client.profiles.list({ limit: 1 });
+  assert.equal(firstPage.items.length, 1);
+  assert.ok(firstPage.hasNextPage());
+
+  const renamed = await client.profiles.update(p.id, { name: 'lib-renamed' });
+  assert.equal(renamed.name, 'lib-renamed');
+  assert.ok(renamed.updated_at);
+  await rejectsWith(client.profiles.update(unnamed.id, { name: 'lib-renamed' }), ConflictError);
+  await rejectsWith(client.profiles.update(p.id, {}), BadRequestError);
+
+  // Never saved: nothing to download yet.
+  await rejectsWith(client.profiles.download(p.id), ConflictError);
+
+  await client.profiles.delete(p.id);
+  await client.profiles.delete(unnamed.id);
+  await rejectsWith(client.profiles.retrieve(p.id), NotFoundError);
+  await rejectsWith(client.profiles.delete(p.id), NotFoundError);
+});
+
+test('a session saves cookies and local storage into its profile; the next session finds them', async () => {
+  const profile = await client.profiles.create({ name: 'round-trip' });
+  const origin = pages.url;
+
+  const first = await createBrowser({ profile: { name: 'round-trip', save_changes: true } });
+  assert.equal(first.profile?.id, profile.id);
+  assert.equal(first.profile_save_changes, true);
+  assert.ok(first.profile.last_used_at, 'starting a session on a profile marks it used');
+
+  await withPage(first, async (page) => {
+    await page.goto(origin);
+    await page.evaluate(() => {
+      document.cookie = 'hangar=kept; max-age=86400; path=/';
+      localStorage.setItem('hangar', 'stored');
+    });
+    assert.deepEqual(await readState(page), { cookie: 'hangar=kept', stored: 'stored' });
+  });
+
+  // In use: the profile cannot be deleted.
+  await rejectsWith(client.profiles.delete(profile.id), ConflictError);
+
+  await deleteBrowser(first.session_id); // saves
+  const saved = await client.profiles.retrieve(profile.id);
+  assert.ok(saved.updated_at, 'a save moves updated_at');
+
+  const zst = Buffer.from(await (await client.profiles.download(profile.id)).arrayBuffer());
+  assert.deepEqual([...zst.subarray(0, 4)], [0x28, 0xb5, 0x2f, 0xfd], 'tar.zst starts with the zstd magic');
+  const tar = Buffer.from(await (await client.profiles.download(profile.id, { format: 'tar' })).arrayBuffer());
+  assert.equal(tar.subarray(257, 262).toString(), 'ustar', 'format=tar is a plain tar');
+  assert.ok(tar.includes(Buffer.from('Default/Cookies')), 'the archive holds the cookie store');
+
+  // Read-only this time (no save_changes): state is there, and nothing is written back.
+  const second = await createBrowser({ profile: { id: profile.id } });
+  assert.equal(second.profile_save_changes, false);
+  await withPage(second, async (page) => {
+    await page.goto(origin);
+    assert.deepEqual(await readState(page), { cookie: 'hangar=kept', stored: 'stored' });
+    await page.evaluate(() => localStorage.setItem('hangar', 'changed but not saved'));
+  });
+  const before = (await client.profiles.retrieve(profile.id)).updated_at;
+  await deleteBrowser(second.session_id);
+  assert.equal((await client.profiles.retrieve(profile.id)).updated_at, before);
+
+  // Attached to a running session that has none: Chromium restarts on the profile's state.
+  const third = await createBrowser({});
+  const patched = await client.browsers.update(third.session_id, { profile: { name: 'round-trip' } });
+  assert.equal(patched.profile?.id, profile.id);
+  await withPage(third, async (page) => {
+    await page.goto(origin);
+    assert.deepEqual(await readState(page), { cookie: 'hangar=kept', stored: 'stored' });
+  });
+  await rejectsWith(
+    client.browsers.update(third.session_id, { profile: { name: 'round-trip' } }),
+    BadRequestError,
+    'bad_request',
+  );
+  await deleteBrowser(third.session_id);
+
+  await client.profiles.delete(profile.id);
+});
+
+test('an idle timeout saves the profile too, and the next session reopens its tabs', async () => {
+  const profile = await client.profiles.create({ name: 'idle-save' });
+  const b = await createBrowser({ timeout_seconds: 10, profile: { id: profile.id, save_changes: true } });
+  const url = `${pages.url}page?title=Restored`;
+  await withPage(b, async (page) => {
+    await page.goto(url);
+    await page.evaluate(() => localStorage.setItem('hangar', 'idle'));
+  });
+  await waitFor(async () => (await client.profiles.retrieve(profile.id)).updated_at, {
+    timeoutMs: 40_000,
+    what: 'the idle session to end and save its profile',
+  });
+  sessions.delete(b.session_id);
+  const gone = await client.browsers.retrieve(b.session_id, { include_deleted: true });
+  assert.ok(gone.deleted_at, 'the session ended by idle timeout');
+
+  const next = await createBrowser({ profile: { id: profile.id } });
+  const titles = await withPage(next, async (page) => {
+    const all = page.context().pages();
+    return Promise.all(all.map((p) => p.title().catch(() => '')));
+  });
+  assert.ok(titles.includes('Restored'), `restored tabs: ${JSON.stringify(titles)}`);
+  await deleteBrowser(next.session_id);
+  await client.profiles.delete(profile.id);
+});
+
+test('stopping the server ends its sessions and saves their profiles', async () => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'hangar-profiles-restart-'));
+  try {
+    const first = await startServer({ dataDir });
+    let profile;
+    try {
+      profile = await first.client.profiles.create({ name: 'shutdown' });
+      const b = await first.client.browsers.create({ headless: true, profile: { id: profile.id, save_changes: true } });
+      await withPage(b, async (page) => {
+        await page.goto(pages.url);
+        await page.evaluate(() => localStorage.setItem('hangar', 'before shutdown'));
+      });
+    } finally {
+      await first.stop();
+    }
+    const second = await startServer({ dataDir });
+    try {
+      const saved = await second.client.profiles.retrieve(profile.id);
+      assert.ok(saved.updated_at, 'saved on the way down');
+      const b = await second.client.browsers.create({ headless: true, profile: { id: profile.id } });
+      await withPage(b, async (page) => {
+        await page.goto(pages.url);
+        assert.equal(await page.evaluate(() => localStorage.getItem('hangar')), 'before shutdown');
+      });
+      await second.client.browsers.deleteByID(b.session_id);
+    } finally {
+      await second.stop();
+    }
+  } finally {
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+});
+
+test('bad profile selectors on create', async () => {
+  await rejectsWith(createBrowser({ profile: { name: 'no-such-profile' } }), NotFoundError);
+  await rejectsWith(createBrowser({ profile: {} }), BadRequestError, 'bad_request');
+  await rejectsWith(createBrowser({ profile: { id: 5 } }), BadRequestError, 'bad_request');
+  await rejectsWith(createBrowser({ profile: { name: 'x', save_changes: 'yes' } }), BadRequestError, 'bad_request');
+  // Nothing half-started is left behind by a failed create.
+  const list = await client.browsers.list();
+  assert.equal(list.items.filter((b) => !sessions.has(b.session_id)).length, 0);
+});
