@@ -24,7 +24,7 @@ E2E_TIMEOUT  ?= 600000
 STAMP_DIR    := $(BUILD_DIR)/.stamps
 
 APT_PACKAGES := build-essential cmake libpoco-dev nlohmann-json3-dev libcppunit-dev chromium xvfb \
-                bubblewrap libxcb1-dev libxcb-xtest0-dev libxcb-shm0-dev libpng-dev ffmpeg x11vnc \
+                bubblewrap libxcb1-dev libxcb-xtest0-dev libxcb-shm0-dev libxcb-xfixes0-dev libx11-dev libpng-dev ffmpeg x11vnc \
                 clang-format clang-tidy libarchive-dev zip unzip
 
 FORMAT_DIRS  := host plugins sdk tests/unit tests/sdk

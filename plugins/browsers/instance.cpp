@@ -37,6 +37,8 @@ void BrowsersPlugin::start_instance() {
     chromium_->start();
 
     route("GET", "/chromium", [this](Request &, Response &res) { res.json(chromium_->status()); });
+    // For other plugins in this agent (computer, replays ...): where Chromium and its display are.
+    service("browsers.chromium", [this](const json &) { return chromium_->status(); });
 
     route("POST", "/chromium/restart", [this](Request &req, Response &res) {
         json body = req.json_body(true);
