@@ -149,9 +149,9 @@ test('a plugin that is installed but not enabled answers 404 naming it; unbuilt 
     const body = await res.json();
     assert.equal(body.code, 'not_found');
     assert.match(body.message, /'hello' plugin is disabled/);
-    const profiles = await server.fetch('/profiles');
-    assert.equal(profiles.status, 501);
-    assert.equal((await profiles.json()).code, 'not_implemented');
+    const deployments = await server.fetch('/deployments');
+    assert.equal(deployments.status, 501);
+    assert.equal((await deployments.json()).code, 'not_implemented');
   } finally {
     await server.stop();
   }
