@@ -9,6 +9,7 @@
 #include <hangar/plugin.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <map>
@@ -101,6 +102,58 @@ private:
     std::condition_variable_any spares_cv_;
     std::map<bool, std::deque<std::string>> spares_; // headless → ready instance ids
     std::jthread spare_filler_;
+
+    // ---- browser pools (pools.cpp) ----
+    // A pool keeps `size` started instances of one configuration. Idle ones are instances only
+    // (no session row, no timeout); acquire turns one into a session (its id is the instance id,
+    // kept across reuse), release puts it back or destroys it, and one filler thread tops pools
+    // up at their fill rate. Definitions live in browsers_pools; instances are re-filled at start.
+    struct Pool {
+        std::string id, org_id, project_id;
+        std::optional<std::string> name;
+        std::int64_t created_ms = 0;
+        json config; // browser_pool_config as sent (size included)
+        int size = 0;
+        double fill_rate = 25; // % of size per minute
+        int timeout_seconds = 600;
+        CreateOptions launch;
+        std::deque<std::string> idle;
+        std::set<std::string> leased;
+        int starting = 0;
+        std::chrono::steady_clock::time_point next_start{};
+        std::uint64_t generation = 0; // bumped by flush/discard: instances started before are not kept
+    };
+    void start_pools();
+    void stop_pools();
+    void fill_pools(const std::stop_token &stop);
+    void pool_create(Request &req, Response &res);
+    void pool_list(Request &req, Response &res);
+    void pool_update(Request &req, Response &res);
+    void pool_delete(Request &req, Response &res);
+    void pool_acquire(Request &req, Response &res);
+    void pool_release(Request &req, Response &res);
+    void pool_flush(Request &req, Response &res);
+    Pool &pool_locked(const std::string &project, const std::string &id_or_name);
+    json render_pool(const Pool &p) const;
+    void save_pool(const Pool &p, bool insert);
+    // Starts / ends one idle pool instance (with its read-only profile lease).
+    bool start_pool_instance(const std::string &id, const CreateOptions &launch, const std::string &project);
+    void destroy_pool_instance(const std::string &id);
+    void destroy_pool_instances(std::vector<std::string> ids);
+    // Pool capacity a project holds (counts toward its browser limit). Caller holds pools_mutex_.
+    int pooled_capacity_locked(const std::string &project) const;
+    // Active sessions of the project that are not pool leases.
+    int unpooled_active(const std::string &project) const;
+    // A leased pooled session ended (DELETE, idle timeout): the pool forgets it and refills.
+    void pool_session_ended(const std::string &id);
+    std::optional<std::pair<std::string, std::optional<std::string>>> pool_ref(const std::string &pool_id) const;
+    // Wakes the filler and acquirers after any change to a pool.
+    void poke_pools();
+    mutable std::mutex pools_mutex_;
+    std::condition_variable_any pools_cv_;
+    std::atomic<std::uint64_t> pools_epoch_{0};
+    std::map<std::string, Pool> pools_;
+    std::jthread pool_filler_;
 
     // ---- instance role (instance.cpp) ----
     void start_instance();

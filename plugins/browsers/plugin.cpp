@@ -44,6 +44,19 @@ CREATE INDEX browsers_tags_pair ON browsers_tags (tag_key, tag_value);
 ALTER TABLE browsers_sessions ADD COLUMN profile_id TEXT;
 ALTER TABLE browsers_sessions ADD COLUMN profile_save_changes INTEGER NOT NULL DEFAULT 0;
 )sql"},
+    // Browser pools: their definitions (the browsers themselves are re-filled at start).
+    {3, R"sql(
+CREATE TABLE browsers_pools (
+    id TEXT PRIMARY KEY,
+    org_id TEXT NOT NULL,
+    project_id TEXT NOT NULL,
+    name TEXT,
+    created_at BIGINT NOT NULL,
+    config TEXT NOT NULL
+);
+CREATE UNIQUE INDEX browsers_pools_name ON browsers_pools (project_id, name) WHERE name IS NOT NULL;
+ALTER TABLE browsers_sessions ADD COLUMN pool_id TEXT;
+)sql"},
 };
 
 } // namespace

@@ -82,9 +82,12 @@ private:
 BrowsersPlugin::AdmissionSlot BrowsersPlugin::admit(const std::string &project) {
     std::lock_guard lock(admission_mutex_);
     if (max_browsers_per_project_ > 0) {
-        auto rows =
-            sql("SELECT COUNT(*) AS n FROM browsers_sessions WHERE project_id = ? AND deleted_at IS NULL", {project});
-        auto active = rows.empty() ? 0 : rows[0].value("n", 0);
+        // Leased pooled sessions are part of their pool's capacity, which counts whole.
+        int active = unpooled_active(project);
+        {
+            std::lock_guard pools_lock(pools_mutex_);
+            active += pooled_capacity_locked(project);
+        }
         auto it = admitting_.find(project);
         int starting = it == admitting_.end() ? 0 : it->second;
         if (active + starting >= max_browsers_per_project_)
@@ -137,14 +140,28 @@ void BrowsersPlugin::start_server() {
                     {"viewport", {{"width", s.viewport.width}, {"height", s.viewport.height}}}};
     });
 
+    route("POST", "/browser_pools", [this](Request &q, Response &r) { pool_create(q, r); });
+    route("GET", "/browser_pools", [this](Request &q, Response &r) { pool_list(q, r); });
+    route("GET", "/browser_pools/{id_or_name}", [this](Request &q, Response &r) {
+        std::lock_guard lock(pools_mutex_);
+        r.json(render_pool(pool_locked(project_of(q), q.param("id_or_name"))));
+    });
+    route("PATCH", "/browser_pools/{id_or_name}", [this](Request &q, Response &r) { pool_update(q, r); });
+    route("DELETE", "/browser_pools/{id_or_name}", [this](Request &q, Response &r) { pool_delete(q, r); });
+    route("POST", "/browser_pools/{id_or_name}/acquire", [this](Request &q, Response &r) { pool_acquire(q, r); });
+    route("POST", "/browser_pools/{id_or_name}/release", [this](Request &q, Response &r) { pool_release(q, r); });
+    route("POST", "/browser_pools/{id_or_name}/flush", [this](Request &q, Response &r) { pool_flush(q, r); });
+
     auto interval = config_int("idle_check_ms", 1000);
     every(static_cast<std::uint32_t>(std::clamp<std::int64_t>(interval, 100, 5000)), [this] { sweep_idle(); });
     start_spares();
+    start_pools();
 }
 
 void BrowsersPlugin::stop_server() {
     stopping_ = true;
     stop_spares();
+    stop_pools();
     // The host ends every instance when it stops, so the sessions end now; recording it here keeps
     // deleted_at and usage.uptime_ms true instead of "whenever the server next starts".
     if (!config_bool("end_sessions_on_shutdown", true)) return;
@@ -192,6 +209,11 @@ json BrowsersPlugin::render(const Session &s, const Request &req) const {
     json out = render_session(s, links, now_ms());
     if (s.profile_id)
         if (auto p = profile_json(s.project_id, *s.profile_id)) out["profile"] = std::move(*p);
+    if (s.pool_id) {
+        json ref = {{"id", *s.pool_id}};
+        if (auto p = pool_ref(*s.pool_id); p && p->second) ref["name"] = *p->second;
+        out["pool"] = ref;
+    }
     return out;
 }
 
@@ -212,11 +234,12 @@ void BrowsersPlugin::insert(const Session &s) {
     json policy = s.chrome_policy ? json(s.chrome_policy->dump()) : json(nullptr);
     sql("INSERT INTO browsers_sessions (id, org_id, project_id, key_id, name, created_at, deleted_at, timeout_seconds, "
         "headless, stealth, kiosk_mode, viewport_width, viewport_height, viewport_refresh_rate, start_url, tags, "
-        "chrome_policy, profile_id, profile_save_changes) VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-        "?, ?, ?)",
+        "chrome_policy, profile_id, profile_save_changes, pool_id) VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ?, "
+        "?, "
+        "?, ?, ?, ?, ?, ?)",
         {s.id, s.org_id, s.project_id, nullptr, opt(s.name), s.created_ms, s.timeout_seconds, s.headless ? 1 : 0,
          s.stealth ? 1 : 0, s.kiosk_mode ? 1 : 0, s.viewport.width, s.viewport.height, s.viewport.refresh_rate,
-         opt(s.start_url), tags, policy, opt(s.profile_id), s.profile_save_changes ? 1 : 0});
+         opt(s.start_url), tags, policy, opt(s.profile_id), s.profile_save_changes ? 1 : 0, opt(s.pool_id)});
     if (s.tags) write_tags(s.id, *s.tags);
 }
 
@@ -262,6 +285,7 @@ void BrowsersPlugin::stop_session_instance(const std::string &id) {
         }
     }
     instance_stop(id);
+    pool_session_ended(id);
 }
 
 std::optional<json> BrowsersPlugin::profile_json(const std::string &project, const std::string &profile_id) const {

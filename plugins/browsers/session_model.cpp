@@ -429,6 +429,7 @@ Session session_from_row(const json &row) {
     }
     if (auto p = parsed("chrome_policy"); p && p->is_object()) s.chrome_policy = std::move(*p);
     s.profile_id = text("profile_id");
+    s.pool_id = text("pool_id");
     s.profile_save_changes = integer("profile_save_changes", 0) != 0;
     return s;
 }

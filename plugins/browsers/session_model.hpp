@@ -104,6 +104,7 @@ struct Session {
     std::optional<json> chrome_policy;
     std::optional<std::string> profile_id;
     bool profile_save_changes = false;
+    std::optional<std::string> pool_id; // acquired from this browser pool
 
     bool active() const { return !deleted_ms.has_value(); }
 };

@@ -1,0 +1,589 @@
+// Browser pools (Kernel API §3.17 [90]-[97], kernel-behaviour §15): see browsers.hpp.
+#include "browsers.hpp"
+
+#include <hangar/resource.hpp>
+
+#include <algorithm>
+#include <cmath>
+
+namespace hangar::browsers {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr int kMaxPoolSize = 1000;
+constexpr int kDefaultPoolTimeout = 600;
+// An acquire waits at most this long, well inside the SDK's 60 s request timeout.
+constexpr double kMaxAcquireWaitSeconds = 50;
+
+// The launch fields of a pool config, checked exactly as POST /browsers checks them.
+const char *const kLaunchFields[] = {"headless",      "stealth",    "kiosk_mode", "viewport",  "start_url",
+                                     "chrome_policy", "extensions", "proxy_id",   "telemetry", "profile"};
+
+struct PoolSettings {
+    int size = 0;
+    double fill_rate = 25;
+    int timeout_seconds = kDefaultPoolTimeout;
+    std::optional<std::string> name;
+    CreateOptions launch;
+};
+
+// Validates a whole pool config (create, or an update merged onto the old one).
+PoolSettings parse_pool(const json &config) {
+    Validation v;
+    PoolSettings p;
+    auto size = config.find("size");
+    if (size == config.end() || !size->is_number_integer() || size->get<std::int64_t>() < 0 ||
+        size->get<std::int64_t>() > kMaxPoolSize)
+        v.fail("size", "must be an integer from 0 to " + std::to_string(kMaxPoolSize));
+    else
+        p.size = size->get<int>();
+    if (auto f = config.find("fill_rate_per_minute"); f != config.end() && !f->is_null()) {
+        if (!f->is_number() || f->get<double>() < 0)
+            v.fail("fill_rate_per_minute", "must be a number ≥ 0 (percent of size per minute)");
+        else
+            p.fill_rate = f->get<double>();
+    }
+    if (auto f = config.find("timeout_seconds"); f != config.end() && !f->is_null()) {
+        if (!f->is_number_integer() || f->get<std::int64_t>() < kMinTimeoutSeconds ||
+            f->get<std::int64_t>() > kMaxTimeoutSeconds)
+            v.fail("timeout_seconds", "must be an integer from 10 to 259200");
+        else
+            p.timeout_seconds = f->get<int>();
+    }
+    if (auto f = config.find("name"); f != config.end() && !f->is_null()) {
+        if (!f->is_string() || !hangar::valid_resource_name(f->get_ref<const std::string &>()))
+            v.fail("name", "must be 1 to 255 characters of letters, digits, '.', '_' and '-'");
+        else
+            p.name = f->get<std::string>();
+    }
+    if (auto f = config.find("refresh_on_profile_update"); f != config.end() && !f->is_null()) {
+        if (!f->is_boolean()) v.fail("refresh_on_profile_update", "must be a boolean");
+        if (!config.contains("profile") || config["profile"].is_null())
+            v.fail("refresh_on_profile_update", "needs a profile");
+    }
+    v.throw_if_failed("invalid browser pool");
+    json launch = json::object();
+    for (const char *k : kLaunchFields)
+        if (config.contains(k)) launch[k] = config[k];
+    if (launch.contains("profile") && launch["profile"].is_object())
+        launch["profile"].erase("save_changes"); // pooled browsers never write a profile back
+    p.launch = parse_create(launch);
+    return p;
+}
+
+double number_field(const json &body, const char *name, double fallback, double min, double max) {
+    auto it = body.find(name);
+    if (it == body.end() || it->is_null()) return fallback;
+    if (!it->is_number() || it->get<double>() < min || it->get<double>() > max)
+        throw Error::invalid(name, "must be a number from " + std::to_string(static_cast<int>(min)) + " to " +
+                                       std::to_string(static_cast<int>(max)));
+    return it->get<double>();
+}
+
+} // namespace
+
+// ---- lifecycle -----------------------------------------------------------------------------------
+
+void BrowsersPlugin::start_pools() {
+    std::lock_guard lock(pools_mutex_);
+    for (const auto &row : sql("SELECT * FROM browsers_pools")) {
+        Pool p;
+        p.id = row.at("id").get<std::string>();
+        p.org_id = row.value("org_id", "");
+        p.project_id = row.value("project_id", "");
+        if (row.value("name", json()).is_string()) p.name = row.at("name").get<std::string>();
+        p.created_ms = row.value("created_at", std::int64_t{0});
+        p.config = json::parse(row.value("config", "{}"), nullptr, false);
+        try {
+            auto s = parse_pool(p.config);
+            p.size = s.size;
+            p.fill_rate = s.fill_rate;
+            p.timeout_seconds = s.timeout_seconds;
+            p.launch = s.launch;
+        } catch (const Error &e) {
+            warn("browser pool " + p.id + " is not filled: its config is no longer valid here: " + e.what());
+        }
+        pools_.emplace(p.id, std::move(p));
+    }
+    pool_filler_ = std::jthread([this](const std::stop_token &stop) { fill_pools(stop); });
+}
+
+void BrowsersPlugin::stop_pools() {
+    pool_filler_.request_stop(); // wakes the filler's stop-aware waits
+    if (pool_filler_.joinable()) pool_filler_.join();
+    std::vector<std::string> idle;
+    {
+        std::lock_guard lock(pools_mutex_);
+        for (auto &[_, p] : pools_)
+            idle.insert(idle.end(), p.idle.begin(), p.idle.end());
+        pools_.clear();
+    }
+    destroy_pool_instances(std::move(idle));
+}
+
+// One start at a time across all pools (Chromium starts are CPU-bound), each pool at its rate.
+void BrowsersPlugin::fill_pools(const std::stop_token &stop) {
+    while (!stop.stop_requested()) {
+        std::string pool_id, project;
+        CreateOptions launch;
+        std::uint64_t generation = 0;
+        {
+            std::unique_lock lock(pools_mutex_);
+            const auto seen = pools_epoch_.load();
+            auto now = Clock::now();
+            std::optional<Clock::time_point> wake;
+            for (auto &[id, p] : pools_) {
+                int have = static_cast<int>(p.idle.size() + p.leased.size()) + p.starting;
+                if (have >= p.size || p.fill_rate <= 0 || p.size == 0) continue;
+                if (p.next_start <= now) {
+                    pool_id = id;
+                    break;
+                }
+                if (!wake || p.next_start < *wake) wake = p.next_start;
+            }
+            if (pool_id.empty()) {
+                // Until a pool changes (poke_pools) or the next start is due.
+                auto changed = [&] { return pools_epoch_.load() != seen; };
+                if (wake)
+                    pools_cv_.wait_until(lock, stop, *wake, changed);
+                else
+                    pools_cv_.wait(lock, stop, changed);
+                continue;
+            }
+            Pool &p = pools_.at(pool_id);
+            p.starting++;
+            double per_minute = std::max(p.size * p.fill_rate / 100.0, 0.01);
+            p.next_start = now + std::chrono::milliseconds(static_cast<std::int64_t>(60000.0 / per_minute));
+            launch = p.launch;
+            project = p.project_id;
+            generation = p.generation;
+        }
+        std::string id = new_session_id();
+        bool ok = start_pool_instance(id, launch, project);
+        bool keep = false;
+        {
+            std::lock_guard lock(pools_mutex_);
+            auto it = pools_.find(pool_id);
+            if (it != pools_.end()) {
+                it->second.starting--;
+                keep = ok && it->second.generation == generation &&
+                       static_cast<int>(it->second.idle.size() + it->second.leased.size()) < it->second.size;
+                if (keep) it->second.idle.push_back(id);
+            }
+        }
+        if (ok && !keep) destroy_pool_instance(id);
+        poke_pools(); // acquirers waiting for this pool
+    }
+}
+
+bool BrowsersPlugin::start_pool_instance(const std::string &id, const CreateOptions &launch,
+                                         const std::string &project) {
+    json spec = make_instance_spec(id, launch);
+    bool leased = false;
+    try {
+        if (launch.profile) {
+            // A read-only lease under the instance's id, which is also its future session id.
+            json in = {{"project_id", project}, {"session_id", id}, {"save_changes", false}};
+            if (launch.profile->id) in["id"] = *launch.profile->id;
+            if (launch.profile->name) in["name"] = *launch.profile->name;
+            json lease = call("profiles.acquire", in);
+            leased = true;
+            if (auto archive = lease.value("archive", json()); archive.is_string())
+                spec["inputs"] = {{"profile.tar.zst", archive}};
+        }
+        instance_start(spec);
+        return true;
+    } catch (const std::exception &e) {
+        instance_stop(id);
+        if (leased) try {
+                call("profiles.release", {{"session_id", id}});
+            } catch (const std::exception &) {
+                // nothing left to give back
+            }
+        warn(std::string("could not start a pooled browser: ") + e.what());
+        return false;
+    }
+}
+
+void BrowsersPlugin::destroy_pool_instance(const std::string &id) {
+    try {
+        call("profiles.release", {{"session_id", id}}); // read-only: never saves
+    } catch (const std::exception &) {
+        // no profiles plugin, or no lease: nothing to give back
+    }
+    instance_stop(id);
+}
+
+void BrowsersPlugin::destroy_pool_instances(std::vector<std::string> ids) {
+    std::vector<std::jthread> stoppers;
+    for (auto &id : ids)
+        stoppers.emplace_back([this, id = std::move(id)] { destroy_pool_instance(id); });
+}
+
+int BrowsersPlugin::unpooled_active(const std::string &project) const {
+    auto rows = sql("SELECT COUNT(*) AS n FROM browsers_sessions WHERE project_id = ? AND deleted_at IS NULL AND "
+                    "pool_id IS NULL",
+                    {project});
+    return rows.empty() ? 0 : rows[0].value("n", 0);
+}
+
+void BrowsersPlugin::poke_pools() {
+    ++pools_epoch_;
+    pools_cv_.notify_all();
+}
+
+int BrowsersPlugin::pooled_capacity_locked(const std::string &project) const {
+    int n = 0;
+    for (const auto &[_, p] : pools_)
+        if (p.project_id == project) n += p.size;
+    return n;
+}
+
+void BrowsersPlugin::pool_session_ended(const std::string &id) {
+    std::lock_guard lock(pools_mutex_);
+    for (auto &[_, p] : pools_)
+        if (p.leased.erase(id)) poke_pools(); // the filler builds a replacement
+}
+
+std::optional<std::pair<std::string, std::optional<std::string>>>
+BrowsersPlugin::pool_ref(const std::string &pool_id) const {
+    std::lock_guard lock(pools_mutex_);
+    auto it = pools_.find(pool_id);
+    if (it == pools_.end()) return std::nullopt;
+    return std::make_pair(it->second.id, it->second.name);
+}
+
+// ---- handlers ------------------------------------------------------------------------------------
+
+BrowsersPlugin::Pool &BrowsersPlugin::pool_locked(const std::string &project, const std::string &id_or_name) {
+    auto it = pools_.find(id_or_name);
+    if (it != pools_.end() && it->second.project_id == project) return it->second;
+    for (auto &[_, p] : pools_)
+        if (p.project_id == project && p.name && *p.name == id_or_name) return p;
+    throw Error::not_found("browser pool \"" + id_or_name + "\" not found");
+}
+
+json BrowsersPlugin::render_pool(const Pool &p) const {
+    json out = {{"id", p.id},
+                {"created_at", rfc3339(p.created_ms)},
+                {"browser_pool_config", p.config},
+                {"available_count", p.idle.size()},
+                {"acquired_count", p.leased.size()},
+                {"extension_ids", json::array()}};
+    if (p.name) out["name"] = *p.name;
+    if (p.launch.profile && p.launch.profile->id) out["profile_id"] = *p.launch.profile->id;
+    return out;
+}
+
+void BrowsersPlugin::save_pool(const Pool &p, bool insert) {
+    json name = p.name ? json(*p.name) : json();
+    if (insert)
+        sql("INSERT INTO browsers_pools (id, org_id, project_id, name, created_at, config) VALUES (?, ?, ?, ?, ?, ?)",
+            {p.id, p.org_id, p.project_id, name, p.created_ms, p.config.dump()});
+    else
+        sql("UPDATE browsers_pools SET name = ?, config = ? WHERE id = ?", {name, p.config.dump(), p.id});
+}
+
+void BrowsersPlugin::pool_create(Request &req, Response &res) {
+    std::string project = project_of(req);
+    json body = req.json_body(false);
+    if (!body.contains("size")) throw Error::invalid("size", "is required");
+    auto settings = parse_pool(body);
+    std::lock_guard lock(pools_mutex_);
+    if (settings.name)
+        for (const auto &[_, p] : pools_)
+            if (p.project_id == project && p.name == settings.name)
+                throw Error::conflict("a browser pool named \"" + *settings.name + "\" already exists in this project");
+    if (max_browsers_per_project_ > 0 &&
+        unpooled_active(project) + pooled_capacity_locked(project) + settings.size > max_browsers_per_project_) {
+        res.header("Retry-After", "2");
+        throw Error(429, "rate_limited",
+                    "this pool would take the project past its limit of " + std::to_string(max_browsers_per_project_) +
+                        " browsers (pool capacity counts whether or not browsers are acquired)");
+    }
+    Pool p;
+    p.id = hangar::new_id();
+    p.org_id = req.caller().value("org_id", "");
+    p.project_id = project;
+    p.name = settings.name;
+    p.created_ms = now_ms();
+    p.config = body;
+    p.size = settings.size;
+    p.fill_rate = settings.fill_rate;
+    p.timeout_seconds = settings.timeout_seconds;
+    p.launch = settings.launch;
+    save_pool(p, true);
+    auto &stored = pools_.emplace(p.id, std::move(p)).first->second;
+    poke_pools();
+    res.json(render_pool(stored));
+}
+
+void BrowsersPlugin::pool_list(Request &req, Response &res) {
+    std::string project = project_of(req);
+    Validation v;
+    auto paging = hangar::parse_paging(req, v);
+    v.throw_if_failed("invalid list query");
+    auto lower = [](std::string s) {
+        std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+        return s;
+    };
+    auto name = req.query("name");
+    auto query = req.query("query");
+    std::lock_guard lock(pools_mutex_);
+    std::vector<const Pool *> matches;
+    for (const auto &[_, p] : pools_) {
+        if (p.project_id != project) continue;
+        if (name && !name->empty() && (!p.name || lower(*p.name) != lower(*name))) continue;
+        if (query && !query->empty() && p.id != *query &&
+            (!p.name || lower(*p.name).find(lower(*query)) == std::string::npos))
+            continue;
+        matches.push_back(&p);
+    }
+    std::sort(matches.begin(), matches.end(), [](const Pool *a, const Pool *b) {
+        return a->created_ms != b->created_ms ? a->created_ms > b->created_ms : a->id > b->id;
+    });
+    json items = json::array();
+    for (std::size_t i = static_cast<std::size_t>(paging.offset);
+         i < matches.size() && items.size() < static_cast<std::size_t>(paging.limit); ++i)
+        items.push_back(render_pool(*matches[i]));
+    res.page(items, paging.offset, static_cast<std::size_t>(paging.offset) + items.size() < matches.size());
+}
+
+void BrowsersPlugin::pool_update(Request &req, Response &res) {
+    std::string project = project_of(req);
+    json body = req.json_body(false);
+    bool discard = false;
+    if (auto d = body.find("discard_all_idle"); d != body.end() && !d->is_null()) {
+        if (!d->is_boolean()) throw Error::invalid("discard_all_idle", "must be a boolean");
+        discard = d->get<bool>();
+        body.erase("discard_all_idle");
+    }
+    std::vector<std::string> dropped;
+    json out;
+    {
+        std::lock_guard lock(pools_mutex_);
+        Pool &p = pool_locked(project, req.param("id_or_name"));
+        json config = p.config;
+        for (const auto &[k, val] : body.items()) {
+            if (k == "name" && val.is_string() && val.get_ref<const std::string &>().empty()) continue; // no-op
+            bool clears = (val.is_string() && val.get_ref<const std::string &>().empty() &&
+                           (k == "proxy_id" || k == "start_url")) ||
+                          (k == "profile" && val.is_object() && val.value("id", json()) == json(""));
+            if (clears)
+                config.erase(k);
+            else
+                config[k] = val;
+        }
+        auto settings = parse_pool(config);
+        if (settings.name && settings.name != p.name)
+            for (const auto &[_, other] : pools_)
+                if (other.project_id == project && other.name == settings.name)
+                    throw Error::conflict("a browser pool named \"" + *settings.name + "\" already exists");
+        if (settings.size > p.size && max_browsers_per_project_ > 0 &&
+            unpooled_active(project) + pooled_capacity_locked(project) - p.size + settings.size >
+                max_browsers_per_project_)
+            throw Error(429, "rate_limited",
+                        "this size would take the project past its limit of " +
+                            std::to_string(max_browsers_per_project_) + " browsers");
+        p.config = config;
+        p.name = settings.name;
+        p.size = settings.size;
+        p.fill_rate = settings.fill_rate;
+        p.timeout_seconds = settings.timeout_seconds;
+        p.launch = settings.launch;
+        save_pool(p, false);
+        if (discard) {
+            dropped.assign(p.idle.begin(), p.idle.end());
+            p.idle.clear();
+            p.generation++;
+        }
+        // A smaller pool gives back idle browsers first; leased ones finish their lease.
+        while (!p.idle.empty() && static_cast<int>(p.idle.size() + p.leased.size()) > p.size) {
+            dropped.push_back(p.idle.back());
+            p.idle.pop_back();
+        }
+        p.next_start = {};
+        out = render_pool(p);
+    }
+    poke_pools();
+    destroy_pool_instances(std::move(dropped));
+    res.json(out);
+}
+
+void BrowsersPlugin::pool_delete(Request &req, Response &res) {
+    std::string project = project_of(req);
+    json body = req.json_body(true);
+    bool force = false;
+    if (auto f = body.find("force"); f != body.end() && !f->is_null()) {
+        if (!f->is_boolean()) throw Error::invalid("force", "must be a boolean");
+        force = f->get<bool>();
+    }
+    std::vector<std::string> idle, leased;
+    {
+        std::lock_guard lock(pools_mutex_);
+        Pool &p = pool_locked(project, req.param("id_or_name"));
+        if (!p.leased.empty() && !force)
+            throw Error::conflict("browser pool " + p.id + " has " + std::to_string(p.leased.size()) +
+                                  " leased browser(s); release them or delete with force: true");
+        idle.assign(p.idle.begin(), p.idle.end());
+        leased.assign(p.leased.begin(), p.leased.end());
+        sql("DELETE FROM browsers_pools WHERE id = ?", {p.id});
+        pools_.erase(p.id);
+    }
+    poke_pools();
+    end_sessions(leased, "its browser pool was deleted");
+    destroy_pool_instances(std::move(idle));
+    res.no_content();
+}
+
+void BrowsersPlugin::pool_flush(Request &req, Response &res) {
+    std::vector<std::string> idle;
+    {
+        std::lock_guard lock(pools_mutex_);
+        Pool &p = pool_locked(project_of(req), req.param("id_or_name"));
+        idle.assign(p.idle.begin(), p.idle.end());
+        p.idle.clear();
+        p.generation++;
+        p.next_start = {};
+    }
+    poke_pools();
+    destroy_pool_instances(std::move(idle));
+    res.no_content();
+}
+
+void BrowsersPlugin::pool_acquire(Request &req, Response &res) {
+    std::string project = project_of(req);
+    json body = req.json_body(true);
+    for (const char *unsupported : {"start_url", "telemetry"})
+        if (body.contains(unsupported) && !body[unsupported].is_null())
+            throw Error::not_implemented(std::string("acquire with a ") + unsupported +
+                                         " override is not implemented in Hangar yet");
+    json lease_body = json::object();
+    for (const char *k : {"name", "tags"})
+        if (body.contains(k)) lease_body[k] = body[k];
+    CreateOptions lease = parse_create(lease_body); // name and tags, checked as on create
+    std::string id, pool_id;
+    int timeout_seconds = 0;
+    {
+        std::unique_lock lock(pools_mutex_);
+        Pool &p = pool_locked(project, req.param("id_or_name"));
+        pool_id = p.id;
+        double per_minute = std::max(p.size * p.fill_rate / 100.0, 0.01);
+        double fill_time = p.size / per_minute * 60.0;
+        double wait = number_field(body, "acquire_timeout_seconds", std::min(fill_time, kMaxAcquireWaitSeconds), 0,
+                                   kMaxAcquireWaitSeconds);
+        auto deadline = Clock::now() + std::chrono::milliseconds(static_cast<std::int64_t>(wait * 1000));
+        auto ready = [&] {
+            auto it = pools_.find(pool_id);
+            return it == pools_.end() || !it->second.idle.empty();
+        };
+        pools_cv_.wait_until(lock, deadline, ready);
+        auto it = pools_.find(pool_id);
+        if (it == pools_.end()) throw Error::not_found("browser pool " + pool_id + " was deleted");
+        if (it->second.idle.empty()) {
+            res.no_content(); // the SDK returns null: nothing became free in time
+            return;
+        }
+        id = it->second.idle.front();
+        it->second.idle.pop_front();
+        it->second.leased.insert(id);
+        timeout_seconds = it->second.timeout_seconds;
+        lease.headless = it->second.launch.headless;
+        lease.stealth = it->second.launch.stealth;
+        lease.kiosk_mode = it->second.launch.kiosk_mode;
+        lease.viewport = it->second.launch.viewport;
+        lease.start_url = it->second.launch.start_url;
+        lease.chrome_policy = it->second.launch.chrome_policy;
+        lease.profile = it->second.launch.profile;
+    }
+    auto give_back = [&] {
+        std::lock_guard lock(pools_mutex_);
+        if (auto it = pools_.find(pool_id); it != pools_.end() && it->second.leased.erase(id))
+            it->second.idle.push_front(id);
+        poke_pools();
+    };
+
+    Session s;
+    s.id = id;
+    s.org_id = req.caller().value("org_id", "");
+    s.project_id = project;
+    s.name = lease.name;
+    s.tags = lease.tags;
+    s.created_ms = now_ms();
+    s.timeout_seconds = timeout_seconds;
+    s.headless = lease.headless;
+    s.stealth = lease.stealth;
+    s.kiosk_mode = lease.kiosk_mode;
+    s.viewport = lease.viewport;
+    s.start_url = lease.start_url;
+    s.chrome_policy = lease.chrome_policy;
+    s.pool_id = pool_id;
+    if (lease.profile) {
+        // The pool's instance holds a read-only lease under this id already.
+        if (auto rows = sql("SELECT profile_id FROM browsers_sessions WHERE id = ?", {id});
+            !rows.empty() && rows[0].value("profile_id", json()).is_string())
+            s.profile_id = rows[0]["profile_id"].get<std::string>();
+        else if (lease.profile->id)
+            s.profile_id = *lease.profile->id;
+    }
+    try {
+        if (s.name && !sql("SELECT id FROM browsers_sessions WHERE project_id = ? AND name = ? AND deleted_at IS NULL",
+                           {project, *s.name})
+                           .empty())
+            throw Error::conflict("a browser session named \"" + *s.name + "\" is already active in this project");
+        // A browser released with reuse keeps its session id: its row comes back to life. The
+        // unique index on active names settles a race with a create of the same name.
+        sql("DELETE FROM browsers_tags WHERE session_id = ?", {id});
+        sql("DELETE FROM browsers_sessions WHERE id = ?", {id});
+        insert(s);
+    } catch (const Error &e) {
+        give_back();
+        if (std::string_view(e.what()).find("UNIQUE") != std::string_view::npos)
+            throw Error::conflict("a browser session named \"" + s.name.value_or("") + "\" is already active");
+        throw;
+    }
+    {
+        std::lock_guard lock(idle_mutex_);
+        idle_baseline_ms_[s.id] = now_ms(); // the pool's timeout runs from the lease
+    }
+    activity(s.id);
+    res.json(render(s, req));
+}
+
+void BrowsersPlugin::pool_release(Request &req, Response &res) {
+    std::string project = project_of(req);
+    json body = req.json_body(false);
+    if (!body.contains("session_id") || !body["session_id"].is_string())
+        throw Error::invalid("session_id", "is required");
+    std::string id = body["session_id"].get<std::string>();
+    bool reuse = true;
+    if (auto r = body.find("reuse"); r != body.end() && !r->is_null()) {
+        if (!r->is_boolean()) throw Error::invalid("reuse", "must be a boolean");
+        reuse = r->get<bool>();
+    }
+    {
+        std::lock_guard lock(pools_mutex_);
+        Pool &p = pool_locked(project, req.param("id_or_name"));
+        if (!p.leased.count(id)) throw Error::not_found("browser " + id + " is not leased from browser pool " + p.id);
+        if (reuse) {
+            // The same browser goes back as it is (Kernel does not reset it either).
+            p.leased.erase(id);
+            p.idle.push_back(id);
+        }
+    }
+    {
+        std::lock_guard lock(idle_mutex_);
+        idle_baseline_ms_.erase(id);
+    }
+    if (reuse) {
+        mark_deleted(id, now_ms()); // the lease ends; the row returns with the next acquire
+        poke_pools();
+    } else if (mark_deleted(id, now_ms())) {
+        stop_session_instance(id); // the pool forgets it and refills
+    }
+    res.no_content();
+}
+
+} // namespace hangar::browsers
