@@ -1,0 +1,76 @@
+// One session's worker thread: keeps that session's CDP connection and runs its snippets, one at
+// a time, each in a fresh vm context with page, context and browser bound.
+import { parentPort, workerData } from 'node:worker_threads';
+import vm from 'node:vm';
+import { format } from 'node:util';
+import { chromium } from 'playwright-core';
+
+let browser = null;
+
+// The agent's /cdp relay always dials the current Chromium, so after a restart (viewport change,
+// crash) the old connection drops and the next call connects again to the same endpoint.
+async function connect() {
+  if (browser?.isConnected()) return browser;
+  browser = await chromium.connectOverCDP(workerData.endpoint);
+  return browser;
+}
+
+function firstPage(ctx) {
+  const pages = ctx.pages();
+  return pages.length ? pages[0] : ctx.newPage();
+}
+
+// A snippet's result must be JSON: undefined becomes null, values JSON cannot hold are refused.
+function toJson(value) {
+  if (value === undefined) return null;
+  const text = JSON.stringify(value);
+  return text === undefined ? null : JSON.parse(text);
+}
+
+function describe(e) {
+  if (e instanceof Error || (e && typeof e === 'object' && 'message' in e)) return String(e.message);
+  return format('%s', e);
+}
+
+// Errors of the user's code that escape the call (a floating rejected promise) must not end the
+// worker; they are reported on the current call's stderr.
+let current = null;
+process.on('unhandledRejection', (e) => current?.stderr.push(`Unhandled rejection: ${describe(e)}\n`));
+process.on('uncaughtException', (e) => current?.stderr.push(`Uncaught exception: ${describe(e)}\n`));
+
+function capturingConsole(out, err) {
+  const w = (sink) => (...args) => sink.push(format(...args) + '\n');
+  return {
+    log: w(out), info: w(out), debug: w(out), trace: w(err),
+    warn: w(err), error: w(err),
+    dir: (v) => out.push(format('%o', v) + '\n'),
+    table: w(out), assert: (ok, ...args) => { if (!ok) err.push(format('Assertion failed:', ...args) + '\n'); },
+  };
+}
+
+async function run({ js }) {
+  const stdout = [];
+  const stderr = [];
+  current = { stdout, stderr };
+  try {
+    const b = await connect();
+    const ctx = b.contexts()[0] ?? (await b.newContext());
+    const page = await firstPage(ctx);
+    const sandbox = vm.createContext({
+      page, context: ctx, browser: b,
+      console: capturingConsole(stdout, stderr),
+      setTimeout, clearTimeout, setInterval, clearInterval, setImmediate, clearImmediate, queueMicrotask,
+      URL, URLSearchParams, TextEncoder, TextDecoder, Buffer, AbortController, AbortSignal,
+      fetch, structuredClone, atob, btoa,
+    });
+    const fn = new vm.Script(js, { filename: 'playwright-execute.js' }).runInContext(sandbox);
+    const result = toJson(await fn());
+    return { success: true, result, stdout: stdout.join(''), stderr: stderr.join('') };
+  } catch (e) {
+    return { success: false, error: describe(e), stdout: stdout.join(''), stderr: stderr.join('') };
+  } finally {
+    current = null;
+  }
+}
+
+parentPort.on('message', async (call) => parentPort.postMessage(await run(call)));
