@@ -1,9 +1,10 @@
 // The playwright plugin: POST /browsers/{id}/playwright/execute.
 //
-// The server half hands each snippet to one long-lived Node executor (executor/executor.mjs),
-// which keeps a playwright-core CDP connection per session and runs the snippet with page,
-// context and browser bound. Requests go to the executor as JSON lines on its fd 3, answers come
-// back as JSON lines on its stdout. See README.md for why it is built so.
+// The server half relays the call to the browser's instance. There, inside the sandbox, the
+// instance half hands each snippet to one long-lived Node executor (executor/executor.mjs), which
+// keeps a playwright-core CDP connection to this browser and runs the snippet with page, context
+// and browser bound. Requests go to the executor as JSON lines on its fd 3, answers come back as
+// JSON lines on its stdout. See README.md for why it is built so.
 #include <hangar/plugin.hpp>
 
 #include "process.hpp"
@@ -131,7 +132,7 @@ private:
 
     void deliver(const std::string &line) {
         auto answer = json::parse(line, nullptr, false);
-        if (!answer.is_object() || !answer.contains("id")) return; // the ready line
+        if (!answer.is_object() || !answer.contains("id")) return; // not an answer
         std::lock_guard lock(mu_);
         auto it = pending_.find(answer["id"].get<std::int64_t>());
         if (it == pending_.end()) return;
@@ -153,13 +154,32 @@ private:
 class PlaywrightPlugin : public hangar::Plugin {
 public:
     void start() override {
-        if (role() != HANGAR_ROLE_SERVER) return;
-        node_ = find_program(config("node", "node"));
-        dir_ = executor_dir();
-        if (!std::filesystem::exists(dir_ + "/node_modules/playwright-core"))
-            throw std::runtime_error("the Playwright executor in " + dir_ +
-                                     " has no node_modules (run `make setup`, or set executor_dir)");
-        route("POST", "/browsers/{id}/playwright/execute", [this](Request &q, Response &r) { execute(q, r); });
+        if (role() == HANGAR_ROLE_SERVER) {
+            // Session lookup (404 for another project's or an ended browser), activity, and a relay
+            // to the instance; validation and execution happen there.
+            route("POST", "/browsers/{id}/playwright/execute",
+                  [this](Request &q, Response &r) { relay_to_session(q, r, "/playwright/execute"); });
+            return;
+        }
+        // A missing executor must not stop the instance (every other area still works): it is
+        // logged now and named in each call's answer.
+        try {
+            node_ = find_program(config("node", "node"));
+            dir_ = executor_dir();
+            if (!std::filesystem::exists(dir_ + "/node_modules/playwright-core"))
+                throw std::runtime_error(dir_ + " has no node_modules (run `make setup`, or set executor_dir)");
+        } catch (const std::exception &e) {
+            unavailable_ = std::string("the Playwright executor is not available: ") + e.what();
+            warn(unavailable_);
+        }
+        // The agent's own /cdp route always dials the current Chromium, so the executor's cached
+        // connection survives Chromium restarts by reconnecting to the same address.
+        auto run_dir = config("instance_run_dir").value_or(config("instance.dir", "/run/hangar"));
+        endpoint_ = "ws+unix:" + run_dir + "/agent.sock:/cdp";
+        route("POST", "/playwright/execute", [this](Request &q, Response &r) { execute(q, r); });
+        // Node and playwright-core take about a second to load; prestarting moves that out of the
+        // first call at the price of a Node process in every browser, used or not.
+        if (unavailable_.empty() && config_bool("prestart", false)) executor();
     }
 
     void stop() override {
@@ -189,6 +209,7 @@ private:
         return v;
     }
 
+    // Called with run_mu_ held, so one executor at a time is started.
     std::shared_ptr<Executor> executor() {
         std::lock_guard lock(mu_);
         if (!executor_ || !executor_->alive()) {
@@ -198,25 +219,12 @@ private:
         return executor_;
     }
 
-    // A wedged executor is replaced; calls still waiting on it fail when it goes.
+    // A wedged executor is replaced; the next call starts a new one.
     void replace(const std::shared_ptr<Executor> &wedged) {
         std::shared_ptr<Executor> old;
         std::lock_guard lock(mu_);
         if (executor_ == wedged) old = std::move(executor_);
         warn("the Playwright executor did not answer in time; replacing it");
-    }
-
-    // Calls for one browser run one after another, in arrival order.
-    std::shared_ptr<std::mutex> session_lock(const std::string &sid) {
-        std::lock_guard lock(mu_);
-        auto &slot = session_locks_[sid];
-        if (!slot) slot = std::make_shared<std::mutex>();
-        return slot;
-    }
-    void release_session_lock(const std::string &sid) {
-        std::lock_guard lock(mu_);
-        auto it = session_locks_.find(sid);
-        if (it != session_locks_.end() && it->second.use_count() == 1) session_locks_.erase(it);
     }
 
     void execute(Request &req, Response &res) {
@@ -226,25 +234,16 @@ private:
         if (!code->is_string()) throw Error::invalid("code", "must be a string");
         if (code->get_ref<const std::string &>().empty()) throw Error::invalid("code", "must not be empty");
         double timeout = timeout_sec(body);
-
-        json caller = req.caller();
-        json session =
-            call("browsers.session", {{"project_id", caller.value("project_id", "")}, {"id", req.param("id")}});
-        std::string sid = session.value("session_id", "");
-        auto socket = instance_socket(sid);
-        if (!socket) throw Error::not_found("browser session " + sid + " is not running");
-        auto busy = activity(sid);
+        if (!unavailable_.empty()) throw Error::internal(unavailable_);
 
         auto timeout_ms = static_cast<std::int64_t>(std::ceil(timeout * 1000));
         json answer;
         {
-            auto serial = session_lock(sid);
-            std::lock_guard one_at_a_time(*serial);
+            // Calls for this browser run one after another, in arrival order.
+            std::lock_guard one_at_a_time(run_mu_);
             auto exec = executor();
-            auto future = exec->submit({{"session", sid},
-                                        {"endpoint", "ws+unix:" + *socket + ":/cdp"},
-                                        {"code", *code},
-                                        {"timeout_ms", timeout_ms}});
+            auto future = exec->submit(
+                {{"session", "browser"}, {"endpoint", endpoint_}, {"code", *code}, {"timeout_ms", timeout_ms}});
             if (future.wait_for(std::chrono::milliseconds(timeout_ms) + kExecutorGrace) != std::future_status::ready) {
                 replace(exec);
                 answer = {{"success", false},
@@ -253,15 +252,16 @@ private:
                 answer = future.get();
             }
         }
-        release_session_lock(sid);
         res.json(answer);
     }
 
     std::string node_;
     std::string dir_;
+    std::string endpoint_;
+    std::string unavailable_;
+    std::mutex run_mu_;
     std::mutex mu_;
     std::shared_ptr<Executor> executor_;
-    std::map<std::string, std::shared_ptr<std::mutex>> session_locks_;
 };
 
 } // namespace

@@ -2,6 +2,7 @@
 // TypeScript, errors, timeouts, console capture, validation, and per-browser serialization.
 // One headless browser for everything.
 import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
 import { after, before, test } from 'node:test';
 
 import { BadRequestError, NotFoundError } from '@onkernel/sdk';
@@ -102,6 +103,28 @@ test('two concurrent calls on one browser run one after the other', async () => 
   assert.equal(b.success, true, b.error);
   const [first, second] = [a.result, b.result].sort((x, y) => x.start - y.start);
   assert.ok(second.start >= first.end, `overlapped: ${JSON.stringify([first, second])}`);
+});
+
+test('after Chromium restarts (viewport change) the next call reconnects', async () => {
+  const before = await execute({ code: 'return await page.evaluate(() => window.innerWidth);' });
+  assert.equal(before.success, true, before.error);
+  await client.browsers.update(id, { viewport: { width: 1024, height: 768 } });
+  const r = await execute({ code: 'return await page.evaluate(() => [window.innerWidth, window.innerHeight]);' });
+  assert.equal(r.success, true, r.error);
+  assert.deepEqual(r.result, [1024, 768]);
+});
+
+test('snippets run inside the browser sandbox, not in the server', async () => {
+  // vm contexts are no boundary (a host object's constructor reaches Node itself); the sandbox is.
+  const secret = `${server.dataDir}/token.secret`;
+  assert.ok(existsSync(secret), 'the server has its signing secret');
+  const code = `
+    const proc = page.constructor.constructor('return process')();
+    const fs = proc.getBuiltinModule('fs');
+    return { hostname: proc.getBuiltinModule('os').hostname(), dataDir: fs.existsSync(${JSON.stringify(secret)}) };`;
+  const r = await execute({ code });
+  assert.equal(r.success, true, r.error);
+  assert.deepEqual(r.result, { hostname: 'hangar', dataDir: false });
 });
 
 test('invalid timeout_sec and code answer 400 naming the field', async () => {

@@ -1,6 +1,6 @@
-// One session's worker thread: keeps that session's CDP connection and runs its snippets, one at
+// The executor's worker thread: keeps the browser's CDP connection and runs its snippets, one at
 // a time, each in a fresh vm context with page, context and browser bound.
-import { parentPort, workerData } from 'node:worker_threads';
+import { parentPort } from 'node:worker_threads';
 import vm from 'node:vm';
 import { format } from 'node:util';
 import { chromium } from 'playwright-core';
@@ -9,9 +9,9 @@ let browser = null;
 
 // The agent's /cdp relay always dials the current Chromium, so after a restart (viewport change,
 // crash) the old connection drops and the next call connects again to the same endpoint.
-async function connect() {
+async function connect(endpoint) {
   if (browser?.isConnected()) return browser;
-  browser = await chromium.connectOverCDP(workerData.endpoint);
+  browser = await chromium.connectOverCDP(endpoint);
   return browser;
 }
 
@@ -48,12 +48,12 @@ function capturingConsole(out, err) {
   };
 }
 
-async function run({ js }) {
+async function run({ js, endpoint }) {
   const stdout = [];
   const stderr = [];
   current = { stdout, stderr };
   try {
-    const b = await connect();
+    const b = await connect(endpoint);
     const ctx = b.contexts()[0] ?? (await b.newContext());
     const page = await firstPage(ctx);
     const sandbox = vm.createContext({
