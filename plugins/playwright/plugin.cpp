@@ -20,6 +20,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -37,6 +38,13 @@ constexpr double kMaxTimeoutSec = 300;
 // How much longer than the snippet's own timeout the server waits for the executor before it
 // declares the executor wedged and replaces it.
 constexpr auto kExecutorGrace = 15s;
+
+// 60 → "60", 1.5 → "1.5", as the executor's own timeout message prints them.
+std::string seconds(double value) {
+    std::ostringstream out;
+    out << value;
+    return out.str();
+}
 
 // A bare program name is looked up on PATH, as a shell would.
 std::string find_program(const std::string &name) {
@@ -124,9 +132,13 @@ private:
         }
         std::lock_guard lock(mu_);
         dead_ = true;
+        // Most likely the snippet ended it, so this is the snippet's failure (200, success:false);
+        // a 5xx would make the SDK retry, running the user's code again.
         for (auto &[id, answer] : pending_)
-            answer.set_exception(std::make_exception_ptr(
-                Error(502, "upstream_unavailable", "the Playwright executor exited during the call")));
+            answer.set_value({{"success", false},
+                              {"error", "the Playwright executor exited during the call"},
+                              {"stdout", ""},
+                              {"stderr", ""}});
         pending_.clear();
     }
 
@@ -246,8 +258,7 @@ private:
                 {{"session", "browser"}, {"endpoint", endpoint_}, {"code", *code}, {"timeout_ms", timeout_ms}});
             if (future.wait_for(std::chrono::milliseconds(timeout_ms) + kExecutorGrace) != std::future_status::ready) {
                 replace(exec);
-                answer = {{"success", false},
-                          {"error", "execution timed out after " + std::to_string(timeout_ms / 1000) + " seconds"}};
+                answer = {{"success", false}, {"error", "execution timed out after " + seconds(timeout) + " seconds"}};
             } else {
                 answer = future.get();
             }

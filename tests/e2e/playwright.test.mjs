@@ -67,6 +67,11 @@ test('stdout and stderr are captured', async () => {
   assert.equal(r.result, 1);
   assert.equal(r.stdout, "hello 42 { a: 1 }\n");
   assert.equal(r.stderr, 'oops\n');
+  // Output is capped per call, so a chatty loop cannot exhaust the executor.
+  const chatty = await execute({ code: `for (let i = 0; i < 200000; i++) console.log('x'.repeat(100)); return 'done';` });
+  assert.equal(chatty.result, 'done');
+  assert.ok(chatty.stdout.length <= (1 << 20) + 100, `stdout ${chatty.stdout.length} bytes`);
+  assert.match(chatty.stdout, /output truncated/);
 });
 
 test('an undefined result is null', async () => {
@@ -89,6 +94,15 @@ test('a timeout stops the snippet and the next call works', async () => {
   assert.ok(Date.now() - t < 10_000);
 
   const next = await execute({ code: `return await page.title();` });
+  assert.equal(next.success, true, next.error);
+  assert.equal(next.result, TEST_PAGE_TITLE);
+});
+
+test('a snippet that kills the executor fails alone; the next call gets a new executor', async () => {
+  const r = await execute({ code: `const proc = page.constructor.constructor('return process')(); proc.kill(proc.pid, 'SIGKILL'); await new Promise(() => {});` });
+  assert.equal(r.success, false);
+  assert.match(r.error, /executor exited/);
+  const next = await execute({ code: 'return await page.title();' });
   assert.equal(next.success, true, next.error);
   assert.equal(next.result, TEST_PAGE_TITLE);
 });

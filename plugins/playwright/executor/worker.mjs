@@ -38,6 +38,23 @@ let current = null;
 process.on('unhandledRejection', (e) => current?.stderr.push(`Unhandled rejection: ${describe(e)}\n`));
 process.on('uncaughtException', (e) => current?.stderr.push(`Uncaught exception: ${describe(e)}\n`));
 
+// Output kept per stream and call; a snippet logging in a loop must not exhaust the executor.
+const MAX_OUTPUT = 1 << 20;
+
+function sink() {
+  const parts = [];
+  let size = 0;
+  return {
+    push(text) {
+      if (size >= MAX_OUTPUT) return;
+      if (size + text.length > MAX_OUTPUT) text = text.slice(0, MAX_OUTPUT - size) + '\n[output truncated at 1 MiB]\n';
+      size += text.length;
+      parts.push(text);
+    },
+    text: () => parts.join(''),
+  };
+}
+
 function capturingConsole(out, err) {
   const w = (sink) => (...args) => sink.push(format(...args) + '\n');
   return {
@@ -49,8 +66,8 @@ function capturingConsole(out, err) {
 }
 
 async function run({ js, endpoint }) {
-  const stdout = [];
-  const stderr = [];
+  const stdout = sink();
+  const stderr = sink();
   current = { stdout, stderr };
   try {
     const b = await connect(endpoint);
@@ -65,9 +82,9 @@ async function run({ js, endpoint }) {
     });
     const fn = new vm.Script(js, { filename: 'playwright-execute.js' }).runInContext(sandbox);
     const result = toJson(await fn());
-    return { success: true, result, stdout: stdout.join(''), stderr: stderr.join('') };
+    return { success: true, result, stdout: stdout.text(), stderr: stderr.text() };
   } catch (e) {
-    return { success: false, error: describe(e), stdout: stdout.join(''), stderr: stderr.join('') };
+    return { success: false, error: describe(e), stdout: stdout.text(), stderr: stderr.text() };
   } finally {
     current = null;
   }
