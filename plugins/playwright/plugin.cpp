@@ -67,12 +67,12 @@ std::string find_program(const std::string &name) {
 // waiting call fails at once, and the plugin starts a new executor for the next call.
 class Executor {
 public:
-    Executor(const std::string &node, const std::string &dir) {
+    Executor(const std::string &node, const std::string &dir, const std::string &endpoint) {
         auto requests = proc::make_pipe();
         auto answers = proc::make_pipe();
         proc::Child::Spec spec;
         spec.path = node;
-        spec.args = {dir + "/executor.mjs"};
+        spec.args = {dir + "/executor.mjs", endpoint};
         spec.env = proc::environment_with({"NODE_PATH=" + dir + "/node_modules"});
         spec.stdout_fd = answers.write.get();
         spec.stderr_fd = STDERR_FILENO;
@@ -226,7 +226,7 @@ private:
         std::lock_guard lock(mu_);
         if (!executor_ || !executor_->alive()) {
             if (executor_) warn("the Playwright executor exited; starting a new one");
-            executor_ = std::make_shared<Executor>(node_, dir_);
+            executor_ = std::make_shared<Executor>(node_, dir_, endpoint_);
         }
         return executor_;
     }
@@ -254,8 +254,7 @@ private:
             // Calls for this browser run one after another, in arrival order.
             std::lock_guard one_at_a_time(run_mu_);
             auto exec = executor();
-            auto future = exec->submit(
-                {{"session", "browser"}, {"endpoint", endpoint_}, {"code", *code}, {"timeout_ms", timeout_ms}});
+            auto future = exec->submit({{"code", *code}, {"timeout_ms", timeout_ms}});
             if (future.wait_for(std::chrono::milliseconds(timeout_ms) + kExecutorGrace) != std::future_status::ready) {
                 replace(exec);
                 answer = {{"success", false}, {"error", "execution timed out after " + seconds(timeout) + " seconds"}};

@@ -1,8 +1,9 @@
 // The playwright plugin's executor: one long-lived Node process per browser instance, started by
 // the instance half of the plugin inside the browser's sandbox on the first call.
 //
-// The agent writes one JSON line per call on fd 3:
-//   {"id": 7, "endpoint": "ws+unix:/run/hangar/agent.sock:/cdp", "code": "…", "timeout_ms": 60000}
+// Started as `node executor.mjs <CDP endpoint>` (ws+unix:/run/hangar/agent.sock:/cdp). The agent
+// writes one JSON line per call on fd 3:
+//   {"id": 7, "code": "…", "timeout_ms": 60000}
 // and reads one JSON line per answer on stdout:
 //   {"id": 7, "success": true, "result": …, "error": "…", "stdout": "…", "stderr": "…"}
 //
@@ -16,9 +17,10 @@ import { Worker } from 'node:worker_threads';
 import { transform } from 'esbuild';
 
 const WORKER_URL = new URL('./worker.mjs', import.meta.url);
+const ENDPOINT = process.argv[2];
 
 function spawnWorker() {
-  const worker = new Worker(WORKER_URL);
+  const worker = new Worker(WORKER_URL, { workerData: { endpoint: ENDPOINT } });
   worker.pending = null;
   const fail = (why) => {
     const done = worker.pending;
@@ -79,9 +81,13 @@ async function runOne(call) {
       clearTimeout(timer);
       resolve(m);
     };
-    w.postMessage({ js, endpoint: call.endpoint });
+    w.postMessage({ js });
   });
 }
+
+// Load playwright-core and connect while the first call is still on its way (or, with
+// `prestart`, before there is one).
+worker();
 
 let tail = Promise.resolve();
 const lines = createInterface({ input: createReadStream(null, { fd: 3 }), crlfDelay: Infinity });

@@ -1,6 +1,6 @@
 // The executor's worker thread: keeps the browser's CDP connection and runs its snippets, one at
 // a time, each in a fresh vm context with page, context and browser bound.
-import { parentPort } from 'node:worker_threads';
+import { parentPort, workerData } from 'node:worker_threads';
 import vm from 'node:vm';
 import { format } from 'node:util';
 import { chromium } from 'playwright-core';
@@ -9,11 +9,24 @@ let browser = null;
 
 // The agent's /cdp relay always dials the current Chromium, so after a restart (viewport change,
 // crash) the old connection drops and the next call connects again to the same endpoint.
-async function connect(endpoint) {
+let connecting = null;
+function connect() {
   if (browser?.isConnected()) return browser;
-  browser = await chromium.connectOverCDP(endpoint);
-  return browser;
+  connecting ??= chromium.connectOverCDP(workerData.endpoint).then(
+    (b) => {
+      browser = b;
+      connecting = null;
+      return b;
+    },
+    (e) => {
+      connecting = null;
+      throw e;
+    },
+  );
+  return connecting;
 }
+// Connect ahead of the first call; a failure here is reported by the call that needs it.
+connect().catch(() => {});
 
 function firstPage(ctx) {
   const pages = ctx.pages();
@@ -65,12 +78,12 @@ function capturingConsole(out, err) {
   };
 }
 
-async function run({ js, endpoint }) {
+async function run({ js }) {
   const stdout = sink();
   const stderr = sink();
   current = { stdout, stderr };
   try {
-    const b = await connect(endpoint);
+    const b = await connect();
     const ctx = b.contexts()[0] ?? (await b.newContext());
     const page = await firstPage(ctx);
     const sandbox = vm.createContext({
