@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <future>
 #include <map>
@@ -35,8 +36,8 @@ using namespace std::chrono_literals;
 
 constexpr double kDefaultTimeoutSec = 60;
 constexpr double kMaxTimeoutSec = 300;
-// How much longer than the snippet's own timeout the server waits for the executor before it
-// declares the executor wedged and replaces it.
+// How much longer than the snippet's own timeout the agent waits for the executor (which enforces
+// that timeout itself) before it declares the executor wedged and replaces it.
 constexpr auto kExecutorGrace = 15s;
 
 // 60 → "60", 1.5 → "1.5", as the executor's own timeout message prints them.
@@ -221,7 +222,7 @@ private:
         return v;
     }
 
-    // Called with run_mu_ held, so one executor at a time is started.
+    // Called with run_mu_ held (or from start()), so one executor at a time is started.
     std::shared_ptr<Executor> executor() {
         std::lock_guard lock(mu_);
         if (!executor_ || !executor_->alive()) {
