@@ -1,0 +1,106 @@
+// The executor's worker thread: keeps the browser's CDP connection and runs its snippets, one at
+// a time, each in a fresh vm context with page, context and browser bound.
+import { parentPort, workerData } from 'node:worker_threads';
+import vm from 'node:vm';
+import { format } from 'node:util';
+import { chromium } from 'playwright-core';
+
+let browser = null;
+
+// The agent's /cdp relay always dials the current Chromium, so after a restart (viewport change,
+// crash) the old connection drops and the next call connects again to the same endpoint.
+let connecting = null;
+function connect() {
+  if (browser?.isConnected()) return browser;
+  connecting ??= chromium.connectOverCDP(workerData.endpoint).then(
+    (b) => {
+      browser = b;
+      connecting = null;
+      return b;
+    },
+    (e) => {
+      connecting = null;
+      throw e;
+    },
+  );
+  return connecting;
+}
+// Connect ahead of the first call; a failure here is reported by the call that needs it.
+connect().catch(() => {});
+
+function firstPage(ctx) {
+  const pages = ctx.pages();
+  return pages.length ? pages[0] : ctx.newPage();
+}
+
+// A snippet's result must be JSON: undefined becomes null, values JSON cannot hold are refused.
+function toJson(value) {
+  if (value === undefined) return null;
+  const text = JSON.stringify(value);
+  return text === undefined ? null : JSON.parse(text);
+}
+
+function describe(e) {
+  if (e instanceof Error || (e && typeof e === 'object' && 'message' in e)) return String(e.message);
+  return format('%s', e);
+}
+
+// Errors of the user's code that escape the call (a floating rejected promise) must not end the
+// worker; they are reported on the current call's stderr.
+let current = null;
+process.on('unhandledRejection', (e) => current?.stderr.push(`Unhandled rejection: ${describe(e)}\n`));
+process.on('uncaughtException', (e) => current?.stderr.push(`Uncaught exception: ${describe(e)}\n`));
+
+// Output kept per stream and call; a snippet logging in a loop must not exhaust the executor.
+const MAX_OUTPUT = 1 << 20;
+
+function sink() {
+  const parts = [];
+  let size = 0;
+  return {
+    push(text) {
+      if (size >= MAX_OUTPUT) return;
+      if (size + text.length > MAX_OUTPUT) text = text.slice(0, MAX_OUTPUT - size) + '\n[output truncated at 1 MiB]\n';
+      size += text.length;
+      parts.push(text);
+    },
+    text: () => parts.join(''),
+  };
+}
+
+function capturingConsole(out, err) {
+  const w = (sink) => (...args) => sink.push(format(...args) + '\n');
+  return {
+    log: w(out), info: w(out), debug: w(out), trace: w(err),
+    warn: w(err), error: w(err),
+    dir: (v) => out.push(format('%o', v) + '\n'),
+    table: w(out), assert: (ok, ...args) => { if (!ok) err.push(format('Assertion failed:', ...args) + '\n'); },
+  };
+}
+
+async function run({ js }) {
+  const stdout = sink();
+  const stderr = sink();
+  current = { stdout, stderr };
+  try {
+    const b = await connect();
+    const ctx = b.contexts()[0] ?? (await b.newContext());
+    const page = await firstPage(ctx);
+    const sandbox = vm.createContext({
+      page, context: ctx, browser: b,
+      console: capturingConsole(stdout, stderr),
+      setTimeout, clearTimeout, setInterval, clearInterval, setImmediate, clearImmediate, queueMicrotask,
+      URL, URLSearchParams, TextEncoder, TextDecoder, Buffer, AbortController, AbortSignal,
+      fetch, structuredClone, atob, btoa,
+    });
+    const fn = new vm.Script(js, { filename: 'playwright-execute.js' }).runInContext(sandbox);
+    const result = toJson(await fn());
+    return { success: true, result, stdout: stdout.text(), stderr: stderr.text() };
+  } catch (e) {
+    return { success: false, error: describe(e), stdout: stdout.text(), stderr: stderr.text() };
+  } finally {
+    current = null;
+  }
+}
+
+parentPort.on('message', async (call) => parentPort.postMessage(await run(call)));
