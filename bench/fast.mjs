@@ -1,0 +1,189 @@
+// bench/fast: how fast a browser is ready, the way issue "Fast create" measures it, in one run:
+// - create → first CDP reply (Browser.getVersion) p50/p95/p99 from a warm spare, from a cold
+//   start, and from a pool (acquire), beside a raw Chromium cold start measured in the same run;
+// - pool acquire latency;
+// - a full lifecycle (get a browser, Playwright connectOverCDP, open a local page, read its title,
+//   give it back) one at a time and 10 at once with a pool of 10;
+// - memory of an idle headless and an idle headful session: PSS summed over the instance's
+//   processes (/proc/<pid>/smaps_rollup of the sandbox and everything under it).
+// Goals: spare/pool p50 ≤ 30 ms, p99 ≤ 100 ms, ≤ 0.05× raw; lifecycle p50 ≤ 150 ms alone, p95 ≤
+// 600 ms at 10 at once; acquire p50 ≤ 10 ms; idle headless ≤ 300 MB PSS.
+import { readFileSync, readdirSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { join } from 'node:path';
+
+import { CdpClient, launchChromium, now, runStandalone, startServer, summary } from './lib.mjs';
+import { startTestPages } from '../tests/e2e/lib/server.mjs';
+
+// playwright-core is installed for the end-to-end tests; resolve it from there.
+const { chromium } = createRequire(new URL('../tests/e2e/package.json', import.meta.url))('playwright-core');
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+async function firstReply(wsUrl) {
+  const cdp = await CdpClient.connect(wsUrl);
+  await cdp.send('Browser.getVersion');
+  await cdp.close();
+}
+
+async function rawColdStart() {
+  const t0 = now();
+  const chrome = await launchChromium();
+  try {
+    await firstReply(chrome.wsUrl);
+    return now() - t0;
+  } finally {
+    await chrome.stop();
+  }
+}
+
+function children() {
+  const map = new Map();
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      if (!map.has(ppid)) map.set(ppid, []);
+      map.get(ppid).push(Number(name));
+    } catch {}
+  }
+  return map;
+}
+
+/** PSS in MB of a process and all its descendants. */
+function treePssMb(root) {
+  const kids = children();
+  let kb = 0;
+  const walk = (pid) => {
+    try {
+      const m = /^Pss:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8'));
+      if (m) kb += Number(m[1]);
+    } catch {}
+    for (const c of kids.get(pid) || []) walk(c);
+  };
+  walk(root);
+  return kb / 1024;
+}
+
+async function idlePss(server, headless) {
+  const b = await server.client.browsers.create({ headless, timeout_seconds: 600 });
+  try {
+    await sleep(3000); // let start-up work settle: this is the idle figure
+    const pid = Number(readFileSync(join(server.dataDir, 'instances', b.session_id, 'sandbox.pid'), 'utf8'));
+    return treePssMb(pid);
+  } finally {
+    await server.client.browsers.deleteByID(b.session_id);
+  }
+}
+
+async function lifecycle(client, pool, pageUrl) {
+  const t0 = now();
+  const b = await client.browserPools.acquire(pool, { acquire_timeout_seconds: 30 });
+  if (!b) throw new Error('the pool had nothing to lease');
+  const browser = await chromium.connectOverCDP(b.cdp_ws_url, { timeout: 30_000 });
+  const page = browser.contexts()[0].pages()[0];
+  await page.goto(pageUrl);
+  const title = await page.title();
+  if (title !== 'Hangar test page') throw new Error(`title ${title}`);
+  await browser.close();
+  await client.browserPools.release(pool, { session_id: b.session_id });
+  return now() - t0;
+}
+
+export async function run({ log = () => {}, runs = Number(process.env.BENCH_FAST_RUNS || 15) } = {}) {
+  const server = await startServer({ env: { HANGAR_WARM_SPARES: '1', HANGAR_MAX_BROWSERS_PER_PROJECT: '40' } });
+  const pages = await startTestPages();
+  const client = server.client;
+  const raw = [];
+  const spare = [];
+  const cold = [];
+  const pooled = [];
+  const acquire = [];
+  const single = [];
+  const burst = [];
+  let pssHeadless = NaN;
+  let pssHeadful = NaN;
+  try {
+    for (let i = 0; i < Math.ceil(runs / 2); i++) {
+      raw.push(await rawColdStart());
+      let t0 = now();
+      const c = await client.browsers.create({ headless: true, viewport: { width: 1280, height: 720 } }); // no spare
+      await firstReply(c.cdp_ws_url);
+      cold.push(now() - t0);
+      await client.browsers.deleteByID(c.session_id);
+      log(`fast: raw ${raw.at(-1).toFixed(0)} ms, cold ${cold.at(-1).toFixed(0)} ms`);
+    }
+    for (let i = 0; i < runs; i++) {
+      await sleep(1500); // the spare filler replaces the last one
+      const t0 = now();
+      const b = await client.browsers.create({ headless: true });
+      await firstReply(b.cdp_ws_url);
+      spare.push(now() - t0);
+      await client.browsers.deleteByID(b.session_id);
+    }
+    log(`fast: spare p50 ${summary(spare).p50.toFixed(1)} ms`);
+
+    await client.browserPools.create({ name: 'bench', size: 10, headless: true, fill_rate_per_minute: 3000 });
+    const deadline = Date.now() + 120_000;
+    while ((await client.browserPools.retrieve('bench')).available_count < 10) {
+      if (Date.now() > deadline) throw new Error('the pool did not fill in 2 minutes');
+      await sleep(500);
+    }
+    for (let i = 0; i < runs * 2; i++) {
+      const t0 = now();
+      const b = await client.browserPools.acquire('bench', {});
+      acquire.push(now() - t0);
+      await firstReply(b.cdp_ws_url);
+      pooled.push(now() - t0);
+      await client.browserPools.release('bench', { session_id: b.session_id });
+    }
+    log(`fast: acquire p50 ${summary(acquire).p50.toFixed(1)} ms`);
+    for (let i = 0; i < runs; i++) single.push(await lifecycle(client, 'bench', pages.url));
+    for (let round = 0; round < 3; round++) {
+      const times = await Promise.all(Array.from({ length: 10 }, () => lifecycle(client, 'bench', pages.url)));
+      burst.push(...times);
+    }
+    log(`fast: lifecycle alone p50 ${summary(single).p50.toFixed(0)} ms, 10 at once p95 ${summary(burst).p95.toFixed(0)} ms`);
+    await client.browserPools.delete('bench', { force: true });
+    pssHeadless = await idlePss(server, true);
+    pssHeadful = await idlePss(server, false);
+  } finally {
+    await pages.close();
+    await server.stop();
+  }
+  const r = summary(raw);
+  const s = summary(spare);
+  const c = summary(cold);
+  const p = summary(pooled);
+  const a = summary(acquire);
+  const l1 = summary(single);
+  const l10 = summary(burst);
+  const note = `headless; ${runs} spare creates, ${raw.length} raw/cold starts, ${pooled.length} acquires, pool of 10`;
+  const row = (metric, value, baseline, goal, met) => ({
+    name: 'fast',
+    metric,
+    value,
+    baseline,
+    ratio: typeof baseline === 'number' ? value / baseline : '',
+    goal,
+    met,
+    note,
+  });
+  return [
+    row('p50 create→CDP, warm spare (ms)', s.p50, r.p50, '≤ 30 ms, ≤ 0.05×', s.p50 <= 30 && s.p50 / r.p50 <= 0.05),
+    row('p99 create→CDP, warm spare (ms)', s.p99, r.p99, '≤ 100 ms', s.p99 <= 100),
+    row('p50 create→CDP, pool acquire (ms)', p.p50, r.p50, '≤ 30 ms, ≤ 0.05×', p.p50 <= 30 && p.p50 / r.p50 <= 0.05),
+    row('p99 create→CDP, pool acquire (ms)', p.p99, r.p99, '≤ 100 ms', p.p99 <= 100),
+    row('p50 create→CDP, cold (ms)', c.p50, r.p50, '', null),
+    row('p95 create→CDP, cold (ms)', c.p95, r.p95, '', null),
+    row('p50 pool acquire (ms)', a.p50, '', '≤ 10 ms', a.p50 <= 10),
+    row('p50 lifecycle, one at a time (ms)', l1.p50, '', '≤ 150 ms', l1.p50 <= 150),
+    row('p95 lifecycle, 10 at once, pool of 10 (ms)', l10.p95, '', '≤ 600 ms', l10.p95 <= 600),
+    row('p50 lifecycle, 10 at once (ms)', l10.p50, '', '', null),
+    row('idle headless session PSS (MB)', pssHeadless, '', '≤ 300 MB', pssHeadless <= 300),
+    row('idle headful session PSS (MB)', pssHeadful, '', '', null),
+  ];
+}
+
+await runStandalone(import.meta.url, run);
