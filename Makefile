@@ -7,6 +7,8 @@
 #   make test       setup + build + CppUnit (ctest) + end-to-end suite + out-of-tree SDK example build
 #   make test-asan  the CppUnit suites under ASan+UBSan, in build-asan/
 #   make bench      setup + build + benchmarks (bench/run.mjs)
+#   make package    setup + build + the .deb and .rpm (CPack) in build/packages/
+#   make package-test  the packages built, inspected, installed into a staging root and used
 #   make format     clang-format the C and C++ sources
 #   make lint       clang-format check + clang-tidy (.clang-tidy); CI runs it
 #   make clean      remove build/ and build-asan/
@@ -31,7 +33,7 @@ APT_PACKAGES := build-essential cmake libpoco-dev nlohmann-json3-dev libcppunit-
 
 FORMAT_DIRS  := host plugins sdk tests/unit tests/sdk
 
-.PHONY: setup setup-apt setup-npm build run test test-unit test-e2e test-sdk-example test-asan bench format lint clean
+.PHONY: setup setup-apt setup-npm setup-package package package-test build run test test-unit test-e2e test-sdk-example test-asan bench format lint clean
 
 # ---- setup ------------------------------------------------------------------------------------
 setup: setup-apt setup-npm
@@ -110,6 +112,18 @@ test-asan: setup-apt
 # ---- bench ------------------------------------------------------------------------------------
 bench: setup build
 	HANGAR_BIN=$(abspath $(BUILD_DIR))/bin/hangar node bench/run.mjs
+
+# ---- packages ---------------------------------------------------------------------------------
+# rpmbuild (Debian's rpm) only for packaging; plain builds and tests do not need it.
+setup-package: setup-apt
+	@command -v rpmbuild >/dev/null 2>&1 || { SUDO=""; [ "$$(id -u)" -eq 0 ] || SUDO=sudo; \
+	  $$SUDO apt-get update -qq; DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends rpm; }
+
+package: setup setup-package build
+	cd $(BUILD_DIR) && cpack -G "DEB;RPM"
+
+package-test: setup setup-package build
+	BUILD_DIR=$(abspath $(BUILD_DIR)) tests/package/run.sh
 
 # ---- housekeeping -----------------------------------------------------------------------------
 # clang-format must have nothing to change; clang-tidy (.clang-tidy) must report nothing in our code.

@@ -1,6 +1,7 @@
 #include "app.hpp"
 
 #include "core.hpp"
+#include "doctor.hpp"
 #include "http.hpp"
 #include "plugins.hpp"
 #include "runtime.hpp"
@@ -170,11 +171,17 @@ protected:
             if (args_.command == "serve") return serve();
             if (args_.command == "agent") return agent();
             if (args_.command == "admin") return admin();
+            if (args_.command == "doctor") {
+                auto cfg = load_config();
+                std::string exe = executable_path();
+                return doctor(*cfg, exe, plugin_dirs(*cfg, exe),
+                              cfg->get("browsers.chromium_path", "/usr/lib/chromium/chromium"));
+            }
             if (args_.command == "version") {
                 std::cout << "hangar " << HANGAR_VERSION << " (plugin ABI v" << HANGAR_ABI_VERSION << ")\n";
                 return 0;
             }
-            std::cerr << "usage: hangar [serve|agent|admin|version] [--config=FILE]\n"
+            std::cerr << "usage: hangar [serve|agent|admin|doctor|version] [--config=FILE]\n"
                          "  hangar admin project create NAME\n"
                          "  hangar admin key create [--project PROJECT_ID] [--name NAME]\n";
             return args_.command == "help" ? 0 : 64;
@@ -372,7 +379,8 @@ std::string find_config_file(const std::string &explicit_path, const std::string
         return fs::absolute(explicit_path).string();
     }
     for (const auto &candidate :
-         {fs::path(exe).parent_path() / "../../etc/hangar.ini", fs::path("/etc/hangar/hangar.ini")})
+         {fs::path(exe).parent_path() / "../../etc/hangar.ini",
+          fs::path(exe).parent_path() / "../../etc/hangar/hangar.ini", fs::path("/etc/hangar/hangar.ini")})
         if (fs::exists(candidate)) return fs::absolute(candidate).lexically_normal().string();
     return {};
 }

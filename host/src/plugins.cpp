@@ -67,6 +67,24 @@ std::unique_ptr<PluginRecord> PluginManager::open(const std::string &file, const
     return rec;
 }
 
+PluginManager::Inspection PluginManager::inspect(const std::string &file) {
+    Inspection out;
+    out.file = file;
+    out.name = fs::path(file).stem().string();
+    auto before = refused_.size();
+    if (auto rec = open(file, out.name)) {
+        out.version = rec->version;
+        out.depends = rec->depends;
+        for (const auto &d : rec->optional_depends)
+            out.depends.push_back(d + "?");
+        ::dlclose(rec->dl);
+    } else if (refused_.size() > before) {
+        out.problem = refused_.back().reason;
+        refused_.pop_back();
+    }
+    return out;
+}
+
 void PluginManager::load(const std::vector<std::string> &dirs, const std::vector<std::string> &enabled) {
     std::map<std::string, std::string> found; // name → file
     for (const auto &dir : dirs) {

@@ -35,6 +35,14 @@ public:
     // Reads a library's descriptor without starting it (for `hangar doctor`-style checks and tests).
     static std::string abi_problem(const hangar_plugin_v1 &desc, const std::string &file_name);
 
+    // Opens one plugin library and reads its descriptor without starting it: its version and
+    // dependencies, or why the host would refuse it.
+    struct Inspection {
+        std::string name, file, version, problem;
+        std::vector<std::string> depends;
+    };
+    Inspection inspect(const std::string &file);
+
 private:
     std::unique_ptr<PluginRecord> open(const std::string &file, const std::string &name);
     HostCore &core_;

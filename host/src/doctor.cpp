@@ -1,0 +1,179 @@
+// `hangar doctor`: checks an installation and says what to fix. Every check prints one line
+// (ok / warn / FAIL); the exit status is 1 when anything failed.
+#include "doctor.hpp"
+
+#include "config.hpp"
+#include "core.hpp"
+#include "plugins.hpp"
+
+#include <sys/statvfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <set>
+
+namespace fs = std::filesystem;
+
+namespace hangar::host {
+
+namespace {
+
+class Report {
+public:
+    void ok(const std::string &what) { std::cout << "  ok    " << what << "\n"; }
+    void warn(const std::string &what, const std::string &fix) {
+        std::cout << "  warn  " << what << "\n        fix: " << fix << "\n";
+    }
+    void fail(const std::string &what, const std::string &fix) {
+        std::cout << "  FAIL  " << what << "\n        fix: " << fix << "\n";
+        ++failures_;
+    }
+    int failures() const { return failures_; }
+
+private:
+    int failures_ = 0;
+};
+
+// Runs a command (no shell), returns its exit status and up to 64 KiB of its output.
+std::pair<int, std::string> run(const std::vector<std::string> &argv) {
+    std::string cmd;
+    for (const auto &a : argv) {
+        cmd += " '";
+        for (char c : a)
+            cmd += c == '\'' ? std::string("'\\''") : std::string(1, c);
+        cmd += "'";
+    }
+    cmd += " 2>&1";
+    std::unique_ptr<FILE, int (*)(FILE *)> p(::popen(cmd.c_str(), "r"), ::pclose);
+    if (!p) return {-1, "cannot run " + argv.front()};
+    std::string out;
+    std::array<char, 4096> buf{};
+    while (out.size() < 65536) {
+        auto n = std::fread(buf.data(), 1, buf.size(), p.get());
+        if (n == 0) break;
+        out.append(buf.data(), n);
+    }
+    int status = ::pclose(p.release());
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+bool executable(const std::string &path) {
+    return ::access(path.c_str(), X_OK) == 0;
+}
+
+} // namespace
+
+int doctor(Config &cfg, const std::string &exe, const std::vector<std::string> &plugin_dirs,
+           const std::string &chromium_path) {
+    Report r;
+    std::cout << "hangar doctor: " << exe << "\n";
+
+    std::cout << "configuration\n";
+    if (cfg.main_file().empty())
+        r.warn("no hangar.ini found (built-in defaults apply, no plugin is enabled)",
+               "install /etc/hangar/hangar.ini (the package does) or pass --config=FILE");
+    else
+        r.ok("config " + cfg.main_file());
+    auto enabled = cfg.enabled_plugins();
+    if (enabled.empty())
+        r.fail("no plugin is enabled", "set enabled = true in /etc/hangar/plugins.d/<name>.ini (browsers at least)");
+
+    std::cout << "plugins\n";
+    HostCore core(HANGAR_ROLE_SERVER, cfg);
+    PluginManager plugins(core);
+    std::set<std::string> found;
+    for (const auto &dir : plugin_dirs) {
+        std::error_code ec;
+        if (!fs::is_directory(dir, ec)) {
+            if (dir == plugin_dirs.back())
+                r.fail("plugin folder " + dir + " does not exist", "reinstall the package, or set plugins.dir");
+            continue;
+        }
+        for (const auto &entry : fs::directory_iterator(dir, ec)) {
+            if (entry.path().extension() != ".so") continue;
+            auto info = plugins.inspect(entry.path().string());
+            if (!found.insert(info.name).second) continue; // the first folder wins, as in serve
+            bool on = std::find(enabled.begin(), enabled.end(), info.name) != enabled.end();
+            if (!info.problem.empty())
+                (on ? r.fail(info.name + ": " + info.problem,
+                             "rebuild it against this Hangar's SDK (ABI v" + std::to_string(HANGAR_ABI_VERSION) + ")")
+                    : r.warn(info.name + " (disabled): " + info.problem, "rebuild it or remove " + info.file));
+            else
+                r.ok(info.name + " " + info.version + " (ABI v" + std::to_string(HANGAR_ABI_VERSION) + ", " +
+                     (on ? "enabled" : "disabled") + ")");
+        }
+    }
+    for (const auto &name : enabled)
+        if (!found.count(name))
+            r.fail(name + " is enabled but no " + name + ".so was found", "install it, or set enabled = false");
+
+    std::cout << "programs\n";
+    for (const auto &[path, package] :
+         std::vector<std::pair<std::string, std::string>>{{chromium_path, "chromium"},
+                                                          {"/usr/bin/Xvfb", "xvfb"},
+                                                          {"/usr/bin/bwrap", "bubblewrap"},
+                                                          {"/usr/bin/ffmpeg", "ffmpeg"},
+                                                          {"/usr/bin/x11vnc", "x11vnc"}}) {
+        if (executable(path))
+            r.ok(path);
+        else
+            r.fail(path + " is missing", "apt-get install " + package);
+    }
+
+    std::cout << "data\n";
+    std::string data = fs::absolute(cfg.get("server.data_dir", ".data")).lexically_normal().string();
+    std::error_code ec;
+    fs::create_directories(data, ec);
+    std::string probe = data + "/.doctor-probe";
+    if (FILE *f = std::fopen(probe.c_str(), "w")) {
+        std::fclose(f);
+        std::remove(probe.c_str());
+        r.ok("data dir " + data + " is writable");
+    } else {
+        r.fail("data dir " + data + " is not writable by uid " + std::to_string(::geteuid()),
+               "chown hangar:hangar " + data + " (the package's service runs as hangar)");
+    }
+    struct statvfs fsinfo {};
+    if (::statvfs(data.c_str(), &fsinfo) == 0) {
+        double free_gb = static_cast<double>(fsinfo.f_bavail) * static_cast<double>(fsinfo.f_frsize) / (1 << 30);
+        char line[128];
+        std::snprintf(line, sizeof line, "%.1f GB free under %s", free_gb, data.c_str());
+        if (free_gb < 2)
+            r.warn(line, "free space: profiles, replays and browser state live there (2 GB or more)");
+        else
+            r.ok(line);
+    }
+
+    std::cout << "sandbox\n";
+    // The same isolation instances get (bubblewrap, new pid namespace, user namespace when not
+    // root), with Chromium rendering one page headless inside it.
+    std::vector<std::string> argv = {
+        "/usr/bin/bwrap", "--die-with-parent", "--unshare-pid", "--ro-bind", "/",   "/", "--dev", "/dev", "--proc",
+        "/proc",          "--tmpfs",           "/tmp",          "--tmpfs",   "/run"};
+    if (::geteuid() != 0) argv.emplace_back("--unshare-user");
+    for (const char *a : {"--setenv", "HOME", "/tmp", "--"})
+        argv.emplace_back(a);
+    argv.insert(argv.end(),
+                {chromium_path, "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run", "--user-data-dir=/tmp/doctor",
+                 "--dump-dom", "data:text/html,<p id=hangar>sandbox-ok</p>"});
+    auto [status, out] = run(argv);
+    if (status == 0 && out.find("sandbox-ok") != std::string::npos)
+        r.ok("Chromium renders a page inside the bubblewrap sandbox");
+    else
+        r.fail("Chromium did not start in the sandbox (exit " + std::to_string(status) +
+                   "): " + out.substr(0, out.find('\n')),
+               "check that unprivileged user namespaces are allowed (sysctl kernel.unprivileged_userns_clone=1) "
+               "and that chromium and bubblewrap are installed");
+
+    std::cout << (r.failures() ? std::to_string(r.failures()) + " problem(s) to fix\n" : "all checks passed\n");
+    return r.failures() ? 1 : 0;
+}
+
+} // namespace hangar::host
