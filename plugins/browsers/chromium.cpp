@@ -78,11 +78,12 @@ bool request_browser_close(const DevToolsEndpoint &ep, std::chrono::milliseconds
     return ::send(sock.get(), frame.data(), frame.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(frame.size());
 }
 
-// A tiny HTTP/1.1 GET to Chromium's DevTools port, used only to see its first page appear.
+// A tiny HTTP/1.1 request to Chromium's DevTools port (/json/list, /json/new, /json/close).
 std::optional<std::string> local_http_get(std::uint16_t port, const std::string &path,
-                                          std::chrono::milliseconds timeout) {
+                                          std::chrono::milliseconds timeout, const char *method = "GET") {
     Fd sock = devtools_request(
-        port, "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(port) + "\r\n\r\n", timeout);
+        port, std::string(method) + " " + path + " HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(port) + "\r\n\r\n",
+        timeout);
     if (!sock) return std::nullopt;
 
     // Chromium keeps the connection open, so the body ends at Content-Length, not at EOF.
@@ -388,6 +389,36 @@ json ChromiumRunner::status() {
     }
     if (display_) s["display"] = ":" + std::to_string(display_->display());
     return s;
+}
+
+json ChromiumRunner::open_only(const std::string &url) {
+    auto port = endpoint().port;
+    std::vector<std::string> old;
+    if (auto body = local_http_get(port, "/json/list", 2000ms)) {
+        json list = json::parse(*body, nullptr, false);
+        if (list.is_array())
+            for (const auto &t : list)
+                if (t.is_object() && t.value("type", "") == "page") old.push_back(t.value("id", ""));
+    }
+    // Chromium reads everything after '?' as the URL, percent-decoded.
+    std::string encoded;
+    for (unsigned char c : url) {
+        if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+            encoded += static_cast<char>(c);
+        } else {
+            constexpr char hex[] = "0123456789ABCDEF";
+            encoded += '%';
+            encoded += hex[c >> 4];
+            encoded += hex[c & 15];
+        }
+    }
+    auto created = local_http_get(port, "/json/new?" + encoded, 5000ms, "PUT");
+    json page = created ? json::parse(*created, nullptr, false) : json();
+    if (!page.is_object() || !page.contains("id"))
+        throw Error(502, "upstream_unavailable", "Chromium did not open the start URL");
+    for (const auto &id : old)
+        local_http_get(port, "/json/close/" + id, 2000ms);
+    return {{"id", page.at("id")}};
 }
 
 ChromiumRunner::Endpoint ChromiumRunner::endpoint() {

@@ -45,6 +45,10 @@ public:
     // The running Chromium's DevTools endpoint; relaunches it first if it died.
     Endpoint endpoint();
 
+    // Replaces every page with one new page at `url` (a warm spare handed to a create that asked
+    // for a start_url): the client finds exactly one page, with a history of one entry.
+    json open_only(const std::string &url);
+
     // Restarts Chromium (and Xvfb if a headful size changed) with the given changes; returns
     // status() once the new Chromium is ready.
     json restart(std::optional<Viewport> viewport, std::optional<bool> kiosk_mode);

@@ -59,6 +59,14 @@ void BrowsersPlugin::start_instance() {
     route("PUT", "/chromium/profile",
           [this](Request &req, Response &res) { res.json(chromium_->load_profile(req.body())); });
 
+    route("POST", "/chromium/open", [this](Request &req, Response &res) {
+        json body = req.json_body(false);
+        auto it = body.find("url");
+        if (it == body.end() || !it->is_string() || it->get_ref<const std::string &>().empty())
+            throw Error::invalid("url", "is required");
+        res.json(chromium_->open_only(it->get<std::string>()));
+    });
+
     // Always the current Chromium, so the same public URL works again after a restart.
     route(
         "GET", "/cdp",

@@ -370,6 +370,12 @@ void BrowsersPlugin::create(Request &req, Response &res) {
 
     std::optional<std::string> spare;
     if (spare_can_serve(opts)) spare = take_spare(opts.headless);
+    if (spare && opts.start_url &&
+        instance_call(*spare, "POST", "/chromium/open", json{{"url", *opts.start_url}}.dump(), 10000).status != 200) {
+        warn("a warm spare could not open the start URL; starting a browser instead");
+        instance_stop(*spare);
+        spare.reset();
+    }
 
     Session s;
     s.id = spare ? *spare : new_session_id();

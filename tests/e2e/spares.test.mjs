@@ -9,7 +9,7 @@ import { after, before, test } from 'node:test';
 
 import { chromium } from 'playwright-core';
 
-import { startServer, waitFor } from './lib/server.mjs';
+import { TEST_PAGE_TITLE, startServer, startTestPages, waitFor } from './lib/server.mjs';
 
 let server;
 // Instance folders whose agent is up (its socket exists once every plugin started).
@@ -66,5 +66,29 @@ test('options a spare cannot serve get a cold start and leave the spares alone',
     assert.deepEqual(instances().filter((id) => id !== b.session_id), before);
   } finally {
     await server.client.browsers.deleteByID(b.session_id);
+  }
+});
+
+test('a start_url is opened in the spare at hand-over: one page, at that URL, history of one', async () => {
+  const pages = await startTestPages();
+  const spares = await waitFor(() => (instances().length === 2 ? instances() : null), { timeoutMs: 60_000, what: 'two spares' });
+  const b = await server.client.browsers.create({ headless: true, start_url: pages.url });
+  try {
+    assert.ok(spares.includes(b.session_id), 'handed out a spare');
+    assert.equal(b.start_url, pages.url);
+    const browser = await chromium.connectOverCDP(b.cdp_ws_url, { timeout: 30_000 });
+    try {
+      const [ctx] = browser.contexts();
+      assert.equal(ctx.pages().length, 1);
+      const [page] = ctx.pages();
+      await waitFor(async () => (await page.title()) === TEST_PAGE_TITLE, { what: 'the start page to load' });
+      assert.equal(page.url(), pages.url);
+      assert.equal(await page.evaluate(() => history.length), 1);
+    } finally {
+      await browser.close();
+    }
+  } finally {
+    await server.client.browsers.deleteByID(b.session_id);
+    await pages.close();
   }
 });
