@@ -119,6 +119,9 @@ private:
         CreateOptions launch;
         std::deque<std::string> idle;
         std::set<std::string> leased;
+        // What each instance was started with: a PATCH without discard_all_idle leaves older
+        // browsers on the old settings, and their sessions must say so.
+        std::map<std::string, CreateOptions> built_with;
         int starting = 0;
         std::chrono::steady_clock::time_point next_start{};
         std::uint64_t generation = 0; // bumped by flush/discard: instances started before are not kept

@@ -170,7 +170,10 @@ void BrowsersPlugin::fill_pools(const std::stop_token &stop) {
                 it->second.starting--;
                 keep = ok && it->second.generation == generation &&
                        static_cast<int>(it->second.idle.size() + it->second.leased.size()) < it->second.size;
-                if (keep) it->second.idle.push_back(id);
+                if (keep) {
+                    it->second.idle.push_back(id);
+                    it->second.built_with[id] = launch;
+                }
             }
         }
         if (ok && !keep) destroy_pool_instance(id);
@@ -244,7 +247,10 @@ int BrowsersPlugin::pooled_capacity_locked(const std::string &project) const {
 void BrowsersPlugin::pool_session_ended(const std::string &id) {
     std::lock_guard lock(pools_mutex_);
     for (auto &[_, p] : pools_)
-        if (p.leased.erase(id)) poke_pools(); // the filler builds a replacement
+        if (p.leased.erase(id)) {
+            p.built_with.erase(id);
+            poke_pools(); // the filler builds a replacement
+        }
 }
 
 std::optional<std::pair<std::string, std::optional<std::string>>>
@@ -399,8 +405,11 @@ void BrowsersPlugin::pool_update(Request &req, Response &res) {
             p.idle.clear();
             p.generation++;
         }
+        for (const auto &id : dropped)
+            p.built_with.erase(id);
         // A smaller pool gives back idle browsers first; leased ones finish their lease.
         while (!p.idle.empty() && static_cast<int>(p.idle.size() + p.leased.size()) > p.size) {
+            p.built_with.erase(p.idle.back());
             dropped.push_back(p.idle.back());
             p.idle.pop_back();
         }
@@ -444,6 +453,8 @@ void BrowsersPlugin::pool_flush(Request &req, Response &res) {
         std::lock_guard lock(pools_mutex_);
         Pool &p = pool_locked(project_of(req), req.param("id_or_name"));
         idle.assign(p.idle.begin(), p.idle.end());
+        for (const auto &id : idle)
+            p.built_with.erase(id);
         p.idle.clear();
         p.generation++;
         p.next_start = {};
@@ -490,13 +501,15 @@ void BrowsersPlugin::pool_acquire(Request &req, Response &res) {
         it->second.idle.pop_front();
         it->second.leased.insert(id);
         timeout_seconds = it->second.timeout_seconds;
-        lease.headless = it->second.launch.headless;
-        lease.stealth = it->second.launch.stealth;
-        lease.kiosk_mode = it->second.launch.kiosk_mode;
-        lease.viewport = it->second.launch.viewport;
-        lease.start_url = it->second.launch.start_url;
-        lease.chrome_policy = it->second.launch.chrome_policy;
-        lease.profile = it->second.launch.profile;
+        auto built = it->second.built_with.find(id);
+        const CreateOptions &launch = built == it->second.built_with.end() ? it->second.launch : built->second;
+        lease.headless = launch.headless;
+        lease.stealth = launch.stealth;
+        lease.kiosk_mode = launch.kiosk_mode;
+        lease.viewport = launch.viewport;
+        lease.start_url = launch.start_url;
+        lease.chrome_policy = launch.chrome_policy;
+        lease.profile = launch.profile;
     }
     auto give_back = [&] {
         std::lock_guard lock(pools_mutex_);

@@ -129,6 +129,21 @@ test('list, update, bad input', async () => {
   await client.browserPools.delete(b.id);
 });
 
+test('a browser built before a PATCH keeps, and reports, the settings it was built with', async () => {
+  const pool = await client.browserPools.create({
+    name: 'stale', size: 1, headless: true, fill_rate_per_minute: 6000, viewport: { width: 1024, height: 768 },
+  });
+  await filled('stale', 1);
+  await client.browserPools.update('stale', { viewport: { width: 1280, height: 800 } }); // no discard_all_idle
+  const b = await client.browserPools.acquire('stale', {});
+  assert.deepEqual([b.viewport.width, b.viewport.height], [1024, 768]);
+  await client.browserPools.release('stale', { session_id: b.session_id, reuse: false });
+  await filled('stale', 1);
+  const fresh = await client.browserPools.acquire('stale', {});
+  assert.deepEqual([fresh.viewport.width, fresh.viewport.height], [1280, 800]);
+  await client.browserPools.delete(pool.id, { force: true });
+});
+
 test('pool capacity counts toward the project limit (4 here): 429, never a hang', async () => {
   const pool = await client.browserPools.create({ name: 'cap', size: 3, headless: true, fill_rate_per_minute: 0 });
   const one = await client.browsers.create({ headless: true });
