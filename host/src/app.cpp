@@ -183,7 +183,9 @@ protected:
             }
             std::cerr << "usage: hangar [serve|agent|admin|doctor|version] [--config=FILE]\n"
                          "  hangar admin project create NAME\n"
-                         "  hangar admin key create [--project PROJECT_ID] [--name NAME]\n";
+                         "  hangar admin key create [--project PROJECT_ID] [--name NAME]\n"
+                         "  hangar admin entitlement <org_id|project_id> <feature> on|off\n"
+                         "  hangar doctor\n";
             return args_.command == "help" ? 0 : 64;
         } catch (const std::exception &e) {
             std::cerr << "hangar: " << e.what() << "\n";
@@ -358,7 +360,14 @@ private:
             std::cout << auth.create_key(option("name", "admin-created"), option("project", "")) << std::endl;
             return 0;
         }
-        std::cerr << "usage: hangar admin project create NAME | hangar admin key create [--project ID] [--name NAME]\n";
+        if (p.size() >= 4 && p[0] == "entitlement" && (p[3] == "on" || p[3] == "off")) {
+            // hangar admin entitlement <org_... | proj_...> <feature> on|off
+            auth.set_entitlement(p[1], p[2], p[3] == "on");
+            std::cout << p[2] << " " << p[3] << " for " << p[1] << std::endl;
+            return 0;
+        }
+        std::cerr << "usage: hangar admin project create NAME | hangar admin key create [--project ID] [--name NAME]\n"
+                     "       hangar admin entitlement <org_id|project_id> <feature> on|off\n";
         return 64;
     }
 

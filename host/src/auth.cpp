@@ -20,7 +20,11 @@ constexpr const char *kKeyPrefix = "hgr_";
 } // namespace
 
 nlohmann::json Caller::to_json() const {
-    return {{"org_id", org_id}, {"project_id", project_id}, {"key_id", key_id}, {"project_scoped", project_scoped}};
+    return {{"org_id", org_id},
+            {"project_id", project_id},
+            {"key_id", key_id},
+            {"project_scoped", project_scoped},
+            {"entitlements", entitlements}};
 }
 
 Auth::Auth(Store &store) : store_(store) {
@@ -101,6 +105,12 @@ std::variant<Caller, AuthFailure> Auth::authenticate(const std::optional<std::st
         if (p.empty()) return AuthFailure{500, "internal", "the organisation has no default project"};
         caller.project_id = p[0]["id"];
     }
+    for (const auto &[table, id] : {std::pair{"orgs", caller.org_id}, std::pair{"projects", caller.project_id}}) {
+        auto e = store_.exec(std::string("SELECT entitlements FROM ") + table + " WHERE id = ?", {id});
+        if (e.empty()) continue;
+        auto parsed = nlohmann::json::parse(e[0].value("entitlements", "{}"), nullptr, false);
+        if (parsed.is_object()) caller.entitlements.update(parsed);
+    }
     return caller;
 }
 
@@ -110,6 +120,17 @@ std::string Auth::create_project(const std::string &name, const std::string &org
     store_.exec("INSERT INTO projects (id, org_id, name, is_default, created_at) VALUES (?, ?, ?, 0, ?)",
                 {id, org, name, rfc3339(now_ms())});
     return id;
+}
+
+void Auth::set_entitlement(const std::string &org_or_project, const std::string &feature, bool enabled) {
+    const char *table = org_or_project.starts_with("org_") ? "orgs" : "projects";
+    auto rows = store_.exec(std::string("SELECT entitlements FROM ") + table + " WHERE id = ?", {org_or_project});
+    if (rows.empty()) throw std::runtime_error("no org or project " + org_or_project);
+    auto current = nlohmann::json::parse(rows[0].value("entitlements", "{}"), nullptr, false);
+    if (!current.is_object()) current = nlohmann::json::object();
+    current[feature] = enabled;
+    store_.exec(std::string("UPDATE ") + table + " SET entitlements = ? WHERE id = ?",
+                {current.dump(), org_or_project});
 }
 
 std::string Auth::create_key(const std::string &name, const std::string &project_id) {

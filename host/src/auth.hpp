@@ -14,6 +14,9 @@ struct Caller {
     std::string project_id;
     std::string key_id;
     bool project_scoped = false;
+    // Features the administrator switched off for the org or the project ({"extensions": false});
+    // the project's setting wins over the org's.
+    nlohmann::json entitlements = nlohmann::json::object();
     nlohmann::json to_json() const;
 };
 
@@ -41,6 +44,9 @@ public:
     std::string create_project(const std::string &name, const std::string &org_id = "");
     // Returns the plaintext key; only its hash is stored.
     std::string create_key(const std::string &name, const std::string &project_id = "");
+    // Turns a feature on or off for an org ("org_...") or a project ("proj_..."); throws when the
+    // id names neither.
+    void set_entitlement(const std::string &org_or_project, const std::string &feature, bool enabled);
     std::string default_org() const;
 
 private:

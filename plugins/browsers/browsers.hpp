@@ -164,6 +164,7 @@ private:
     void relay_to_chromium(Request &req, Response &res, const std::string &path);
 
     std::unique_ptr<ChromiumRunner> chromium_;
+    std::string extensions_dir_;
 };
 
 } // namespace hangar::browsers

@@ -1,5 +1,6 @@
 #include "chromium.hpp"
 
+#include "extension_install.hpp"
 #include "profile_archive.hpp"
 
 #include <arpa/inet.h>
@@ -14,6 +15,8 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <stdexcept>
 #include <thread>
 
@@ -309,6 +312,16 @@ void ChromiumRunner::start() {
     std::lock_guard lock(mutex_);
     make_dirs(settings_.run_dir + "/logs");
     make_dirs(settings_.user_data_dir);
+    // Extensions a create asked for arrive as inputs too ("extension-<name>.zip").
+    std::error_code ec;
+    for (const auto &entry : std::filesystem::directory_iterator(settings_.run_dir + "/inputs", ec)) {
+        std::string file = entry.path().filename().string();
+        if (!file.starts_with("extension-") || !file.ends_with(".zip")) continue;
+        std::ifstream in(entry.path(), std::ios::binary);
+        std::string zip((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        install_extension(zip, settings_.extensions_dir, file.substr(10, file.size() - 14), hangar::ZipLimits{});
+        ::unlink(entry.path().c_str());
+    }
     // The server copies a session's profile here (spec "inputs"); Chromium starts on it.
     std::string profile = settings_.run_dir + "/inputs/profile.tar.zst";
     if (::access(profile.c_str(), R_OK) == 0) {
@@ -364,6 +377,8 @@ void ChromiumRunner::launch_locked(std::string_view url) {
     std::optional<int> display;
     if (display_) display = display_->display();
     std::string ua = spec_.stealth ? user_agent_locked() : std::string();
+    // Whatever is installed now is loaded: an upload installs, then restarts Chromium.
+    spec_.extensions = installed_extensions(settings_.extensions_dir);
     auto started = Clock::now();
     chromium_ = std::make_unique<ChromiumProcess>(settings_, spec_, display, ua, url, log_);
     auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count();

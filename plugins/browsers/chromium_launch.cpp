@@ -104,6 +104,13 @@ std::vector<std::string> chromium_args(const ChromiumSettings &settings, const L
         a.emplace_back("--disable-blink-features=AutomationControlled");
         if (!user_agent.empty()) a.push_back("--user-agent=" + std::string(user_agent));
     }
+    if (!spec.extensions.empty()) {
+        std::string dirs;
+        for (const auto &d : spec.extensions)
+            dirs += (dirs.empty() ? "" : ",") + d;
+        a.push_back("--load-extension=" + dirs);
+        a.push_back("--disable-extensions-except=" + dirs);
+    }
     for (const auto &f : settings.extra_flags)
         a.push_back(f);
     if (spec.restore_session && url.empty()) {

@@ -2,6 +2,9 @@
 // serves the agent routes the server half relays to. These routes have no auth: the agent socket
 // is only reachable by the server.
 #include "browsers.hpp"
+#include "extension_install.hpp"
+
+#include <hangar/resource.hpp>
 
 #include <unistd.h>
 
@@ -18,6 +21,8 @@ void BrowsersPlugin::start_instance() {
     bool sandboxed = settings.run_dir == "/run/hangar" && ::access("/home/kernel", W_OK) == 0;
     settings.user_data_dir =
         config("user_data_dir", sandboxed ? settings.user_data_dir : settings.run_dir + "/home/user-data");
+    settings.extensions_dir =
+        config("extensions_dir", sandboxed ? settings.extensions_dir : settings.run_dir + "/home/extensions");
     settings.policy_mount_dir = config("policy_mount_dir", settings.policy_mount_dir);
     settings.extra_flags = split_flags(config("chromium_flags", ""));
     settings.startup_timeout_ms = static_cast<int>(config_int("startup_timeout_ms", settings.startup_timeout_ms));
@@ -31,6 +36,7 @@ void BrowsersPlugin::start_instance() {
                                       : HANGAR_LOG_INFO,
             msg);
     };
+    extensions_dir_ = settings.extensions_dir;
     chromium_ = std::make_unique<ChromiumRunner>(std::move(settings), std::move(spec), logger);
     // Synchronous on purpose: the host's instance_start returns when every plugin has started,
     // so POST /browsers answers only once Chromium is ready.
@@ -58,6 +64,16 @@ void BrowsersPlugin::start_instance() {
 
     route("PUT", "/chromium/profile",
           [this](Request &req, Response &res) { res.json(chromium_->load_profile(req.body())); });
+
+    // One extension (its zip as the body) into <extensions_dir>/<name>; the caller restarts
+    // Chromium once every extension of its upload is in place.
+    route("PUT", "/chromium/extensions/{name}", [this](Request &req, Response &res) {
+        std::string name = req.param("name");
+        if (!hangar::valid_resource_name(name) || name.front() == '.')
+            throw Error::invalid("name", "must be 1 to 255 characters of letters, digits, '.', '_' and '-'");
+        install_extension(req.body(), extensions_dir_, name, hangar::ZipLimits{});
+        res.no_content();
+    });
 
     route("POST", "/chromium/open", [this](Request &req, Response &res) {
         json body = req.json_body(false);

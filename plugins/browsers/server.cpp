@@ -405,6 +405,12 @@ void BrowsersPlugin::create(Request &req, Response &res) {
         }
     } profile_lease;
     json spec = make_instance_spec(s.id, opts);
+    if (!opts.extensions.empty()) {
+        // Loaded at launch: the agent unpacks them before Chromium starts, so nothing restarts.
+        json resolved = call("extensions.resolve", {{"project_id", project}, {"extensions", opts.extensions}});
+        for (const auto &e : resolved)
+            spec["inputs"]["extension-" + e.at("name").get<std::string>() + ".zip"] = e.at("path");
+    }
     if (opts.profile) {
         json lease = call("profiles.acquire", profile_selector(project, s.id, *opts.profile));
         profile_lease.plugin = this;
@@ -412,7 +418,7 @@ void BrowsersPlugin::create(Request &req, Response &res) {
         s.profile_id = lease.at("profile").at("id").get<std::string>();
         s.profile_save_changes = opts.profile->save_changes;
         if (auto archive = lease.value("archive", json()); archive.is_string())
-            spec["inputs"] = {{"profile.tar.zst", archive}};
+            spec["inputs"]["profile.tar.zst"] = archive;
     }
 
     // The row is written only once the instance runs, so a failed start leaves nothing behind.

@@ -329,10 +329,20 @@ CreateOptions parse_create(const json &body) {
 
     // Valid options whose feature lives in a plugin that does not exist yet.
     if (const json *f = field(body, "extensions")) {
-        if (!f->is_array())
+        if (!f->is_array()) {
             v.fail("extensions", "must be an array of {id?, name?}");
-        else if (!f->empty())
-            unsupported.emplace_back("extensions");
+        } else {
+            for (std::size_t i = 0; i < f->size(); ++i) {
+                const json &e = (*f)[i];
+                bool named =
+                    e.is_object() &&
+                    ((e.contains("id") && e["id"].is_string() && !e["id"].get_ref<const std::string &>().empty()) ||
+                     (e.contains("name") && e["name"].is_string() &&
+                      !e["name"].get_ref<const std::string &>().empty()));
+                if (!named) v.fail("extensions[" + std::to_string(i) + "]", "must be {id} or {name}");
+            }
+            o.extensions = *f;
+        }
     }
     std::optional<std::string> proxy_id, invocation_id;
     check_string(v, body, "proxy_id", proxy_id, 255);

@@ -67,6 +67,8 @@ struct CreateOptions {
     std::optional<std::string> start_url;
     std::optional<json> chrome_policy; // an object, already checked
     std::optional<ProfileRef> profile;
+    // `extensions: [{id?|name?}]` as sent; the extensions plugin resolves them.
+    json extensions = json::array();
 };
 
 // Validates a POST /browsers body. Throws Error 400 (every bad field in `details`) and, when the

@@ -1,6 +1,8 @@
 // fs: the browser filesystem API (/browsers/{id}/fs/*). Server role: authenticated relays to the
 // session's agent. Instance role (inside the sandbox): the filesystem operations themselves.
+#include <hangar/multipart.hpp>
 #include <hangar/plugin.hpp>
+#include <hangar/zip.hpp>
 
 #include <archive.h>
 #include <archive_entry.h>
@@ -29,11 +31,12 @@ namespace {
 
 using hangar::Error;
 using hangar::json;
+using hangar::parse_multipart;
+using hangar::Part;
 namespace stdfs = std::filesystem;
 
 // Limits for upload_zip (set from fs.ini at start).
-std::size_t kMaxZipEntries = 10000;
-std::uint64_t kMaxZipBytes = 256ull << 20; // uncompressed
+hangar::ZipLimits zip_limits;
 std::size_t kMaxWatches = 64;
 
 // Temp names of atomic writes, so watches can hide them and report the final name instead.
@@ -255,68 +258,6 @@ std::string body_string(const json &body, const std::string &field, bool require
     return body[field].get<std::string>();
 }
 
-// ---- multipart/form-data ----
-
-struct Part {
-    std::string name;
-    std::string filename;
-    std::string_view data;
-};
-
-std::vector<Part> parse_multipart(hangar::Request &req) {
-    auto ct = req.header("Content-Type").value_or("");
-    if (ct.find("multipart/form-data") == std::string::npos)
-        throw Error::bad_request("the body must be multipart/form-data",
-                                 {{"invalid_input", "body: not multipart/form-data"}});
-    auto bpos = ct.find("boundary=");
-    if (bpos == std::string::npos) throw Error::bad_request("multipart body without a boundary");
-    std::string boundary = ct.substr(bpos + 9);
-    if (auto semi = boundary.find(';'); semi != std::string::npos) boundary = boundary.substr(0, semi);
-    if (boundary.size() >= 2 && boundary.front() == '"') boundary = boundary.substr(1, boundary.size() - 2);
-    std::string_view body = req.body();
-    std::string delim = "--" + boundary;
-    std::vector<Part> parts;
-    std::size_t pos = body.find(delim);
-    if (pos == std::string_view::npos) throw Error::bad_request("malformed multipart body");
-    while (true) {
-        pos += delim.size();
-        if (body.substr(pos, 2) == "--") break;
-        if (body.substr(pos, 2) != "\r\n") throw Error::bad_request("malformed multipart body");
-        pos += 2;
-        auto hend = body.find("\r\n\r\n", pos);
-        if (hend == std::string_view::npos) throw Error::bad_request("malformed multipart body");
-        std::string_view headers = body.substr(pos, hend - pos);
-        std::size_t dstart = hend + 4;
-        auto next = body.find("\r\n" + delim, dstart);
-        if (next == std::string_view::npos) throw Error::bad_request("malformed multipart body");
-        Part p;
-        p.data = body.substr(dstart, next - dstart);
-        // Content-Disposition: form-data; name="..."; filename="..."
-        std::string h(headers);
-        std::string lower = h;
-        for (auto &c : lower)
-            c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-        auto param = [&](const std::string &key) -> std::string {
-            std::size_t at = 0;
-            while ((at = lower.find(key + "=\"", at)) != std::string::npos) {
-                if (at > 0 && (std::isalnum(static_cast<unsigned char>(lower[at - 1])))) {
-                    at += 1;
-                    continue;
-                }
-                auto s = at + key.size() + 2;
-                auto e = h.find('"', s);
-                return e == std::string::npos ? std::string() : h.substr(s, e - s);
-            }
-            return {};
-        };
-        p.name = param("name");
-        p.filename = param("filename");
-        parts.push_back(std::move(p));
-        pos = next + 2;
-    }
-    return parts;
-}
-
 // ---- zip ----
 
 std::string zip_directory(const std::string &dir) {
@@ -360,66 +301,6 @@ std::string zip_directory(const std::string &dir) {
     archive_write_close(a);
     archive_write_free(a);
     return out;
-}
-
-struct ZipItem {
-    std::string rel;
-    bool dir;
-    mode_t mode;
-    std::string data;
-};
-
-// Walks every entry, checking names, types, the entry count and the real uncompressed size. With
-// `sink` empty nothing is kept (the validation pass); otherwise each entry, data included, is
-// handed to `sink` one at a time, so memory holds at most one entry.
-void read_zip(std::string_view bytes, const std::function<void(ZipItem &&)> &sink) {
-    archive *a = archive_read_new();
-    archive_read_support_format_zip(a);
-    std::unique_ptr<archive, int (*)(archive *)> guard(a, archive_read_free);
-    if (archive_read_open_memory(a, bytes.data(), bytes.size()) != ARCHIVE_OK)
-        throw Error::invalid("zip_file", std::string("not a readable zip: ") + archive_error_string(a));
-    std::size_t count = 0;
-    std::uint64_t total = 0;
-    archive_entry *e;
-    int r;
-    while ((r = archive_read_next_header(a, &e)) == ARCHIVE_OK) {
-        const char *pn = archive_entry_pathname(e);
-        std::string name = pn ? pn : "";
-        if (++count > kMaxZipEntries)
-            throw Error::invalid("zip_file", "more than " + std::to_string(kMaxZipEntries) + " entries (entry limit)");
-        if (name.empty() || name[0] == '/' || name.find('\\') != std::string::npos)
-            throw Error::invalid("zip_file", "entry '" + name + "' has an absolute or invalid path");
-        for (const auto &part : stdfs::path(name))
-            if (part == "..") throw Error::invalid("zip_file", "entry '" + name + "' escapes the destination folder");
-        auto type = archive_entry_filetype(e);
-        if (type == AE_IFLNK)
-            throw Error::invalid("zip_file", "entry '" + name + "' is a symbolic link, which is refused");
-        ZipItem it;
-        it.rel = stdfs::path(name).lexically_normal().string();
-        while (!it.rel.empty() && it.rel.back() == '/')
-            it.rel.pop_back();
-        if (it.rel.empty() || it.rel == ".") continue;
-        it.dir = type == AE_IFDIR || name.back() == '/';
-        it.mode = archive_entry_perm(e) & 0777;
-        if (!it.dir) {
-            if (type != AE_IFREG && type != 0)
-                throw Error::invalid("zip_file", "entry '" + name + "' is not a regular file or folder");
-            char buf[65536];
-            la_ssize_t n;
-            while ((n = archive_read_data(a, buf, sizeof buf)) > 0) {
-                total += static_cast<std::uint64_t>(n);
-                if (total > kMaxZipBytes)
-                    throw Error::invalid("zip_file", "uncompressed size exceeds " + std::to_string(kMaxZipBytes) +
-                                                         " bytes (size limit)");
-                if (sink) it.data.append(buf, static_cast<size_t>(n));
-            }
-            if (n < 0)
-                throw Error::invalid("zip_file", "entry '" + name + "' could not be read: " + archive_error_string(a));
-        }
-        if (sink) sink(std::move(it));
-    }
-    if (r != ARCHIVE_EOF)
-        throw Error::invalid("zip_file", std::string("not a readable zip: ") + archive_error_string(a));
 }
 
 // ---- watches ----
@@ -579,8 +460,8 @@ private:
     }
 
     void start_instance() {
-        kMaxZipEntries = static_cast<std::size_t>(config_int("max_zip_entries", 10000));
-        kMaxZipBytes = static_cast<std::uint64_t>(config_int("max_zip_bytes", 256ll << 20));
+        zip_limits.max_entries = static_cast<std::size_t>(config_int("max_zip_entries", 10000));
+        zip_limits.max_bytes = static_cast<std::uint64_t>(config_int("max_zip_bytes", 256ll << 20));
         kMaxWatches = static_cast<std::size_t>(config_int("max_watches", 64));
         route("GET", "/fs/file_info", [](hangar::Request &req, hangar::Response &res) {
             std::string path = checked_path("path", required_query(req, "path"));
@@ -789,7 +670,7 @@ private:
             if (!dest_raw || dest_raw->empty()) v.fail("dest_path", "required");
             v.throw_if_failed();
             std::string dest = checked_path("dest_path", *dest_raw);
-            read_zip(zip->data, nullptr); // validates every entry before anything is written
+            read_zip(zip->data, zip_limits, nullptr); // validates every entry before anything is written
             // Create the destination, then write entries one at a time; files are written atomically.
             struct stat st {};
             if (stat(dest.c_str(), &st) != 0) {
@@ -797,7 +678,7 @@ private:
             } else if (!S_ISDIR(st.st_mode)) {
                 throw Error::bad_request("dest_path: " + dest + " is not a folder");
             }
-            read_zip(zip->data, [&](ZipItem &&it) {
+            read_zip(zip->data, zip_limits, [&](hangar::ZipItem &&it) {
                 std::string target = join_path(dest, it.rel);
                 if (it.dir)
                     writable_parent("dest_path", target + "/x", true);

@@ -172,7 +172,8 @@ public:
 
     void create_not_implemented_after_validation() {
         expect_error([] { parse_create(parse(R"({"proxy_id":"abc"})")); }, 501);
-        expect_error([] { parse_create(parse(R"({"extensions":[{"name":"x"}]})")); }, 501);
+        CPPUNIT_ASSERT_EQUAL(std::size_t(1), parse_create(parse(R"({"extensions":[{"name":"x"}]})")).extensions.size());
+        expect_error([] { parse_create(parse(R"({"extensions":[{}]})")); }, 400, "extensions[0]");
         expect_error([] { parse_create(parse(R"({"telemetry":{"enabled":true}})")); }, 501);
         expect_error([] { parse_create(parse(R"({"telemetry":{"browser":{"console":{}}}})")); }, 501);
         expect_error([] { parse_create(parse(R"({"invocation_id":"inv"})")); }, 501);

@@ -194,6 +194,15 @@ public:
         return text.empty() ? json::object() : json::parse(text, nullptr, false);
     }
     std::string id() const { return std::string(view(host_->req_id(req_))); }
+    // 403 forbidden when the administrator switched `feature` off for the caller's org or
+    // project (`hangar admin entitlement ... off`).
+    void require_entitlement(std::string_view feature) const {
+        json ent = caller().value("entitlements", json::object());
+        auto it = ent.find(std::string(feature));
+        if (it != ent.end() && it->is_boolean() && !it->get<bool>())
+            throw Error::forbidden("the " + std::string(feature) +
+                                   " feature is turned off for this organisation or project by the administrator");
+    }
     std::string base_url() const { return std::string(view(host_->req_base_url(req_))); }
     hangar_request *raw() const { return req_; }
 

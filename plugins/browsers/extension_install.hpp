@@ -1,0 +1,21 @@
+// Unpacked Chromium extensions in the instance: /home/kernel/extensions/<name>/manifest.json.
+#pragma once
+
+#include <hangar/zip.hpp>
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace hangar::browsers {
+
+// Unpacks `zip` (an unpacked extension: manifest.json at its root or in its one top-level folder)
+// to <dir>/<name>, replacing what was there in one rename: a failure leaves the old folder as it
+// was. Throws Error 400 for a bad archive, std::runtime_error for the file system.
+void install_extension(std::string_view zip, const std::string &dir, const std::string &name,
+                       const hangar::ZipLimits &limits);
+
+// The extension folders under `dir` that hold a manifest.json, sorted by name.
+std::vector<std::string> installed_extensions(const std::string &dir);
+
+} // namespace hangar::browsers

@@ -1,0 +1,375 @@
+// extensions: Kernel API §3.16 [84]-[89] (the library), §3.4 [20] (upload into a running
+// browser) and the `extensions` option of POST /browsers (the `extensions.resolve` service).
+//
+// Server role only. Zips are checked here in full before anything is stored or installed (the
+// shared hangar/zip.hpp: entry count, uncompressed size, no escaping or linked entries, and a
+// manifest.json at the root or in the one top-level folder); the browsers plugin's agent unpacks
+// them into /home/kernel/extensions/<name> and restarts Chromium with every extension loaded.
+#include <hangar/multipart.hpp>
+#include <hangar/plugin.hpp>
+#include <hangar/resource.hpp>
+#include <hangar/zip.hpp>
+
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <regex>
+#include <set>
+
+namespace {
+
+using hangar::Error;
+using hangar::json;
+using hangar::Request;
+using hangar::Response;
+using hangar::Validation;
+
+const hangar_migration migrations[] = {
+    {1, R"sql(
+CREATE TABLE extensions_extensions (
+    id TEXT PRIMARY KEY,
+    org_id TEXT NOT NULL,
+    project_id TEXT NOT NULL,
+    name TEXT,
+    created_at BIGINT NOT NULL,
+    last_used_at BIGINT,
+    size_bytes BIGINT NOT NULL,
+    checksum TEXT
+);
+CREATE UNIQUE INDEX extensions_extensions_name ON extensions_extensions (project_id, name) WHERE name IS NOT NULL;
+)sql"},
+};
+
+// SHA-256 (FIPS 180-4), for Extension.checksum: the exact uploaded bytes.
+std::string sha256_hex(std::string_view data) {
+    static constexpr std::array<std::uint32_t, 64> k = {
+        0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
+        0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
+        0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+        0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
+        0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
+        0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+        0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+        0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
+    std::array<std::uint32_t, 8> h = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+                                      0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+    std::string msg(data);
+    std::uint64_t bits = static_cast<std::uint64_t>(data.size()) * 8;
+    msg.push_back(static_cast<char>(0x80));
+    while (msg.size() % 64 != 56)
+        msg.push_back(0);
+    for (int i = 7; i >= 0; --i)
+        msg.push_back(static_cast<char>((bits >> (8 * i)) & 0xff));
+    auto rotr = [](std::uint32_t x, int n) { return (x >> n) | (x << (32 - n)); };
+    for (std::size_t off = 0; off < msg.size(); off += 64) {
+        std::array<std::uint32_t, 64> w{};
+        for (int i = 0; i < 16; ++i)
+            for (int b = 0; b < 4; ++b)
+                w[i] = (w[i] << 8) | static_cast<unsigned char>(msg[off + static_cast<std::size_t>(i * 4 + b)]);
+        for (int i = 16; i < 64; ++i) {
+            auto s0 = rotr(w[i - 15], 7) ^ rotr(w[i - 15], 18) ^ (w[i - 15] >> 3);
+            auto s1 = rotr(w[i - 2], 17) ^ rotr(w[i - 2], 19) ^ (w[i - 2] >> 10);
+            w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+        }
+        auto v = h;
+        for (int i = 0; i < 64; ++i) {
+            auto s1 = rotr(v[4], 6) ^ rotr(v[4], 11) ^ rotr(v[4], 25);
+            auto ch = (v[4] & v[5]) ^ (~v[4] & v[6]);
+            auto t1 = v[7] + s1 + ch + k[i] + w[i];
+            auto s0 = rotr(v[0], 2) ^ rotr(v[0], 13) ^ rotr(v[0], 22);
+            auto maj = (v[0] & v[1]) ^ (v[0] & v[2]) ^ (v[1] & v[2]);
+            auto t2 = s0 + maj;
+            v = {t1 + t2, v[0], v[1], v[2], v[3] + t1, v[4], v[5], v[6]};
+        }
+        for (int i = 0; i < 8; ++i)
+            h[i] += v[i];
+    }
+    static constexpr char hex[] = "0123456789abcdef";
+    std::string out;
+    for (auto x : h)
+        for (int s = 28; s >= 0; s -= 4)
+            out.push_back(hex[(x >> s) & 0xf]);
+    return out;
+}
+
+class ExtensionsPlugin final : public hangar::Plugin {
+public:
+    void start() override {
+        if (role() != HANGAR_ROLE_SERVER) return;
+        limits_.max_entries = static_cast<std::size_t>(config_int("max_zip_entries", 5000));
+        limits_.max_bytes = static_cast<std::uint64_t>(config_int("max_unpacked_bytes", 128ll << 20));
+        max_zip_bytes_ = static_cast<std::size_t>(config_int("max_zip_bytes", 32ll << 20));
+        max_total_bytes_ = static_cast<std::size_t>(config_int("max_upload_bytes", 64ll << 20));
+        store_timeout_ms_ = static_cast<int>(config_int("chrome_store_timeout_ms", 3000));
+
+        route("POST", "/extensions", [this](Request &q, Response &r) { upload(q, r); });
+        route("GET", "/extensions", [this](Request &q, Response &r) { list(q, r); });
+        route("GET", "/extensions/from_chrome_store", [this](Request &q, Response &r) { from_store(q, r); });
+        route("GET", "/extensions/{id_or_name}", [this](Request &q, Response &r) {
+            json row = require(project_of(q), q.param("id_or_name"));
+            auto path = blob_path(row.at("id").get<std::string>() + ".zip");
+            r.header("Content-Disposition", "attachment; filename=\"" + display_name(row) + ".zip\"");
+            r.file("application/zip", path.value_or(""));
+        });
+        route("GET", "/extensions/{id_or_name}/metadata",
+              [this](Request &q, Response &r) { r.json(render(require(project_of(q), q.param("id_or_name")))); });
+        route("DELETE", "/extensions/{id_or_name}", [this](Request &q, Response &r) {
+            json row = require(project_of(q), q.param("id_or_name"));
+            std::string id = row.at("id").get<std::string>();
+            sql("DELETE FROM extensions_extensions WHERE id = ?", {id});
+            blob_delete(id + ".zip");
+            r.no_content();
+        });
+        route("POST", "/browsers/{id}/extensions", [this](Request &q, Response &r) { load_into_browser(q, r); });
+
+        // For POST /browsers {extensions: [{id}|{name}]}: the zips' host paths, in order.
+        service("extensions.resolve", [this](const json &in) {
+            std::string project = in.value("project_id", "");
+            json out = json::array();
+            std::set<std::string> names;
+            for (const auto &sel : in.value("extensions", json::array())) {
+                std::string key = sel.contains("id") ? sel.value("id", "") : sel.value("name", "");
+                json row = require(project, key);
+                std::string id = row.at("id").get<std::string>();
+                std::string name = display_name(row);
+                if (!names.insert(name).second) continue;
+                sql("UPDATE extensions_extensions SET last_used_at = ? WHERE id = ?", {hangar::now_ms(), id});
+                out.push_back({{"name", name}, {"path", blob_path(id + ".zip").value_or("")}});
+            }
+            return out;
+        });
+    }
+
+private:
+    static std::string project_of(const Request &req) {
+        json caller = req.caller();
+        auto it = caller.find("project_id");
+        if (it == caller.end() || !it->is_string() || it->get_ref<const std::string &>().empty())
+            throw Error::unauthorized("no project for this caller");
+        return it->get<std::string>();
+    }
+
+    static std::string display_name(const json &row) {
+        return row.value("name", json()).is_string() ? row.at("name").get<std::string>()
+                                                     : row.at("id").get<std::string>();
+    }
+
+    json require(const std::string &project, const std::string &id_or_name) const {
+        auto rows =
+            sql("SELECT * FROM extensions_extensions WHERE project_id = ? AND (id = ? OR LOWER(name) = LOWER(?))",
+                {project, id_or_name, id_or_name});
+        if (rows.empty()) throw Error::not_found("extension \"" + id_or_name + "\" not found");
+        return rows.front();
+    }
+
+    static json render(const json &row) {
+        json out = {{"id", row.at("id")},
+                    {"created_at", hangar::rfc3339(row.at("created_at").get<std::int64_t>())},
+                    {"size_bytes", row.at("size_bytes")},
+                    {"name", row.value("name", json())},
+                    {"checksum", row.value("checksum", json())}};
+        auto last = row.value("last_used_at", json());
+        out["last_used_at"] = last.is_number() ? json(hangar::rfc3339(last.get<std::int64_t>())) : json();
+        return out;
+    }
+
+    // Problems with one zip, each a detail under `field`: not a zip, over a limit, no manifest.
+    void check_zip(std::string_view zip, const std::string &field, Validation &v) const {
+        if (zip.size() > max_zip_bytes_) {
+            v.fail(field, "is " + std::to_string(zip.size()) + " bytes, over the per-zip limit of " +
+                              std::to_string(max_zip_bytes_) + " bytes");
+            return;
+        }
+        try {
+            std::set<std::string> top;
+            bool root = false, nested = false;
+            hangar::read_zip(
+                zip, limits_,
+                [&](hangar::ZipItem &&it) {
+                    auto slash = it.rel.find('/');
+                    top.insert(it.rel.substr(0, slash));
+                    if (it.rel == "manifest.json") root = true;
+                    if (slash != std::string::npos && it.rel.substr(slash + 1) == "manifest.json") nested = true;
+                },
+                field);
+            if (!root && !(nested && top.size() == 1))
+                v.fail(field, "has no manifest.json at its root or in its one top-level folder");
+        } catch (const Error &e) {
+            for (const auto &d : e.details())
+                v.fail(field,
+                       d.message.substr(d.message.find(": ") == std::string::npos ? 0 : d.message.find(": ") + 2));
+            if (e.details().empty()) v.fail(field, e.what());
+        }
+    }
+
+    void upload(Request &req, Response &res) {
+        std::string project = project_of(req);
+        req.require_entitlement("extensions");
+        auto parts = hangar::parse_multipart(req);
+        Validation v;
+        const auto *file = hangar::find_part(parts, "file");
+        std::optional<std::string> name;
+        if (const auto *n = hangar::find_part(parts, "name"); n && !n->data.empty()) {
+            name = std::string(n->data);
+            if (!hangar::valid_resource_name(*name))
+                v.fail("name", "must be 1 to 255 characters of letters, digits, '.', '_' and '-'");
+        }
+        if (!file)
+            v.fail("file", "is required (a zip of an unpacked extension)");
+        else
+            check_zip(file->data, "file", v);
+        v.throw_if_failed("invalid extension");
+        std::lock_guard lock(m_);
+        if (name && !sql("SELECT id FROM extensions_extensions WHERE project_id = ? AND LOWER(name) = LOWER(?)",
+                         {project, *name})
+                         .empty())
+            throw Error::conflict("an extension named \"" + *name + "\" already exists in this project");
+        std::string id = hangar::new_id();
+        blob_put(id + ".zip", file->data);
+        sql("INSERT INTO extensions_extensions (id, org_id, project_id, name, created_at, size_bytes, checksum) VALUES "
+            "(?, ?, ?, ?, ?, ?, ?)",
+            {id, req.caller().value("org_id", ""), project, name ? json(*name) : json(), hangar::now_ms(),
+             file->data.size(), sha256_hex(file->data)});
+        res.json(render(require(project, id)));
+    }
+
+    void list(Request &req, Response &res) {
+        std::string project = project_of(req);
+        Validation v;
+        auto paging = hangar::parse_paging(req, v);
+        v.throw_if_failed("invalid list query");
+        std::string where = " WHERE project_id = ?";
+        json params = json::array({project});
+        if (auto n = req.query("name"); n && !n->empty()) {
+            where += " AND LOWER(name) = LOWER(?)";
+            params.push_back(*n);
+        }
+        if (auto q = req.query("query"); q && !q->empty()) {
+            where += " AND (INSTR(LOWER(COALESCE(name, '')), LOWER(?)) > 0 OR id = ?)";
+            params.push_back(*q);
+            params.push_back(*q);
+        }
+        params.push_back(paging.limit + 1);
+        params.push_back(paging.offset);
+        auto rows =
+            sql("SELECT * FROM extensions_extensions" + where + " ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?",
+                params);
+        json items = json::array();
+        for (std::size_t i = 0; i < rows.size() && i < static_cast<std::size_t>(paging.limit); ++i)
+            items.push_back(render(rows[i]));
+        res.page(items, paging.offset, rows.size() > static_cast<std::size_t>(paging.limit));
+    }
+
+    // The Web Store is on the internet; without it the answer must come quickly and say so.
+    void from_store(Request &req, Response &res) {
+        (void)res;
+        auto url = req.query("url").value_or("");
+        if (url.empty()) throw Error::invalid("url", "is required (a Chrome Web Store URL)");
+        if (auto os = req.query("os"); os && *os != "win" && *os != "mac" && *os != "linux")
+            throw Error::invalid("os", "must be win, mac or linux");
+        if (!reachable("clients2.google.com", "443", store_timeout_ms_))
+            throw Error(502, "upstream_unavailable",
+                        "the Chrome Web Store cannot be reached from this server (no route to clients2.google.com); "
+                        "download the extension elsewhere and upload its unpacked zip with POST /extensions");
+        throw Error::not_implemented("repackaging Chrome Web Store downloads is not implemented in Hangar yet; upload "
+                                     "the unpacked extension as a zip with POST /extensions");
+    }
+
+    static bool reachable(const char *host, const char *port, int timeout_ms) {
+        addrinfo hints{};
+        hints.ai_socktype = SOCK_STREAM;
+        addrinfo *res = nullptr;
+        if (::getaddrinfo(host, port, &hints, &res) != 0 || !res) return false;
+        std::unique_ptr<addrinfo, void (*)(addrinfo *)> guard(res, ::freeaddrinfo);
+        int fd = ::socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0) return false;
+        struct Close {
+            int fd;
+            ~Close() { ::close(fd); }
+        } closer{fd};
+        if (::connect(fd, res->ai_addr, res->ai_addrlen) == 0) return true;
+        if (errno != EINPROGRESS) return false;
+        pollfd p{fd, POLLOUT, 0};
+        if (::poll(&p, 1, timeout_ms) != 1) return false;
+        int err = 0;
+        socklen_t len = sizeof err;
+        return ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0;
+    }
+
+    void load_into_browser(Request &req, Response &res) {
+        req.require_entitlement("extensions");
+        auto parts = hangar::parse_multipart(req);
+        // extensions[<i>][name] / extensions[<i>][zip_file], in index order.
+        static const std::regex part_name(R"(^extensions\[(\d+)\]\[(name|zip_file)\]$)");
+        std::map<int, std::pair<const hangar::Part *, const hangar::Part *>> items;
+        for (const auto &p : parts) {
+            std::smatch m;
+            if (!std::regex_match(p.name, m, part_name)) continue;
+            auto &slot = items[std::stoi(m[1])];
+            (m[2] == "name" ? slot.first : slot.second) = &p;
+        }
+        Validation v;
+        if (items.empty()) v.fail("extensions", "is required: parts extensions[i][name] and extensions[i][zip_file]");
+        std::size_t total = 0;
+        std::set<std::string> seen;
+        for (const auto &[i, item] : items) {
+            std::string at = "extensions[" + std::to_string(i) + "]";
+            if (!item.first) v.fail(at + ".name", "is required");
+            if (!item.second) v.fail(at + ".zip_file", "is required");
+            if (item.first) {
+                std::string name(item.first->data);
+                if (!hangar::valid_resource_name(name) || name.front() == '.')
+                    v.fail(at + ".name", "must match ^[a-zA-Z0-9._-]{1,255}$ (and not start with '.')");
+                else if (!seen.insert(name).second)
+                    v.fail(at + ".name", "repeats the name of another extension in this upload");
+            }
+            if (item.second) {
+                total += item.second->data.size();
+                check_zip(item.second->data, at + ".zip_file", v);
+            }
+        }
+        if (total > max_total_bytes_)
+            v.fail("extensions", "total upload of " + std::to_string(total) + " bytes is over the limit of " +
+                                     std::to_string(max_total_bytes_) + " bytes");
+        v.throw_if_failed("invalid extensions: nothing was installed");
+
+        json caller = req.caller();
+        json session =
+            call("browsers.session", {{"project_id", caller.value("project_id", "")}, {"id", req.param("id")}});
+        std::string sid = session.value("session_id", "");
+        auto busy = activity(sid);
+        for (const auto &[i, item] : items) {
+            auto r = instance_call(sid, "PUT", "/chromium/extensions/" + std::string(item.first->data),
+                                   item.second->data, 60000);
+            if (r.status != 204)
+                throw Error(500, "internal",
+                            "installing extension " + std::string(item.first->data) + " failed in the browser (HTTP " +
+                                std::to_string(r.status) + "): " + r.body.substr(0, 300));
+        }
+        // Chromium loads everything in the extensions folder when it starts; answer once it is back.
+        auto r = instance_call(sid, "POST", "/chromium/restart", "{}", 60000);
+        if (r.status != 200)
+            throw Error(500, "internal",
+                        "Chromium did not come back after loading the extensions: " + r.body.substr(0, 300));
+        res.status(201);
+        res.body("application/json", "");
+    }
+
+    hangar::ZipLimits limits_;
+    std::size_t max_zip_bytes_ = 32u << 20;
+    std::size_t max_total_bytes_ = 64u << 20;
+    int store_timeout_ms_ = 3000;
+    std::mutex m_;
+};
+
+} // namespace
+
+HANGAR_PLUGIN(ExtensionsPlugin, "extensions", "0.1.0", "browsers", migrations,
+              sizeof(migrations) / sizeof(migrations[0]))

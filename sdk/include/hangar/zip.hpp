@@ -1,0 +1,85 @@
+// Reading zip uploads safely (libarchive: a plugin that includes this links `archive`). Every entry
+// is checked before it is handed on: no absolute or `..` paths, no links or devices, an entry
+// count and a real uncompressed-size limit. Problems are Error 400 naming the request field.
+#pragma once
+
+#include <hangar/plugin.hpp>
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <sys/types.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace hangar {
+
+struct ZipLimits {
+    std::size_t max_entries = 10000;
+    std::uint64_t max_bytes = 256ull << 20; // uncompressed, all entries together
+};
+
+struct ZipItem {
+    std::string rel;
+    bool dir;
+    mode_t mode;
+    std::string data;
+};
+
+// Walks every entry, checking names, types, the entry count and the real uncompressed size. With
+// `sink` empty nothing is kept (the validation pass); otherwise each entry, data included, is
+// handed to `sink` one at a time, so memory holds at most one entry.
+inline void read_zip(std::string_view bytes, const ZipLimits &limits, const std::function<void(ZipItem &&)> &sink,
+                     const std::string &field = "zip_file") {
+    archive *a = archive_read_new();
+    archive_read_support_format_zip(a);
+    std::unique_ptr<archive, int (*)(archive *)> guard(a, archive_read_free);
+    if (archive_read_open_memory(a, bytes.data(), bytes.size()) != ARCHIVE_OK)
+        throw Error::invalid(field, std::string("not a readable zip: ") + archive_error_string(a));
+    std::size_t count = 0;
+    std::uint64_t total = 0;
+    archive_entry *e;
+    int r;
+    while ((r = archive_read_next_header(a, &e)) == ARCHIVE_OK) {
+        const char *pn = archive_entry_pathname(e);
+        std::string name = pn ? pn : "";
+        if (++count > limits.max_entries)
+            throw Error::invalid(field, "more than " + std::to_string(limits.max_entries) + " entries (entry limit)");
+        if (name.empty() || name[0] == '/' || name.find('\\') != std::string::npos)
+            throw Error::invalid(field, "entry '" + name + "' has an absolute or invalid path");
+        for (const auto &part : std::filesystem::path(name))
+            if (part == "..") throw Error::invalid(field, "entry '" + name + "' escapes the destination folder");
+        auto type = archive_entry_filetype(e);
+        if (type == AE_IFLNK) throw Error::invalid(field, "entry '" + name + "' is a symbolic link, which is refused");
+        ZipItem it;
+        it.rel = std::filesystem::path(name).lexically_normal().string();
+        while (!it.rel.empty() && it.rel.back() == '/')
+            it.rel.pop_back();
+        if (it.rel.empty() || it.rel == ".") continue;
+        it.dir = type == AE_IFDIR || name.back() == '/';
+        it.mode = archive_entry_perm(e) & 0777;
+        if (!it.dir) {
+            if (type != AE_IFREG && type != 0)
+                throw Error::invalid(field, "entry '" + name + "' is not a regular file or folder");
+            char buf[65536];
+            la_ssize_t n;
+            while ((n = archive_read_data(a, buf, sizeof buf)) > 0) {
+                total += static_cast<std::uint64_t>(n);
+                if (total > limits.max_bytes)
+                    throw Error::invalid(field, "uncompressed size exceeds " + std::to_string(limits.max_bytes) +
+                                                    " bytes (size limit)");
+                if (sink) it.data.append(buf, static_cast<size_t>(n));
+            }
+            if (n < 0)
+                throw Error::invalid(field, "entry '" + name + "' could not be read: " + archive_error_string(a));
+        }
+        if (sink) sink(std::move(it));
+    }
+    if (r != ARCHIVE_EOF) throw Error::invalid(field, std::string("not a readable zip: ") + archive_error_string(a));
+}
+
+} // namespace hangar
