@@ -132,7 +132,8 @@ lint: build
 	  -not -path '*/node_modules/*' 2>/dev/null); \
 	clang-format --dry-run --Werror $$files
 	@run-clang-tidy -p $(BUILD_DIR) -j $(JOBS) -quiet 'host/src/.*\.cpp$$' 'plugins/.*\.cpp$$' > $(BUILD_DIR)/clang-tidy.log 2>&1 || true
-	@if grep -E "(host|plugins|sdk)/[^ ]*:[0-9]+:[0-9]+: (warning|error):" $(BUILD_DIR)/clang-tidy.log | sort -u | grep .; then \
+	@# run-clang-tidy colours its output; strip the escapes or the pattern never matches.
+	@if sed 's/\x1b\[[0-9;]*m//g' $(BUILD_DIR)/clang-tidy.log | grep -E "(host|plugins|sdk)/[^ ]*:[0-9]+:[0-9]+: (warning|error):" | sort -u | grep .; then \
 	  echo "clang-tidy: findings above (full log: $(BUILD_DIR)/clang-tidy.log)"; exit 1; fi
 	@echo "lint: clean"
 

@@ -111,7 +111,8 @@ int doctor(Config &cfg, const std::string &exe, const std::vector<std::string> &
     }
     for (const auto &name : enabled)
         if (!found.count(name))
-            r.fail(name + " is enabled but no " + name + ".so was found", "install it, or set enabled = false");
+            r.fail(std::string(name).append(" is enabled but no ").append(name).append(".so was found"),
+                   "install it, or set enabled = false");
 
     std::cout << "programs\n";
     for (const auto &[path, package] :

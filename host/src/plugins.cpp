@@ -121,7 +121,7 @@ void PluginManager::load(const std::vector<std::string> &dirs, const std::vector
             if (opened.count(dep)) place(dep);
         for (const auto &dep : rec->depends) {
             if (!opened.count(dep))
-                throw PluginError("plugin " + name + " depends on " + dep +
+                throw PluginError(std::string("plugin ").append(name).append(" depends on ").append(dep) +
                                   ", which is not enabled or could not be loaded");
             place(dep);
         }

@@ -440,7 +440,8 @@ void Runtime::copy_inputs(const nlohmann::json &spec, const std::string &dir) co
     for (const auto &[name, source] : it->items()) {
         if (!std::regex_match(name, input_name) || !source.is_string())
             throw std::runtime_error("invalid spec input \"" + name + "\"");
-        std::string target = inputs + "/" + name;
+        std::string target = inputs;
+        target.append("/").append(name);
         fs::copy_file(source.get<std::string>(), target, fs::copy_options::overwrite_existing);
         ::chmod(target.c_str(), 0400);
         if (::chown(target.c_str(), uid_, gid_) != 0 && drop_privileges_)

@@ -221,6 +221,7 @@ void BrowsersPlugin::destroy_pool_instance(const std::string &id) {
 
 void BrowsersPlugin::destroy_pool_instances(std::vector<std::string> ids) {
     std::vector<std::jthread> stoppers;
+    stoppers.reserve(ids.size());
     for (auto &id : ids)
         stoppers.emplace_back([this, id = std::move(id)] { destroy_pool_instance(id); });
 }

@@ -146,7 +146,8 @@ void unpack_profile(const std::string &archive_path, const std::string &dir) {
             throw std::runtime_error("the profile archive has an entry outside its folder: " + rel);
         // The target is absolute, so the relative-path checks above stand in for libarchive's
         // SECURE_NOABSOLUTEPATHS; SECURE_SYMLINKS still refuses to write through a link.
-        std::string target = dir + "/" + rel;
+        std::string target = dir;
+        target.append("/").append(rel);
         archive_entry_set_pathname(e, target.c_str());
         if (archive_write_header(out.get(), e) != ARCHIVE_OK) fail(out.get(), "cannot unpack " + rel);
         const void *buf = nullptr;

@@ -598,8 +598,10 @@ ListQuery parse_list_query(const QueryLookup &param, std::string_view raw_query)
         auto s = param(name);
         if (!s || s->empty()) return fallback;
         std::int64_t n = 0;
-        auto [ptr, ec] = std::from_chars(s->data(), s->data() + s->size(), n);
-        if (ec != std::errc() || ptr != s->data() + s->size()) {
+        const std::string text = *s;
+        const char *end = text.data() + text.size();
+        auto [ptr, ec] = std::from_chars(text.data(), end, n);
+        if (ec != std::errc() || ptr != end) {
             v.fail(name, "must be an integer");
             return fallback;
         }

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <cstdio>
 
 namespace hangar::computer {
 
@@ -151,13 +152,20 @@ Key key_for_codepoint(char32_t cp) {
             k.virtual_key = std::toupper(static_cast<unsigned char>(c));
         } else if (std::isdigit(static_cast<unsigned char>(c))) {
             k.dom_code = std::string("Digit") + c;
-            k.virtual_key = c;
+            k.virtual_key = static_cast<unsigned char>(c);
         } else if (c == ' ') {
             return named("space");
         }
     }
-    const char *name = XKeysymToString(static_cast<KeySym>(k.keysym));
-    k.name = name ? name : k.text;
+    if (k.keysym >= 0x01000000U) {
+        // Xlib allocates the name of a Unicode keysym (and never frees it): spell it ourselves.
+        char buf[16];
+        std::snprintf(buf, sizeof buf, "U%04X", static_cast<unsigned>(cp));
+        k.name = buf;
+    } else {
+        const char *name = XKeysymToString(static_cast<KeySym>(k.keysym)); // a static table entry
+        k.name = name ? name : k.text;
+    }
     return k;
 }
 

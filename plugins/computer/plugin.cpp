@@ -199,7 +199,7 @@ void glide(Screen &s, std::pair<int, int> from, std::pair<int, int> to, double d
 }
 
 Action parse_click(const Body &b, const Size &screen) {
-    auto [x, y] = point(b, "x", "y", screen);
+    auto at = point(b, "x", "y", screen);
     auto btn = button(b, false);
     auto type = b.string("click_type", false).value_or("click");
     if (type != "click" && type != "down" && type != "up") b.fail("click_type", "must be down, up or click");
@@ -207,7 +207,7 @@ Action parse_click(const Body &b, const Size &screen) {
     auto hold = b.keys("hold_keys", false);
     return [=](Screen &s) {
         Held held(s, hold);
-        s.move(x, y);
+        s.move(at.first, at.second);
         for (int i = 0; i < (type == "click" ? n : 1); ++i) {
             if (type != "up") s.button(*btn, true);
             if (type != "down") s.button(*btn, false);

@@ -250,18 +250,22 @@ private:
         spare_ = 0;
     }
 
+    std::size_t keymap_index(int code, int col) const {
+        return static_cast<std::size_t>(code - min_code_) * static_cast<std::size_t>(per_code_) +
+               static_cast<std::size_t>(col);
+    }
+
     // The keycode that produces `sym`, and whether Shift is needed. A keysym the keymap lacks
     // (unicode text) is put on a spare keycode, as xdotool does.
     std::pair<xcb_keycode_t, bool> keycode_for(std::uint32_t sym) {
         for (int code = min_code_; code <= max_code_; ++code)
             for (int col = 0; col < std::min(per_code_, 2); ++col)
-                if (keymap_[static_cast<std::size_t>((code - min_code_) * per_code_ + col)] == sym)
-                    return {static_cast<xcb_keycode_t>(code), col == 1};
+                if (keymap_[keymap_index(code, col)] == sym) return {static_cast<xcb_keycode_t>(code), col == 1};
         if (!spare_) {
             for (int code = max_code_; code >= min_code_ && !spare_; --code) {
                 bool empty = true;
                 for (int col = 0; col < per_code_; ++col)
-                    empty = empty && keymap_[static_cast<std::size_t>((code - min_code_) * per_code_ + col)] == 0;
+                    empty = empty && keymap_[keymap_index(code, col)] == 0;
                 if (empty) spare_ = static_cast<xcb_keycode_t>(code);
             }
             if (!spare_) x_failed("no free keycode to type this character");
@@ -269,7 +273,7 @@ private:
         std::vector<xcb_keysym_t> row(static_cast<std::size_t>(per_code_), sym);
         xcb_change_keyboard_mapping(conn_, 1, spare_, static_cast<std::uint8_t>(per_code_), row.data());
         for (int col = 0; col < per_code_; ++col)
-            keymap_[static_cast<std::size_t>((spare_ - min_code_) * per_code_ + col)] = sym;
+            keymap_[keymap_index(spare_, col)] = sym;
         // Clients must see the new mapping before the key arrives.
         auto sync = reply(xcb_get_input_focus_reply(conn_, xcb_get_input_focus(conn_), nullptr));
         (void)sync;
@@ -282,8 +286,8 @@ private:
         shm_id_ = ::shmget(IPC_PRIVATE, bytes, IPC_CREAT | 0600);
         if (shm_id_ < 0) return false;
         shm_addr_ = ::shmat(shm_id_, nullptr, 0);
-        ::shmctl(shm_id_, IPC_RMID, nullptr); // gone once both sides detach
-        if (shm_addr_ == reinterpret_cast<void *>(-1)) {
+        ::shmctl(shm_id_, IPC_RMID, nullptr);            // gone once both sides detach
+        if (shm_addr_ == reinterpret_cast<void *>(-1)) { // NOLINT(performance-no-int-to-ptr): shmat's error value
             shm_addr_ = nullptr;
             return false;
         }

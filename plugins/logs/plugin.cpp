@@ -32,7 +32,7 @@ using hangar::json;
 using hangar::Request;
 using hangar::Response;
 
-constexpr std::size_t kMaxLine = 64 * 1024; // longer lines are cut, as on Kernel
+constexpr std::size_t kMaxLine = std::size_t{64} * 1024; // longer lines are cut, as on Kernel
 
 class Fd {
 public:

@@ -300,7 +300,7 @@ Command parse_command(const json &body, bool spawn) {
         }
     }
     for (auto &[k, val] : env)
-        c.env.push_back(k + "=" + val);
+        c.env.push_back(std::string(k).append("=").append(val));
 
     if (body.contains("timeout_sec") && !body["timeout_sec"].is_null()) {
         const auto &t = body["timeout_sec"];
@@ -803,15 +803,16 @@ private:
         std::lock_guard lock(p->in_m);
         if (p->in_fd < 0) throw Error::conflict("process " + p->id + " has no stdin");
         std::size_t written = 0;
+        const std::string_view bytes = *data;
         auto deadline = Clock::now() + std::chrono::seconds(10);
-        while (written < data->size()) {
+        while (written < bytes.size()) {
             struct pollfd pfd {
                 p->in_fd, POLLOUT, 0
             };
             int left = static_cast<int>(
                 std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
             if (left <= 0 || ::poll(&pfd, 1, left) <= 0) break;
-            ssize_t n = ::write(p->in_fd, data->data() + written, data->size() - written);
+            ssize_t n = ::write(p->in_fd, bytes.data() + written, bytes.size() - written);
             if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
             if (n <= 0) {
                 if (written == 0) throw Error::conflict("process " + p->id + " no longer reads its stdin");

@@ -195,8 +195,8 @@ private:
             std::lock_guard lock(leases_mutex_);
             for (const auto &[session, lease] : leases_)
                 if (lease.profile_id == id)
-                    throw Error::conflict("profile " + id + " is in use by browser session " + session +
-                                          "; delete the session first");
+                    throw Error::conflict(std::string("profile ").append(id).append(" is in use by browser session ") +
+                                          session + "; delete the session first");
             sql("DELETE FROM profiles_profiles WHERE id = ?", {id});
         }
         blob_delete(archive_key(id));

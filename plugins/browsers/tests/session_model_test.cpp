@@ -166,7 +166,7 @@ public:
         // URL block lists are the user's business, even ones that block devtools.
         auto o = parse_create(parse(R"({"chrome_policy":{"URLBlocklist":["devtools://*"],"HomepageLocation":"x"}})"));
         CPPUNIT_ASSERT_EQUAL(std::size_t(2), o.chrome_policy->size());
-        json big = {{"chrome_policy", {{"HomepageLocation", std::string(5 * 1024 * 1024, 'a')}}}};
+        json big = {{"chrome_policy", {{"HomepageLocation", std::string(std::size_t{5} * 1024 * 1024, 'a')}}}};
         expect_error([&] { parse_create(big); }, 400, "chrome_policy");
     }
 

@@ -95,19 +95,19 @@ public:
         return arr;
     }
 
-    static Error bad_request(std::string message, std::vector<Detail> details = {}) {
-        return {400, "bad_request", std::move(message), std::move(details)};
+    static Error bad_request(const std::string &message, std::vector<Detail> details = {}) {
+        return {400, "bad_request", message, std::move(details)};
     }
     // One invalid field: 400 bad_request with a single invalid_input detail naming it.
     static Error invalid(const std::string &field, const std::string &problem) {
         return bad_request("invalid " + field + ": " + problem, {{"invalid_input", field + ": " + problem}});
     }
-    static Error not_found(std::string message) { return {404, "not_found", std::move(message)}; }
-    static Error conflict(std::string message) { return {409, "conflict", std::move(message)}; }
-    static Error forbidden(std::string message) { return {403, "forbidden", std::move(message)}; }
-    static Error unauthorized(std::string message) { return {401, "unauthorized", std::move(message)}; }
-    static Error internal(std::string message) { return {500, "internal", std::move(message)}; }
-    static Error not_implemented(std::string message) { return {501, "not_implemented", std::move(message)}; }
+    static Error not_found(const std::string &message) { return {404, "not_found", message}; }
+    static Error conflict(const std::string &message) { return {409, "conflict", message}; }
+    static Error forbidden(const std::string &message) { return {403, "forbidden", message}; }
+    static Error unauthorized(const std::string &message) { return {401, "unauthorized", message}; }
+    static Error internal(const std::string &message) { return {500, "internal", message}; }
+    static Error not_implemented(const std::string &message) { return {501, "not_implemented", message}; }
 
 private:
     int status_;
