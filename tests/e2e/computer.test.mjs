@@ -10,7 +10,7 @@ import { BadRequestError, InternalServerError, NotFoundError } from '@onkernel/s
 import { chromium } from 'playwright-core';
 import { PNG } from 'pngjs';
 
-import { startServer } from './lib/server.mjs';
+import { rejectsWith, startServer } from './lib/server.mjs';
 
 const target = { left: 100 + Math.floor(Math.random() * 500), top: 80 + Math.floor(Math.random() * 300) };
 const PAGE = `<!doctype html><html><head><title>computer</title><style>
@@ -45,16 +45,6 @@ after(async () => {
   await server?.stop();
   await new Promise((r) => pageServer?.close(r));
 });
-
-async function rejectsWith(promise, Class, code) {
-  const err = await promise.then(
-    (v) => assert.fail(`expected ${Class.name}, got ${JSON.stringify(v)}`),
-    (e) => e,
-  );
-  assert.ok(err instanceof Class, `expected ${Class.name}, got ${err?.constructor?.name}: ${err?.message}`);
-  if (code) assert.equal(err.error?.code, code, JSON.stringify(err.error));
-  return err;
-}
 
 async function screenshot(id, body) {
   const res = await client.browsers.computer.captureScreenshot(id, body);

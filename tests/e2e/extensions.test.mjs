@@ -19,7 +19,7 @@ import Kernel, {
 } from '@onkernel/sdk';
 import { chromium } from 'playwright-core';
 
-import { startServer, startTestPages } from './lib/server.mjs';
+import { rejectsWith, startServer, startTestPages } from './lib/server.mjs';
 
 let server;
 let client;
@@ -50,16 +50,6 @@ const mv3 = (mark) =>
     }),
     'content.js': `document.documentElement.dataset.${mark} = 'yes';`,
   });
-
-async function rejectsWith(promise, Class, code) {
-  const err = await promise.then(
-    (v) => assert.fail(`expected ${Class.name}, got ${JSON.stringify(v)}`),
-    (e) => e,
-  );
-  assert.ok(err instanceof Class, `expected ${Class.name}, got ${err?.constructor?.name}: ${err?.message}`);
-  if (code) assert.equal(err.error?.code, code, JSON.stringify(err.error));
-  return err;
-}
 
 async function mark(b, name) {
   const cdp = await chromium.connectOverCDP(b.cdp_ws_url, { timeout: 30_000 });

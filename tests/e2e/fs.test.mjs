@@ -10,7 +10,7 @@ import { after, before, test } from 'node:test';
 
 import { BadRequestError, NotFoundError, toFile } from '@onkernel/sdk';
 
-import { startServer, waitFor } from './lib/server.mjs';
+import { rejectsWith, startServer, waitFor } from './lib/server.mjs';
 
 let server;
 let client;
@@ -30,16 +30,6 @@ after(async () => {
   await server?.stop();
   rmSync(scratch, { recursive: true, force: true });
 });
-
-async function rejectsWith(promise, Class, code) {
-  const err = await promise.then(
-    (v) => assert.fail(`expected ${Class.name}, got ${JSON.stringify(v)}`),
-    (e) => e,
-  );
-  assert.ok(err instanceof Class, `expected ${Class.name}, got ${err?.constructor?.name}: ${err?.message}`);
-  if (code) assert.equal(err.error?.code, code, JSON.stringify(err.error));
-  return err;
-}
 
 async function read(path) {
   const res = await client.browsers.fs.readFile(id, { path });

@@ -6,7 +6,7 @@ import { after, before, test } from 'node:test';
 
 import { BadRequestError, NotFoundError } from '@onkernel/sdk';
 
-import { startServer, waitFor } from './lib/server.mjs';
+import { rejectsWith, startServer, waitFor } from './lib/server.mjs';
 
 let server;
 let client;
@@ -22,16 +22,6 @@ after(async () => {
   if (id) await client.browsers.deleteByID(id).catch(() => {});
   await server?.stop();
 });
-
-async function rejectsWith(promise, Class, code) {
-  const err = await promise.then(
-    (v) => assert.fail(`expected ${Class.name}, got ${JSON.stringify(v)}`),
-    (e) => e,
-  );
-  assert.ok(err instanceof Class, `expected ${Class.name}, got ${err?.constructor?.name}: ${err?.message}`);
-  if (code) assert.equal(err.error?.code, code, JSON.stringify(err.error));
-  return err;
-}
 
 async function collect(query) {
   const events = [];

@@ -11,7 +11,7 @@ import { after, before, test } from 'node:test';
 import { BadRequestError, ConflictError, NotFoundError, RateLimitError } from '@onkernel/sdk';
 import { chromium } from 'playwright-core';
 
-import { startServer, waitFor } from './lib/server.mjs';
+import { rejectsWith, startServer, waitFor } from './lib/server.mjs';
 
 let server;
 let client;
@@ -24,16 +24,6 @@ before(async () => {
 after(async () => {
   await server?.stop();
 });
-
-async function rejectsWith(promise, Class, code) {
-  const err = await promise.then(
-    (v) => assert.fail(`expected ${Class.name}, got ${JSON.stringify(v)}`),
-    (e) => e,
-  );
-  assert.ok(err instanceof Class, `expected ${Class.name}, got ${err?.constructor?.name}: ${err?.message}`);
-  if (code) assert.equal(err.error?.code, code, JSON.stringify(err.error));
-  return err;
-}
 
 const filled = (name, n) =>
   waitFor(async () => (await client.browserPools.retrieve(name)).available_count === n, {

@@ -10,7 +10,7 @@ import { after, before, test } from 'node:test';
 import { BadRequestError, ConflictError, NotFoundError } from '@onkernel/sdk';
 import { chromium } from 'playwright-core';
 
-import { startServer, startTestPages, waitFor } from './lib/server.mjs';
+import { rejectsWith, startServer, startTestPages, waitFor } from './lib/server.mjs';
 
 let server;
 let client;
@@ -28,16 +28,6 @@ after(async () => {
   await server?.stop();
   await pages?.close();
 });
-
-async function rejectsWith(promise, Class, code) {
-  const err = await promise.then(
-    (v) => assert.fail(`expected ${Class.name}, got ${JSON.stringify(v)}`),
-    (e) => e,
-  );
-  assert.ok(err instanceof Class, `expected ${Class.name}, got ${err?.constructor?.name}: ${err?.message}`);
-  if (code) assert.equal(err.error?.code, code, JSON.stringify(err.error));
-  return err;
-}
 
 async function createBrowser(body) {
   const b = await client.browsers.create({ headless: true, ...body });

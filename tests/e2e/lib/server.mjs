@@ -6,6 +6,7 @@
 //
 // Readiness is the server's own "hangar listening on http://127.0.0.1:<port>" line, never a sleep.
 // stop() sends SIGTERM, then SIGKILL after 10 s, and always removes the temp data dir.
+import assert from 'node:assert/strict';
 import { spawn, execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, rmSync, readFileSync, readdirSync } from 'node:fs';
@@ -294,4 +295,18 @@ export function median(xs) {
   const s = [...xs].sort((a, b) => a - b);
   const m = s.length >> 1;
   return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+}
+
+/**
+ * Resolves to the error `promise` rejects with, after checking it is an instance of `Class` (an
+ * SDK error class) and, when given, that its wire `code` is `code`. Fails if it resolves.
+ */
+export async function rejectsWith(promise, Class, code) {
+  const err = await promise.then(
+    (v) => assert.fail(`expected ${Class.name}, got ${JSON.stringify(v)}`),
+    (e) => e,
+  );
+  assert.ok(err instanceof Class, `expected ${Class.name}, got ${err?.constructor?.name}: ${err?.message}`);
+  if (code) assert.equal(err.error?.code, code, JSON.stringify(err.error));
+  return err;
 }
