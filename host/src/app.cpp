@@ -284,6 +284,7 @@ private:
         log.information("shutting down");
         server->stop();
         core.loop.stop();
+        core.bridges.stop();
         server->stopAll(true);
         plugins.stop_all();
         runtime.stop_all();
@@ -337,6 +338,7 @@ private:
             plugins.stop_all();
             server->stop();
             core.loop.stop();
+            core.bridges.stop();
             server->stopAll(true);
             return 0;
         } catch (const std::exception &e) {

@@ -14,14 +14,20 @@
 #include <Poco/Logger.h>
 #include <Poco/Net/HTTPServerRequest.h>
 #include <Poco/Net/HTTPServerResponse.h>
+#include <Poco/Net/StreamSocket.h>
+#include <Poco/Net/WebSocket.h>
 
+#include <atomic>
 #include <condition_variable>
+#include <functional>
+#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace hangar::host {
@@ -71,6 +77,33 @@ private:
     std::map<std::string, Entry> services_;
 };
 
+// Threads that carry a WebSocket's messages to a plain byte stream and back (ws_bridge_unix).
+// One thread per bridge: they serve live-view viewers, a handful per instance, and blocking
+// frame I/O on a thread of its own keeps WebSocket framing out of the splice-only event loop.
+class WsBridges {
+public:
+    WsBridges() = default;
+    WsBridges(const WsBridges &) = delete;
+    WsBridges &operator=(const WsBridges &) = delete;
+    ~WsBridges();
+    // Runs one bridge until either side closes; `on_end` runs on its thread afterwards.
+    void start(Poco::Net::WebSocket ws, Poco::Net::StreamSocket upstream, std::function<void()> on_end);
+    void stop(); // shuts every bridge's sockets down and joins the threads; idempotent
+
+private:
+    struct Bridge {
+        std::optional<Poco::Net::WebSocket> ws;
+        Poco::Net::StreamSocket upstream;
+        std::function<void()> on_end;
+        std::thread thread;
+        std::atomic<bool> done{false};
+    };
+    static void run(Bridge &b);
+    std::mutex mutex_;
+    std::list<std::unique_ptr<Bridge>> bridges_;
+    bool stopping_ = false;
+};
+
 struct HostCore {
     HostCore(hangar_role role, Config &config);
     ~HostCore();
@@ -85,6 +118,7 @@ struct HostCore {
     std::unique_ptr<Tokens> tokens;
     Runtime *runtime = nullptr;
     EventLoop loop;
+    WsBridges bridges;
     Router<RouteTarget> router;
     std::mutex router_mutex; // routes are added during start only; guards against late adds
     ActivityTracker activity;

@@ -461,6 +461,20 @@ int instance_socket(hangar_plugin_ctx *ctx, hangar_str id, hangar_buf *out) {
     return socket ? fill(out, *socket) : -1;
 }
 
+int instance_dir(hangar_plugin_ctx *ctx, hangar_str id, hangar_buf *out) {
+    if (!ctx->core->runtime) return -1;
+    auto dir = ctx->core->runtime->dir_path(st(id));
+    return dir ? fill(out, *dir) : -1;
+}
+
+int ws_bridge_unix(hangar_request *req, hangar_response *res, hangar_str socket, hangar_str key) {
+    try {
+        return hangar::host::ws_bridge(*req, *res, st(socket), st(key));
+    } catch (const std::exception &) {
+        return -1;
+    }
+}
+
 int instance_spec(hangar_plugin_ctx *ctx, hangar_buf *out) {
     return guarded(nullptr, [&] {
         if (ctx->core->instance_dir.empty()) return -1;
@@ -517,6 +531,8 @@ const hangar_host_v1 kHostTable = {
     instance_call,
     instance_socket,
     instance_spec,
+    ws_bridge_unix,
+    instance_dir,
 };
 
 } // namespace
@@ -529,6 +545,7 @@ const hangar_host_v1 *HostCore::api() const {
 
 HostCore::HostCore(hangar_role r, Config &c) : role(r), config(c), log(Poco::Logger::get("hangar")) {}
 HostCore::~HostCore() {
+    bridges.stop();
     loop.stop();
 }
 

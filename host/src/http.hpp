@@ -35,6 +35,10 @@ int relay(hangar_request &req, hangar_response &res, const Upstream &up, const s
           const std::string &activity_key);
 // Completes a WebSocket upgrade and closes it with a code and reason.
 void ws_reject(hangar_request &req, hangar_response &res, std::uint16_t code, const std::string &reason);
+// Completes a WebSocket upgrade and bridges its messages to a byte stream on a unix socket, on
+// a thread of core.bridges (see hangar_host_v1::ws_bridge_unix). Returns -1 when unreachable.
+int ws_bridge(hangar_request &req, hangar_response &res, const std::string &socket_path,
+              const std::string &activity_key);
 // Detaches the client socket from Poco for the event loop; returns it and any bytes Poco had
 // already read past the request head.
 UniqueFd take_over(hangar_request &req, hangar_response &res, std::string &buffered);

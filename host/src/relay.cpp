@@ -14,6 +14,7 @@
 #include <Poco/StreamCopier.h>
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -255,6 +256,148 @@ void ws_reject(hangar_request &req, hangar_response &res, std::uint16_t code, co
     } catch (const Poco::Net::WebSocketException &e) {
         set_error(res, 400, "bad_request", std::string("a WebSocket upgrade is required: ") + e.what());
     }
+}
+
+} // namespace hangar::host
+
+// ---- WebSocket ↔ byte stream ---------------------------------------------------------------------
+
+namespace hangar::host {
+
+WsBridges::~WsBridges() {
+    stop();
+}
+
+void WsBridges::start(Poco::Net::WebSocket ws, Poco::Net::StreamSocket upstream, std::function<void()> on_end) {
+    std::lock_guard lock(mutex_);
+    // Finished bridges are joined here, so the list only holds live ones and a few just ended.
+    for (auto it = bridges_.begin(); it != bridges_.end();) {
+        if ((*it)->done.load()) {
+            (*it)->thread.join();
+            it = bridges_.erase(it);
+        } else {
+            ++it;
+        }
+    }
+    if (stopping_) {
+        ws.close();
+        upstream.close();
+        if (on_end) on_end();
+        return;
+    }
+    auto b = std::make_unique<Bridge>();
+    b->ws.emplace(std::move(ws));
+    b->upstream = std::move(upstream);
+    b->on_end = std::move(on_end);
+    Bridge &ref = *b;
+    bridges_.push_back(std::move(b));
+    ref.thread = std::thread([&ref] { run(ref); });
+}
+
+void WsBridges::stop() {
+    std::list<std::unique_ptr<Bridge>> all;
+    {
+        std::lock_guard lock(mutex_);
+        stopping_ = true;
+        all.swap(bridges_);
+    }
+    for (auto &b : all) {
+        ::shutdown(b->ws->impl()->sockfd(), SHUT_RDWR);
+        ::shutdown(b->upstream.impl()->sockfd(), SHUT_RDWR);
+    }
+    for (auto &b : all)
+        if (b->thread.joinable()) b->thread.join();
+}
+
+void WsBridges::run(Bridge &b) {
+    constexpr int kMaxMessage = 4 << 20; // RFB client messages are small; clipboard text is the largest
+    std::vector<char> buf(static_cast<std::size_t>(kMaxMessage));
+    try {
+        b.ws->setBlocking(true);
+        b.upstream.setBlocking(true);
+        b.ws->setMaxPayloadSize(kMaxMessage);
+        b.ws->setReceiveTimeout(Poco::Timespan(30, 0)); // a frame that starts must finish
+        b.upstream.setNoDelay(true);
+        b.ws->setNoDelay(true);
+        pollfd fds[2] = {{b.ws->impl()->sockfd(), POLLIN, 0}, {b.upstream.impl()->sockfd(), POLLIN, 0}};
+        bool open = true;
+        while (open) {
+            if (::poll(fds, 2, -1) < 0) {
+                if (errno == EINTR) continue;
+                break;
+            }
+            if (fds[0].revents != 0) {
+                int flags = 0;
+                int n = b.ws->receiveFrame(buf.data(), kMaxMessage, flags);
+                int op = flags & Poco::Net::WebSocket::FRAME_OP_BITMASK;
+                if ((n == 0 && flags == 0) || op == Poco::Net::WebSocket::FRAME_OP_CLOSE) {
+                    open = false;
+                } else if (op == Poco::Net::WebSocket::FRAME_OP_PING) {
+                    b.ws->sendFrame(buf.data(), n,
+                                    Poco::Net::WebSocket::FRAME_FLAG_FIN | Poco::Net::WebSocket::FRAME_OP_PONG);
+                } else if (op != Poco::Net::WebSocket::FRAME_OP_PONG && n > 0) {
+                    int sent = 0;
+                    while (sent < n) {
+                        int w = b.upstream.sendBytes(buf.data() + sent, n - sent);
+                        if (w <= 0) throw std::runtime_error("upstream closed");
+                        sent += w;
+                    }
+                }
+            }
+            if (open && fds[1].revents != 0) {
+                int n = b.upstream.receiveBytes(buf.data(), 256 * 1024);
+                if (n <= 0) {
+                    open = false;
+                } else {
+                    b.ws->sendFrame(buf.data(), n, Poco::Net::WebSocket::FRAME_BINARY);
+                }
+            }
+        }
+        b.ws->shutdown(Poco::Net::WebSocket::WS_NORMAL_CLOSE, "");
+    } catch (const std::exception &) {
+        // either side went away; both are closed below
+    }
+    try {
+        b.ws->close();
+        b.upstream.close();
+    } catch (const std::exception &) {
+    }
+    if (b.on_end) b.on_end();
+    b.done = true;
+}
+
+int ws_bridge(hangar_request &req, hangar_response &res, const std::string &socket_path,
+              const std::string &activity_key) {
+    auto &core = *req.core;
+    if (!(req.route_flags & HANGAR_ROUTE_STREAMING)) {
+        set_error(res, 500, "internal", "route is not registered as streaming");
+        return 0;
+    }
+    Poco::Net::StreamSocket upstream;
+    try {
+        upstream = connect_upstream({true, socket_path, 0});
+    } catch (const std::exception &e) {
+        core.log.warning("bridge to %s failed: %s", socket_path, std::string(e.what()));
+        return -1;
+    }
+    // Browsers refuse a handshake that does not echo a subprotocol they offered.
+    if (req.http.has("Sec-WebSocket-Protocol")) {
+        std::string offered = req.http.get("Sec-WebSocket-Protocol");
+        if (offered.find("binary") != std::string::npos) res.http.set("Sec-WebSocket-Protocol", "binary");
+    }
+    try {
+        Poco::Net::WebSocket ws(req.http, res.http);
+        res.taken_over = true;
+        std::function<void()> on_end;
+        if (!activity_key.empty()) {
+            core.activity.begin(activity_key);
+            on_end = [&core, activity_key] { core.activity.end(activity_key); };
+        }
+        core.bridges.start(std::move(ws), std::move(upstream), std::move(on_end));
+    } catch (const Poco::Net::WebSocketException &e) {
+        set_error(res, 400, "bad_request", std::string("a WebSocket upgrade is required: ") + e.what());
+    }
+    return 0;
 }
 
 } // namespace hangar::host

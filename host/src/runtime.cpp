@@ -425,6 +425,13 @@ std::optional<std::string> Runtime::socket_path(const std::string &id) const {
     return it->second.socket;
 }
 
+std::optional<std::string> Runtime::dir_path(const std::string &id) const {
+    std::lock_guard lock(mutex_);
+    auto it = instances_.find(id);
+    if (it == instances_.end() || it->second.pid <= 0) return std::nullopt;
+    return it->second.dir;
+}
+
 // A plugin hands the agent host files (a profile archive, extension zips) through the spec:
 // {"inputs": {"<name>": "<host path>"}} arrives as /run/hangar/inputs/<name>. Copies, not binds:
 // the sandbox may read them but never reach, or change, what the server keeps.

@@ -48,6 +48,7 @@ public:
     void stop(const std::string &id);
     void stop_all();
     std::optional<std::string> socket_path(const std::string &id) const;
+    std::optional<std::string> dir_path(const std::string &id) const;
     // Kills and removes instances a previous run left behind (pid files).
     void cleanup_leftovers();
     std::vector<std::string> running() const;

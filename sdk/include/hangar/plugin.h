@@ -213,6 +213,20 @@ typedef struct hangar_host_v1 {
     int (*instance_socket)(hangar_plugin_ctx *ctx, hangar_str id, hangar_buf *out);
     /* The instance's spec as written at start (instance role: this agent's own instance). */
     int (*instance_spec)(hangar_plugin_ctx *ctx, hangar_buf *out);
+
+    /* ---- appended in ABI 1 without breaking older plugins: check struct_size before use ---- */
+
+    /* Completes this WebSocket upgrade and bridges it to a plain byte stream on a unix socket:
+     * the payload of every data message from the client is written to the socket, and bytes read
+     * from the socket go back as binary messages (for stream protocols carried over WebSocket,
+     * such as RFB for noVNC). Pings are answered; a close on either side ends both. The
+     * "binary" subprotocol is accepted when offered. `activity_key` as for relays. Returns -1
+     * when the socket cannot be reached (nothing was sent to the client then). */
+    int (*ws_bridge_unix)(hangar_request *req, hangar_response *res, hangar_str socket_path, hangar_str activity_key);
+    /* The host path of a running instance's directory (server role): what the agent sees as
+     * /run/hangar. Files an agent leaves there (recordings) can be moved out before
+     * instance_stop removes it. */
+    int (*instance_dir)(hangar_plugin_ctx *ctx, hangar_str id, hangar_buf *out);
 } hangar_host_v1;
 
 /* ---- what the plugin declares (filled by hangar_plugin_init) ------------------------------- */

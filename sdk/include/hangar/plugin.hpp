@@ -462,6 +462,11 @@ protected:
         if (host_->instance_socket(ctx_, str(id), out.get()) != 0) return std::nullopt;
         return out.str();
     }
+    std::optional<std::string> instance_dir(std::string_view id) const {
+        Buf out(host_);
+        if (host_->instance_dir(ctx_, str(id), out.get()) != 0) return std::nullopt;
+        return out.str();
+    }
     json instance_spec() const {
         Buf out(host_);
         if (host_->instance_spec(ctx_, out.get()) != 0) return json::object();
@@ -492,6 +497,13 @@ protected:
         if (!socket) throw Error::not_found("browser session " + sid + " is not running");
         relay_unix(req, res, *socket, agent_path, sid);
         return session;
+    }
+
+    // A WebSocket carrying a byte stream to a unix socket (see hangar_host_v1::ws_bridge_unix).
+    void ws_bridge_unix(Request &req, Response &res, std::string_view socket_path,
+                        std::string_view activity_key = {}) const {
+        if (host_->ws_bridge_unix(req.raw(), res.raw(), str(socket_path), str(activity_key)) != 0)
+            throw Error(502, "upstream_unavailable", "the stream behind this WebSocket is not available");
     }
 
     void ws_reject(Request &req, Response &res, std::uint16_t code, std::string_view reason) const {
