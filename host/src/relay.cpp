@@ -317,8 +317,10 @@ void WsBridges::run(Bridge &b) {
         b.upstream.setBlocking(true);
         b.ws->setMaxPayloadSize(kMaxMessage);
         b.ws->setReceiveTimeout(Poco::Timespan(30, 0)); // a frame that starts must finish
-        b.upstream.setNoDelay(true);
-        b.ws->setNoDelay(true);
+        try {
+            b.ws->setNoDelay(true); // a TCP viewer; the agent's own connections are unix sockets
+        } catch (const Poco::Exception &) {
+        }
         pollfd fds[2] = {{b.ws->impl()->sockfd(), POLLIN, 0}, {b.upstream.impl()->sockfd(), POLLIN, 0}};
         bool open = true;
         while (open) {
@@ -334,7 +336,8 @@ void WsBridges::run(Bridge &b) {
                     open = false;
                 } else if (op == Poco::Net::WebSocket::FRAME_OP_PING) {
                     b.ws->sendFrame(buf.data(), n,
-                                    Poco::Net::WebSocket::FRAME_FLAG_FIN | Poco::Net::WebSocket::FRAME_OP_PONG);
+                                    static_cast<int>(Poco::Net::WebSocket::FRAME_FLAG_FIN) |
+                                        static_cast<int>(Poco::Net::WebSocket::FRAME_OP_PONG));
                 } else if (op != Poco::Net::WebSocket::FRAME_OP_PONG && n > 0) {
                     int sent = 0;
                     while (sent < n) {

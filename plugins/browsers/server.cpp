@@ -207,6 +207,18 @@ json BrowsersPlugin::render(const Session &s, const Request &req) const {
     Links links{cdp_ws_url(base, token_sign({{"sid", s.id}, {"typ", "cdp"}}, ttl)),
                 webdriver_ws_url(base, token_sign({{"sid", s.id}, {"typ", "webdriver"}}, ttl))};
     json out = render_session(s, links, now_ms());
+    // Headful sessions can be watched when the liveview plugin is enabled (it signs the link).
+    if (!s.headless && !s.deleted_ms) {
+        try {
+            out["browser_live_view_url"] = call("liveview.url", {{"session_id", s.id},
+                                                                 {"project_id", s.project_id},
+                                                                 {"ttl_seconds", ttl},
+                                                                 {"base_url", req.base_url()}})
+                                               .at("url");
+        } catch (const std::exception &) {
+            // liveview is switched off: no link
+        }
+    }
     if (s.profile_id)
         if (auto p = profile_json(s.project_id, *s.profile_id)) out["profile"] = std::move(*p);
     if (s.pool_id) {

@@ -1,0 +1,270 @@
+// The liveview plugin: browser_live_view_url of headful sessions.
+//
+// Server role: the page (/browser/live/{token}), its WebSocket (/browser/live/{token}/ws), a
+// status probe the page asks once disconnected, and noVNC's static files. The token is the
+// credential (no API key), signed for one session; the browsers plugin asks for it through the
+// `liveview.url` service when it renders a headful session.
+// Instance role: /liveview/ws starts x11vnc on the instance display on first use (one interactive,
+// one -viewonly for read-only viewers, each on a unix socket in the instance dir) and bridges the
+// viewer's WebSocket to it. See README.md for why it is built so.
+#include "page.hpp"
+#include "process.hpp"
+
+#include <hangar/plugin.hpp>
+
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+
+namespace {
+
+using hangar::Error;
+using hangar::json;
+using hangar::Request;
+using hangar::Response;
+namespace proc = hangar::browsers;
+using namespace std::chrono_literals;
+
+constexpr const char *kTokenType = "live";
+
+bool truthy(std::string v) {
+    std::transform(v.begin(), v.end(), v.begin(), [](unsigned char c) { return std::tolower(c); });
+    return v == "1" || v == "true" || v == "yes";
+}
+
+// ?readOnly=true, as Kernel's client spells it, or readonly / ro; values 1, true, yes.
+bool read_only_requested(const Request &req) {
+    for (const char *name : {"readOnly", "readonly", "ro"})
+        if (auto v = req.query(name); v && truthy(*v)) return true;
+    return false;
+}
+
+std::string content_type_for(const std::string &path) {
+    auto ext = std::filesystem::path(path).extension().string();
+    if (ext == ".js" || ext == ".mjs") return "text/javascript";
+    if (ext == ".html") return "text/html; charset=utf-8";
+    if (ext == ".css") return "text/css";
+    if (ext == ".svg") return "image/svg+xml";
+    if (ext == ".png") return "image/png";
+    if (ext == ".json") return "application/json";
+    return "application/octet-stream";
+}
+
+// noVNC's own modules only: core/ and vendor/, plain relative names.
+bool safe_asset_path(const std::string &rel) {
+    if (rel.rfind("core/", 0) != 0 && rel.rfind("vendor/", 0) != 0) return false;
+    if (rel.find("..") != std::string::npos || rel.find("//") != std::string::npos) return false;
+    return std::all_of(rel.begin(), rel.end(),
+                       [](unsigned char c) { return std::isalnum(c) || c == '/' || c == '.' || c == '_' || c == '-'; });
+}
+
+bool unix_socket_answers(const std::string &path) {
+    proc::Fd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (!fd) return false;
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    if (path.size() >= sizeof addr.sun_path) return false;
+    std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+    return ::connect(fd.get(), reinterpret_cast<sockaddr *>(&addr), sizeof addr) == 0;
+}
+
+class LiveViewPlugin final : public hangar::Plugin {
+public:
+    void start() override {
+        if (role() == HANGAR_ROLE_INSTANCE)
+            start_instance();
+        else
+            start_server();
+    }
+
+    void stop() override {
+        std::lock_guard lock(mutex_);
+        vnc_.clear(); // stops x11vnc; bridged viewers see their stream end
+    }
+
+private:
+    // ---- server role ---------------------------------------------------------------------------
+
+    void start_server() {
+        novnc_dir_ = config("novnc_dir", "/usr/share/novnc");
+        if (!std::filesystem::exists(novnc_dir_ + "/core/rfb.js"))
+            warn("noVNC was not found in " + novnc_dir_ + " (Debian package novnc); live view pages will not load");
+
+        // For the browsers plugin: the live-view URL of one session.
+        service("liveview.url", [this](const json &in) {
+            std::string sid = in.value("session_id", "");
+            std::string project = in.value("project_id", "");
+            if (sid.empty() || project.empty()) throw Error::bad_request("session_id and project_id are required");
+            auto ttl = static_cast<std::uint32_t>(in.value("ttl_seconds", 7 * 24 * 3600));
+            std::string token = token_sign({{"sid", sid}, {"pid", project}, {"typ", kTokenType}}, ttl);
+            return json{{"url", in.value("base_url", "") + "/browser/live/" + token}};
+        });
+
+        route(
+            "GET", "/browser/live/{token}", [this](Request &q, Response &r) { page(q, r); }, HANGAR_ROUTE_PUBLIC);
+        route(
+            "GET", "/browser/live/{token}/status", [this](Request &q, Response &r) { status(q, r); },
+            HANGAR_ROUTE_PUBLIC);
+        route(
+            "GET", "/browser/live/{token}/ws", [this](Request &q, Response &r) { viewer_socket(q, r); },
+            HANGAR_ROUTE_PUBLIC | HANGAR_ROUTE_STREAMING);
+        route(
+            "GET", "/liveview/novnc/{path*}", [this](Request &q, Response &r) { asset(q, r); }, HANGAR_ROUTE_PUBLIC);
+    }
+
+    struct Claims {
+        std::string session_id;
+        std::string project_id;
+    };
+
+    Claims claims_of(const std::string &token) const {
+        auto c = token.empty() ? std::nullopt : token_verify(token);
+        if (!c || !c->is_object() || c->value("typ", "") != kTokenType || !c->contains("sid") ||
+            !c->at("sid").is_string() || !c->contains("pid") || !c->at("pid").is_string())
+            throw Error::unauthorized("invalid or expired live view link");
+        return {c->at("sid").get<std::string>(), c->at("pid").get<std::string>()};
+    }
+
+    // Whether the session is still running; a session that ended (or never was) is not.
+    bool active(const Claims &c) const {
+        try {
+            call("browsers.session", {{"project_id", c.project_id}, {"id", c.session_id}});
+            return true;
+        } catch (const Error &e) {
+            if (e.status() == 404) return false;
+            throw;
+        }
+    }
+
+    static void no_store(Response &res) {
+        res.header("Cache-Control", "no-store");
+        res.header("Referrer-Policy", "no-referrer");
+    }
+
+    void page(Request &req, Response &res) {
+        Claims c = claims_of(req.param("token"));
+        no_store(res);
+        if (!active(c)) {
+            res.status(404);
+            res.body("text/html; charset=utf-8", hangar::liveview::kEndedPage);
+            return;
+        }
+        res.status(200);
+        res.body("text/html; charset=utf-8", hangar::liveview::kViewerPage);
+    }
+
+    void status(Request &req, Response &res) {
+        Claims c = claims_of(req.param("token"));
+        no_store(res);
+        res.json({{"state", active(c) ? "active" : "ended"}});
+    }
+
+    void viewer_socket(Request &req, Response &res) {
+        Claims c = claims_of(req.param("token"));
+        if (!active(c)) throw Error::not_found("browser session " + c.session_id + " has ended");
+        auto socket = instance_socket(c.session_id);
+        if (!socket) throw Error::not_found("browser session " + c.session_id + " is not running");
+        // Read-only is decided here, not in the page: such a viewer reaches an x11vnc that
+        // drops all input. An open viewer keeps the session from idling out.
+        std::string mode = read_only_requested(req) ? "view" : "control";
+        relay_unix(req, res, *socket, "/liveview/ws?mode=" + mode, c.session_id);
+    }
+
+    void asset(Request &req, Response &res) {
+        std::string rel = req.param("path");
+        if (!safe_asset_path(rel)) throw Error::not_found("no such live view file");
+        std::string path = novnc_dir_ + "/" + rel;
+        if (!std::filesystem::is_regular_file(path)) throw Error::not_found("no such live view file");
+        res.header("Cache-Control", "public, max-age=3600");
+        res.file(content_type_for(path), path);
+    }
+
+    // ---- instance role -------------------------------------------------------------------------
+
+    void start_instance() {
+        run_dir_ = config("instance_run_dir").value_or(config("instance.dir", "/run/hangar"));
+        poll_ms_ = std::clamp<std::int64_t>(config_int("poll_ms", 10), 1, 1000);
+        defer_ms_ = std::clamp<std::int64_t>(config_int("defer_ms", 10), 0, 1000);
+        route(
+            "GET", "/liveview/ws",
+            [this](Request &q, Response &r) {
+                bool view_only = q.query("mode").value_or("") == "view";
+                ws_bridge_unix(q, r, vnc_socket(view_only));
+            },
+            HANGAR_ROUTE_STREAMING);
+    }
+
+    struct Vnc {
+        proc::Child child;
+        std::string display;
+        std::string socket;
+    };
+
+    // The x11vnc for this kind of viewer, started (again) when it is not running on the current
+    // display: a viewport change restarts Xvfb, and x11vnc exits with its display.
+    std::string vnc_socket(bool view_only) {
+        json st = call("browsers.chromium", json::object());
+        auto display = st.value("display", json());
+        if (!display.is_string()) throw Error::bad_request("live view needs a headful browser");
+        std::lock_guard lock(mutex_);
+        Vnc &vnc = vnc_[view_only];
+        if (vnc.child.running() && vnc.display == display.get<std::string>()) return vnc.socket;
+
+        std::string name = view_only ? "view" : "control";
+        vnc = Vnc{};
+        vnc.display = display.get<std::string>();
+        vnc.socket = run_dir_ + "/liveview-" + name + ".sock";
+        ::unlink(vnc.socket.c_str());
+        proc::Fd log = proc::open_log(run_dir_ + "/logs/x11vnc-" + name + ".log");
+        proc::Child::Spec spec;
+        spec.path = "/usr/bin/x11vnc";
+        spec.args = {"-display",   vnc.display,
+                     "-unixsock",  vnc.socket,
+                     "-rfbport",   "0",
+                     "-shared",    "-forever",
+                     "-nopw",      "-norc",
+                     "-quiet",     "-xkb",
+                     "-noxrecord", "-nowf",
+                     "-wait",      std::to_string(poll_ms_),
+                     "-defer",     std::to_string(defer_ms_)};
+        if (view_only) spec.args.emplace_back("-viewonly");
+        spec.env = proc::environment_with({"DISPLAY=" + vnc.display});
+        spec.stdout_fd = log.get();
+        spec.stderr_fd = log.get();
+        try {
+            vnc.child = proc::Child::spawn(spec);
+        } catch (const std::exception &e) {
+            throw Error(502, "upstream_unavailable", std::string("could not start x11vnc: ") + e.what());
+        }
+        auto deadline = std::chrono::steady_clock::now() + 10s;
+        while (!unix_socket_answers(vnc.socket)) {
+            if (!vnc.child.running() || std::chrono::steady_clock::now() > deadline) {
+                std::string why = vnc.child.running() ? "did not listen in time" : vnc.child.exit_description();
+                vnc = Vnc{};
+                throw Error(502, "upstream_unavailable", "x11vnc failed to start: " + why);
+            }
+            std::this_thread::sleep_for(10ms);
+        }
+        return vnc.socket;
+    }
+
+    std::string novnc_dir_;
+    std::string run_dir_;
+    std::int64_t poll_ms_ = 10;
+    std::int64_t defer_ms_ = 10;
+    std::mutex mutex_;
+    std::map<bool, Vnc> vnc_; // view_only → its x11vnc
+};
+
+} // namespace
+
+HANGAR_PLUGIN(LiveViewPlugin, "liveview", "0.1.0", "browsers", nullptr, 0)
