@@ -25,14 +25,10 @@
 namespace hangar::browsers {
 
 class BrowsersPlugin final : public hangar::Plugin {
-public:
-    void start() override;
-    void stop() override;
-
 private:
     // ---- server role (server.cpp) ----
-    void start_server();
-    void stop_server();
+    void start_server() override;
+    void stop_server() override;
 
     void create(Request &req, Response &res);
     void retrieve(Request &req, Response &res);
@@ -159,8 +155,8 @@ private:
     std::jthread pool_filler_;
 
     // ---- instance role (instance.cpp) ----
-    void start_instance();
-    void stop_instance();
+    void start_instance() override;
+    void stop_instance() override;
     void relay_to_chromium(Request &req, Response &res, const std::string &path);
 
     std::unique_ptr<ChromiumRunner> chromium_;

@@ -61,24 +61,6 @@ ALTER TABLE browsers_sessions ADD COLUMN pool_id TEXT;
 
 } // namespace
 
-namespace hangar::browsers {
-
-void BrowsersPlugin::start() {
-    if (role() == HANGAR_ROLE_INSTANCE)
-        start_instance();
-    else
-        start_server();
-}
-
-void BrowsersPlugin::stop() {
-    if (role() == HANGAR_ROLE_INSTANCE)
-        stop_instance();
-    else
-        stop_server();
-}
-
-} // namespace hangar::browsers
-
 // profiles, when enabled, starts first and stops last: ending sessions at shutdown saves them.
 HANGAR_PLUGIN(hangar::browsers::BrowsersPlugin, "browsers", "0.1.0", "profiles?", migrations,
               sizeof(migrations) / sizeof(migrations[0]))

@@ -391,20 +391,13 @@ std::vector<BatchStep> parse_batch(const json &body, Validation &v, const Size &
 
 class ComputerPlugin final : public hangar::Plugin {
 public:
-    void start() override {
-        if (role() == HANGAR_ROLE_INSTANCE)
-            start_instance();
-        else
-            start_server();
-    }
-
     void stop() override {
         std::lock_guard lock(screen_m_);
         screen_.reset();
     }
 
 private:
-    void start_server() {
+    void start_server() override {
         for (const char *op : {"batch", "screenshot", "click_mouse", "drag_mouse", "get_mouse_position", "move_mouse",
                                "press_key", "clipboard/read", "scroll", "cursor", "type", "clipboard/write"}) {
             std::string path = std::string("/computer/") + op;
@@ -413,7 +406,7 @@ private:
         }
     }
 
-    void start_instance() {
+    void start_instance() override {
         auto simple = [this](const char *op, auto parse) {
             route("POST", std::string("/computer/") + op, [this, parse](Request &q, Response &r) {
                 act(q, r, [&](const json &body, Validation &v, const Size &screen) {

@@ -419,12 +419,6 @@ struct Watch {
 
 class FsPlugin : public hangar::Plugin {
 public:
-    void start() override {
-        if (role() == HANGAR_ROLE_INSTANCE)
-            start_instance();
-        else
-            start_server();
-    }
     void stop() override {
         std::lock_guard lk(watches_mu_);
         watches_.clear();
@@ -434,7 +428,7 @@ private:
     std::mutex watches_mu_;
     std::map<std::string, std::shared_ptr<Watch>> watches_;
 
-    void start_server() {
+    void start_server() override {
         for (const char *op :
              {"create_directory", "delete_directory", "delete_file", "move", "set_file_permissions", "write_file"})
             relay("PUT", op);
@@ -459,7 +453,7 @@ private:
               [this, agent](hangar::Request &req, hangar::Response &res) { relay_to_session(req, res, agent); });
     }
 
-    void start_instance() {
+    void start_instance() override {
         zip_limits.max_entries = static_cast<std::size_t>(config_int("max_zip_entries", 10000));
         zip_limits.max_bytes = static_cast<std::uint64_t>(config_int("max_zip_bytes", 256ll << 20));
         kMaxWatches = static_cast<std::size_t>(config_int("max_watches", 64));

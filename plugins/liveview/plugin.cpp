@@ -79,13 +79,6 @@ bool unix_socket_answers(const std::string &path) {
 
 class LiveViewPlugin final : public hangar::Plugin {
 public:
-    void start() override {
-        if (role() == HANGAR_ROLE_INSTANCE)
-            start_instance();
-        else
-            start_server();
-    }
-
     void stop() override {
         std::lock_guard lock(mutex_);
         vnc_.clear(); // stops x11vnc; bridged viewers see their stream end
@@ -94,7 +87,7 @@ public:
 private:
     // ---- server role ---------------------------------------------------------------------------
 
-    void start_server() {
+    void start_server() override {
         novnc_dir_ = config("novnc_dir", "/usr/share/novnc");
         if (!std::filesystem::exists(novnc_dir_ + "/core/rfb.js"))
             warn("noVNC was not found in " + novnc_dir_ + " (Debian package novnc); live view pages will not load");
@@ -190,7 +183,7 @@ private:
 
     // ---- instance role -------------------------------------------------------------------------
 
-    void start_instance() {
+    void start_instance() override {
         run_dir_ = config("instance_run_dir").value_or(config("instance.dir", "/run/hangar"));
         poll_ms_ = std::clamp<std::int64_t>(config_int("poll_ms", 10), 1, 1000);
         defer_ms_ = std::clamp<std::int64_t>(config_int("defer_ms", 10), 0, 1000);

@@ -657,13 +657,6 @@ public:
 
 class ProcessPlugin : public hangar::Plugin {
 public:
-    void start() override {
-        if (role() == HANGAR_ROLE_INSTANCE)
-            start_instance();
-        else
-            start_server();
-    }
-
     void stop() override {
         stopping_ = true; // running execs kill their group and return
         std::map<std::string, std::shared_ptr<Proc>> all;
@@ -676,7 +669,7 @@ public:
 
 private:
     // ---- server role: relays ----
-    void start_server() {
+    void start_server() override {
         auto rest = [](Request &req, std::string_view tail) {
             return "/process/" + path_escape(req.param("process_id")) + std::string(tail);
         };
@@ -699,7 +692,7 @@ private:
     }
 
     // ---- instance role: the agent ----
-    void start_instance() {
+    void start_instance() override {
         buffer_cap_ = static_cast<std::size_t>(std::max<std::int64_t>(4096, config_int("buffer_bytes", 1 << 20)));
         exec_cap_ = static_cast<std::size_t>(std::max<std::int64_t>(4096, config_int("exec_output_bytes", 16 << 20)));
         max_exited_ = static_cast<std::size_t>(std::max<std::int64_t>(1, config_int("max_exited", 256)));

@@ -277,10 +277,26 @@ class Plugin {
 public:
     virtual ~Plugin() = default;
 
-    // Register routes, services and timers here. Throw to refuse to start.
-    virtual void start() = 0;
+    // Register routes, services and timers here. Throw to refuse to start. The same library
+    // runs in `hangar serve` and in every browser's agent: by default start() registers the half
+    // for this process's role, start_server() or start_instance(); stop() likewise.
+    virtual void start() {
+        if (role() == HANGAR_ROLE_INSTANCE)
+            start_instance();
+        else
+            start_server();
+    }
     // Release what start() acquired; timers are cancelled by the base class afterwards.
-    virtual void stop() {}
+    virtual void stop() {
+        if (role() == HANGAR_ROLE_INSTANCE)
+            stop_instance();
+        else
+            stop_server();
+    }
+    virtual void start_server() {}
+    virtual void start_instance() {}
+    virtual void stop_server() {}
+    virtual void stop_instance() {}
 
     // ---- used by HANGAR_PLUGIN; not for plugin code ----
     void bind(const hangar_host_v1 *host) { host_ = host; }
