@@ -133,10 +133,13 @@ void BrowsersPlugin::start_server() {
 
     // For instance-feature plugins (fs, process, ...): the caller's active session by id or name,
     // with what a relay needs. 404 when it is not the caller's or has ended.
+    // With "include_deleted": true an ended session is found too ("ended": true), for what
+    // outlives sessions (replays).
     service("browsers.session", [this](const json &in) {
-        auto s = require(in.value("project_id", ""), in.value("id", ""), false);
+        auto s = require(in.value("project_id", ""), in.value("id", ""), in.value("include_deleted", false));
         return json{{"session_id", s.id},
                     {"headless", s.headless},
+                    {"ended", s.deleted_ms.has_value()},
                     {"viewport", {{"width", s.viewport.width}, {"height", s.viewport.height}}}};
     });
 
@@ -287,6 +290,13 @@ void BrowsersPlugin::end_sessions(const std::vector<std::string> &ids, const cha
 }
 
 void BrowsersPlugin::stop_session_instance(const std::string &id) {
+    try {
+        // Running recordings are finished and moved out before the instance dir is removed.
+        // The replays plugin depends on this one, so it is called by name, not declared.
+        call("replays.session_ending", {{"session_id", id}});
+    } catch (const Error &e) {
+        if (e.status() != 404) warn("browser session " + id + ": its recordings were not finished: " + e.what());
+    }
     auto rows = sql("SELECT profile_id FROM browsers_sessions WHERE id = ?", {id});
     if (!rows.empty() && rows[0].value("profile_id", json()).is_string()) {
         try {

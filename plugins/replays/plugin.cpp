@@ -1,0 +1,435 @@
+// The replays plugin: /browsers/{id}/replays — video recordings of headful sessions.
+//
+// Instance role: /replays/{rid}/start runs ffmpeg x11grab on the instance display into
+// /run/hangar/recordings/<rid>.part.mp4; /replays/{rid}/stop ends it (SIGTERM: ffmpeg writes
+// the index and moves it to the front) and renames the file <rid>.mp4. A recording that reached
+// its maximum duration has ended by itself and is only renamed.
+// Server role: the rows (replays_recordings), the API, and finishing: the finished file is moved
+// from the instance dir into this plugin's blobs, so it outlives the session. Recordings are
+// finished on stop, at their maximum duration (a timer), when the session ends (the browsers
+// plugin calls replays.session_ending before removing the instance) and at shutdown.
+// See README.md for why it is built so.
+#include "process.hpp"
+#include "recording.hpp"
+
+#include <hangar/plugin.hpp>
+#include <hangar/resource.hpp>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+
+namespace {
+
+using hangar::Error;
+using hangar::json;
+using hangar::Request;
+using hangar::Response;
+namespace proc = hangar::browsers;
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using namespace hangar::replays;
+
+const hangar_migration migrations[] = {
+    {1, R"sql(
+CREATE TABLE replays_recordings (
+    id TEXT PRIMARY KEY,
+    session_id TEXT NOT NULL,
+    org_id TEXT NOT NULL,
+    project_id TEXT NOT NULL,
+    started_at BIGINT NOT NULL,
+    finished_at BIGINT,
+    max_duration_ms BIGINT NOT NULL,
+    framerate INTEGER NOT NULL,
+    state TEXT NOT NULL,
+    size_bytes BIGINT
+);
+CREATE INDEX replays_recordings_session ON replays_recordings (project_id, session_id, started_at);
+CREATE INDEX replays_recordings_state ON replays_recordings (state);
+)sql"},
+};
+
+constexpr const char *kViewTokenType = "replay";
+// ffmpeg needs a moment after SIGTERM: it writes the index, then rewrites the file with the index
+// first (+faststart), which for a long recording is a full copy.
+constexpr auto kFinishGrace = 60s;
+
+std::string blob_key(const std::string &rid) {
+    return rid + ".mp4";
+}
+
+std::string html_escape(const std::string &s) {
+    std::string out;
+    for (char c : s) {
+        switch (c) {
+        case '<':
+            out += "&lt;";
+            break;
+        case '>':
+            out += "&gt;";
+            break;
+        case '&':
+            out += "&amp;";
+            break;
+        case '"':
+            out += "&quot;";
+            break;
+        default:
+            out += c;
+        }
+    }
+    return out;
+}
+
+class ReplaysPlugin final : public hangar::Plugin {
+private:
+    // ---- server role ---------------------------------------------------------------------------
+
+    void start_server() override {
+        view_ttl_ = static_cast<std::uint32_t>(config_int("view_ttl_seconds", 7 * 24 * 3600));
+        // Recordings a previous run left unfinished: their instances are gone with it.
+        sql("UPDATE replays_recordings SET state = 'failed', finished_at = ? WHERE state = 'recording'",
+            {hangar::now_ms()});
+
+        route("POST", "/browsers/{id}/replays", [this](Request &q, Response &r) { start_recording(q, r); });
+        route("GET", "/browsers/{id}/replays", [this](Request &q, Response &r) { list(q, r); });
+        route("GET", "/browsers/{id}/replays/{replay_id}", [this](Request &q, Response &r) { download(q, r); });
+        route("POST", "/browsers/{id}/replays/{replay_id}/stop", [this](Request &q, Response &r) {
+            auto row = require(q);
+            finish(row.at("id").get<std::string>());
+            r.no_content();
+        });
+        route(
+            "GET", "/replays/view/{token}", [this](Request &q, Response &r) { view_page(q, r); }, HANGAR_ROUTE_PUBLIC);
+        route(
+            "GET", "/replays/view/{token}/video.mp4", [this](Request &q, Response &r) { view_video(q, r); },
+            HANGAR_ROUTE_PUBLIC);
+
+        service("replays.session_ending", [this](const json &in) {
+            finish_session(in.value("session_id", ""));
+            return json::object();
+        });
+        every(1000, [this] { finish_expired(); });
+    }
+
+    void stop_server() override {
+        // Stopped before the browsers plugin ends the sessions: finish what is recording now,
+        // while the instances still run.
+        for (const auto &row : sql("SELECT id FROM replays_recordings WHERE state = 'recording'"))
+            finish(row.at("id").get<std::string>());
+    }
+
+    std::string project_of(const Request &req) const {
+        std::string project = req.caller().value("project_id", "");
+        if (project.empty()) throw Error::unauthorized("no project for this caller");
+        return project;
+    }
+
+    // The caller's session, active or ended (replays outlive sessions): {session_id, headless, ended}.
+    json session_of(const Request &req) const {
+        return call("browsers.session",
+                    {{"project_id", project_of(req)}, {"id", req.param("id")}, {"include_deleted", true}});
+    }
+
+    json render(const json &row, const std::string &base_url) const {
+        std::string rid = row.at("id").get<std::string>();
+        std::string token = token_sign({{"rid", rid}, {"typ", kViewTokenType}}, view_ttl_);
+        json finished = row.at("finished_at").is_number() && row.value("state", "") != "recording"
+                            ? json(hangar::rfc3339(row.at("finished_at").get<std::int64_t>()))
+                            : json(nullptr);
+        return {{"replay_id", rid},
+                {"started_at", hangar::rfc3339(row.at("started_at").get<std::int64_t>())},
+                {"finished_at", finished},
+                {"replay_view_url", base_url + "/replays/view/" + token}};
+    }
+
+    json row_of(const std::string &rid) const {
+        auto rows = sql("SELECT * FROM replays_recordings WHERE id = ?", {rid});
+        return rows.empty() ? json() : rows.front();
+    }
+
+    // The replay named in the path, of the caller's session.
+    json require(const Request &req) const {
+        json session = session_of(req);
+        auto rows = sql("SELECT * FROM replays_recordings WHERE id = ? AND session_id = ? AND project_id = ?",
+                        {req.param("replay_id"), session.at("session_id"), project_of(req)});
+        if (rows.empty()) throw Error::not_found("replay \"" + req.param("replay_id") + "\" not found");
+        return rows.front();
+    }
+
+    void start_recording(Request &req, Response &res) {
+        StartOptions options = parse_start_options(req.json_body(true));
+        json session = session_of(req);
+        std::string sid = session.at("session_id").get<std::string>();
+        if (session.value("ended", false)) throw Error::not_found("browser session " + sid + " has ended");
+        if (session.value("headless", false))
+            throw Error::bad_request("replays need a headful browser: this session is headless",
+                                     {{"invalid_input", "session: headless browsers have no screen to record"}});
+        json caller = req.caller();
+        std::string rid = hangar::new_id();
+        std::int64_t started = hangar::now_ms();
+        sql("INSERT INTO replays_recordings (id, session_id, org_id, project_id, started_at, finished_at, "
+            "max_duration_ms, framerate, state, size_bytes) VALUES (?, ?, ?, ?, ?, NULL, ?, ?, 'recording', NULL)",
+            {rid, sid, caller.value("org_id", ""), project_of(req), started,
+             static_cast<std::int64_t>(options.max_duration_seconds) * 1000, options.framerate});
+        {
+            // A recording counts as activity, as on Kernel: the session does not idle out under it.
+            std::lock_guard lock(mutex_);
+            recording_activity_[rid] = activity(sid);
+        }
+        auto answer = instance_call(
+            sid, "POST", "/replays/" + rid + "/start",
+            json{{"framerate", options.framerate}, {"max_duration_in_seconds", options.max_duration_seconds}}.dump());
+        if (answer.status != 200) {
+            sql("DELETE FROM replays_recordings WHERE id = ?", {rid});
+            std::lock_guard lock(mutex_);
+            recording_activity_.erase(rid);
+            json err = json::parse(answer.body, nullptr, false);
+            std::string msg = err.is_object() ? err.value("message", "") : "";
+            throw Error(answer.status == 502 ? 502 : 500, answer.status == 502 ? "upstream_unavailable" : "internal",
+                        "the recording could not start" + (msg.empty() ? std::string() : ": " + msg));
+        }
+        res.json(render(row_of(rid), req.base_url()));
+    }
+
+    void list(Request &req, Response &res) {
+        json session = session_of(req);
+        json out = json::array();
+        for (const auto &row :
+             sql("SELECT * FROM replays_recordings WHERE session_id = ? AND project_id = ? ORDER BY started_at, id",
+                 {session.at("session_id"), project_of(req)}))
+            out.push_back(render(row, req.base_url()));
+        res.json(out);
+    }
+
+    // The MP4, once finished; the host serves files with single-range support (206, 416).
+    void serve_video(const json &row, Response &res) const {
+        std::string state = row.value("state", "");
+        if (state == "recording")
+            throw Error::conflict("the replay is still recording; stop it first (POST .../replays/{replay_id}/stop)");
+        auto path = blob_path(blob_key(row.at("id").get<std::string>()));
+        if (state != "finished" || !path || !fs::exists(*path))
+            throw Error::not_found("the replay has no video: the recording failed");
+        res.header("Accept-Ranges", "bytes");
+        res.header("Content-Disposition", "inline; filename=\"replay-" + row.at("id").get<std::string>() + ".mp4\"");
+        res.file("video/mp4", *path);
+    }
+
+    void download(Request &req, Response &res) { serve_video(require(req), res); }
+
+    json row_from_view_token(const std::string &token) const {
+        auto claims = token.empty() ? std::nullopt : token_verify(token);
+        if (!claims || !claims->is_object() || claims->value("typ", "") != kViewTokenType || !claims->contains("rid") ||
+            !claims->at("rid").is_string())
+            throw Error::unauthorized("invalid or expired replay link");
+        json row = row_of(claims->at("rid").get<std::string>());
+        if (row.is_null()) throw Error::not_found("replay not found");
+        return row;
+    }
+
+    void view_page(Request &req, Response &res) {
+        json row = row_from_view_token(req.param("token"));
+        std::string title = "Replay " + row.at("id").get<std::string>();
+        std::string video = html_escape(req.param("token")) + "/video.mp4";
+        std::string body;
+        if (row.value("state", "") == "recording")
+            body = "<p>This replay is still recording. Reload the page once it has stopped.</p>";
+        else if (row.value("state", "") != "finished")
+            body = "<p>This replay has no video: the recording failed.</p>";
+        else
+            body = "<video controls autoplay muted playsinline src=\"" + video + "\"></video>";
+        res.header("Cache-Control", "no-store");
+        res.header("Referrer-Policy", "no-referrer");
+        res.status(200);
+        res.body("text/html; charset=utf-8",
+                 "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>" + html_escape(title) +
+                     "</title><link rel=\"icon\" href=\"data:,\"><style>html,body{margin:0;height:100%;"
+                     "background:#202124;color:#e8eaed;font:16px system-ui,sans-serif;display:flex;"
+                     "align-items:center;justify-content:center}video{max-width:100%;max-height:100%}</style>"
+                     "</head><body>" +
+                     body + "</body></html>");
+    }
+
+    void view_video(Request &req, Response &res) {
+        // The page refers to it relatively: /replays/view/{token}/video.mp4
+        serve_video(row_from_view_token(req.param("token")), res);
+    }
+
+    // Ends one recording (idempotent): the agent stops ffmpeg, the file moves into the blobs.
+    void finish(const std::string &rid) {
+        std::lock_guard finishing(finish_mutex_);
+        json row = row_of(rid);
+        if (row.is_null() || row.value("state", "") != "recording") return;
+        std::string sid = row.at("session_id").get<std::string>();
+        std::string state = "failed";
+        std::int64_t finished = hangar::now_ms();
+        std::optional<std::int64_t> size;
+        auto answer = instance_call(sid, "POST", "/replays/" + rid + "/stop", "", 90'000);
+        json result = json::parse(answer.body, nullptr, false);
+        if (answer.status == 200 && result.is_object() && result.value("state", "") == "finished") {
+            finished = result.value("finished_at_ms", finished);
+            auto dir = instance_dir(sid);
+            auto dst = blob_path(blob_key(rid));
+            if (dir && dst) {
+                std::string src = *dir + "/recordings/" + rid + ".mp4";
+                std::error_code ec;
+                fs::rename(src, *dst, ec);
+                if (ec) { // another file system: copy, then drop the original
+                    ec.clear();
+                    fs::copy_file(src, *dst + ".tmp", fs::copy_options::overwrite_existing, ec);
+                    if (!ec) fs::rename(*dst + ".tmp", *dst, ec);
+                    fs::remove(src);
+                }
+                if (!ec) {
+                    state = "finished";
+                    size = static_cast<std::int64_t>(fs::file_size(*dst, ec));
+                } else {
+                    warn("replay " + rid + ": could not keep the video: " + ec.message());
+                }
+            }
+        } else {
+            warn("replay " + rid + ": the recording did not finish (" + std::to_string(answer.status) + " " +
+                 answer.body.substr(0, 200) + ")");
+        }
+        sql("UPDATE replays_recordings SET state = ?, finished_at = ?, size_bytes = ? WHERE id = ?",
+            {state, finished, size ? json(*size) : json(nullptr), rid});
+        std::lock_guard lock(mutex_);
+        recording_activity_.erase(rid);
+    }
+
+    void finish_session(const std::string &sid) {
+        for (const auto &row :
+             sql("SELECT id FROM replays_recordings WHERE session_id = ? AND state = 'recording'", {sid}))
+            finish(row.at("id").get<std::string>());
+    }
+
+    // Recordings past their maximum duration have ended in the instance (ffmpeg -t); keep them.
+    void finish_expired() {
+        // A little after the deadline, so ffmpeg has written the file by itself.
+        auto rows = sql("SELECT id FROM replays_recordings WHERE state = 'recording' AND started_at + "
+                        "max_duration_ms + 1500 < ?",
+                        {hangar::now_ms()});
+        for (const auto &row : rows)
+            finish(row.at("id").get<std::string>());
+    }
+
+    std::uint32_t view_ttl_ = 7 * 24 * 3600;
+    std::mutex finish_mutex_; // one finish at a time: stop, the timer and session end may race
+    std::mutex mutex_;
+    std::map<std::string, std::unique_ptr<Activity>> recording_activity_;
+
+    // ---- instance role -------------------------------------------------------------------------
+
+    struct Recording {
+        proc::Child ffmpeg;
+        std::string part; // being written
+        std::string done; // after it finished
+        std::optional<std::int64_t> finished_ms;
+        bool ok = false;
+    };
+
+    void start_instance() override {
+        auto run_dir = config("instance_run_dir").value_or(config("instance.dir", "/run/hangar"));
+        recordings_dir_ = run_dir + "/recordings";
+        logs_dir_ = run_dir + "/logs";
+        route("POST", "/replays/{rid}/start", [this](Request &q, Response &r) { agent_start(q, r); });
+        route("POST", "/replays/{rid}/stop", [this](Request &q, Response &r) { r.json(agent_stop(q.param("rid"))); });
+    }
+
+    void stop_instance() override {
+        // The agent is shutting down: end every recording properly (the server moves the files
+        // out before it stops an instance; this covers a shutdown it did not announce).
+        std::lock_guard lock(agent_mutex_);
+        for (auto &[rid, rec] : recordings_)
+            close_recording(rec);
+    }
+
+    void agent_start(Request &req, Response &res) {
+        std::string rid = req.param("rid");
+        if (!hangar::looks_like_id(rid)) throw Error::bad_request("invalid replay id");
+        json body = req.json_body(false);
+        StartOptions options = parse_start_options(body);
+        json st = call("browsers.chromium", json::object());
+        auto display = st.value("display", json());
+        if (!display.is_string()) throw Error::bad_request("replays need a headful browser");
+        Capture capture{display.get<std::string>(), st.at("viewport").at("width").get<int>(),
+                        st.at("viewport").at("height").get<int>()};
+
+        std::lock_guard lock(agent_mutex_);
+        if (recordings_.count(rid)) throw Error::conflict("replay " + rid + " is already recording");
+        proc::make_dirs(recordings_dir_);
+        Recording rec;
+        rec.part = recordings_dir_ + "/" + rid + ".part.mp4";
+        rec.done = recordings_dir_ + "/" + rid + ".mp4";
+        proc::Fd log = proc::open_log(logs_dir_ + "/ffmpeg-" + rid + ".log");
+        proc::Child::Spec spec;
+        spec.path = "/usr/bin/ffmpeg";
+        spec.args = ffmpeg_args(capture, options, rec.part);
+        spec.env = proc::environment_with({"DISPLAY=" + capture.display});
+        spec.stdout_fd = log.get();
+        spec.stderr_fd = log.get();
+        try {
+            rec.ffmpeg = proc::Child::spawn(spec);
+        } catch (const std::exception &e) {
+            throw Error::internal(std::string("could not start ffmpeg: ") + e.what());
+        }
+        // ffmpeg fails at once when it cannot open the display: say so now, not at stop.
+        for (int i = 0; i < 10 && rec.ffmpeg.running(); ++i)
+            std::this_thread::sleep_for(20ms);
+        if (!rec.ffmpeg.running()) {
+            rec.ffmpeg.stop();
+            throw Error::internal("ffmpeg ended at once (" + rec.ffmpeg.exit_description() + "); see ffmpeg-" + rid +
+                                  ".log in the instance logs");
+        }
+        recordings_.emplace(rid, std::move(rec));
+        res.json({{"replay_id", rid}, {"started_at_ms", hangar::now_ms()}});
+    }
+
+    // Stops ffmpeg (if it still runs) and keeps the file when it is a finished MP4.
+    static void close_recording(Recording &rec) {
+        if (rec.finished_ms) return;
+        bool ended_by_itself = !rec.ffmpeg.running();
+        rec.ffmpeg.stop(kFinishGrace);
+        rec.finished_ms = hangar::now_ms();
+        if (ended_by_itself) {
+            // -t ended it: the file's last write is when the recording ended.
+            struct stat st {};
+            if (::stat(rec.part.c_str(), &st) == 0)
+                rec.finished_ms = static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000 + st.st_mtim.tv_nsec / 1'000'000;
+        }
+        std::error_code ec;
+        if (fs::exists(rec.part, ec) && fs::file_size(rec.part, ec) > 0) {
+            fs::rename(rec.part, rec.done, ec);
+            rec.ok = !ec;
+        }
+    }
+
+    json agent_stop(const std::string &rid) {
+        std::lock_guard lock(agent_mutex_);
+        auto it = recordings_.find(rid);
+        if (it == recordings_.end()) throw Error::not_found("replay " + rid + " is not recording here");
+        close_recording(it->second);
+        json out = {{"replay_id", rid},
+                    {"state", it->second.ok ? "finished" : "failed"},
+                    {"finished_at_ms", *it->second.finished_ms}};
+        return out;
+    }
+
+    std::string recordings_dir_;
+    std::string logs_dir_;
+    std::mutex agent_mutex_;
+    std::map<std::string, Recording> recordings_;
+};
+
+} // namespace
+
+HANGAR_PLUGIN(ReplaysPlugin, "replays", "0.1.0", "browsers", migrations, sizeof(migrations) / sizeof(migrations[0]))

@@ -1,0 +1,63 @@
+#include "recording.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace hangar::replays {
+
+namespace {
+
+// A whole number in [lo, hi] (JSON numbers such as 25.0 count; 25.5 does not).
+int whole_number(Validation &v, const json &body, const char *field, int lo, int hi, int fallback) {
+    auto it = body.find(field);
+    if (it == body.end() || it->is_null()) return fallback;
+    if (!it->is_number()) {
+        v.fail(field, "must be a number");
+        return fallback;
+    }
+    double d = it->get<double>();
+    if (std::floor(d) != d || d < lo || d > hi) {
+        v.fail(field, "must be a whole number from " + std::to_string(lo) + " to " + std::to_string(hi));
+        return fallback;
+    }
+    return static_cast<int>(d);
+}
+
+} // namespace
+
+StartOptions parse_start_options(const json &body) {
+    Validation v;
+    StartOptions o;
+    o.framerate = whole_number(v, body, "framerate", 1, kMaxFramerate, kDefaultFramerate);
+    o.max_duration_seconds =
+        whole_number(v, body, "max_duration_in_seconds", 1, kMaxDurationSeconds, kDefaultMaxDurationSeconds);
+    if (auto it = body.find("record_audio"); it != body.end() && !it->is_null()) {
+        if (!it->is_boolean())
+            v.fail("record_audio", "must be a boolean");
+        else if (it->get<bool>())
+            v.fail("record_audio", "audio cannot be recorded: browser instances have no audio device");
+    }
+    v.throw_if_failed("invalid replay options");
+    return o;
+}
+
+std::vector<std::string> ffmpeg_args(const Capture &capture, const StartOptions &options, const std::string &output) {
+    const std::string fps = std::to_string(options.framerate);
+    return {"-hide_banner", "-loglevel", "warning", "-nostdin",
+            // x11grab reads the screen through MIT-SHM; the pointer is drawn in, as a viewer saw it.
+            "-f", "x11grab", "-draw_mouse", "1", "-framerate", fps, "-video_size",
+            std::to_string(capture.width) + "x" + std::to_string(capture.height), "-i", capture.display + ".0+0,0",
+            // The colour conversion is most of the cost: bgr0 → bgr24 → yuv420p takes swscale's
+            // unscaled packed-RGB path, about half the CPU of the direct conversion. Frames that
+            // did not change are dropped (variable frame rate), but four a second are kept so the
+            // duration stays true to a quarter second when the screen stood still at the end.
+            "-vf", "format=bgr24,format=yuv420p,mpdecimate=max=" + std::to_string(std::max(1, options.framerate / 4)),
+            "-fps_mode", "vfr", "-filter_threads", "1",
+            // ultrafast + zerolatency: no B-frames or look-ahead, so little CPU and memory; a
+            // keyframe every 2 s keeps seeking quick.
+            "-c:v", "libx264", "-preset", "ultrafast", "-tune", "zerolatency", "-crf", "28", "-g",
+            std::to_string(options.framerate * 2), "-threads", "1", "-t", std::to_string(options.max_duration_seconds),
+            "-movflags", "+faststart", "-f", "mp4", "-y", output};
+}
+
+} // namespace hangar::replays

@@ -1,0 +1,36 @@
+// What a recording is asked for and how ffmpeg records it: pure logic, unit-tested
+// (tests/recording_test.cpp) without the host.
+#pragma once
+
+#include <hangar/plugin.hpp>
+
+#include <string>
+#include <vector>
+
+namespace hangar::replays {
+
+inline constexpr int kDefaultFramerate = 25;
+inline constexpr int kMaxFramerate = 60;
+inline constexpr int kDefaultMaxDurationSeconds = 3600;
+inline constexpr int kMaxDurationSeconds = 24 * 3600;
+
+struct StartOptions {
+    int framerate = kDefaultFramerate;
+    int max_duration_seconds = kDefaultMaxDurationSeconds;
+};
+
+// The body of POST /browsers/{id}/replays ({} when empty). Throws a 400 naming the field.
+StartOptions parse_start_options(const json &body);
+
+struct Capture {
+    std::string display; // ":3"
+    int width = 0;
+    int height = 0;
+};
+
+// ffmpeg's arguments (without argv[0]): the whole X screen at `framerate`, H.264 with the fastest
+// x264 preset, fast-start MP4 (the index first, so players can seek while downloading), ending by
+// itself after the maximum duration.
+std::vector<std::string> ffmpeg_args(const Capture &capture, const StartOptions &options, const std::string &output);
+
+} // namespace hangar::replays

@@ -1,0 +1,73 @@
+// Unit tests of replay options and the ffmpeg command line.
+#include "recording.hpp"
+
+#include <cppunit/TestFixture.h>
+#include <cppunit/extensions/HelperMacros.h>
+
+#include <algorithm>
+
+using namespace hangar::replays;
+using hangar::json;
+
+class RecordingTest : public CppUnit::TestFixture {
+    CPPUNIT_TEST_SUITE(RecordingTest);
+    CPPUNIT_TEST(defaults);
+    CPPUNIT_TEST(values);
+    CPPUNIT_TEST(bad_values);
+    CPPUNIT_TEST(command_line);
+    CPPUNIT_TEST_SUITE_END();
+
+public:
+    void defaults() {
+        auto o = parse_start_options(json::object());
+        CPPUNIT_ASSERT_EQUAL(kDefaultFramerate, o.framerate);
+        CPPUNIT_ASSERT_EQUAL(kDefaultMaxDurationSeconds, o.max_duration_seconds);
+        o = parse_start_options({{"framerate", nullptr}, {"record_audio", false}});
+        CPPUNIT_ASSERT_EQUAL(kDefaultFramerate, o.framerate);
+    }
+
+    void values() {
+        auto o = parse_start_options({{"framerate", 10.0}, {"max_duration_in_seconds", 5}});
+        CPPUNIT_ASSERT_EQUAL(10, o.framerate);
+        CPPUNIT_ASSERT_EQUAL(5, o.max_duration_seconds);
+    }
+
+    static std::string rejection(const json &body) {
+        try {
+            parse_start_options(body);
+        } catch (const hangar::Error &e) {
+            CPPUNIT_ASSERT_EQUAL(400, e.status());
+            return e.details().front().message;
+        }
+        return "";
+    }
+
+    void bad_values() {
+        CPPUNIT_ASSERT(rejection({{"framerate", 0}}).rfind("framerate:", 0) == 0);
+        CPPUNIT_ASSERT(rejection({{"framerate", 61}}).rfind("framerate:", 0) == 0);
+        CPPUNIT_ASSERT(rejection({{"framerate", 2.5}}).rfind("framerate:", 0) == 0);
+        CPPUNIT_ASSERT(rejection({{"framerate", "25"}}).rfind("framerate:", 0) == 0);
+        CPPUNIT_ASSERT(rejection({{"max_duration_in_seconds", -1}}).rfind("max_duration_in_seconds:", 0) == 0);
+        CPPUNIT_ASSERT(rejection({{"max_duration_in_seconds", 86401}}).rfind("max_duration_in_seconds:", 0) == 0);
+        CPPUNIT_ASSERT(rejection({{"record_audio", true}}).find("audio device") != std::string::npos);
+        CPPUNIT_ASSERT(rejection({{"record_audio", "yes"}}).rfind("record_audio:", 0) == 0);
+    }
+
+    void command_line() {
+        auto args = ffmpeg_args({":7", 1280, 720}, {20, 90}, "/run/hangar/recordings/r.part.mp4");
+        auto after = [&](const std::string &flag) {
+            auto it = std::find(args.begin(), args.end(), flag);
+            CPPUNIT_ASSERT(it != args.end() && it + 1 != args.end());
+            return *(it + 1);
+        };
+        CPPUNIT_ASSERT_EQUAL(std::string("x11grab"), after("-f"));
+        CPPUNIT_ASSERT_EQUAL(std::string(":7.0+0,0"), after("-i"));
+        CPPUNIT_ASSERT_EQUAL(std::string("1280x720"), after("-video_size"));
+        CPPUNIT_ASSERT_EQUAL(std::string("20"), after("-framerate"));
+        CPPUNIT_ASSERT_EQUAL(std::string("90"), after("-t"));
+        CPPUNIT_ASSERT_EQUAL(std::string("+faststart"), after("-movflags"));
+        CPPUNIT_ASSERT_EQUAL(std::string("/run/hangar/recordings/r.part.mp4"), args.back());
+    }
+};
+
+CPPUNIT_TEST_SUITE_REGISTRATION(RecordingTest);
