@@ -81,7 +81,7 @@ const std::vector<std::pair<std::string, std::string>> kAreas = {
     {"/browsers/{id}/playwright", "playwright"},
     {"/browsers/{id}/telemetry", "telemetry"},
     {"/browsers/{id}/extensions", "extensions"},
-    {"/browsers/{id}/curl", "curl"},
+    {"/browsers/{id}/curl", "browsers"},
     {"/profiles", "profiles"},
     {"/extensions", "extensions"},
     {"/proxies", "proxies"},

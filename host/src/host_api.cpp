@@ -203,6 +203,13 @@ int req_header(hangar_request *r, hangar_str name, hangar_str *out) {
     return 0;
 }
 
+int req_headers(hangar_request *r, hangar_buf *out) {
+    json all = json::array();
+    for (const auto &[name, value] : r->http)
+        all.push_back({name, value});
+    return fill(out, all.dump());
+}
+
 int req_body(hangar_request *r, hangar_str *out) {
     if (r->body_failed) return -1;
     if (!r->body) {
@@ -533,6 +540,7 @@ const hangar_host_v1 kHostTable = {
     instance_spec,
     ws_bridge_unix,
     instance_dir,
+    req_headers,
 };
 
 } // namespace

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "chromium.hpp"
+#include "curl_model.hpp"
 #include "session_model.hpp"
 
 #include <hangar/plugin.hpp>
@@ -46,6 +47,9 @@ private:
     json render(const Session &s, const Request &req) const;
     // The session a capability token names, checked: 401 for a bad token, 404 once it ended.
     std::string session_from_token(const std::string &token, const char *type) const;
+    // The session of a base_url route ({session_id} and its jwt): 401 unless they match.
+    std::string vm_session(const Request &req) const;
+    void relay_curl(Request &req, Response &res, const std::string &sid, const std::string &agent_path);
     void insert(const Session &s);
     void write_tags(const std::string &id, const Tags &tags);
     // Marks the sessions deleted (once) and stops their instances, in parallel.
@@ -158,6 +162,8 @@ private:
     void start_instance() override;
     void stop_instance() override;
     void relay_to_chromium(Request &req, Response &res, const std::string &path);
+    CurlResponse run_curl(const CurlRequest &r, Response &res);
+    void curl_raw(Request &req, Response &res);
 
     std::unique_ptr<ChromiumRunner> chromium_;
     std::string extensions_dir_;

@@ -2,11 +2,15 @@
 // serves the agent routes the server half relays to. These routes have no auth: the agent socket
 // is only reachable by the server.
 #include "browsers.hpp"
+#include "curl.hpp"
 #include "extension_install.hpp"
 
 #include <hangar/resource.hpp>
 
 #include <unistd.h>
+
+#include <algorithm>
+#include <set>
 
 namespace hangar::browsers {
 
@@ -83,6 +87,15 @@ void BrowsersPlugin::start_instance() {
         res.json(chromium_->open_only(it->get<std::string>()));
     });
 
+    // curl through this Chromium: JSON in and out, or (curl/raw, for the SDK's browsers.fetch) the
+    // request passed on whole and the target's answer returned as it is.
+    route("POST", "/chromium/curl", [this](Request &req, Response &res) {
+        CurlRequest r = parse_curl_request(req.json_body(false));
+        res.json(render_curl_response(run_curl(r, res), r.base64_response));
+    });
+    for (const char *method : {"GET", "POST", "PUT", "PATCH", "DELETE"})
+        route(method, "/chromium/curl/raw", [this](Request &req, Response &res) { curl_raw(req, res); });
+
     // Always the current Chromium, so the same public URL works again after a restart.
     route(
         "GET", "/cdp",
@@ -96,6 +109,60 @@ void BrowsersPlugin::start_instance() {
         route("GET", path,
               [this, p = std::string(path)](Request &req, Response &res) { relay_to_chromium(req, res, p); });
     }
+}
+
+CurlResponse BrowsersPlugin::run_curl(const CurlRequest &r, Response &res) {
+    auto ep = chromium_->endpoint();
+    try {
+        return curl_through_chromium(ep.port, ep.ws_path, r);
+    } catch (const Error &e) {
+        // The target failed or was slow: resending would not help, and the SDK retries 5xx.
+        if (e.status() == 502 || e.status() == 504) res.header("x-should-retry", "false");
+        throw;
+    }
+}
+
+void BrowsersPlugin::curl_raw(Request &req, Response &res) {
+    json body = {{"url", req.query("url").value_or("")}, {"method", std::string(req.method())}};
+    if (auto t = req.query("timeout_ms")) {
+        try {
+            body["timeout_ms"] = std::stod(*t);
+        } catch (const std::exception &) {
+            body["timeout_ms"] = *t; // rejected by the parser, naming the field
+        }
+    }
+    // The caller's headers go on, except what belongs to this hop or to the SDK itself: the
+    // browser's own User-Agent is the point of asking the browser.
+    json headers = json::object();
+    for (const auto &[name, value] : req.headers()) {
+        std::string l = name;
+        std::transform(l.begin(), l.end(), l.begin(), [](unsigned char c) { return std::tolower(c); });
+        static const std::set<std::string> skip = {
+            "host",    "connection", "keep-alive", "content-length", "transfer-encoding", "te",
+            "trailer", "upgrade",    "user-agent", "authorization",  "accept-encoding",   "x-request-id"};
+        if (skip.count(l) || l.rfind("x-stainless-", 0) == 0) continue;
+        headers[name] = value;
+    }
+    body["headers"] = headers;
+    auto payload = req.body();
+    if (!payload.empty() && req.method() != "GET") body["body"] = std::string(payload);
+    CurlRequest r = parse_curl_request(body);
+    CurlResponse answer = run_curl(r, res);
+    std::string content_type = "application/octet-stream";
+    for (const auto &[name, value] : answer.headers) {
+        std::string l = canonical_header_name(name);
+        if (l == "Content-Type") {
+            content_type = value;
+            continue;
+        }
+        // The body is whole and decoded here, so its framing and encoding headers no longer apply.
+        if (l == "Content-Length" || l == "Content-Encoding" || l == "Transfer-Encoding" || l == "Connection" ||
+            l == "Keep-Alive")
+            continue;
+        res.header(name, value);
+    }
+    res.status(answer.status);
+    res.body(content_type, answer.body);
 }
 
 void BrowsersPlugin::relay_to_chromium(Request &req, Response &res, const std::string &path) {

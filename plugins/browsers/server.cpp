@@ -131,6 +131,28 @@ void BrowsersPlugin::start_server() {
     route(
         "GET", "/browser/webdriver", [this](Request &q, Response &r) { webdriver_socket(q, r); }, open);
 
+    // curl through the browser: on the API, and at the session's base_url, where the SDK sends
+    // it directly with the jwt of cdp_ws_url instead of the API key (kernel-api.md §1.11).
+    route("POST", "/browsers/{id}/curl", [this](Request &q, Response &r) {
+        auto s = require(project_of(q), q.param("id"), false);
+        relay_curl(q, r, s.id, "/chromium/curl");
+    });
+    route(
+        "POST", "/browser/vm/{session_id}/curl",
+        [this](Request &q, Response &r) { relay_curl(q, r, vm_session(q), "/chromium/curl"); }, HANGAR_ROUTE_PUBLIC);
+    for (const char *method : {"GET", "POST", "PUT", "PATCH", "DELETE"})
+        route(
+            method, "/browser/vm/{session_id}/curl/raw",
+            [this](Request &q, Response &r) { relay_curl(q, r, vm_session(q), "/chromium/curl/raw"); },
+            HANGAR_ROUTE_PUBLIC);
+    route(
+        "GET", "/browser/vm/{session_id}/telemetry/stream",
+        [this](Request &q, Response &) {
+            vm_session(q);
+            throw Error::not_implemented("browser telemetry is not implemented by this Hangar server yet");
+        },
+        HANGAR_ROUTE_PUBLIC);
+
     // For instance-feature plugins (fs, process, ...): the caller's active session by id or name,
     // with what a relay needs. 404 when it is not the caller's or has ended.
     // With "include_deleted": true an ended session is found too ("ended": true), for what
@@ -210,6 +232,8 @@ json BrowsersPlugin::render(const Session &s, const Request &req) const {
     Links links{cdp_ws_url(base, token_sign({{"sid", s.id}, {"typ", "cdp"}}, ttl)),
                 webdriver_ws_url(base, token_sign({{"sid", s.id}, {"typ", "webdriver"}}, ttl))};
     json out = render_session(s, links, now_ms());
+    // Where the SDK sends curl and telemetry/stream directly (with the jwt of cdp_ws_url).
+    out["base_url"] = req.base_url() + "/browser/vm/" + s.id;
     // Headful sessions can be watched when the liveview plugin is enabled (it signs the link).
     if (!s.headless && !s.deleted_ms) {
         try {
@@ -230,6 +254,28 @@ json BrowsersPlugin::render(const Session &s, const Request &req) const {
         out["pool"] = ref;
     }
     return out;
+}
+
+std::string BrowsersPlugin::vm_session(const Request &req) const {
+    std::string sid = session_from_token(req.query("jwt").value_or(""), "cdp");
+    if (sid != req.param("session_id")) throw Error::unauthorized("invalid or expired browser token");
+    return sid;
+}
+
+void BrowsersPlugin::relay_curl(Request &req, Response &res, const std::string &sid, const std::string &agent_path) {
+    auto socket = instance_socket(sid);
+    if (!socket) throw Error::not_found("browser session " + sid + " is not running");
+    // The query goes on (curl/raw's url and timeout_ms), the jwt does not: the sandbox never
+    // holds a credential for its own session.
+    std::string query;
+    for (auto rest = req.query_string(); !rest.empty();) {
+        auto amp = rest.find('&');
+        auto pair = rest.substr(0, amp);
+        rest = amp == std::string_view::npos ? std::string_view() : rest.substr(amp + 1);
+        if (pair.empty() || pair.starts_with("jwt=") || pair == "jwt") continue;
+        query += (query.empty() ? "?" : "&") + std::string(pair);
+    }
+    relay_unix(req, res, *socket, agent_path + (query.empty() ? "?" : query), sid);
 }
 
 std::string BrowsersPlugin::session_from_token(const std::string &token, const char *type) const {

@@ -3,19 +3,10 @@
 // OS-level control in headless; this gives the same endpoints the same meaning there.
 #include "screen.hpp"
 
+#include <hangar/cdp.hpp>
 #include <hangar/plugin.hpp>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
-#include <cctype>
-#include <cerrno>
-#include <cstring>
 #include <mutex>
-#include <random>
 #include <stdexcept>
 
 namespace hangar::computer {
@@ -23,219 +14,9 @@ namespace hangar::computer {
 namespace {
 
 using hangar::json;
-
-class Socket {
-public:
-    Socket() = default;
-    explicit Socket(int fd) : fd_(fd) {}
-    Socket(Socket &&o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-    Socket &operator=(Socket &&o) noexcept {
-        if (fd_ >= 0) ::close(fd_);
-        fd_ = std::exchange(o.fd_, -1);
-        return *this;
-    }
-    Socket(const Socket &) = delete;
-    Socket &operator=(const Socket &) = delete;
-    ~Socket() {
-        if (fd_ >= 0) ::close(fd_);
-    }
-    int get() const { return fd_; }
-    explicit operator bool() const { return fd_ >= 0; }
-
-private:
-    int fd_ = -1;
-};
-
-[[noreturn]] void cdp_failed(const std::string &what) {
-    throw std::runtime_error("CDP: " + what);
-}
-
-void send_all(int fd, std::string_view data) {
-    while (!data.empty()) {
-        ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) cdp_failed("the connection to Chromium broke");
-        data.remove_prefix(static_cast<std::size_t>(n));
-    }
-}
-
-std::string base64_decode(std::string_view in) {
-    static const std::string chars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    std::string out;
-    out.reserve(in.size() * 3 / 4);
-    unsigned val = 0;
-    int bits = -8;
-    for (char c : in) {
-        auto pos = chars.find(c);
-        if (pos == std::string::npos) continue; // '=' and anything else
-        val = (val << 6) | static_cast<unsigned>(pos);
-        bits += 6;
-        if (bits >= 0) {
-            out.push_back(static_cast<char>((val >> bits) & 0xFF));
-            bits -= 8;
-        }
-    }
-    return out;
-}
-
-// A minimal synchronous WebSocket client for one DevTools target: text frames out (masked, as
-// clients must), whole messages in, events skipped while waiting for a reply.
-class CdpConnection {
-public:
-    CdpConnection(int port, const std::string &path) {
-        sock_ = Socket(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-        sockaddr_in addr{};
-        addr.sin_family = AF_INET;
-        addr.sin_port = htons(static_cast<std::uint16_t>(port));
-        addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        if (!sock_ || ::connect(sock_.get(), reinterpret_cast<sockaddr *>(&addr), sizeof addr) != 0)
-            cdp_failed("cannot connect to Chromium on port " + std::to_string(port));
-        int one = 1;
-        ::setsockopt(sock_.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        timeval tv{30, 0};
-        ::setsockopt(sock_.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-        send_all(sock_.get(), "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(port) +
-                                  "\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
-                                  "Sec-WebSocket-Key: aGFuZ2FyLWNvbXB1dGVyLWtleQ==\r\n\r\n");
-        std::string head;
-        while (head.find("\r\n\r\n") == std::string::npos)
-            head += read_some();
-        auto end = head.find("\r\n\r\n");
-        if (!head.starts_with("HTTP/1.1 101")) cdp_failed("Chromium refused the WebSocket: " + head.substr(0, 40));
-        buffer_ = head.substr(end + 4);
-    }
-
-    json call(const std::string &method, const json &params = json::object()) {
-        int id = ++next_id_;
-        send_text(json{{"id", id}, {"method", method}, {"params", params}}.dump());
-        for (;;) {
-            json msg = json::parse(read_message(), nullptr, false);
-            if (!msg.is_object() || msg.value("id", 0) != id) continue; // events
-            if (msg.contains("error")) cdp_failed(method + ": " + msg["error"].value("message", "failed"));
-            return msg.value("result", json::object());
-        }
-    }
-
-private:
-    std::string read_some() {
-        char buf[65536];
-        for (;;) {
-            ssize_t n = ::recv(sock_.get(), buf, sizeof buf, 0);
-            if (n < 0 && errno == EINTR) continue;
-            if (n <= 0) cdp_failed("the connection to Chromium closed");
-            return {buf, static_cast<std::size_t>(n)};
-        }
-    }
-
-    void need(std::size_t n) {
-        while (buffer_.size() < n)
-            buffer_ += read_some();
-    }
-
-    std::string read_message() {
-        std::string message;
-        for (;;) {
-            need(2);
-            auto b0 = static_cast<unsigned char>(buffer_[0]), b1 = static_cast<unsigned char>(buffer_[1]);
-            std::size_t header = 2;
-            std::uint64_t len = b1 & 0x7F;
-            if (len == 126) {
-                need(4);
-                len = (static_cast<std::uint64_t>(static_cast<unsigned char>(buffer_[2])) << 8) |
-                      static_cast<unsigned char>(buffer_[3]);
-                header = 4;
-            } else if (len == 127) {
-                need(10);
-                len = 0;
-                for (int i = 0; i < 8; ++i)
-                    len = (len << 8) | static_cast<unsigned char>(buffer_[2 + static_cast<std::size_t>(i)]);
-                header = 10;
-            }
-            need(header + len);
-            int opcode = b0 & 0x0F;
-            std::string payload = buffer_.substr(header, len);
-            buffer_.erase(0, header + len);
-            if (opcode == 0x8) cdp_failed("Chromium closed the WebSocket");
-            if (opcode == 0x9) { // ping: answer, keep reading
-                send_frame(0xA, payload);
-                continue;
-            }
-            if (opcode == 0x1 || opcode == 0x2 || opcode == 0x0) message += payload;
-            if (b0 & 0x80) return message;
-        }
-    }
-
-    void send_text(const std::string &text) { send_frame(0x1, text); }
-
-    void send_frame(int opcode, std::string_view payload) {
-        std::string frame;
-        frame.push_back(static_cast<char>(0x80 | opcode));
-        if (payload.size() < 126) {
-            frame.push_back(static_cast<char>(0x80 | payload.size()));
-        } else if (payload.size() < 65536) {
-            frame.push_back(static_cast<char>(0x80 | 126));
-            frame.push_back(static_cast<char>(payload.size() >> 8));
-            frame.push_back(static_cast<char>(payload.size() & 0xFF));
-        } else {
-            frame.push_back(static_cast<char>(0x80 | 127));
-            for (int i = 7; i >= 0; --i)
-                frame.push_back(static_cast<char>((static_cast<std::uint64_t>(payload.size()) >> (8 * i)) & 0xFF));
-        }
-        unsigned char mask[4];
-        for (auto &m : mask)
-            m = static_cast<unsigned char>(rng_());
-        frame.append(reinterpret_cast<const char *>(mask), 4);
-        for (std::size_t i = 0; i < payload.size(); ++i)
-            frame.push_back(static_cast<char>(payload[i] ^ static_cast<char>(mask[i % 4])));
-        send_all(sock_.get(), frame);
-    }
-
-    Socket sock_;
-    std::string buffer_;
-    int next_id_ = 0;
-    std::minstd_rand rng_{std::random_device{}()};
-};
-
-// The first page target's WebSocket path, from Chromium's /json/list.
-std::string first_page_path(int port) {
-    Socket sock(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<std::uint16_t>(port));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (!sock || ::connect(sock.get(), reinterpret_cast<sockaddr *>(&addr), sizeof addr) != 0)
-        cdp_failed("cannot reach Chromium on port " + std::to_string(port));
-    send_all(sock.get(), "GET /json/list HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
-    timeval tv{10, 0};
-    ::setsockopt(sock.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    // Chromium keeps the connection open whatever the request says: the body ends at its length.
-    std::string data;
-    std::size_t body = std::string::npos, length = std::string::npos;
-    char buf[16384];
-    while (body == std::string::npos || data.size() < body + length) {
-        ssize_t n = ::recv(sock.get(), buf, sizeof buf, 0);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) break;
-        data.append(buf, static_cast<std::size_t>(n));
-        if (body == std::string::npos && (body = data.find("\r\n\r\n")) != std::string::npos) {
-            body += 4;
-            std::string head = data.substr(0, body);
-            for (auto &c : head)
-                c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-            auto at = head.find("content-length:");
-            length = at == std::string::npos ? 0 : std::stoul(head.substr(at + 15));
-        }
-    }
-    json list = json::parse(body == std::string::npos ? "" : data.substr(body), nullptr, false);
-    if (list.is_array())
-        for (const auto &t : list)
-            if (t.is_object() && t.value("type", "") == "page") {
-                std::string url = t.value("webSocketDebuggerUrl", "");
-                auto at = url.find("/devtools/");
-                if (at != std::string::npos) return url.substr(at);
-            }
-    cdp_failed("Chromium has no page to act on");
-}
+using hangar::cdp::base64_decode;
+using hangar::cdp::first_page_path;
+using CdpConnection = hangar::cdp::Connection;
 
 class CdpScreen final : public Screen {
 public:
@@ -343,7 +124,7 @@ public:
                                            {"awaitPromise", true},
                                            {"userGesture", true},
                                            {"returnByValue", true}});
-        if (r.contains("exceptionDetails")) cdp_failed("the page could not read the clipboard");
+        if (r.contains("exceptionDetails")) throw hangar::cdp::Failure("the page could not read the clipboard");
         return r["result"].value("value", "");
     }
 
@@ -353,7 +134,7 @@ public:
         auto r = call("Runtime.evaluate", {{"expression", "navigator.clipboard.writeText(" + json(text).dump() + ")"},
                                            {"awaitPromise", true},
                                            {"userGesture", true}});
-        if (r.contains("exceptionDetails")) cdp_failed("the page could not write the clipboard");
+        if (r.contains("exceptionDetails")) throw hangar::cdp::Failure("the page could not write the clipboard");
     }
 
 private:

@@ -227,6 +227,9 @@ typedef struct hangar_host_v1 {
      * /run/hangar. Files an agent leaves there (recordings) can be moved out before
      * instance_stop removes it. */
     int (*instance_dir)(hangar_plugin_ctx *ctx, hangar_str id, hangar_buf *out);
+    /* Every request header as a JSON array of [name, value] pairs, in order, repeated names
+     * repeated (for requests passed on whole, such as curl/raw). `out` is owned by the caller. */
+    int (*req_headers)(hangar_request *req, hangar_buf *out);
 } hangar_host_v1;
 
 /* ---- what the plugin declares (filled by hangar_plugin_init) ------------------------------- */

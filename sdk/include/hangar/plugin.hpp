@@ -169,6 +169,18 @@ public:
         if (host_->req_header(req_, str(name), &out) != 0) return std::nullopt;
         return std::string(view(out));
     }
+    // Every header, in order (repeated names repeated).
+    std::vector<std::pair<std::string, std::string>> headers() const {
+        Buf out(host_);
+        std::vector<std::pair<std::string, std::string>> all;
+        if (host_->req_headers(req_, out.get()) != 0) return all;
+        json parsed = json::parse(out.str(), nullptr, false);
+        if (parsed.is_array())
+            for (const auto &pair : parsed)
+                if (pair.is_array() && pair.size() == 2 && pair[0].is_string() && pair[1].is_string())
+                    all.emplace_back(pair[0].get<std::string>(), pair[1].get<std::string>());
+        return all;
+    }
     std::string_view body() const {
         hangar_str out{};
         if (host_->req_body(req_, &out) != 0) throw Error::bad_request("the request body could not be read");

@@ -1,0 +1,257 @@
+// curl through the browser's own network stack, over CDP (instance role).
+//
+// A hidden background tab is put on a blank document at the target's origin, served by Fetch
+// interception (no network traffic), and calls fetch() from there: the request is same-origin,
+// so Chromium attaches the profile's cookies (SameSite ones included) and stores the Set-Cookie
+// of the answer, with its own TLS stack, proxy and default headers. Fetch interception sets the
+// caller's headers at the request stage (fetch() itself may not set User-Agent, Cookie ...), and
+// reads status, every header line and the body at the response stage, before any CORS check, so
+// redirects to other origins still answer. See README.md ("curl") for why it is built so.
+#include "curl.hpp"
+
+#include <hangar/cdp.hpp>
+#include <hangar/resource.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+
+namespace hangar::browsers {
+
+namespace {
+
+using cdp::Clock;
+using namespace std::chrono_literals;
+
+bool iequal(std::string_view a, std::string_view b) {
+    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+               return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
+           });
+}
+
+// Chromium's request headers with the caller's over them (names compared case-insensitively).
+// The Content-Type fetch() gives a string body is dropped unless the caller sent one, as curl
+// sends none; hop-by-hop and length headers stay Chromium's business.
+json merged_headers(const json &chromium, const HeaderList &caller, bool drop_content_type) {
+    json out = json::array();
+    auto overridden = [&](const std::string &name) {
+        if (drop_content_type && iequal(name, "content-type")) return true;
+        return std::any_of(caller.begin(), caller.end(), [&](const auto &h) { return iequal(h.first, name); });
+    };
+    if (chromium.is_object())
+        for (const auto &[name, value] : chromium.items())
+            if (!overridden(name) && value.is_string()) out.push_back({{"name", name}, {"value", value}});
+    for (const auto &[name, value] : caller) {
+        if (iequal(name, "host") || iequal(name, "content-length") || iequal(name, "connection") ||
+            iequal(name, "transfer-encoding"))
+            continue;
+        out.push_back({{"name", name}, {"value", value}});
+    }
+    return out;
+}
+
+// Closes the tab however the request ends.
+class Tab {
+public:
+    Tab(cdp::Connection &conn, Clock::time_point deadline) : conn_(conn) {
+        json created;
+        try {
+            // Hidden: not in the tab strip (or the live view); the tab lives while this connection does.
+            created = conn.call_until("Target.createTarget",
+                                      {{"url", "about:blank"}, {"background", true}, {"hidden", true}}, "", deadline);
+        } catch (const cdp::Failure &e) {
+            if (e.timed_out()) throw;
+            created =
+                conn.call_until("Target.createTarget", {{"url", "about:blank"}, {"background", true}}, "", deadline);
+        }
+        target_ = created.value("targetId", "");
+        session_ = conn.call_until("Target.attachToTarget", {{"targetId", target_}, {"flatten", true}}, "", deadline)
+                       .value("sessionId", "");
+    }
+    Tab(const Tab &) = delete;
+    Tab &operator=(const Tab &) = delete;
+    ~Tab() {
+        try {
+            conn_.send("Target.closeTarget", {{"targetId", target_}});
+        } catch (const std::exception &) {
+            // the connection is gone; Chromium closes a hidden tab with it
+        }
+    }
+    const std::string &session() const { return session_; }
+
+private:
+    cdp::Connection &conn_;
+    std::string target_;
+    std::string session_;
+};
+
+// A CDP header object as lines; repeated headers come joined with '\n' (Set-Cookie).
+HeaderList header_lines(const json &headers) {
+    HeaderList out;
+    for (const auto &[name, value] : headers.items()) {
+        if (!value.is_string()) continue;
+        const std::string &v = value.get_ref<const std::string &>();
+        std::size_t start = 0;
+        for (;;) {
+            auto nl = v.find('\n', start);
+            out.emplace_back(name, v.substr(start, nl == std::string::npos ? nl : nl - start));
+            if (nl == std::string::npos) break;
+            start = nl + 1;
+        }
+    }
+    return out;
+}
+
+bool is_paused_in(const json &msg, const std::string &session) {
+    return msg.value("method", "") == "Fetch.requestPaused" && msg.value("sessionId", "") == session;
+}
+
+[[noreturn]] void timed_out(const CurlRequest &r) {
+    throw Error(504, "gateway_timeout",
+                "the request did not finish within timeout_ms (" + std::to_string(r.timeout_ms) + " ms)");
+}
+
+} // namespace
+
+CurlResponse curl_through_chromium(int port, const std::string &browser_ws_path, const CurlRequest &r) {
+    const auto started = Clock::now();
+    const auto deadline = started + std::chrono::milliseconds(r.timeout_ms);
+    try {
+        cdp::Connection conn(port, browser_ws_path, std::chrono::milliseconds(r.timeout_ms));
+        Tab tab(conn, deadline);
+        const std::string &sid = tab.session();
+        // Network events carry the raw response headers: Fetch leaves Set-Cookie out.
+        conn.call_until("Network.enable", json::object(), sid, deadline);
+        conn.call_until("Fetch.enable",
+                        {{"patterns", json::array({{{"urlPattern", "*"}, {"requestStage", "Request"}},
+                                                   {{"urlPattern", "*"}, {"requestStage", "Response"}}})}},
+                        sid, deadline);
+
+        // 1. A blank document at the target's origin, answered here.
+        const std::string boot = *http_origin(r.url) + "/.hangar-curl-" + hangar::new_id(12);
+        int nav = conn.send("Page.navigate", {{"url", boot}, {"referrerPolicy", "noReferrer"}}, sid);
+        for (;;) {
+            json msg = conn.next(deadline);
+            if (msg.value("id", 0) == nav) {
+                std::string error = msg.value("result", json::object()).value("errorText", "");
+                if (msg.contains("error") || !error.empty())
+                    throw Error(502, "bad_gateway", "the browser could not prepare the request: " + error);
+                break;
+            }
+            if (!is_paused_in(msg, sid)) continue;
+            const json &p = msg["params"];
+            if (p.at("request").value("url", "") == boot && !p.contains("responseStatusCode"))
+                conn.send("Fetch.fulfillRequest",
+                          {{"requestId", p["requestId"]},
+                           {"responseCode", 200},
+                           {"responseHeaders", json::array({{{"name", "Content-Type"}, {"value", "text/html"}}})},
+                           {"body", cdp::base64_encode("<!doctype html><title>curl</title>")}},
+                          sid);
+            else
+                conn.send("Fetch.continueRequest", {{"requestId", p["requestId"]}}, sid);
+        }
+
+        // 2. The request, made by the page.
+        json init = {{"method", r.method},
+                     {"credentials", "include"},
+                     {"redirect", "follow"},
+                     {"cache", "no-store"},
+                     {"referrerPolicy", "no-referrer"}};
+        if (r.body) init["body"] = *r.body;
+        const bool caller_content_type = std::any_of(r.headers.begin(), r.headers.end(),
+                                                     [](const auto &h) { return iequal(h.first, "content-type"); });
+        std::string expression = "fetch(" + json(r.url).dump() + ", " + init.dump() +
+                                 ").then(r => r.arrayBuffer()).then(() => 'done', e => String(e))";
+        int eval = conn.send("Runtime.evaluate", {{"expression", expression}, {"awaitPromise", true}}, sid);
+
+        CurlResponse out;
+        std::string network_id; // of our request, to find its raw headers
+        std::map<std::string, json> raw_headers;
+        bool sent = false, answered = false, settled = false;
+        std::string failure; // Chromium's net error, or the page's
+        while (!settled) {
+            json msg;
+            try {
+                msg = conn.next(deadline);
+            } catch (const cdp::Failure &e) {
+                if (e.timed_out() && answered) break; // the answer is complete; Chromium is still reading it
+                throw;
+            }
+            if (msg.value("id", 0) == eval) {
+                settled = true;
+                if (!answered && failure.empty())
+                    failure = msg.value("result", json::object()).value("result", json::object()).value("value", "");
+                continue;
+            }
+            if (msg.value("method", "") == "Network.responseReceivedExtraInfo" && msg.value("sessionId", "") == sid) {
+                const json &e = msg["params"];
+                raw_headers[e.value("requestId", "")] = e.value("headers", json::object());
+                continue;
+            }
+            if (!is_paused_in(msg, sid)) continue;
+            const json &p = msg["params"];
+            const json id = p["requestId"];
+            if (p.contains("responseErrorReason")) {
+                failure = p["responseErrorReason"].get<std::string>();
+                conn.send("Fetch.continueRequest", {{"requestId", id}}, sid);
+            } else if (!p.contains("responseStatusCode")) {
+                // Request stage: ours (the first after the document) gets the caller's headers; a
+                // redirect's next hop goes on as is.
+                if (!sent && p["request"].value("url", "") != boot) {
+                    sent = true;
+                    conn.send("Fetch.continueRequest",
+                              {{"requestId", id},
+                               {"headers", merged_headers(p["request"].value("headers", json::object()), r.headers,
+                                                          r.body && !caller_content_type)}},
+                              sid);
+                } else {
+                    conn.send("Fetch.continueRequest", {{"requestId", id}}, sid);
+                }
+            } else {
+                int status = p["responseStatusCode"].get<int>();
+                bool redirect = false;
+                json fetch_headers = json::object();
+                for (const auto &h : p.value("responseHeaders", json::array())) {
+                    std::string name = h.value("name", "");
+                    if (status >= 300 && status < 400 && iequal(name, "location")) redirect = true;
+                    auto &slot = fetch_headers[name];
+                    slot = slot.is_string() ? json(slot.get<std::string>() + "\n" + h.value("value", ""))
+                                            : json(h.value("value", ""));
+                }
+                HeaderList headers = header_lines(fetch_headers);
+                if (redirect) {
+                    conn.send("Fetch.continueRequest", {{"requestId", id}}, sid);
+                    continue;
+                }
+                out.status = status;
+                out.headers = std::move(headers);
+                network_id = p.value("networkId", "");
+                if (r.method != "HEAD") {
+                    try {
+                        json b = conn.call_until("Fetch.getResponseBody", {{"requestId", id}}, sid, deadline);
+                        std::string body = b.value("body", "");
+                        out.body = b.value("base64Encoded", false) ? cdp::base64_decode(body) : body;
+                    } catch (const cdp::Failure &e) {
+                        if (e.timed_out()) throw;
+                        // no body (204, 304): empty
+                    }
+                }
+                out.duration_ms = std::chrono::duration<double, std::milli>(Clock::now() - started).count();
+                answered = true;
+                // Let Chromium process the answer too (its Set-Cookie lands in the cookie jar).
+                conn.send("Fetch.continueRequest", {{"requestId", id}}, sid);
+            }
+        }
+        if (!answered)
+            throw Error(502, "bad_gateway",
+                        "the request failed in the browser: " + (failure.empty() ? std::string("no answer") : failure));
+        if (auto raw = raw_headers.find(network_id); !network_id.empty() && raw != raw_headers.end())
+            out.headers = header_lines(raw->second);
+        return out;
+    } catch (const cdp::Failure &e) {
+        if (e.timed_out()) timed_out(r);
+        throw Error(502, "bad_gateway", std::string("the browser could not make the request: ") + e.what());
+    }
+}
+
+} // namespace hangar::browsers
