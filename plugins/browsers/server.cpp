@@ -548,7 +548,22 @@ void BrowsersPlugin::update(Request &req, Response &res) {
     }
 
     if (opts.viewport && *opts.viewport != s.viewport) {
-        // Nothing watches or records the display yet, so `force` has nothing to override.
+        // Xvfb restarts at the new size, which would cut a recording off unfinished: as on
+        // Kernel, a running recording refuses the resize unless `force`, which finishes it first.
+        if (!s.headless) {
+            json recording = json::object();
+            try {
+                recording = call("replays.active", {{"session_id", s.id}});
+            } catch (const Error &) {
+                // no replays plugin: nothing records
+            }
+            if (recording.value("count", 0) > 0) {
+                if (!opts.force)
+                    throw Error::conflict("a replay is recording this browser; stop it, or resize with "
+                                          "viewport.force = true (which finishes the recording first)");
+                call("replays.session_ending", {{"session_id", s.id}});
+            }
+        }
         json body = {{"viewport", viewport_json(*opts.viewport)}};
         auto r = instance_call(s.id, "POST", "/chromium/restart", body.dump(), 60000);
         if (r.status != 200) {

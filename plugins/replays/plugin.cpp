@@ -114,6 +114,12 @@ private:
             "GET", "/replays/view/{token}/video.mp4", [this](Request &q, Response &r) { view_video(q, r); },
             HANGAR_ROUTE_PUBLIC);
 
+        // For the browsers plugin: a resize would cut a running recording off.
+        service("replays.active", [this](const json &in) {
+            auto rows = sql("SELECT COUNT(*) AS n FROM replays_recordings WHERE session_id = ? AND state = 'recording'",
+                            {in.value("session_id", "")});
+            return json{{"count", rows.empty() ? 0 : rows[0].value("n", 0)}};
+        });
         service("replays.session_ending", [this](const json &in) {
             finish_session(in.value("session_id", ""));
             return json::object();

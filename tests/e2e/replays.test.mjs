@@ -189,6 +189,22 @@ describe('replays', () => {
     assert.ok(d1 > d2, `the longer one is longer (${d1} vs ${d2})`);
   });
 
+  test('a resize waits for the recording unless forced, which finishes it first', async () => {
+    const replay = await client.browsers.replays.start(b.id, { framerate: 5 });
+    await sleep(1000);
+    await rejectsWith(
+      client.browsers.update(b.id, { viewport: { width: 1024, height: 768 } }),
+      ConflictError,
+      'conflict',
+    );
+    const resized = await client.browsers.update(b.id, { viewport: { width: 1024, height: 768, force: true } });
+    assert.equal(resized.viewport.width, 1024);
+    const done = (await client.browsers.replays.list(b.id)).find((r) => r.replay_id === replay.replay_id);
+    assert.ok(done.finished_at, 'the forced resize finished the recording');
+    const { file } = await downloadTo(b.id, replay.replay_id, 'resized.mp4');
+    assert.equal(probe(file).width, VIEWPORT.width);
+  });
+
   test('bad input gets a 400 or 404', async () => {
     await rejectsWith(client.browsers.replays.start(b.id, { framerate: 0 }), BadRequestError, 'bad_request');
     await rejectsWith(client.browsers.replays.start(b.id, { framerate: 1000 }), BadRequestError, 'bad_request');
