@@ -87,7 +87,7 @@ public:
     WsBridges &operator=(const WsBridges &) = delete;
     ~WsBridges();
     // Runs one bridge until either side closes; `on_end` runs on its thread afterwards.
-    void start(Poco::Net::WebSocket ws, Poco::Net::StreamSocket upstream, std::function<void()> on_end);
+    void start(const Poco::Net::WebSocket &ws, const Poco::Net::StreamSocket &upstream, std::function<void()> on_end);
     void stop(); // shuts every bridge's sockets down and joins the threads; idempotent
 
 private:

@@ -268,7 +268,8 @@ WsBridges::~WsBridges() {
     stop();
 }
 
-void WsBridges::start(Poco::Net::WebSocket ws, Poco::Net::StreamSocket upstream, std::function<void()> on_end) {
+void WsBridges::start(const Poco::Net::WebSocket &ws, const Poco::Net::StreamSocket &upstream,
+                      std::function<void()> on_end) {
     std::lock_guard lock(mutex_);
     // Finished bridges are joined here, so the list only holds live ones and a few just ended.
     for (auto it = bridges_.begin(); it != bridges_.end();) {
@@ -280,14 +281,14 @@ void WsBridges::start(Poco::Net::WebSocket ws, Poco::Net::StreamSocket upstream,
         }
     }
     if (stopping_) {
-        ws.close();
-        upstream.close();
+        Poco::Net::WebSocket(ws).close();
+        Poco::Net::StreamSocket(upstream).close();
         if (on_end) on_end();
         return;
     }
     auto b = std::make_unique<Bridge>();
-    b->ws.emplace(std::move(ws));
-    b->upstream = std::move(upstream);
+    b->ws.emplace(ws); // Poco sockets are shared handles: copies, not moves
+    b->upstream = upstream;
     b->on_end = std::move(on_end);
     Bridge &ref = *b;
     bridges_.push_back(std::move(b));
@@ -396,7 +397,7 @@ int ws_bridge(hangar_request &req, hangar_response &res, const std::string &sock
             core.activity.begin(activity_key);
             on_end = [&core, activity_key] { core.activity.end(activity_key); };
         }
-        core.bridges.start(std::move(ws), std::move(upstream), std::move(on_end));
+        core.bridges.start(ws, upstream, std::move(on_end));
     } catch (const Poco::Net::WebSocketException &e) {
         set_error(res, 400, "bad_request", std::string("a WebSocket upgrade is required: ") + e.what());
     }

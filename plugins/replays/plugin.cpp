@@ -27,6 +27,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace {
 
@@ -95,7 +96,7 @@ private:
     // ---- server role ---------------------------------------------------------------------------
 
     void start_server() override {
-        view_ttl_ = static_cast<std::uint32_t>(config_int("view_ttl_seconds", 7 * 24 * 3600));
+        view_ttl_ = static_cast<std::uint32_t>(config_int("view_ttl_seconds", std::int64_t{7} * 24 * 3600));
         // Recordings a previous run left unfinished: their instances are gone with it.
         sql("UPDATE replays_recordings SET state = 'failed', finished_at = ? WHERE state = 'recording'",
             {hangar::now_ms()});
@@ -124,7 +125,7 @@ private:
             finish_session(in.value("session_id", ""));
             return json::object();
         });
-        every(1000, [this] { finish_expired(); });
+        every(1000, [this] { finish_ended(); });
     }
 
     void stop_server() override {
@@ -318,14 +319,29 @@ private:
             finish(row.at("id").get<std::string>());
     }
 
-    // Recordings past their maximum duration have ended in the instance (ffmpeg -t); keep them.
-    void finish_expired() {
-        // A little after the deadline, so ffmpeg has written the file by itself.
-        auto rows = sql("SELECT id FROM replays_recordings WHERE state = 'recording' AND started_at + "
-                        "max_duration_ms + 1500 < ?",
-                        {hangar::now_ms()});
-        for (const auto &row : rows)
-            finish(row.at("id").get<std::string>());
+    // Recordings that ended in the instance (ffmpeg -t reached the maximum duration, or ffmpeg
+    // died with its display) and those whose instance is gone are finished here, so the video
+    // is kept and the session's activity released without waiting for a stop.
+    void finish_ended() {
+        std::map<std::string, std::vector<json>> by_session;
+        for (auto &row : sql("SELECT id, session_id, started_at, max_duration_ms FROM replays_recordings WHERE state = "
+                             "'recording'"))
+            by_session[row.at("session_id").get<std::string>()].push_back(std::move(row));
+        for (const auto &[sid, rows] : by_session) {
+            auto answer = instance_call(sid, "GET", "/replays/ended", "", 5000);
+            json ended = json::parse(answer.body, nullptr, false);
+            std::set<std::string> gone;
+            if (answer.status == 200 && ended.is_object())
+                for (const auto &rid : ended.value("ended", json::array()))
+                    if (rid.is_string()) gone.insert(rid.get<std::string>());
+            for (const auto &row : rows) {
+                std::string rid = row.at("id").get<std::string>();
+                bool overdue =
+                    row.at("started_at").get<std::int64_t>() + row.at("max_duration_ms").get<std::int64_t>() + 5000 <
+                    hangar::now_ms();
+                if (gone.count(rid) || answer.status == 502 || answer.status == 404 || overdue) finish(rid);
+            }
+        }
     }
 
     std::uint32_t view_ttl_ = 7 * 24 * 3600;
@@ -335,7 +351,10 @@ private:
 
     // ---- instance role -------------------------------------------------------------------------
 
+    // One recording in the agent. Its own mutex: finishing one (ffmpeg rewriting a long file)
+    // must not hold up the others or the server's questions.
     struct Recording {
+        std::mutex mutex;
         proc::Child ffmpeg;
         std::string part; // being written
         std::string done; // after it finished
@@ -348,6 +367,15 @@ private:
         recordings_dir_ = run_dir + "/recordings";
         logs_dir_ = run_dir + "/logs";
         route("POST", "/replays/{rid}/start", [this](Request &q, Response &r) { agent_start(q, r); });
+        route("GET", "/replays/ended", [this](Request &, Response &r) {
+            std::lock_guard lock(agent_mutex_);
+            json ended = json::array();
+            for (auto &[rid, rec] : recordings_) {
+                std::unique_lock busy(rec->mutex, std::try_to_lock); // being stopped: not ended by itself
+                if (busy && !rec->finished_ms && !rec->ffmpeg.running()) ended.push_back(rid);
+            }
+            r.json({{"ended", ended}});
+        });
         route("POST", "/replays/{rid}/stop", [this](Request &q, Response &r) { r.json(agent_stop(q.param("rid"))); });
     }
 
@@ -355,8 +383,10 @@ private:
         // The agent is shutting down: end every recording properly (the server moves the files
         // out before it stops an instance; this covers a shutdown it did not announce).
         std::lock_guard lock(agent_mutex_);
-        for (auto &[rid, rec] : recordings_)
-            close_recording(rec);
+        for (auto &[rid, rec] : recordings_) {
+            std::lock_guard one(rec->mutex);
+            close_recording(*rec);
+        }
     }
 
     void agent_start(Request &req, Response &res) {
@@ -373,7 +403,8 @@ private:
         std::lock_guard lock(agent_mutex_);
         if (recordings_.count(rid)) throw Error::conflict("replay " + rid + " is already recording");
         proc::make_dirs(recordings_dir_);
-        Recording rec;
+        auto recording = std::make_shared<Recording>();
+        Recording &rec = *recording;
         rec.part = recordings_dir_ + "/" + rid + ".part.mp4";
         rec.done = recordings_dir_ + "/" + rid + ".mp4";
         proc::Fd log = proc::open_log(logs_dir_ + "/ffmpeg-" + rid + ".log");
@@ -396,7 +427,7 @@ private:
             throw Error::internal("ffmpeg ended at once (" + rec.ffmpeg.exit_description() + "); see ffmpeg-" + rid +
                                   ".log in the instance logs");
         }
-        recordings_.emplace(rid, std::move(rec));
+        recordings_.emplace(rid, std::move(recording));
         res.json({{"replay_id", rid}, {"started_at_ms", hangar::now_ms()}});
     }
 
@@ -420,20 +451,22 @@ private:
     }
 
     json agent_stop(const std::string &rid) {
-        std::lock_guard lock(agent_mutex_);
-        auto it = recordings_.find(rid);
-        if (it == recordings_.end()) throw Error::not_found("replay " + rid + " is not recording here");
-        close_recording(it->second);
-        json out = {{"replay_id", rid},
-                    {"state", it->second.ok ? "finished" : "failed"},
-                    {"finished_at_ms", *it->second.finished_ms}};
-        return out;
+        std::shared_ptr<Recording> rec;
+        {
+            std::lock_guard lock(agent_mutex_);
+            auto it = recordings_.find(rid);
+            if (it == recordings_.end()) throw Error::not_found("replay " + rid + " is not recording here");
+            rec = it->second;
+        }
+        std::lock_guard one(rec->mutex);
+        close_recording(*rec);
+        return {{"replay_id", rid}, {"state", rec->ok ? "finished" : "failed"}, {"finished_at_ms", *rec->finished_ms}};
     }
 
     std::string recordings_dir_;
     std::string logs_dir_;
     std::mutex agent_mutex_;
-    std::map<std::string, Recording> recordings_;
+    std::map<std::string, std::shared_ptr<Recording>> recordings_;
 };
 
 } // namespace
