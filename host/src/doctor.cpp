@@ -126,6 +126,12 @@ int doctor(Config &cfg, const std::string &exe, const std::vector<std::string> &
         else
             r.fail(path + " is missing", "apt-get install " + package);
     }
+    // The live-view page loads noVNC from here (liveview.novnc_dir).
+    std::string novnc = cfg.get("liveview.novnc_dir", "/usr/share/novnc");
+    if (fs::exists(novnc + "/core/rfb.js"))
+        r.ok(novnc + " (noVNC)");
+    else
+        r.fail(novnc + "/core/rfb.js is missing: live view pages cannot load", "apt-get install novnc");
 
     std::cout << "data\n";
     std::string data = fs::absolute(cfg.get("server.data_dir", ".data")).lexically_normal().string();
