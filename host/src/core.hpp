@@ -89,6 +89,10 @@ public:
     // Runs one bridge until either side closes; `on_end` runs on its thread afterwards.
     void start(const Poco::Net::WebSocket &ws, const Poco::Net::StreamSocket &upstream, std::function<void()> on_end);
     void stop(); // shuts every bridge's sockets down and joins the threads; idempotent
+    std::size_t active();
+    // A thread each: beyond this many at once, new upgrades are refused (503) rather than
+    // letting one link holder open threads without end.
+    static constexpr std::size_t kMaxBridges = 64;
 
 private:
     struct Bridge {

@@ -18,6 +18,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include <sstream>
@@ -295,6 +296,12 @@ void WsBridges::start(const Poco::Net::WebSocket &ws, const Poco::Net::StreamSoc
     ref.thread = std::thread([&ref] { run(ref); });
 }
 
+std::size_t WsBridges::active() {
+    std::lock_guard lock(mutex_);
+    return static_cast<std::size_t>(
+        std::count_if(bridges_.begin(), bridges_.end(), [](const auto &b) { return !b->done.load(); }));
+}
+
 void WsBridges::stop() {
     std::list<std::unique_ptr<Bridge>> all;
     {
@@ -375,6 +382,10 @@ int ws_bridge(hangar_request &req, hangar_response &res, const std::string &sock
     auto &core = *req.core;
     if (!(req.route_flags & HANGAR_ROUTE_STREAMING)) {
         set_error(res, 500, "internal", "route is not registered as streaming");
+        return 0;
+    }
+    if (core.bridges.active() >= WsBridges::kMaxBridges) {
+        set_error(res, 503, "unavailable", "too many open streams on this instance; close one and try again");
         return 0;
     }
     Poco::Net::StreamSocket upstream;

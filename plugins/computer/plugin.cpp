@@ -407,6 +407,12 @@ private:
     }
 
     void start_instance() override {
+        // For the live view in this agent: the clipboard in both directions.
+        service("computer.clipboard_write", [this](const json &in) {
+            screen().clipboard_write(in.value("text", ""));
+            return json::object();
+        });
+        service("computer.clipboard_read", [this](const json &) { return json{{"text", screen().clipboard_read()}}; });
         auto simple = [this](const char *op, auto parse) {
             route("POST", std::string("/computer/") + op, [this, parse](Request &q, Response &r) {
                 act(q, r, [&](const json &body, Validation &v, const Size &screen) {

@@ -36,6 +36,22 @@ template <typename T> Reply<T> reply(T *p) {
     throw std::runtime_error("X display: " + what);
 }
 
+// ICCCM's STRING is Latin-1: every byte is the code point of the same value.
+std::string latin1_to_utf8(std::string_view in) {
+    std::string out;
+    out.reserve(in.size());
+    for (char ch : in) {
+        auto c = static_cast<unsigned char>(ch);
+        if (c < 0x80) {
+            out.push_back(static_cast<char>(c));
+        } else {
+            out.push_back(static_cast<char>(0xC0 | (c >> 6)));
+            out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
+        }
+    }
+    return out;
+}
+
 void png_append(png_structp png, png_bytep data, png_size_t n) {
     static_cast<std::string *>(png_get_io_ptr(png))->append(reinterpret_cast<const char *>(data), n);
 }
@@ -184,14 +200,20 @@ public:
         std::unique_lock lock(clip_m_);
         start_clipboard(lock);
         if (clip_owned_) return clip_text_;
-        // Someone else (Chromium) owns it: ask for UTF8_STRING into our window's property.
-        clip_reply_.reset();
-        xcb_convert_selection(clip_conn_, clip_window_, atoms_.clipboard, atoms_.utf8, atoms_.property,
-                              XCB_CURRENT_TIME);
-        xcb_flush(clip_conn_);
-        if (!clip_cv_.wait_for(lock, std::chrono::seconds(2), [&] { return clip_reply_.has_value(); }))
-            x_failed("the clipboard owner did not answer");
-        return *clip_reply_;
+        // Someone else (Chromium, x11vnc for a live-view paste) owns it: ask for UTF8_STRING into
+        // our window's property, and for Latin-1 STRING from owners that offer only that.
+        for (xcb_atom_t target : {atoms_.utf8, static_cast<xcb_atom_t>(XCB_ATOM_STRING)}) {
+            clip_reply_.reset();
+            clip_refused_ = false;
+            xcb_convert_selection(clip_conn_, clip_window_, atoms_.clipboard, target, atoms_.property,
+                                  XCB_CURRENT_TIME);
+            xcb_flush(clip_conn_);
+            if (!clip_cv_.wait_for(lock, std::chrono::seconds(2),
+                                   [&] { return clip_reply_.has_value() || clip_refused_; }))
+                x_failed("the clipboard owner did not answer");
+            if (clip_reply_) return target == atoms_.utf8 ? *clip_reply_ : latin1_to_utf8(*clip_reply_);
+        }
+        return {};
     }
 
     void clipboard_write(const std::string &text) override {
@@ -354,8 +376,14 @@ private:
             }
             case XCB_SELECTION_NOTIFY: {
                 auto *n = reinterpret_cast<xcb_selection_notify_event_t *>(ev);
+                if (n->property == XCB_NONE) { // the owner cannot give that format
+                    std::lock_guard lock(clip_m_);
+                    clip_refused_ = true;
+                    clip_cv_.notify_all();
+                    break;
+                }
                 std::string text;
-                if (n->property != XCB_NONE) {
+                {
                     auto p = reply(xcb_get_property_reply(clip_conn_,
                                                           xcb_get_property(clip_conn_, 1, clip_window_, atoms_.property,
                                                                            XCB_ATOM_ANY, 0, 16 * 1024 * 1024),
@@ -447,6 +475,7 @@ private:
     bool clip_owned_ = false;
     std::string clip_text_;
     std::optional<std::string> clip_reply_;
+    bool clip_refused_ = false;
 };
 
 } // namespace

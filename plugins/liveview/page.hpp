@@ -74,20 +74,41 @@ function connect() {
     say('Reconnecting…');
     setTimeout(connect, Math.min(5000, 250 * 2 ** retries++));
   });
-  // The remote clipboard follows to this machine where the browser lets the page write it.
-  rfb.addEventListener('clipboard', (e) => navigator.clipboard?.writeText(e.detail.text).catch(() => {}));
 }
 
 // A paste into the viewer puts the text on the remote clipboard first, so Ctrl+V there pastes it.
-document.addEventListener('paste', (e) => {
-  const text = e.clipboardData?.getData('text/plain');
-  if (rfb && !readOnly && text) rfb.clipboardPasteFrom(text);
-});
+let lastSent = null;
+async function toRemoteClipboard(text) {
+  if (readOnly || !text || text === lastSent) return;
+  lastSent = text;
+  await fetch(page + '/clipboard', {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ text }),
+  }).catch(() => {});
+}
+document.addEventListener('paste', (e) => toRemoteClipboard(e.clipboardData?.getData('text/plain')));
+// A copy in the remote browser (Ctrl/Cmd+C or X in the viewer) comes back to this machine's
+// clipboard where the browser lets the page write it. Capture phase: before noVNC takes the key.
+window.addEventListener('keydown', (e) => {
+  if (readOnly || !(e.ctrlKey || e.metaKey) || !['c', 'x'].includes(e.key.toLowerCase())) return;
+  setTimeout(async () => {
+    try {
+      const r = await fetch(page + '/clipboard', { cache: 'no-store' });
+      if (r.ok) {
+        const { text } = await r.json();
+        lastSent = text;
+        await navigator.clipboard?.writeText(text);
+      }
+    } catch {
+      // no permission to write the local clipboard
+    }
+  }, 300);
+}, true);
 window.addEventListener('focus', async () => {
-  if (!rfb || readOnly || !navigator.clipboard?.readText) return;
+  if (readOnly || !navigator.clipboard?.readText) return;
   try {
-    const text = await navigator.clipboard.readText();
-    if (text) rfb.clipboardPasteFrom(text);
+    await toRemoteClipboard(await navigator.clipboard.readText());
   } catch {
     // reading the clipboard needs a permission the embedding page may not grant
   }

@@ -35,6 +35,7 @@ namespace proc = hangar::browsers;
 using namespace std::chrono_literals;
 
 constexpr const char *kTokenType = "live";
+constexpr std::size_t kMaxPasteBytes = 1u << 20;
 
 bool truthy(std::string v) {
     std::transform(v.begin(), v.end(), v.begin(), [](unsigned char c) { return std::tolower(c); });
@@ -112,6 +113,36 @@ private:
             HANGAR_ROUTE_PUBLIC | HANGAR_ROUTE_STREAMING);
         route(
             "GET", "/liveview/novnc/{path*}", [this](Request &q, Response &r) { asset(q, r); }, HANGAR_ROUTE_PUBLIC);
+        route(
+            "POST", "/browser/live/{token}/clipboard", [this](Request &q, Response &r) { paste(q, r); },
+            HANGAR_ROUTE_PUBLIC);
+        route(
+            "GET", "/browser/live/{token}/clipboard",
+            [this](Request &q, Response &r) {
+                Claims c = claims_of(q.param("token"));
+                if (!active(c)) throw Error::not_found("browser session " + c.session_id + " has ended");
+                auto socket = instance_socket(c.session_id);
+                if (!socket) throw Error::not_found("browser session " + c.session_id + " is not running");
+                relay_unix(q, r, *socket, "/liveview/clipboard", c.session_id);
+            },
+            HANGAR_ROUTE_PUBLIC);
+    }
+
+    // Text pasted into the viewer, for the remote clipboard (GET reads it back after a copy).
+    // Debian's x11vnc takes RFB cut text but never owns the X selections with it, nor sends their
+    // changes, so the page uses these routes instead.
+    void paste(Request &req, Response &res) {
+        Claims c = claims_of(req.param("token"));
+        if (read_only_requested(req)) throw Error::forbidden("a read-only live view cannot paste");
+        if (!active(c)) throw Error::not_found("browser session " + c.session_id + " has ended");
+        json body = req.json_body(false);
+        auto text = body.find("text");
+        if (text == body.end() || !text->is_string()) throw Error::invalid("text", "must be a string");
+        if (text->get_ref<const std::string &>().size() > kMaxPasteBytes)
+            throw Error::invalid("text", "is longer than " + std::to_string(kMaxPasteBytes) + " bytes");
+        auto socket = instance_socket(c.session_id);
+        if (!socket) throw Error::not_found("browser session " + c.session_id + " is not running");
+        relay_unix(req, res, *socket, "/liveview/clipboard", c.session_id);
     }
 
     struct Claims {
@@ -194,6 +225,22 @@ private:
                 ws_bridge_unix(q, r, vnc_socket(view_only));
             },
             HANGAR_ROUTE_STREAMING);
+        route("POST", "/liveview/clipboard", [this](Request &q, Response &r) {
+            json body = q.json_body(false);
+            clipboard("computer.clipboard_write", {{"text", body.value("text", "")}});
+            r.no_content();
+        });
+        route("GET", "/liveview/clipboard",
+              [this](Request &, Response &r) { r.json(clipboard("computer.clipboard_read", json::object())); });
+    }
+
+    json clipboard(const char *service_name, const json &in) const {
+        try {
+            return call(service_name, in);
+        } catch (const Error &e) {
+            if (e.status() == 404) throw Error::not_implemented("the live view's clipboard needs the computer plugin");
+            throw;
+        }
     }
 
     struct Vnc {
@@ -260,4 +307,4 @@ private:
 
 } // namespace
 
-HANGAR_PLUGIN(LiveViewPlugin, "liveview", "0.1.0", "browsers", nullptr, 0)
+HANGAR_PLUGIN(LiveViewPlugin, "liveview", "0.1.0", "browsers,computer?", nullptr, 0)

@@ -52,12 +52,18 @@ async function remotePage(session) {
   return { cdp, page };
 }
 
-/** Opens a live-view URL in a fresh viewer page and waits until noVNC draws the remote screen. */
-async function openViewer(url) {
-  const page = await viewerBrowser.newPage({ viewport: VIEWPORT });
+/**
+ * Opens a live-view URL in a viewer page and waits until noVNC shows the remote screen at its
+ * size: input before that would land on a canvas that is not laid out yet.
+ */
+async function openViewer(url, page) {
+  page ??= await viewerBrowser.newPage({ viewport: VIEWPORT });
   await page.goto(url);
-  await page.waitForSelector('#screen canvas', { timeout: 30_000 });
-  await waitFor(async () => (await page.textContent('#status')) === '', { what: 'the viewer to connect' });
+  await page.waitForFunction(
+    (w) => document.getElementById('status')?.textContent === '' && document.querySelector('#screen canvas')?.width === w,
+    VIEWPORT.width,
+    { timeout: 30_000 },
+  );
   return page;
 }
 
@@ -117,8 +123,74 @@ describe('live view', () => {
       await waitFor(async () => (await remote.page.evaluate(() => window.clicks)) === before + 1, {
         what: 'the click on the remote page',
       });
+
+      // A second viewer at the same time sees the same screen and changes.
+      const second = await openViewer(session.browser_live_view_url);
+      try {
+        await remote.page.evaluate(() => (document.body.style.background = 'rgb(255, 255, 0)'));
+        for (const v of [viewer, second])
+          await waitFor(async () => near(await viewerColour(v), [255, 255, 0]), { what: 'yellow in both viewers' });
+      } finally {
+        await second.close();
+      }
     } finally {
       await viewer.close();
+    }
+  });
+
+  test('text pasted into the viewer reaches the remote clipboard', async () => {
+    const viewer = await openViewer(session.browser_live_view_url);
+    try {
+      const text = `pasted-${Date.now()}`;
+      await viewer.evaluate((t) => {
+        const data = new DataTransfer();
+        data.setData('text/plain', t);
+        document.dispatchEvent(new ClipboardEvent('paste', { clipboardData: data }));
+      }, text);
+      await waitFor(async () => (await client.browsers.computer.readClipboard(session.session_id)).text === text, {
+        what: 'the remote clipboard to hold the pasted text',
+      });
+      // A read-only viewer cannot paste.
+      const refused = await fetch(`${session.browser_live_view_url}/clipboard?readOnly=true`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ text: 'nope' }),
+      });
+      assert.equal(refused.status, 403);
+      assert.equal((await client.browsers.computer.readClipboard(session.session_id)).text, text);
+    } finally {
+      await viewer.close();
+    }
+  });
+
+  test("keys typed in the viewer reach the remote page; a copy there reaches the viewer's clipboard", async () => {
+    const context = await viewerBrowser.newContext({ viewport: VIEWPORT });
+    await context.grantPermissions(['clipboard-read', 'clipboard-write']);
+    const viewer = await openViewer(session.browser_live_view_url, await context.newPage());
+    try {
+      const text = `copied-${Date.now()}`;
+      await remote.page.evaluate((t) => {
+        const input = document.createElement('input');
+        input.id = 'copy';
+        input.value = 'something else';
+        input.style.cssText = 'position:fixed;left:10%;top:10%;width:80%;height:80%;font-size:40px';
+        document.body.append(input);
+      }, text);
+      await clickMiddle(viewer); // focuses the remote page and its input, as a person would
+      // Keys typed in the viewer reach the focused input.
+      await viewer.keyboard.press('Control+a');
+      await viewer.keyboard.type(text);
+      await waitFor(async () => (await remote.page.evaluate(() => document.getElementById('copy').value)) === text, {
+        what: 'the typed text in the remote input',
+      });
+      await viewer.keyboard.press('Control+a');
+      await viewer.keyboard.press('Control+c');
+      await waitFor(async () => (await viewer.evaluate(() => navigator.clipboard.readText())) === text, {
+        what: "the copied text on the viewer's clipboard",
+      });
+    } finally {
+      await remote.page.evaluate(() => document.getElementById('copy')?.remove());
+      await context.close();
     }
   });
 
