@@ -205,6 +205,20 @@ describe('replays', () => {
     assert.equal(probe(file).width, VIEWPORT.width);
   });
 
+  test('a file the sandbox swaps in for a recording is never served from the host', async () => {
+    const replay = await client.browsers.replays.start(b.id, { framerate: 5 });
+    await sleep(500);
+    // Code in the browser's sandbox may write its recordings folder: a symlink to a host file
+    // in place of the recording must not be followed when the server keeps and serves it.
+    const swap = await client.browsers.process.exec(b.id, {
+      command: 'ln',
+      args: ['-sf', '/etc/hostname', `/run/hangar/recordings/${replay.replay_id}.part.mp4`],
+    });
+    assert.equal(swap.exit_code, 0);
+    await client.browsers.replays.stop(replay.replay_id, { id: b.id });
+    await rejectsWith(client.browsers.replays.download(replay.replay_id, { id: b.id }), NotFoundError, 'not_found');
+  });
+
   test('bad input gets a 400 or 404', async () => {
     await rejectsWith(client.browsers.replays.start(b.id, { framerate: 0 }), BadRequestError, 'bad_request');
     await rejectsWith(client.browsers.replays.start(b.id, { framerate: 1000 }), BadRequestError, 'bad_request');
