@@ -3,14 +3,13 @@
 // spot in an API screenshot, click it and check through CDP that the page saw exactly one click;
 // typing, key combos, scrolling, the mouse position, batches, the clipboard, and bad input.
 import assert from 'node:assert/strict';
-import http from 'node:http';
 import { after, before, describe, test } from 'node:test';
 
 import { BadRequestError, InternalServerError, NotFoundError } from '@onkernel/sdk';
 import { chromium } from 'playwright-core';
 import { PNG } from 'pngjs';
 
-import { rejectsWith, startServer } from './lib/server.mjs';
+import { rejectsWith, servePage, startServer } from './lib/server.mjs';
 
 const target = { left: 100 + Math.floor(Math.random() * 500), top: 80 + Math.floor(Math.random() * 300) };
 const PAGE = `<!doctype html><html><head><title>computer</title><style>
@@ -33,17 +32,13 @@ let pageUrl;
 before(async () => {
   server = await startServer();
   client = server.client;
-  pageServer = http.createServer((req, res) => {
-    res.writeHead(200, { 'content-type': 'text/html' });
-    res.end(PAGE);
-  });
-  await new Promise((r) => pageServer.listen(0, '127.0.0.1', r));
-  pageUrl = `http://127.0.0.1:${pageServer.address().port}/`;
+  pageServer = await servePage(PAGE);
+  pageUrl = pageServer.url;
 });
 
 after(async () => {
   await server?.stop();
-  await new Promise((r) => pageServer?.close(r));
+  await pageServer?.close();
 });
 
 async function screenshot(id, body) {

@@ -4,13 +4,12 @@
 // ?readOnly=true the same click is dropped by the server. The link needs no API key, a forged
 // token is refused, an open viewer keeps the session alive, and the page says when it ended.
 import assert from 'node:assert/strict';
-import http from 'node:http';
 import { after, before, describe, test } from 'node:test';
 
 import { chromium } from 'playwright-core';
 import { PNG } from 'pngjs';
 
-import { chromiumBaseArgs, chromiumPath, startServer, waitFor } from './lib/server.mjs';
+import { chromiumBaseArgs, chromiumPath, servePage, startServer, waitFor } from './lib/server.mjs';
 
 const VIEWPORT = { width: 1024, height: 768 };
 const PAGE = `<!doctype html><html><head><title>live</title><style>
@@ -29,19 +28,15 @@ let viewerBrowser;
 before(async () => {
   server = await startServer();
   client = server.client;
-  pageServer = http.createServer((req, res) => {
-    res.writeHead(200, { 'content-type': 'text/html' });
-    res.end(PAGE);
-  });
-  await new Promise((r) => pageServer.listen(0, '127.0.0.1', r));
-  pageUrl = `http://127.0.0.1:${pageServer.address().port}/`;
+  pageServer = await servePage(PAGE);
+  pageUrl = pageServer.url;
   viewerBrowser = await chromium.launch({ executablePath: chromiumPath, args: chromiumBaseArgs });
 });
 
 after(async () => {
   await viewerBrowser?.close();
   await server?.stop();
-  await new Promise((r) => pageServer?.close(r));
+  await pageServer?.close();
 });
 
 /** The remote browser's page over CDP (the session's first page), showing the test page. */

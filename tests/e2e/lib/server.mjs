@@ -238,6 +238,23 @@ export async function startTestPages() {
   };
 }
 
+/** Serves one HTML page at every path on 127.0.0.1: {url, close()}. */
+export async function servePage(html) {
+  const srv = http.createServer((req, res) => {
+    res.writeHead(200, { 'content-type': 'text/html' });
+    res.end(html);
+  });
+  await new Promise((r) => srv.listen(0, '127.0.0.1', r));
+  return {
+    url: `http://127.0.0.1:${srv.address().port}/`,
+    close: () =>
+      new Promise((r) => {
+        srv.closeAllConnections?.();
+        srv.close(() => r());
+      }),
+  };
+}
+
 /** The SDK example plugins built out of tree (tests/sdk/build_example.sh); built on demand. */
 export async function examplePlugins() {
   const out = process.env.HANGAR_SDK_EXAMPLE_DIR || join(repoRoot, 'build/sdk-example');
