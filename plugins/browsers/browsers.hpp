@@ -4,7 +4,7 @@
 #pragma once
 
 #include "chromium.hpp"
-#include "curl_model.hpp"
+#include "curl.hpp"
 #include "session_model.hpp"
 
 #include <hangar/plugin.hpp>
@@ -166,6 +166,7 @@ private:
     void curl_raw(Request &req, Response &res);
 
     std::unique_ptr<ChromiumRunner> chromium_;
+    std::unique_ptr<BrowserCurl> curl_;
     std::string extensions_dir_;
 };
 

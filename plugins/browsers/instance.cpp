@@ -2,7 +2,6 @@
 // serves the agent routes the server half relays to. These routes have no auth: the agent socket
 // is only reachable by the server.
 #include "browsers.hpp"
-#include "curl.hpp"
 #include "extension_install.hpp"
 
 #include <hangar/resource.hpp>
@@ -45,6 +44,9 @@ void BrowsersPlugin::start_instance() {
     // Synchronous on purpose: the host's instance_start returns when every plugin has started,
     // so POST /browsers answers only once Chromium is ready.
     chromium_->start();
+    curl_ = std::make_unique<BrowserCurl>(
+        static_cast<std::size_t>(std::max<std::int64_t>(0, config_int("curl_kept_tabs", 4))),
+        std::chrono::milliseconds(config_int("curl_tab_idle_ms", 15000)));
 
     route("GET", "/chromium", [this](Request &, Response &res) { res.json(chromium_->status()); });
     // For other plugins in this agent (computer, replays ...): where Chromium and its display are.
@@ -114,7 +116,7 @@ void BrowsersPlugin::start_instance() {
 CurlResponse BrowsersPlugin::run_curl(const CurlRequest &r, Response &res) {
     auto ep = chromium_->endpoint();
     try {
-        return curl_through_chromium(ep.port, ep.ws_path, r);
+        return curl_->request(ep.port, ep.ws_path, r);
     } catch (const Error &e) {
         // The target failed or was slow: resending would not help, and the SDK retries 5xx.
         if (e.status() == 502 || e.status() == 504) res.header("x-should-retry", "false");
@@ -171,6 +173,7 @@ void BrowsersPlugin::relay_to_chromium(Request &req, Response &res, const std::s
 }
 
 void BrowsersPlugin::stop_instance() {
+    curl_.reset();     // its tabs close while Chromium is there to close them
     chromium_.reset(); // SIGTERM, grace, SIGKILL, reap: Chromium first, then Xvfb
 }
 

@@ -220,6 +220,56 @@ describe('curl through the browser', () => {
 });
 
 describe('curl and the session lifecycle', () => {
+  test('kept tabs: other origins, requests at once, a timeout, a Chromium restart; never seen by the session', async () => {
+    const s = await client.browsers.create({ headless: true });
+    try {
+      const other = origin.replace('127.0.0.1', 'localhost'); // another origin, the same server
+      const echo = async (base, path = '/echo') => {
+        const res = await client.browsers.curl(s.session_id, { url: `${base}${path}` });
+        assert.equal(res.status, 200, `${base}${path}`);
+        return JSON.parse(res.body);
+      };
+      assert.equal((await echo(origin)).method, 'GET');
+      assert.equal((await echo(other)).headers.host, other.slice('http://'.length));
+      assert.equal((await echo(origin)).headers.host, origin.slice('http://'.length));
+
+      const before = seen.length;
+      const many = await Promise.all(
+        Array.from({ length: 6 }, (_, i) =>
+          client.browsers.curl(s.session_id, { url: `${i % 2 ? origin : other}/echo`, method: 'POST', body: `n${i}` }),
+        ),
+      );
+      assert.deepEqual(
+        many.map((r) => JSON.parse(r.body).body),
+        ['n0', 'n1', 'n2', 'n3', 'n4', 'n5'],
+      );
+      assert.equal(seen.length, before + 6, 'each request sent once');
+
+      const slow = await client.browsers.curl(s.session_id, { url: `${origin}/slow`, timeout_ms: 300 }).catch((e) => e);
+      assert.equal(slow?.status, 504);
+      await echo(origin);
+
+      const cdp = await chromium.connectOverCDP(s.cdp_ws_url, { timeout: 30_000 });
+      try {
+        const pages = cdp.contexts().flatMap((c) => c.pages());
+        assert.deepEqual(
+          pages.map((p) => p.url()),
+          ['about:blank'],
+          "curl's tabs are hidden from the session's own CDP clients",
+        );
+      } finally {
+        await cdp.close();
+      }
+
+      // A restart replaces Chromium: tabs of the old one are not used.
+      await client.browsers.update(s.session_id, { viewport: { width: 1024, height: 768 } });
+      assert.equal((await echo(origin)).method, 'GET');
+      assert.equal((await echo(other)).method, 'GET');
+    } finally {
+      await client.browsers.deleteByID(s.session_id).catch(() => {});
+    }
+  });
+
   test('a headful browser curls too; an ended session is 404', async () => {
     const s = await client.browsers.create({ headless: false });
     const res = await client.browsers.curl(s.session_id, { url: `${origin}/echo` });
