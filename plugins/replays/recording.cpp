@@ -47,8 +47,8 @@ std::vector<std::string> ffmpeg_args(const Capture &capture, const StartOptions 
             // x11grab reads the screen through MIT-SHM; the pointer is drawn in, as a viewer saw it.
             "-f", "x11grab", "-draw_mouse", "1", "-framerate", fps, "-video_size",
             std::to_string(capture.width) + "x" + std::to_string(capture.height), "-i", capture.display + ".0+0,0",
-            // The colour conversion is most of the cost: bgr0 → bgr24 → yuv420p takes swscale's
-            // unscaled packed-RGB path, about half the CPU of the direct conversion. Frames that
+            // Every frame is converted, so this is what a still screen costs: bgr0 → bgr24 → yuv420p
+            // takes swscale's unscaled packed-RGB path, half the CPU of the direct one. Frames that
             // did not change are dropped (variable frame rate), but four a second are kept so the
             // duration stays true to a quarter second when the screen stood still at the end.
             "-vf", "format=bgr24,format=yuv420p,mpdecimate=max=" + std::to_string(std::max(1, options.framerate / 4)),

@@ -14,7 +14,7 @@ import { BadRequestError, ConflictError, NotFoundError } from '@onkernel/sdk';
 import { chromium } from 'playwright-core';
 import { PNG } from 'pngjs';
 
-import { rejectsWith, startServer, waitFor } from './lib/server.mjs';
+import { descendants, rejectsWith, startServer, stillAlive, waitFor } from './lib/server.mjs';
 
 const VIEWPORT = { width: 800, height: 600 };
 const COLOURS = { red: [255, 0, 0], green: [0, 200, 0], blue: [0, 0, 255] };
@@ -263,4 +263,39 @@ describe('replays and the session lifecycle', () => {
     assert.ok(near(frameColour(file, 0.5), COLOURS.green));
     await rejectsWith(client.browsers.replays.start(b.id), NotFoundError, 'not_found');
   });
+});
+
+test('stopping the server finishes running recordings; the next start lists and serves them', async () => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'hangar-replays-data-'));
+  const apiKey = `sk_test_replays_${Date.now()}`;
+  try {
+    const first = await startServer({ dataDir, apiKey });
+    const s = await first.client.browsers.create({ headless: false, viewport: VIEWPORT });
+    const replay = await first.client.browsers.replays.start(s.session_id, { framerate: 10 });
+    const ffmpeg = descendants(first.pid).filter((p) => /\bffmpeg\b.*x11grab/.test(p.cmd));
+    assert.equal(ffmpeg.length, 1, 'one ffmpeg, in the instance');
+    await sleep(2000);
+    const stopped = await first.stop();
+    assert.equal(stopped.killed, false, 'the server stopped within its grace period');
+    assert.deepEqual(stillAlive(ffmpeg), [], 'ffmpeg ended with the server');
+
+    const second = await startServer({ dataDir, apiKey });
+    try {
+      const [r] = await second.client.browsers.replays.list(s.session_id);
+      assert.equal(r.replay_id, replay.replay_id);
+      assert.ok(r.finished_at, 'finished when the server stopped');
+      const res = await second.client.browsers.replays.download(replay.replay_id, { id: s.session_id });
+      const bytes = Buffer.from(await res.arrayBuffer());
+      const file = join(work, 'after-restart.mp4');
+      writeFileSync(file, bytes);
+      const info = probe(file);
+      assert.equal(info.codec, 'h264');
+      assert.ok(info.duration > 1.5, `${info.duration} s`);
+      assert.ok(bytes.indexOf('moov') > 0 && bytes.indexOf('moov') < bytes.indexOf('mdat'), 'a finished file');
+    } finally {
+      await second.stop();
+    }
+  } finally {
+    rmSync(dataDir, { recursive: true, force: true });
+  }
 });
