@@ -4,11 +4,10 @@
 // events a thread answers.
 #include "screen.hpp"
 
+#include <hangar/xcb_shm.hpp>
+
 #include <png.h>
-#include <sys/ipc.h>
-#include <sys/shm.h>
 #include <sys/socket.h>
-#include <xcb/shm.h>
 #include <xcb/xcb.h>
 #include <xcb/xfixes.h>
 #include <xcb/xtest.h>
@@ -19,6 +18,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -92,7 +92,7 @@ public:
 
     ~X11Screen() override {
         stop_clipboard();
-        release_shm();
+        shm_.reset();
         if (conn_) xcb_disconnect(conn_);
     }
 
@@ -152,18 +152,10 @@ public:
         std::lock_guard lock(m_);
         ensure();
         Region r = region.value_or(Region{0, 0, screen_->width_in_pixels, screen_->height_in_pixels});
-        std::size_t bytes = static_cast<std::size_t>(r.width) * static_cast<std::size_t>(r.height) * 4;
-        if (shm_ok_ && ensure_shm(bytes)) {
-            auto img = reply(xcb_shm_get_image_reply(
-                conn_,
-                xcb_shm_get_image(conn_, screen_->root, static_cast<std::int16_t>(r.x), static_cast<std::int16_t>(r.y),
-                                  static_cast<std::uint16_t>(r.width), static_cast<std::uint16_t>(r.height), ~0U,
-                                  XCB_IMAGE_FORMAT_Z_PIXMAP, shm_seg_, 0),
-                nullptr));
-            if (img && img->depth >= 24)
-                return encode_png(static_cast<const std::uint8_t *>(shm_addr_), r.width, r.height,
-                                  static_cast<std::size_t>(r.width) * 4);
-            shm_ok_ = false; // e.g. the server cannot see our segment: fall back for good
+        if (shm_) {
+            if (const std::uint8_t *pixels = shm_->get(screen_->root, r.x, r.y, r.width, r.height))
+                return encode_png(pixels, r.width, r.height, static_cast<std::size_t>(r.width) * 4);
+            shm_.reset(); // e.g. the server cannot see our segment: fall back for good
         }
         auto img = reply(xcb_get_image_reply(
             conn_,
@@ -233,7 +225,7 @@ private:
 
     void connect() {
         if (conn_) {
-            release_shm();
+            shm_.reset();
             xcb_disconnect(conn_);
             conn_ = nullptr;
         }
@@ -244,8 +236,7 @@ private:
         if (!xtest) x_failed("the XTEST extension is missing");
         auto fixes = reply(xcb_xfixes_query_version_reply(conn_, xcb_xfixes_query_version(conn_, 4, 0), nullptr));
         if (!fixes) x_failed("the XFIXES extension is missing");
-        auto shm = reply(xcb_shm_query_version_reply(conn_, xcb_shm_query_version(conn_), nullptr));
-        shm_ok_ = shm != nullptr;
+        if (hangar::xcb::ShmImage::available(conn_)) shm_.emplace(conn_);
         load_keymap();
     }
 
@@ -300,36 +291,6 @@ private:
         auto sync = reply(xcb_get_input_focus_reply(conn_, xcb_get_input_focus(conn_), nullptr));
         (void)sync;
         return {spare_, false};
-    }
-
-    bool ensure_shm(std::size_t bytes) {
-        if (shm_addr_ && shm_size_ >= bytes) return true;
-        release_shm();
-        shm_id_ = ::shmget(IPC_PRIVATE, bytes, IPC_CREAT | 0600);
-        if (shm_id_ < 0) return false;
-        shm_addr_ = ::shmat(shm_id_, nullptr, 0);
-        ::shmctl(shm_id_, IPC_RMID, nullptr);            // gone once both sides detach
-        if (shm_addr_ == reinterpret_cast<void *>(-1)) { // NOLINT(performance-no-int-to-ptr): shmat's error value
-            shm_addr_ = nullptr;
-            return false;
-        }
-        shm_size_ = bytes;
-        shm_seg_ = xcb_generate_id(conn_);
-        if (auto *err = xcb_request_check(
-                conn_, xcb_shm_attach_checked(conn_, shm_seg_, static_cast<std::uint32_t>(shm_id_), 0))) {
-            std::free(err);
-            release_shm();
-            return false;
-        }
-        return true;
-    }
-
-    void release_shm() {
-        if (!shm_addr_) return;
-        if (conn_ && !xcb_connection_has_error(conn_)) xcb_shm_detach(conn_, shm_seg_);
-        ::shmdt(shm_addr_);
-        shm_addr_ = nullptr;
-        shm_size_ = 0;
     }
 
     // ---- clipboard: a second connection, its own window and event thread ----
@@ -459,11 +420,7 @@ private:
     int min_code_ = 8, max_code_ = 255, per_code_ = 1;
     std::vector<xcb_keysym_t> keymap_;
     xcb_keycode_t spare_ = 0;
-    bool shm_ok_ = false;
-    int shm_id_ = -1;
-    void *shm_addr_ = nullptr;
-    std::size_t shm_size_ = 0;
-    xcb_shm_seg_t shm_seg_ = 0;
+    std::optional<hangar::xcb::ShmImage> shm_; // unset: GetImage through the socket
 
     std::mutex clip_m_;
     std::condition_variable clip_cv_;
