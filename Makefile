@@ -28,7 +28,7 @@ E2E_TIMEOUT  ?= 600000
 STAMP_DIR    := $(BUILD_DIR)/.stamps
 
 APT_PACKAGES := build-essential cmake libpoco-dev nlohmann-json3-dev libcppunit-dev chromium xvfb \
-                bubblewrap libxcb1-dev libxcb-xtest0-dev libxcb-shm0-dev libxcb-xfixes0-dev libx11-dev libpng-dev ffmpeg x11vnc novnc \
+                bubblewrap libxcb1-dev libxcb-xtest0-dev libxcb-shm0-dev libxcb-xfixes0-dev libxcb-damage0-dev libyuv-dev libx11-dev libpng-dev ffmpeg x11vnc novnc \
                 clang-format clang-tidy libarchive-dev zip unzip python3
 
 FORMAT_DIRS  := host plugins sdk tests/unit tests/sdk

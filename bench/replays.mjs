@@ -1,10 +1,11 @@
 // bench/replays: CPU and memory of recording a headful 1920x1080 session at 25 fps for 10 s, once
 // with a static page and once with a page whose background and a box change every frame (the
-// worst case): the replay's ffmpeg
-// (started by `client.browsers.replays.start`) against a baseline in the same run, the same
-// x11grab capture of the same display with x264's default settings (what a plain
-// `ffmpeg -f x11grab ... out.mp4` costs), started inside the instance through process.spawn.
-// CPU is utime+stime from /proc over the window; memory is the process's peak RSS (VmHWM).
+// worst case): the replay's ffmpeg and the instance's agent (whose ScreenFeed reads and converts
+// the screen; all of its CPU is counted) after `client.browsers.replays.start`, against a
+// baseline in the same run, the same display recorded by a plain `ffmpeg -f x11grab ... out.mp4`
+// (x264's default settings), started inside the instance through process.spawn.
+// CPU is utime+stime from /proc over the window; memory is ffmpeg's peak RSS (VmHWM) plus what
+// the agent's resident memory grew by while recording.
 // Goal: ≤ 0.15 core and ≤ 150 MB.
 import { readFileSync, readdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -24,8 +25,8 @@ function cpuTicks(pid) {
   return Number(f[11]) + Number(f[12]);
 }
 
-function peakRssMb(pid) {
-  const m = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+function statusMb(pid, field) {
+  const m = new RegExp(`${field}:\\s+(\\d+) kB`).exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
   return m ? Number(m[1]) / 1024 : NaN;
 }
 
@@ -42,13 +43,17 @@ async function pidOf(re) {
   throw new Error(`no process matches ${re}`);
 }
 
-async function measure(pid, seconds) {
+// `helper` (the agent) is counted too, its memory as what it grew by since `helperMbBefore`.
+async function measure(pid, seconds, helper, helperMbBefore) {
   await new Promise((r) => setTimeout(r, 1000)); // encoder warm-up
+  const pids = helper ? [pid, helper] : [pid];
+  const ticks = () => pids.reduce((sum, p) => sum + cpuTicks(p), 0);
   const t0 = now();
-  const c0 = cpuTicks(pid);
+  const c0 = ticks();
   await new Promise((r) => setTimeout(r, seconds * 1000));
-  const cores = (cpuTicks(pid) - c0) / TICK_HZ / ((now() - t0) / 1000);
-  return { cores, mb: peakRssMb(pid) };
+  const cores = (ticks() - c0) / TICK_HZ / ((now() - t0) / 1000);
+  const grown = helper ? Math.max(0, statusMb(helper, 'VmRSS') - helperMbBefore) : 0;
+  return { cores, mb: statusMb(pid, 'VmHWM') + grown };
 }
 
 export async function run({ log = () => {}, seconds = Number(process.env.BENCH_REPLAY_SECONDS || 10) } = {}) {
@@ -81,13 +86,15 @@ export async function run({ log = () => {}, seconds = Number(process.env.BENCH_R
       .stdout_b64;
     const x = Buffer.from(display, 'base64').toString().trim().replace(/^X/, ':');
     const animate = (on) => page.evaluate((v) => (window.animating = v), on);
+    const agent = await pidOf(/hangar agent/);
 
     for (const content of ['static', 'animated']) {
       await animate(content === 'animated');
       // Hangar's recording.
+      const agentMb = statusMb(agent, 'VmRSS');
       const replay = await client.browsers.replays.start(id, { framerate: 25 });
       const ours = await pidOf(new RegExp(`ffmpeg .*${replay.replay_id}\\.part\\.mp4`));
-      result[`hangar-${content}`] = await measure(ours, seconds);
+      result[`hangar-${content}`] = await measure(ours, seconds, agent, agentMb);
       await client.browsers.replays.stop(replay.replay_id, { id });
 
       // Baseline: x264 defaults on the same capture.

@@ -1,7 +1,7 @@
 // The replays plugin: /browsers/{id}/replays — video recordings of headful sessions.
 //
-// Instance role: /replays/{rid}/start runs ffmpeg x11grab on the instance display into
-// /run/hangar/recordings/<rid>.part.mp4; /replays/{rid}/stop ends it (SIGTERM: ffmpeg writes
+// Instance role: /replays/{rid}/start feeds the instance display (ScreenFeed) to an ffmpeg that
+// writes /run/hangar/recordings/<rid>.part.mp4; /replays/{rid}/stop ends the feed (ffmpeg writes
 // the index and moves it to the front) and renames the file <rid>.mp4. A recording that reached
 // its maximum duration has ended by itself and is only renamed.
 // Server role: the rows (replays_recordings), the API, and finishing: the finished file is moved
@@ -11,6 +11,7 @@
 // See README.md for why it is built so.
 #include "process.hpp"
 #include "recording.hpp"
+#include "screen_feed.hpp"
 
 #include <hangar/plugin.hpp>
 #include <hangar/resource.hpp>
@@ -355,8 +356,9 @@ private:
     struct Recording {
         std::mutex mutex;
         proc::Child ffmpeg;
-        std::string part; // being written
-        std::string done; // after it finished
+        std::unique_ptr<ScreenFeed> feed; // ffmpeg's input
+        std::string part;                 // being written
+        std::string done;                 // after it finished
         std::optional<std::int64_t> finished_ms;
         bool ok = false;
     };
@@ -407,16 +409,23 @@ private:
         rec.part = recordings_dir_ + "/" + rid + ".part.mp4";
         rec.done = recordings_dir_ + "/" + rid + ".mp4";
         proc::Fd log = proc::open_log(logs_dir_ + "/ffmpeg-" + rid + ".log");
+        proc::Pipe frames = proc::make_pipe();
+        constexpr int kFramesFd = 3;
         proc::Child::Spec spec;
         spec.path = "/usr/bin/ffmpeg";
-        spec.args = ffmpeg_args(capture, options, rec.part);
-        spec.env = proc::environment_with({"DISPLAY=" + capture.display});
+        spec.args = ffmpeg_args(capture, options, rec.part, kFramesFd);
+        spec.env = proc::environment_with({});
         spec.stdout_fd = log.get();
         spec.stderr_fd = log.get();
+        spec.extra_fds = {{frames.read.get(), kFramesFd}};
         try {
             rec.ffmpeg = proc::Child::spawn(spec);
+            frames.read.reset();
+            rec.feed = std::make_unique<ScreenFeed>(capture.display, capture.width, capture.height, options.framerate,
+                                                    std::move(frames.write));
         } catch (const std::exception &e) {
-            throw Error::internal(std::string("could not start ffmpeg: ") + e.what());
+            rec.ffmpeg.stop();
+            throw Error::internal(std::string("could not start recording: ") + e.what());
         }
         // ffmpeg fails at once when it cannot open the display: say so now, not at stop.
         for (int i = 0; i < 10 && rec.ffmpeg.running(); ++i)
@@ -434,7 +443,12 @@ private:
     static void close_recording(Recording &rec) {
         if (rec.finished_ms) return;
         bool ended_by_itself = !rec.ffmpeg.running();
-        rec.ffmpeg.stop(kFinishGrace);
+        // The end of its input first: ffmpeg encodes what it has and finishes the file by itself.
+        if (rec.feed) rec.feed->stop();
+        for (auto until = std::chrono::steady_clock::now() + kFinishGrace;
+             rec.ffmpeg.running() && std::chrono::steady_clock::now() < until;)
+            std::this_thread::sleep_for(10ms);
+        rec.ffmpeg.stop(kFinishGrace); // SIGTERM (ffmpeg still finishes the file), then SIGKILL
         rec.finished_ms = hangar::now_ms();
         if (ended_by_itself) {
             // -t ended it: the file's last write is when the recording ended.

@@ -41,18 +41,19 @@ StartOptions parse_start_options(const json &body) {
     return o;
 }
 
-std::vector<std::string> ffmpeg_args(const Capture &capture, const StartOptions &options, const std::string &output) {
+std::vector<std::string> ffmpeg_args(const Capture &capture, const StartOptions &options, const std::string &output,
+                                     int input_fd) {
     const std::string fps = std::to_string(options.framerate);
     return {"-hide_banner", "-loglevel", "warning", "-nostdin",
-            // x11grab reads the screen through MIT-SHM; the pointer is drawn in, as a viewer saw it.
-            "-f", "x11grab", "-draw_mouse", "1", "-framerate", fps, "-video_size",
-            std::to_string(capture.width) + "x" + std::to_string(capture.height), "-i", capture.display + ".0+0,0",
-            // Every frame is converted, so this is what a still screen costs: bgr0 → bgr24 → yuv420p
-            // takes swscale's unscaled packed-RGB path, half the CPU of the direct one. Frames that
-            // did not change are dropped (variable frame rate), but four a second are kept so the
-            // duration stays true to a quarter second when the screen stood still at the end.
-            "-vf", "format=bgr24,format=yuv420p,mpdecimate=max=" + std::to_string(std::max(1, options.framerate / 4)),
-            "-fps_mode", "vfr", "-filter_threads", "1",
+            // I420 frames at a constant rate from the ScreenFeed, the pointer drawn in.
+            "-f", "rawvideo", "-pix_fmt", "yuv420p", "-video_size",
+            std::to_string(capture.width) + "x" + std::to_string(capture.height), "-framerate", fps, "-i",
+            "pipe:" + std::to_string(input_fd),
+            // Repeated frames (the screen did not change) are dropped before the encoder
+            // (variable frame rate), but four a second are kept so the duration stays true to a
+            // quarter second when the screen stood still at the end.
+            "-vf", "mpdecimate=max=" + std::to_string(std::max(1, options.framerate / 4)), "-fps_mode", "vfr",
+            "-filter_threads", "1",
             // ultrafast + zerolatency: no B-frames or look-ahead, so little CPU and memory; a
             // keyframe every 2 s keeps seeking quick.
             "-c:v", "libx264", "-preset", "ultrafast", "-tune", "zerolatency", "-crf", "28", "-g",

@@ -28,9 +28,10 @@ struct Capture {
     int height = 0;
 };
 
-// ffmpeg's arguments (without argv[0]): the whole X screen at `framerate`, H.264 with the fastest
-// x264 preset, fast-start MP4 (the index first, so players can seek while downloading), ending by
-// itself after the maximum duration.
-std::vector<std::string> ffmpeg_args(const Capture &capture, const StartOptions &options, const std::string &output);
+// ffmpeg's arguments (without argv[0]): raw I420 frames of the screen at `framerate` read from
+// `input_fd` (a ScreenFeed), H.264 with the fastest x264 preset, fast-start MP4 (the index first,
+// so players can seek while downloading), ending by itself after the maximum duration.
+std::vector<std::string> ffmpeg_args(const Capture &capture, const StartOptions &options, const std::string &output,
+                                     int input_fd);
 
 } // namespace hangar::replays

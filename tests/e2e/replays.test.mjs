@@ -45,6 +45,7 @@ async function headful() {
   return {
     session,
     id: session.session_id,
+    page,
     paint,
     async close() {
       await cdp.close().catch(() => {});
@@ -69,13 +70,29 @@ function probe(file) {
   return { duration: Number(out.format.duration), codec: out.streams[0].codec_name, width: out.streams[0].width };
 }
 
-/** The colour a quarter into the frame at `seconds` (the pointer rests in the middle). */
-function frameColour(file, seconds) {
+function frameAt(file, seconds) {
   const png = join(work, `frame-${Date.now()}.png`);
   execFileSync('ffmpeg', ['-v', 'error', '-ss', String(seconds), '-i', file, '-frames:v', '1', '-y', png]);
-  const img = PNG.sync.read(readFileSync(png));
+  return PNG.sync.read(readFileSync(png));
+}
+
+/** The colour a quarter into the frame at `seconds` (the pointer rests in the middle). */
+function frameColour(file, seconds) {
+  const img = frameAt(file, seconds);
   const i = (img.width * (img.height >> 2) + (img.width >> 2)) * 4;
   return [img.data[i], img.data[i + 1], img.data[i + 2]];
+}
+
+/** The darkest pixel (sum of R, G, B) in the 16x24 box right below (x, y) of the frame at `seconds`. */
+function darkestBelow(file, seconds, x, y) {
+  const img = frameAt(file, seconds);
+  let darkest = 765;
+  for (let dy = 0; dy < 24; dy++)
+    for (let dx = 0; dx < 16; dx++) {
+      const i = (img.width * (y + dy) + x + dx) * 4;
+      darkest = Math.min(darkest, img.data[i] + img.data[i + 1] + img.data[i + 2]);
+    }
+  return darkest;
 }
 
 const near = (a, b) => a.every((v, i) => Math.abs(v - b[i]) <= 40);
@@ -126,12 +143,31 @@ describe('replays', () => {
     assert.ok(bytes.indexOf('moov') > 0 && bytes.indexOf('moov') < bytes.indexOf('mdat'), 'moov before mdat');
 
     const first = frameColour(file, 0.3);
+    const middle = frameColour(file, 1.8);
     const last = frameColour(file, Math.max(0, info.duration - 0.3));
     assert.ok(near(first, COLOURS.red), `first frame ${first}`);
+    assert.ok(near(middle, COLOURS.green), `frame at 1.8 s ${middle}`);
     assert.ok(near(last, COLOURS.blue), `last frame ${last}`);
 
     // Stopping again is fine.
     await client.browsers.replays.stop(replay.replay_id, { id: b.id });
+  });
+
+  test('the pointer is drawn in, and its moves over a still page are recorded', async () => {
+    await b.page.evaluate(() => (document.body.style.background = '#fff'));
+    await client.browsers.computer.moveMouse(b.id, { x: 200, y: 150 });
+    const replay = await client.browsers.replays.start(b.id, { framerate: 10 });
+    await sleep(1500);
+    await client.browsers.computer.moveMouse(b.id, { x: 500, y: 400 });
+    await sleep(1500);
+    await client.browsers.replays.stop(replay.replay_id, { id: b.id });
+    const { file } = await downloadTo(b.id, replay.replay_id, 'pointer.mp4');
+    const end = probe(file).duration - 0.3;
+    // The arrow's outline is dark on the white page, where it is and nowhere else.
+    assert.ok(darkestBelow(file, 0.5, 200, 150) < 300, 'the pointer at its first place');
+    assert.ok(darkestBelow(file, 0.5, 500, 400) > 600, 'nothing where it went later');
+    assert.ok(darkestBelow(file, end, 500, 400) < 300, 'the pointer where it moved');
+    assert.ok(darkestBelow(file, end, 200, 150) > 600, 'nothing where it was');
   });
 
   test('downloads honour Range requests', async () => {
@@ -270,11 +306,17 @@ test('stopping the server finishes running recordings; the next start lists and 
   const apiKey = `sk_test_replays_${Date.now()}`;
   try {
     const first = await startServer({ dataDir, apiKey });
-    const s = await first.client.browsers.create({ headless: false, viewport: VIEWPORT });
-    const replay = await first.client.browsers.replays.start(s.session_id, { framerate: 10 });
-    const ffmpeg = descendants(first.pid).filter((p) => /\bffmpeg\b.*x11grab/.test(p.cmd));
-    assert.equal(ffmpeg.length, 1, 'one ffmpeg, in the instance');
-    await sleep(2000);
+    let s, replay, ffmpeg;
+    try {
+      s = await first.client.browsers.create({ headless: false, viewport: VIEWPORT });
+      replay = await first.client.browsers.replays.start(s.session_id, { framerate: 10 });
+      ffmpeg = descendants(first.pid).filter((p) => /\bffmpeg\b.*libx264/.test(p.cmd));
+      assert.equal(ffmpeg.length, 1, 'one ffmpeg, in the instance');
+      await sleep(2000);
+    } catch (e) {
+      await first.stop();
+      throw e;
+    }
     const stopped = await first.stop();
     assert.equal(stopped.killed, false, 'the server stopped within its grace period');
     assert.deepEqual(stillAlive(ffmpeg), [], 'ffmpeg ended with the server');

@@ -54,14 +54,15 @@ public:
     }
 
     void command_line() {
-        auto args = ffmpeg_args({":7", 1280, 720}, {20, 90}, "/run/hangar/recordings/r.part.mp4");
+        auto args = ffmpeg_args({":7", 1280, 720}, {20, 90}, "/run/hangar/recordings/r.part.mp4", 3);
         auto after = [&](const std::string &flag) {
             auto it = std::find(args.begin(), args.end(), flag);
             CPPUNIT_ASSERT(it != args.end() && it + 1 != args.end());
             return *(it + 1);
         };
-        CPPUNIT_ASSERT_EQUAL(std::string("x11grab"), after("-f"));
-        CPPUNIT_ASSERT_EQUAL(std::string(":7.0+0,0"), after("-i"));
+        CPPUNIT_ASSERT_EQUAL(std::string("rawvideo"), after("-f"));
+        CPPUNIT_ASSERT_EQUAL(std::string("yuv420p"), after("-pix_fmt"));
+        CPPUNIT_ASSERT_EQUAL(std::string("pipe:3"), after("-i"));
         CPPUNIT_ASSERT_EQUAL(std::string("1280x720"), after("-video_size"));
         CPPUNIT_ASSERT_EQUAL(std::string("20"), after("-framerate"));
         CPPUNIT_ASSERT_EQUAL(std::string("90"), after("-t"));

@@ -1,0 +1,188 @@
+// See screen_feed.hpp. libyuv converts (its AVX2 rows take ≈ 1 ms a 1080p frame, where swscale
+// took ≈ 3 ms even on its best path); the pointer is drawn in from XFixes, as x11grab did.
+#include "screen_feed.hpp"
+
+#include <hangar/xcb_shm.hpp>
+
+#include <fcntl.h>
+#include <libyuv/convert.h>
+#include <poll.h>
+#include <unistd.h>
+#include <xcb/damage.h>
+#include <xcb/xcb.h>
+#include <xcb/xfixes.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <vector>
+
+namespace hangar::replays {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+template <class T> using Reply = std::unique_ptr<T, decltype(&std::free)>;
+template <class T> Reply<T> reply(T *r) {
+    return Reply<T>(r, &std::free);
+}
+
+// The pointer (premultiplied ARGB) over the screen (B, G, R, X).
+void draw_pointer(std::uint8_t *screen, int width, int height, const xcb_xfixes_get_cursor_image_reply_t &cursor) {
+    const std::uint32_t *image = xcb_xfixes_get_cursor_image_cursor_image(&cursor);
+    const int left = cursor.x - cursor.xhot, top = cursor.y - cursor.yhot;
+    for (int cy = 0; cy < cursor.height; ++cy) {
+        const int y = top + cy;
+        if (y < 0 || y >= height) continue;
+        for (int cx = 0; cx < cursor.width; ++cx) {
+            const int x = left + cx;
+            if (x < 0 || x >= width) continue;
+            const std::uint32_t p = image[static_cast<std::size_t>(cy) * cursor.width + static_cast<std::size_t>(cx)];
+            const std::uint32_t alpha = p >> 24;
+            if (alpha == 0) continue;
+            std::uint8_t *dst =
+                screen +
+                (static_cast<std::size_t>(y) * static_cast<std::size_t>(width) + static_cast<std::size_t>(x)) * 4;
+            for (int c = 0; c < 3; ++c) {
+                const std::uint32_t src = (p >> (8 * c)) & 0xFF;
+                dst[c] = static_cast<std::uint8_t>(src + dst[c] * (255 - alpha) / 255);
+            }
+        }
+    }
+}
+
+// Writes all of `data`, waiting for the reader; false when it is gone or `stop` was asked.
+bool write_all(int fd, const std::uint8_t *data, std::size_t size, const std::stop_token &stop) {
+    while (size > 0) {
+        ssize_t n = ::write(fd, data, size);
+        if (n > 0) {
+            data += n;
+            size -= static_cast<std::size_t>(n);
+            continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && errno != EAGAIN) return false; // EPIPE: ffmpeg ended
+        if (stop.stop_requested()) return false;
+        pollfd p{fd, POLLOUT, 0};
+        ::poll(&p, 1, 100);
+    }
+    return true;
+}
+
+} // namespace
+
+struct ScreenFeed::Display {
+    explicit Display(const std::string &name) : conn(xcb_connect(name.c_str(), nullptr), &xcb_disconnect) {
+        if (xcb_connection_has_error(conn.get())) throw std::runtime_error("cannot connect to display " + name);
+        xcb_connection_t *c = conn.get();
+        root = xcb_setup_roots_iterator(xcb_get_setup(c)).data->root;
+        const xcb_query_extension_reply_t *ext = xcb_get_extension_data(c, &xcb_damage_id);
+        if (!ext || !ext->present) throw std::runtime_error("the X server has no DAMAGE extension");
+        damage_notify = static_cast<std::uint8_t>(ext->first_event + XCB_DAMAGE_NOTIFY);
+        // Each extension must be told the client's version before its first request.
+        reply(xcb_damage_query_version_reply(c, xcb_damage_query_version(c, 1, 1), nullptr));
+        pointer = reply(xcb_xfixes_query_version_reply(c, xcb_xfixes_query_version(c, 4, 0), nullptr)) != nullptr;
+        damage = xcb_generate_id(c);
+        // One event when the screen goes from unchanged to changed; subtracting re-arms it.
+        xcb_damage_create(c, damage, root, XCB_DAMAGE_REPORT_LEVEL_NON_EMPTY);
+        if (xcb::ShmImage::available(c)) shm.emplace(c);
+        xcb_flush(c);
+    }
+
+    // The area, B, G, R, X; the memory is the caller's to change until the next read.
+    std::uint8_t *read(int width, int height) {
+        if (shm) {
+            if (std::uint8_t *pixels = shm->get(root, 0, 0, width, height)) return pixels;
+            shm.reset(); // the server cannot see our segment: through the socket from now on
+        }
+        image = reply(xcb_get_image_reply(conn.get(),
+                                          xcb_get_image(conn.get(), XCB_IMAGE_FORMAT_Z_PIXMAP, root, 0, 0,
+                                                        static_cast<std::uint16_t>(width),
+                                                        static_cast<std::uint16_t>(height), ~0U),
+                                          nullptr));
+        return image ? xcb_get_image_data(image.get()) : nullptr;
+    }
+
+    std::unique_ptr<xcb_connection_t, decltype(&xcb_disconnect)> conn;
+    xcb_window_t root = 0;
+    xcb_damage_damage_t damage = 0;
+    std::uint8_t damage_notify = 0;
+    bool pointer = false;
+    std::optional<xcb::ShmImage> shm; // after conn: detached before it closes
+    Reply<xcb_get_image_reply_t> image{nullptr, &std::free};
+};
+
+ScreenFeed::ScreenFeed(const std::string &display, int width, int height, int fps, browsers::Fd out)
+    : x_(std::make_unique<Display>(display)), out_(std::move(out)), width_(width), height_(height), fps_(fps) {
+    // A whole frame fits in the pipe when the system allows it (fewer wake-ups on both sides).
+    ::fcntl(out_.get(), F_SETPIPE_SZ, 1 << 20);
+    ::fcntl(out_.get(), F_SETFL, ::fcntl(out_.get(), F_GETFL) | O_NONBLOCK);
+    thread_ = std::jthread([this](const std::stop_token &stop) { run(stop); });
+}
+
+ScreenFeed::~ScreenFeed() {
+    stop();
+}
+
+void ScreenFeed::stop() {
+    if (!thread_.joinable()) return;
+    thread_.request_stop();
+    thread_.join();
+}
+
+void ScreenFeed::run(const std::stop_token &stop) {
+    const auto w = static_cast<std::size_t>(width_), h = static_cast<std::size_t>(height_);
+    const std::size_t cw = (w + 1) / 2, ch = (h + 1) / 2;
+    std::vector<std::uint8_t> frame(w * h + 2 * cw * ch);
+    std::uint8_t *y = frame.data(), *u = y + w * h, *v = u + cw * ch;
+    xcb_connection_t *c = x_->conn.get();
+
+    const auto interval = std::chrono::nanoseconds(1'000'000'000 / fps_);
+    const auto start = Clock::now();
+    bool changed = true; // the first frame is always read
+    std::int32_t pointer_x = -1, pointer_y = -1;
+    std::uint32_t pointer_serial = 0;
+    for (std::int64_t n = 0; !stop.stop_requested();) {
+        std::this_thread::sleep_until(start + n * interval);
+        while (auto *event = xcb_poll_for_event(c)) {
+            if ((event->response_type & 0x7F) == x_->damage_notify) changed = true;
+            std::free(event);
+        }
+        if (xcb_connection_has_error(c)) break; // the display is gone: the recording ends here
+        Reply<xcb_xfixes_get_cursor_image_reply_t> cursor{nullptr, &std::free};
+        if (x_->pointer) {
+            cursor = reply(xcb_xfixes_get_cursor_image_reply(c, xcb_xfixes_get_cursor_image(c), nullptr));
+            if (cursor && (cursor->x != pointer_x || cursor->y != pointer_y || cursor->cursor_serial != pointer_serial))
+                changed = true;
+        }
+        if (changed) {
+            // Re-armed before reading, so a change during the read raises a new event.
+            xcb_damage_subtract(c, x_->damage, XCB_NONE, XCB_NONE);
+            std::uint8_t *pixels = x_->read(width_, height_);
+            if (!pixels) break;
+            if (cursor) {
+                draw_pointer(pixels, width_, height_, *cursor);
+                pointer_x = cursor->x;
+                pointer_y = cursor->y;
+                pointer_serial = cursor->cursor_serial;
+            }
+            libyuv::ARGBToI420(pixels, width_ * 4, y, width_, u, static_cast<int>(cw), v, static_cast<int>(cw), width_,
+                               height_);
+            changed = false;
+        }
+        // Frame n and any slots that passed while this one was made: the timeline stays the clock's.
+        const std::int64_t now = (Clock::now() - start) / interval;
+        for (const std::int64_t last = std::max(n, now); n <= last; ++n)
+            if (!write_all(out_.get(), frame.data(), frame.size(), stop)) {
+                out_.reset();
+                return;
+            }
+    }
+    out_.reset(); // ffmpeg reads the end of its input and finishes the file
+}
+
+} // namespace hangar::replays
