@@ -27,10 +27,8 @@ namespace hangar::computer {
 
 namespace {
 
-template <typename T> using Reply = std::unique_ptr<T, decltype(&std::free)>;
-template <typename T> Reply<T> reply(T *p) {
-    return Reply<T>(p, &std::free);
-}
+using hangar::xcb::Reply;
+using hangar::xcb::reply;
 
 [[noreturn]] void x_failed(const std::string &what) {
     throw std::runtime_error("X display: " + what);

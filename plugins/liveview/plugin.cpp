@@ -120,10 +120,7 @@ private:
             "GET", "/browser/live/{token}/clipboard",
             [this](Request &q, Response &r) {
                 Claims c = claims_of(q.param("token"));
-                if (!active(c)) throw Error::not_found("browser session " + c.session_id + " has ended");
-                auto socket = instance_socket(c.session_id);
-                if (!socket) throw Error::not_found("browser session " + c.session_id + " is not running");
-                relay_unix(q, r, *socket, "/liveview/clipboard", c.session_id);
+                relay_unix(q, r, agent_socket(c), "/liveview/clipboard", c.session_id);
             },
             HANGAR_ROUTE_PUBLIC);
     }
@@ -134,15 +131,13 @@ private:
     void paste(Request &req, Response &res) {
         Claims c = claims_of(req.param("token"));
         if (read_only_requested(req)) throw Error::forbidden("a read-only live view cannot paste");
-        if (!active(c)) throw Error::not_found("browser session " + c.session_id + " has ended");
+        std::string socket = agent_socket(c);
         json body = req.json_body(false);
         auto text = body.find("text");
         if (text == body.end() || !text->is_string()) throw Error::invalid("text", "must be a string");
         if (text->get_ref<const std::string &>().size() > kMaxPasteBytes)
             throw Error::invalid("text", "is longer than " + std::to_string(kMaxPasteBytes) + " bytes");
-        auto socket = instance_socket(c.session_id);
-        if (!socket) throw Error::not_found("browser session " + c.session_id + " is not running");
-        relay_unix(req, res, *socket, "/liveview/clipboard", c.session_id);
+        relay_unix(req, res, socket, "/liveview/clipboard", c.session_id);
     }
 
     struct Claims {
@@ -167,6 +162,14 @@ private:
             if (e.status() == 404) return false;
             throw;
         }
+    }
+
+    // The agent socket of a session that is still running; 404 otherwise.
+    std::string agent_socket(const Claims &c) const {
+        if (!active(c)) throw Error::not_found("browser session " + c.session_id + " has ended");
+        auto socket = instance_socket(c.session_id);
+        if (!socket) throw Error::not_found("browser session " + c.session_id + " is not running");
+        return *socket;
     }
 
     static void no_store(Response &res) {
@@ -194,13 +197,11 @@ private:
 
     void viewer_socket(Request &req, Response &res) {
         Claims c = claims_of(req.param("token"));
-        if (!active(c)) throw Error::not_found("browser session " + c.session_id + " has ended");
-        auto socket = instance_socket(c.session_id);
-        if (!socket) throw Error::not_found("browser session " + c.session_id + " is not running");
+        std::string socket = agent_socket(c);
         // Read-only is decided here, not in the page: such a viewer reaches an x11vnc that
         // drops all input. An open viewer keeps the session from idling out.
         std::string mode = read_only_requested(req) ? "view" : "control";
-        relay_unix(req, res, *socket, "/liveview/ws?mode=" + mode, c.session_id);
+        relay_unix(req, res, socket, "/liveview/ws?mode=" + mode, c.session_id);
     }
 
     void asset(Request &req, Response &res) {

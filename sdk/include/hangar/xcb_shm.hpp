@@ -1,5 +1,5 @@
-// Reading the X screen through a MIT-SHM segment: the X server writes the pixels straight into
-// memory this process shares with it, instead of sending 8 MB per 1080p frame down the socket.
+// Reading the X screen through a MIT-SHM segment (and xcb replies that free themselves): the X server writes the pixels
+// straight into memory this process shares with it, instead of sending 8 MB per 1080p frame down the socket.
 // Header-only; a plugin that includes it links xcb and xcb-shm (pkg-config xcb xcb-shm).
 #pragma once
 
@@ -14,6 +14,12 @@
 
 namespace hangar::xcb {
 
+// xcb hands out replies for the caller to free().
+template <class T> using Reply = std::unique_ptr<T, decltype(&std::free)>;
+template <class T> Reply<T> reply(T *r) {
+    return Reply<T>(r, &std::free);
+}
+
 // One segment attached to one connection; it grows to the largest image asked for. Destroy it
 // before the connection is closed.
 class ShmImage {
@@ -25,9 +31,7 @@ public:
 
     // Whether the X server offers MIT-SHM at all.
     static bool available(xcb_connection_t *conn) {
-        std::unique_ptr<xcb_shm_query_version_reply_t, decltype(&std::free)> reply(
-            xcb_shm_query_version_reply(conn, xcb_shm_query_version(conn), nullptr), &std::free);
-        return reply != nullptr;
+        return reply(xcb_shm_query_version_reply(conn, xcb_shm_query_version(conn), nullptr)) != nullptr;
     }
 
     // The area of `drawable` as 32-bit pixels (B, G, R, X in memory), `width` * 4 bytes a row;
@@ -36,14 +40,12 @@ public:
     std::uint8_t *get(xcb_drawable_t drawable, int x, int y, int width, int height) {
         std::size_t bytes = static_cast<std::size_t>(width) * static_cast<std::size_t>(height) * 4;
         if (!ensure(bytes)) return nullptr;
-        std::unique_ptr<xcb_shm_get_image_reply_t, decltype(&std::free)> img(
-            xcb_shm_get_image_reply(conn_,
-                                    xcb_shm_get_image(conn_, drawable, static_cast<std::int16_t>(x),
-                                                      static_cast<std::int16_t>(y), static_cast<std::uint16_t>(width),
-                                                      static_cast<std::uint16_t>(height), ~0U,
-                                                      XCB_IMAGE_FORMAT_Z_PIXMAP, seg_, 0),
-                                    nullptr),
-            &std::free);
+        auto img = reply(xcb_shm_get_image_reply(
+            conn_,
+            xcb_shm_get_image(conn_, drawable, static_cast<std::int16_t>(x), static_cast<std::int16_t>(y),
+                              static_cast<std::uint16_t>(width), static_cast<std::uint16_t>(height), ~0U,
+                              XCB_IMAGE_FORMAT_Z_PIXMAP, seg_, 0),
+            nullptr));
         if (!img || img->depth < 24) return nullptr;
         return static_cast<std::uint8_t *>(addr_);
     }
