@@ -263,8 +263,7 @@ std::string BrowsersPlugin::vm_session(const Request &req) const {
 }
 
 void BrowsersPlugin::relay_curl(Request &req, Response &res, const std::string &sid, const std::string &agent_path) {
-    auto socket = instance_socket(sid);
-    if (!socket) throw Error::not_found("browser session " + sid + " is not running");
+    std::string socket = agent_socket(sid);
     // The query goes on (curl/raw's url and timeout_ms), the jwt does not: the sandbox never
     // holds a credential for its own session.
     std::string query;
@@ -275,7 +274,7 @@ void BrowsersPlugin::relay_curl(Request &req, Response &res, const std::string &
         if (pair.empty() || pair.starts_with("jwt=") || pair == "jwt") continue;
         query += (query.empty() ? "?" : "&") + std::string(pair);
     }
-    relay_unix(req, res, *socket, agent_path + (query.empty() ? "?" : query), sid);
+    relay_unix(req, res, socket, agent_path + (query.empty() ? "?" : query), sid);
 }
 
 std::string BrowsersPlugin::session_from_token(const std::string &token, const char *type) const {
@@ -642,16 +641,12 @@ void BrowsersPlugin::remove(Request &req, Response &res) {
 
 void BrowsersPlugin::cdp_browser_socket(Request &req, Response &res) {
     std::string sid = session_from_token(req.query("jwt").value_or(""), "cdp");
-    auto socket = instance_socket(sid);
-    if (!socket) throw Error::not_found("browser session " + sid + " has no running instance");
-    relay_unix(req, res, *socket, "/cdp", sid);
+    relay_unix(req, res, agent_socket(sid), "/cdp", sid);
 }
 
 void BrowsersPlugin::cdp_target_socket(Request &req, Response &res) {
     std::string sid = session_from_token(req.param("token"), "cdp");
-    auto socket = instance_socket(sid);
-    if (!socket) throw Error::not_found("browser session " + sid + " has no running instance");
-    relay_unix(req, res, *socket, "/cdp/devtools/" + req.param("rest"), sid);
+    relay_unix(req, res, agent_socket(sid), "/cdp/devtools/" + req.param("rest"), sid);
 }
 
 void BrowsersPlugin::cdp_json(Request &req, Response &res, const std::string &agent_path) {

@@ -120,7 +120,7 @@ private:
             "GET", "/browser/live/{token}/clipboard",
             [this](Request &q, Response &r) {
                 Claims c = claims_of(q.param("token"));
-                relay_unix(q, r, agent_socket(c), "/liveview/clipboard", c.session_id);
+                relay_unix(q, r, live_agent_socket(c), "/liveview/clipboard", c.session_id);
             },
             HANGAR_ROUTE_PUBLIC);
     }
@@ -131,7 +131,7 @@ private:
     void paste(Request &req, Response &res) {
         Claims c = claims_of(req.param("token"));
         if (read_only_requested(req)) throw Error::forbidden("a read-only live view cannot paste");
-        std::string socket = agent_socket(c);
+        std::string socket = live_agent_socket(c);
         json body = req.json_body(false);
         auto text = body.find("text");
         if (text == body.end() || !text->is_string()) throw Error::invalid("text", "must be a string");
@@ -164,12 +164,10 @@ private:
         }
     }
 
-    // The agent socket of a session that is still running; 404 otherwise.
-    std::string agent_socket(const Claims &c) const {
+    // The agent socket of the link's session while it runs; 404 once it ended.
+    std::string live_agent_socket(const Claims &c) const {
         if (!active(c)) throw Error::not_found("browser session " + c.session_id + " has ended");
-        auto socket = instance_socket(c.session_id);
-        if (!socket) throw Error::not_found("browser session " + c.session_id + " is not running");
-        return *socket;
+        return agent_socket(c.session_id);
     }
 
     static void no_store(Response &res) {
@@ -197,7 +195,7 @@ private:
 
     void viewer_socket(Request &req, Response &res) {
         Claims c = claims_of(req.param("token"));
-        std::string socket = agent_socket(c);
+        std::string socket = live_agent_socket(c);
         // Read-only is decided here, not in the page: such a viewer reaches an x11vnc that
         // drops all input. An open viewer keeps the session from idling out.
         std::string mode = read_only_requested(req) ? "view" : "control";

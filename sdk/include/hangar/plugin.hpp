@@ -490,6 +490,13 @@ protected:
         if (host_->instance_socket(ctx_, str(id), out.get()) != 0) return std::nullopt;
         return out.str();
     }
+    // The agent socket of a session whose instance runs; 404 "browser session … is not running"
+    // when there is none.
+    std::string agent_socket(std::string_view id) const {
+        auto socket = instance_socket(id);
+        if (!socket) throw Error::not_found("browser session " + std::string(id) + " is not running");
+        return *socket;
+    }
     std::optional<std::string> instance_dir(std::string_view id) const {
         Buf out(host_);
         if (host_->instance_dir(ctx_, str(id), out.get()) != 0) return std::nullopt;
@@ -521,9 +528,7 @@ protected:
         json session =
             call("browsers.session", {{"project_id", caller.value("project_id", "")}, {"id", req.param("id")}});
         std::string sid = session.value("session_id", "");
-        auto socket = instance_socket(sid);
-        if (!socket) throw Error::not_found("browser session " + sid + " is not running");
-        relay_unix(req, res, *socket, agent_path, sid);
+        relay_unix(req, res, agent_socket(sid), agent_path, sid);
         return session;
     }
 
