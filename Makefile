@@ -29,14 +29,15 @@ STAMP_DIR    := $(BUILD_DIR)/.stamps
 
 APT_PACKAGES := build-essential cmake libpoco-dev nlohmann-json3-dev libcppunit-dev chromium xvfb \
                 bubblewrap libxcb1-dev libxcb-xtest0-dev libxcb-shm0-dev libxcb-xfixes0-dev libxcb-damage0-dev libyuv-dev libx11-dev libpng-dev ffmpeg x11vnc novnc \
-                clang-format clang-tidy libarchive-dev zip unzip python3
+                clang-format clang-tidy libarchive-dev zip unzip python3 \
+                passt libseccomp-dev iproute2
 
 FORMAT_DIRS  := host plugins sdk tests/unit tests/sdk
 
-.PHONY: setup setup-apt setup-npm setup-package package package-test build run test test-unit test-e2e test-sdk-example test-asan bench format lint clean
+.PHONY: setup setup-apt setup-tun setup-npm setup-package package package-test build run test test-unit test-e2e test-sdk-example test-asan bench format lint clean
 
 # ---- setup ------------------------------------------------------------------------------------
-setup: setup-apt setup-npm
+setup: setup-apt setup-tun setup-npm
 
 # apt: only when a package is missing (dpkg-query first; `apt-get update` only then). Node 20 comes
 # with the machine; Debian's nodejs is only a fallback when there is no `node` at all. The stamp
@@ -62,6 +63,14 @@ $(STAMP_DIR)/apt: Makefile
 	[ -d /etc/chromium/policies/managed ] || $$SUDO mkdir -p /etc/chromium/policies/managed; \
 	id -u hangar >/dev/null 2>&1 || $$SUDO useradd --system --no-create-home --shell /usr/sbin/nologin hangar
 	@mkdir -p $(STAMP_DIR) && touch $@
+
+# Each instance's network namespace is linked out by pasta, running as the sandbox user, through
+# /dev/net/tun: Debian's udev makes it 0666; some containers create it 0600 or not at all. Checked
+# on every set-up (a reboot of such a container resets it), cheap.
+setup-tun:
+	@SUDO=""; [ "$$(id -u)" -eq 0 ] || SUDO=sudo; \
+	if [ ! -c /dev/net/tun ]; then $$SUDO mkdir -p /dev/net && $$SUDO mknod -m 0666 /dev/net/tun c 10 200 || true; fi; \
+	if [ -c /dev/net/tun ] && [ "$$(stat -c %a /dev/net/tun)" != 666 ]; then $$SUDO chmod 0666 /dev/net/tun || true; fi
 
 # npm: `npm ci` when node_modules is missing or older than package-lock.json. Puppeteer-core and
 # playwright-core never download a browser; the tests use Debian's /usr/bin/chromium.

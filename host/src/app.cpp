@@ -9,6 +9,7 @@
 
 #include <Poco/AutoPtr.h>
 #include <Poco/ConsoleChannel.h>
+#include <Poco/Crypto/OpenSSLInitializer.h>
 #include <Poco/FormattingChannel.h>
 #include <Poco/PatternFormatter.h>
 #include <Poco/Util/ServerApplication.h>
@@ -249,6 +250,13 @@ private:
         ropt.memory_limit_bytes = static_cast<std::uint64_t>(cfg->get_int("sandbox.memory_limit_mb", 4096)) << 20;
         ropt.start_timeout_ms = static_cast<int>(cfg->get_int("sandbox.start_timeout_ms", 30000));
         ropt.use_bwrap = cfg->get_bool("sandbox.bwrap", true);
+        ropt.isolated_network = cfg->get("sandbox.network", "isolated") != "host";
+        ropt.allow_host_ports = cfg->get("sandbox.allow_host_ports", "");
+        ropt.allow_private_networks = cfg->get_bool("sandbox.allow_private_networks", false);
+        ropt.pids_max = static_cast<std::uint64_t>(cfg->get_int("sandbox.pids_max", 4096));
+        ropt.cpu_weight = static_cast<std::uint64_t>(cfg->get_int("sandbox.cpu_weight", 100));
+        for (auto &p : split(cfg->get("sandbox.ro_paths", ""), ','))
+            if (auto t = trim(p); !t.empty()) ropt.extra_ro_paths.push_back(t);
         Runtime runtime(ropt, log);
         runtime.cleanup_leftovers();
         core.runtime = &runtime;
@@ -407,6 +415,11 @@ int run_main(int argc, char **argv) {
     sigaddset(&set, SIGUSR2);
     pthread_sigmask(SIG_BLOCK, &set, nullptr);
     ::signal(SIGPIPE, SIG_IGN);
+    // Poco::Crypto objects (the JWT signer's HMAC digest among them) initialise OpenSSL when they
+    // are made and tear it down when the last one goes. Made and dropped per request on many
+    // threads, that set-up and tear-down raced and crashed the server under load. One reference
+    // held for the life of the process makes every later one a counter bump.
+    Poco::Crypto::OpenSSLInitializer crypto_for_the_process;
     HangarApp app(parse_args(argc, argv));
     char *poco_argv[] = {argv[0], nullptr};
     return app.run(1, poco_argv);

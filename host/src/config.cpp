@@ -26,6 +26,8 @@ const std::map<std::string, std::string> kEnvKeys = {
     {"HANGAR_WARM_SPARES", "browsers.warm_spares"},
     {"HANGAR_MAX_BROWSERS_PER_PROJECT", "browsers.max_browsers_per_project"},
     {"HANGAR_SANDBOX_USER", "sandbox.user"},
+    {"HANGAR_SANDBOX_ALLOW_HOST_PORTS", "sandbox.allow_host_ports"},
+    {"HANGAR_SANDBOX_NETWORK", "sandbox.network"},
 };
 } // namespace
 

@@ -6,6 +6,7 @@
 #include "core.hpp"
 #include "plugins.hpp"
 
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -119,6 +120,9 @@ int doctor(Config &cfg, const std::string &exe, const std::vector<std::string> &
          std::vector<std::pair<std::string, std::string>>{{chromium_path, "chromium"},
                                                           {"/usr/bin/Xvfb", "xvfb"},
                                                           {"/usr/bin/bwrap", "bubblewrap"},
+                                                          {"/usr/bin/pasta", "passt"},
+                                                          {"/usr/bin/nsenter", "util-linux"},
+                                                          {"/usr/sbin/ip", "iproute2"},
                                                           {"/usr/bin/ffmpeg", "ffmpeg"},
                                                           {"/usr/bin/x11vnc", "x11vnc"}}) {
         if (executable(path))
@@ -158,6 +162,21 @@ int doctor(Config &cfg, const std::string &exe, const std::vector<std::string> &
     }
 
     std::cout << "sandbox\n";
+    // pasta, running as the sandbox user, opens the tap device of each instance's namespace.
+    if (cfg.get("sandbox.network", "isolated") != "host") {
+        struct stat tun {};
+        if (::stat("/dev/net/tun", &tun) != 0)
+            r.fail("/dev/net/tun is missing: instances get no network",
+                   "load the tun module (modprobe tun) or set [sandbox] network = host");
+        else if ((tun.st_mode & 0006) != 0006) {
+            char mode[8];
+            std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(tun.st_mode & 07777));
+            r.fail(std::string("/dev/net/tun (mode ") + mode +
+                       ") is not usable by the sandbox user: instances get no network",
+                   "chmod 0666 /dev/net/tun (Debian's udev default)");
+        } else
+            r.ok("/dev/net/tun is usable: each instance gets its own network namespace");
+    }
     // The same isolation instances get (bubblewrap, new pid namespace, user namespace when not
     // root), with Chromium rendering one page headless inside it.
     std::vector<std::string> argv = {

@@ -1,5 +1,6 @@
 #include "runtime.hpp"
 
+#include "sandbox.hpp"
 #include "util.hpp"
 
 #include <Poco/Net/HTTPClientSession.h>
@@ -11,9 +12,11 @@
 
 #include <fcntl.h>
 #include <grp.h>
+#include <linux/nsfs.h>
 #include <poll.h>
 #include <pwd.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -35,8 +38,9 @@ bool under(const std::string &path, const std::string &dir) {
     return path == dir || path.rfind(dir + "/", 0) == 0;
 }
 
-// Waits for `pid` to exit for up to `timeout_ms`; true when it was reaped.
-bool wait_exit(pid_t pid, int timeout_ms) {
+// Waits for `pid` to exit for up to `timeout_ms`; true when it was reaped (its wait status in
+// `status` when given).
+bool wait_exit(pid_t pid, int timeout_ms, int *status_out = nullptr) {
     int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
     if (pidfd >= 0) {
         pollfd p{pidfd, POLLIN, 0};
@@ -45,6 +49,7 @@ bool wait_exit(pid_t pid, int timeout_ms) {
     }
     int status = 0;
     pid_t r = ::waitpid(pid, &status, WNOHANG);
+    if (status_out) *status_out = r == pid ? status : -1;
     return r == pid || (r < 0 && errno == ECHILD);
 }
 
@@ -57,7 +62,68 @@ std::string tail_of(const std::string &path, std::size_t max) {
     }
 }
 
+// bwrap's --info-fd JSON ({"child-pid": N, ...}), read until it parses or the deadline passes.
+pid_t read_info_pid(int fd, std::int64_t deadline) {
+    std::string text;
+    while (true) {
+        auto info = nlohmann::json::parse(text, nullptr, false);
+        if (!info.is_discarded() && info.contains("child-pid")) return info["child-pid"].get<pid_t>();
+        int left = static_cast<int>(deadline - steady_ms());
+        if (left <= 0) throw std::runtime_error("bwrap did not report its sandbox in time");
+        pollfd p{fd, POLLIN, 0};
+        if (::poll(&p, 1, left) <= 0) continue;
+        char buf[512];
+        ssize_t n = ::read(fd, buf, sizeof buf);
+        if (n <= 0) throw std::runtime_error("bwrap exited before the sandbox started");
+        text.append(buf, static_cast<std::size_t>(n));
+    }
+}
+
+bool process_runs(pid_t pid, const char *name) {
+    if (pid <= 0) return false;
+    try {
+        return read_file("/proc/" + std::to_string(pid) + "/cmdline").find(name) != std::string::npos;
+    } catch (const std::exception &) {
+        return false;
+    }
+}
+
 } // namespace
+
+std::string Runtime::pids_file(const std::string &id) const {
+    // Beside, not inside, the instance folder: the sandbox can write there, and must not steer
+    // which processes the server kills after a restart.
+    return opt_.data_dir + "/instances/" + id + ".pids";
+}
+
+pid_t Runtime::connect_network(const Instance &inst, pid_t child) {
+    UniqueFd net(::open(("/proc/" + std::to_string(child) + "/ns/net").c_str(), O_RDONLY | O_CLOEXEC));
+    if (net.get() < 0) throw std::runtime_error("cannot open the sandbox's network namespace");
+    // bwrap nests the sandbox in a second user namespace; the network namespace belongs to the
+    // first, which only this ioctl names.
+    UniqueFd user(::ioctl(net.get(), NS_GET_USERNS));
+    if (user.get() < 0) throw std::runtime_error("cannot find the network namespace's owner");
+    std::string pid_file = inst.dir + "/logs/pasta.pid";
+    run_helper(inst, sandbox::pasta_argv(pasta_ports_, pid_file), {user.get(), net.get()}, "", 5000);
+    pid_t pasta = -1;
+    try {
+        pasta = static_cast<pid_t>(std::stol(read_file(pid_file)));
+    } catch (const std::exception &) {
+        throw std::runtime_error("pasta started but left no pid");
+    }
+    if (!route_batch_.empty()) {
+        try {
+            run_helper(inst,
+                       {"nsenter", "--preserve-credentials", "--user=/proc/self/fd/3", "--net=/proc/self/fd/4", "ip",
+                        "-batch", "-"},
+                       {user.get(), net.get()}, route_batch_, 5000);
+        } catch (const std::exception &) {
+            if (process_runs(pasta, "pasta")) ::kill(pasta, SIGKILL);
+            throw;
+        }
+    }
+    return pasta;
+}
 
 bool Runtime::valid_id(const std::string &id) {
     static const std::regex re("^[a-z0-9_-]{1,64}$");
@@ -81,30 +147,39 @@ Runtime::Runtime(RuntimeOptions options, Poco::Logger &log) : opt_(std::move(opt
         uid_ = ::geteuid();
         gid_ = ::getegid();
     }
-    // cgroup v2 when the unified hierarchy has the memory controller, else the v1 controller.
-    if (opt_.memory_limit_bytes > 0) {
-        std::string v2 = "/sys/fs/cgroup/cgroup.controllers";
-        if (fs::exists(v2) && read_file(v2).find("memory") != std::string::npos) {
-            cgroup_root_ = "/sys/fs/cgroup/hangar";
-            cgroup_mode_ = "v2";
-        } else if (fs::exists("/sys/fs/cgroup/memory/memory.limit_in_bytes") ||
-                   fs::is_directory("/sys/fs/cgroup/memory")) {
-            cgroup_root_ = "/sys/fs/cgroup/memory/hangar";
-            cgroup_mode_ = "v1";
-        }
-        if (!cgroup_root_.empty()) {
-            std::error_code ec;
-            fs::create_directories(cgroup_root_, ec);
-            if (ec) {
-                log_.warning("no cgroup memory limit: cannot create %s (%s)", cgroup_root_, ec.message());
-                cgroup_root_.clear();
-                cgroup_mode_ = "none";
-            } else if (cgroup_mode_ == "v2") {
-                std::ofstream("/sys/fs/cgroup/cgroup.subtree_control") << "+memory";
-                std::ofstream(cgroup_root_ + "/cgroup.subtree_control") << "+memory";
-            }
-        }
+    // cgroup v2 when the unified hierarchy has the memory controller, else the v1 hierarchies
+    // (memory, pids, cpu) that exist. Limits: memory, tasks (a fork bomb stops at pids_max) and a
+    // CPU weight, so one busy instance cannot starve the others or the server.
+    std::string v2 = "/sys/fs/cgroup/cgroup.controllers";
+    if (fs::exists(v2) && read_file(v2).find("memory") != std::string::npos) {
+        cgroup_mode_ = "v2";
+        cgroup_roots_.emplace_back("all", "/sys/fs/cgroup/hangar");
+    } else {
+        for (const char *controller : {"memory", "pids", "cpu"})
+            if (fs::is_directory(std::string("/sys/fs/cgroup/") + controller))
+                cgroup_roots_.emplace_back(controller, std::string("/sys/fs/cgroup/") + controller + "/hangar");
+        if (!cgroup_roots_.empty()) cgroup_mode_ = "v1";
     }
+    for (auto it = cgroup_roots_.begin(); it != cgroup_roots_.end();) {
+        std::error_code ec;
+        fs::create_directories(it->second, ec);
+        if (ec) {
+            log_.warning("no cgroup limits from %s: %s", it->second, ec.message());
+            it = cgroup_roots_.erase(it);
+            continue;
+        }
+        if (cgroup_mode_ == "v2") {
+            std::ofstream("/sys/fs/cgroup/cgroup.subtree_control") << "+memory +pids +cpu";
+            std::ofstream(it->second + "/cgroup.subtree_control") << "+memory +pids +cpu";
+        }
+        ++it;
+    }
+    if (cgroup_roots_.empty()) cgroup_mode_ = "none";
+    if (opt_.use_bwrap && opt_.isolated_network) {
+        pasta_ports_ = sandbox::port_spec(opt_.allow_host_ports);
+        route_batch_ = sandbox::route_batch(opt_.allow_private_networks, sandbox::host_addresses());
+    }
+    if (opt_.use_bwrap) sandbox::seccomp_program(); // built now, so a libseccomp problem shows at start
     // Sandbox processes that outlive their parent are re-parented to us rather than to PID 1
     // (which in a container may never reap them); the spawner thread reaps them.
     ::prctl(PR_SET_CHILD_SUBREAPER, 1);
@@ -139,6 +214,7 @@ void Runtime::reap_orphans() {
         std::lock_guard lock(mutex_);
         for (const auto &[_, inst] : instances_)
             tracked.insert(inst.pid);
+        tracked.insert(helpers_.begin(), helpers_.end());
     }
     std::string children;
     try {
@@ -173,52 +249,157 @@ void Runtime::spawner_loop() {
     }
 }
 
-std::string Runtime::make_cgroup(const std::string &id) {
-    if (cgroup_root_.empty()) return {};
-    std::string path = cgroup_root_ + "/" + id;
-    std::error_code ec;
-    fs::create_directory(path, ec);
-    if (ec) {
-        log_.warning("cgroup %s: %s", path, ec.message());
-        return {};
+std::vector<std::string> Runtime::make_cgroups(const std::string &id) {
+    std::vector<std::string> made;
+    auto set = [&](const std::string &file, const std::string &value) {
+        std::ofstream out(file);
+        out << value;
+        if (!out.flush()) log_.warning("cgroup %s: cannot write %s", file, value);
+    };
+    for (const auto &[controller, root] : cgroup_roots_) {
+        std::string path = root + "/" + id;
+        std::error_code ec;
+        fs::create_directory(path, ec);
+        if (ec) {
+            log_.warning("cgroup %s: %s", path, ec.message());
+            continue;
+        }
+        made.push_back(path);
+        bool all = controller == "all";
+        if ((all || controller == "memory") && opt_.memory_limit_bytes > 0)
+            set(path + (all ? "/memory.max" : "/memory.limit_in_bytes"), std::to_string(opt_.memory_limit_bytes));
+        if ((all || controller == "pids") && opt_.pids_max > 0) set(path + "/pids.max", std::to_string(opt_.pids_max));
+        if (all && opt_.cpu_weight > 0) set(path + "/cpu.weight", std::to_string(opt_.cpu_weight));
+        if (controller == "cpu" && opt_.cpu_weight > 0)
+            set(path + "/cpu.shares", std::to_string(opt_.cpu_weight * 1024 / 100));
     }
-    std::string limit = std::to_string(opt_.memory_limit_bytes);
-    std::ofstream(path + (cgroup_mode_ == "v2" ? "/memory.max" : "/memory.limit_in_bytes")) << limit;
-    return path;
+    return made;
 }
 
-void Runtime::remove_cgroup(const std::string &path) {
-    if (path.empty()) return;
-    ::rmdir(path.c_str());
+void Runtime::remove_cgroups(const std::string &id) {
+    for (const auto &[_, root] : cgroup_roots_)
+        ::rmdir((root + "/" + id).c_str());
+}
+
+std::vector<std::string> Runtime::agent_ro_paths() const {
+    // The agent binary, its plugins and config; in a build tree also the plugins' sources
+    // (runtimes such as the Playwright executor run from there). Installed, all live in /usr.
+    std::vector<std::string> paths = {fs::path(opt_.exe).parent_path().string()};
+    if (!opt_.config_file.empty()) paths.push_back(fs::path(opt_.config_file).parent_path().string());
+    paths.insert(paths.end(), opt_.plugin_dirs.begin(), opt_.plugin_dirs.end());
+    if (under(opt_.exe, HANGAR_BUILD_DIR)) paths.emplace_back(HANGAR_SOURCE_DIR "/plugins");
+    paths.insert(paths.end(), opt_.extra_ro_paths.begin(), opt_.extra_ro_paths.end());
+    std::vector<std::string> kept;
+    for (auto &p : paths) {
+        p = fs::path(p).lexically_normal().string();
+        if (p.empty() || p == "/" || under(p, "/usr") || !fs::is_directory(p)) continue;
+        kept.push_back(p);
+    }
+    return kept;
 }
 
 std::vector<std::string> Runtime::sandbox_argv(const Instance &inst) const {
-    std::vector<std::string> a = {"bwrap",         "--die-with-parent", "--new-session", "--unshare-pid",
-                                  "--unshare-ipc", "--unshare-uts",     "--hostname",    "hangar"};
-    if (uid_ != 0) a.push_back("--unshare-user");
-    a.insert(a.end(), {"--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/run",
-                       "--tmpfs", "/home"});
-    // Hide the data dir (database, secrets, other instances); only this instance's dir returns.
-    a.insert(a.end(), {"--tmpfs", opt_.data_dir});
-    // What the agent needs to run, when it sits under a folder hidden above.
-    std::vector<std::string> needed = {fs::path(opt_.exe).parent_path().string()};
-    if (!opt_.config_file.empty()) needed.push_back(fs::path(opt_.config_file).parent_path().string());
-    for (const auto &d : opt_.plugin_dirs)
-        needed.push_back(d);
-    for (const auto &d : needed) {
-        if (!fs::is_directory(d)) continue;
-        for (const char *hidden : {"/tmp", "/run", "/home"})
-            if (under(d, hidden) || under(d, opt_.data_dir)) {
-                a.insert(a.end(), {"--ro-bind", d, d});
-                break;
-            }
-    }
+    std::vector<std::string> a = {"bwrap",
+                                  "--die-with-parent",
+                                  "--new-session",
+                                  "--unshare-pid",
+                                  "--unshare-ipc",
+                                  "--unshare-uts",
+                                  "--hostname",
+                                  "hangar",
+                                  "--unshare-user",
+                                  "--cap-drop",
+                                  "ALL"};
+    if (opt_.isolated_network) a.insert(a.end(), {"--unshare-net", "--info-fd", "4", "--block-fd", "5"});
+    a.insert(a.end(), {"--seccomp", "6"});
+    auto ro = agent_ro_paths();
+    auto root = sandbox::root_args(ro);
+    a.insert(a.end(), root.begin(), root.end());
+    // A folder bound above that holds the data dir must not show it (database, secrets, others).
+    for (const auto &dir : ro)
+        if (under(opt_.data_dir, dir)) {
+            a.insert(a.end(), {"--tmpfs", opt_.data_dir});
+            break;
+        }
+    a.insert(a.end(), {"--ro-bind", inst.dir + "/etc/hosts", "/etc/hosts"});
+    if (opt_.isolated_network)
+        a.insert(a.end(), {"--ro-bind", inst.dir + "/etc/resolv.conf", "/etc/resolv.conf"});
+    else
+        a.insert(a.end(), {"--ro-bind-try", "/etc/resolv.conf", "/etc/resolv.conf"});
     a.insert(a.end(), {"--bind", inst.dir, "/run/hangar", "--bind", inst.dir + "/home", "/home/kernel"});
     if (fs::is_directory("/etc/chromium/policies/managed"))
         a.insert(a.end(), {"--ro-bind", inst.dir + "/policy", "/etc/chromium/policies/managed"});
-    a.insert(a.end(), {"--setenv", "HOME", "/home/kernel", "--setenv", "USER", "kernel", "--setenv", "TMPDIR", "/tmp",
-                       "--chdir", "/home/kernel", "--"});
+    a.insert(a.end(), {"--remount-ro", "/", "--setenv", "HOME", "/home/kernel", "--setenv", "USER", "kernel",
+                       "--setenv", "TMPDIR", "/tmp", "--chdir", "/home/kernel", "--"});
     return a;
+}
+
+void Runtime::run_helper(const Instance &inst, std::vector<std::string> args, const std::vector<int> &fds,
+                         const std::string &stdin_text, int timeout_ms) {
+    std::vector<char *> argv;
+    for (auto &s : args)
+        argv.push_back(s.data());
+    argv.push_back(nullptr);
+    char env_path[] = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+    char *envp[] = {env_path, nullptr};
+    int in_pipe[2];
+    if (::pipe2(in_pipe, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
+    UniqueFd in_r(in_pipe[0]), in_w(in_pipe[1]);
+    UniqueFd logfd(::open((inst.dir + "/logs/agent.log").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
+    const int ifd = in_r.get(), lfd = logfd.get();
+    const bool drop = drop_privileges_;
+    const uid_t uid = uid_;
+    const gid_t gid = gid_;
+    pid_t pid = spawn([&]() -> pid_t {
+                    pid_t child = ::fork();
+                    if (child > 0) {
+                        // Ours to reap, not reap_orphans' (which runs on this thread next).
+                        std::lock_guard lock(mutex_);
+                        helpers_.insert(child);
+                    }
+                    if (child != 0) return child;
+                    // Descriptors first to high numbers, so moving them to 3.. cannot clobber one.
+                    std::vector<int> moved;
+                    for (int fd : fds)
+                        moved.push_back(::fcntl(fd, F_DUPFD, 100));
+                    ::dup2(ifd, 0);
+                    ::dup2(lfd, 1);
+                    ::dup2(lfd, 2);
+                    for (std::size_t i = 0; i < moved.size(); ++i)
+                        ::dup2(moved[i], static_cast<int>(3 + i));
+                    ::syscall(SYS_close_range, 3 + moved.size(), ~0U, 0);
+                    sigset_t none;
+                    sigemptyset(&none);
+                    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+                    // An ignored SIGPIPE survives exec; pasta refuses to start with it.
+                    ::signal(SIGPIPE, SIG_DFL);
+                    if (drop && (::setgroups(0, nullptr) != 0 || ::setgid(gid) != 0 || ::setuid(uid) != 0))
+                        ::_exit(126);
+                    ::execvpe(argv[0], argv.data(), envp);
+                    ::_exit(127);
+                }).get();
+    if (pid < 0) throw std::runtime_error("fork failed");
+    in_r.reset();
+    logfd.reset();
+    if (!stdin_text.empty()) [[maybe_unused]]
+        auto n = ::write(in_w.get(), stdin_text.data(), stdin_text.size());
+    in_w.reset();
+    int status = -1;
+    bool exited = wait_exit(pid, timeout_ms, &status);
+    if (!exited) {
+        ::kill(pid, SIGKILL);
+        wait_exit(pid, 1000);
+    }
+    {
+        std::lock_guard lock(mutex_);
+        helpers_.erase(pid);
+    }
+    if (!exited) throw std::runtime_error(args[0] + " did not finish within " + std::to_string(timeout_ms) + " ms");
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        log_.warning("instance %s: %s exited with status %d:\n%s", inst.id, args[0], status,
+                     tail_of(inst.dir + "/logs/agent.log", 600));
+        throw std::runtime_error(args[0] + " failed");
+    }
 }
 
 nlohmann::json Runtime::start(const nlohmann::json &spec) {
@@ -258,11 +439,32 @@ nlohmann::json Runtime::start(const nlohmann::json &spec) {
         fail(e.what());
     }
     write_file_atomic(inst.dir + "/spec.json", spec.dump(), 0644);
-    inst.cgroup = make_cgroup(id);
+    // The instance's own name service files, written by us (root-owned) and bound read-only.
+    fs::create_directories(inst.dir + "/etc");
+    write_file_atomic(inst.dir + "/etc/hosts", "127.0.0.1 localhost\n::1 localhost\n127.0.1.1 hangar\n", 0644);
+    write_file_atomic(inst.dir + "/etc/resolv.conf", std::string("nameserver ") + sandbox::kNsGateway + "\n", 0644);
+    inst.cgroups = make_cgroups(id);
+    {
+        std::lock_guard lock(mutex_);
+        instances_[id].cgroups = inst.cgroups;
+    }
 
-    int ready[2];
+    int ready[2], info[2], block[2], filter[2];
     if (::pipe2(ready, O_CLOEXEC) != 0) fail("pipe failed");
     UniqueFd ready_r(ready[0]), ready_w(ready[1]);
+    if (::pipe2(info, O_CLOEXEC) != 0) fail("pipe failed");
+    UniqueFd info_r(info[0]), info_w(info[1]);
+    if (::pipe2(block, O_CLOEXEC) != 0) fail("pipe failed");
+    UniqueFd block_r(block[0]), block_w(block[1]);
+    if (::pipe2(filter, O_CLOEXEC) != 0) fail("pipe failed");
+    UniqueFd filter_r(filter[0]), filter_w(filter[1]);
+    if (opt_.use_bwrap) {
+        // bwrap reads the program to its end before the sandbox starts; it fits in a pipe.
+        const auto &program = sandbox::seccomp_program();
+        if (::write(filter_w.get(), program.data(), program.size()) != static_cast<ssize_t>(program.size()))
+            fail("cannot hand the seccomp program to bwrap");
+    }
+    filter_w.reset();
     UniqueFd logfd(::open((inst.dir + "/logs/agent.log").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
     ::fchown(logfd.get(), uid_, gid_);
 
@@ -295,10 +497,14 @@ nlohmann::json Runtime::start(const nlohmann::json &spec) {
     for (auto &s : env_store)
         envp.push_back(s.data());
     envp.push_back(nullptr);
-    std::string procs = inst.cgroup.empty() ? std::string() : inst.cgroup + "/cgroup.procs";
+    std::vector<std::string> procs;
+    for (const auto &cg : inst.cgroups)
+        procs.push_back(cg + "/cgroup.procs");
     std::string bwrap_path = "/usr/bin/bwrap";
     const char *exec_path = opt_.use_bwrap ? bwrap_path.c_str() : opt_.exe.c_str();
-    const int rfd = ready_w.get(), lfd = logfd.get();
+    // Inherited as 3 (readiness), 4 (bwrap's info), 5 (bwrap waits on it) and 6 (seccomp).
+    const int child_fds[] = {ready_w.get(), info_w.get(), block_r.get(), filter_r.get()};
+    const int lfd = logfd.get();
     const bool drop = drop_privileges_;
     const uid_t uid = uid_;
     const gid_t gid = gid_;
@@ -306,22 +512,28 @@ nlohmann::json Runtime::start(const nlohmann::json &spec) {
     pid_t pid = spawn([&]() -> pid_t {
                     pid_t child = ::fork();
                     if (child != 0) return child;
-                    if (!procs.empty()) {
-                        int cg = ::open(procs.c_str(), O_WRONLY);
+                    for (const auto &file : procs) {
+                        int cg = ::open(file.c_str(), O_WRONLY);
                         if (cg >= 0) {
                             [[maybe_unused]] auto n = ::write(cg, "0", 1);
                             ::close(cg);
                         }
                     }
+                    int moved[4];
+                    for (int i = 0; i < 4; ++i)
+                        moved[i] = ::fcntl(child_fds[i], F_DUPFD, 100);
                     int devnull = ::open("/dev/null", O_RDONLY);
                     ::dup2(devnull, 0);
                     ::dup2(lfd, 1);
                     ::dup2(lfd, 2);
-                    ::dup2(rfd, 3);
-                    ::syscall(SYS_close_range, 4, ~0U, 0);
+                    for (int i = 0; i < 4; ++i)
+                        ::dup2(moved[i], 3 + i);
+                    ::syscall(SYS_close_range, 7, ~0U, 0);
                     sigset_t none;
                     sigemptyset(&none);
                     ::sigprocmask(SIG_SETMASK, &none, nullptr);
+                    // An ignored SIGPIPE survives exec; pasta refuses to start with it.
+                    ::signal(SIGPIPE, SIG_DFL);
                     if (drop && (::setgroups(0, nullptr) != 0 || ::setgid(gid) != 0 || ::setuid(uid) != 0))
                         ::_exit(126);
                     ::execve(exec_path, argv.data(), envp.data());
@@ -332,12 +544,31 @@ nlohmann::json Runtime::start(const nlohmann::json &spec) {
     {
         std::lock_guard lock(mutex_);
         instances_[id].pid = pid;
-        instances_[id].cgroup = inst.cgroup;
     }
     inst.pid = pid;
-    write_file_atomic(inst.dir + "/sandbox.pid", std::to_string(pid) + "\n", 0644);
     ready_w.reset();
+    info_w.reset();
+    block_r.reset();
+    filter_r.reset();
     logfd.reset();
+
+    if (opt_.use_bwrap && opt_.isolated_network) {
+        // bwrap reports the sandbox's first process, then waits on `block` until its network
+        // namespace is linked out and routed.
+        try {
+            auto child = read_info_pid(info_r.get(), steady_ms() + opt_.start_timeout_ms);
+            inst.pasta_pid = connect_network(inst, child);
+            {
+                std::lock_guard lock(mutex_);
+                instances_[id].pasta_pid = inst.pasta_pid;
+            }
+        } catch (const std::exception &e) {
+            fail(std::string("sandbox network: ") + e.what());
+        }
+        if (::write(block_w.get(), "1", 1) != 1) fail("the sandbox exited during start-up");
+    }
+    block_w.reset();
+    write_file_atomic(pids_file(id), std::to_string(pid) + " " + std::to_string(inst.pasta_pid) + "\n", 0600);
 
     // The agent writes "ready" once every plugin started (Chromium is up), or "error: ...".
     std::string line;
@@ -382,10 +613,16 @@ void Runtime::kill_instance(Instance &inst, bool graceful) {
         }
         inst.pid = -1;
     }
+    // pasta ends with its namespace; killing it makes that certain.
+    if (process_runs(inst.pasta_pid, "pasta")) ::kill(inst.pasta_pid, SIGKILL);
+    inst.pasta_pid = -1;
     std::error_code ec;
     if (!inst.dir.empty()) fs::remove_all(inst.dir, ec);
     if (ec) log_.warning("could not remove %s: %s", inst.dir, ec.message());
-    remove_cgroup(inst.cgroup);
+    if (!inst.id.empty()) {
+        fs::remove(pids_file(inst.id), ec);
+        remove_cgroups(inst.id);
+    }
 }
 
 void Runtime::stop(const std::string &id) {
@@ -458,21 +695,30 @@ void Runtime::copy_inputs(const nlohmann::json &spec, const std::string &dir) co
 
 void Runtime::cleanup_leftovers() {
     std::error_code ec;
+    std::set<std::string> ids;
     for (const auto &entry : fs::directory_iterator(opt_.data_dir + "/instances", ec)) {
-        std::string dir = entry.path().string();
+        auto name = entry.path().filename().string();
+        if (entry.is_directory())
+            ids.insert(name);
+        else if (name.size() > 5 && name.ends_with(".pids"))
+            ids.insert(name.substr(0, name.size() - 5));
+    }
+    for (const auto &id : ids) {
         try {
-            pid_t pid = static_cast<pid_t>(std::stol(read_file(dir + "/sandbox.pid")));
-            std::string cmd = read_file("/proc/" + std::to_string(pid) + "/cmdline");
-            if (cmd.find("bwrap") != std::string::npos || cmd.find("hangar") != std::string::npos) {
-                ::kill(pid, SIGKILL);
-                log_.information("killed leftover instance process %d", static_cast<int>(pid));
+            auto pids = split(trim(read_file(pids_file(id))), ' ');
+            if (!pids.empty() && process_runs(static_cast<pid_t>(std::stol(pids[0])), "bwrap")) {
+                ::kill(static_cast<pid_t>(std::stol(pids[0])), SIGKILL);
+                log_.information("killed leftover instance process %s", pids[0]);
             }
+            if (pids.size() > 1 && process_runs(static_cast<pid_t>(std::stol(pids[1])), "pasta"))
+                ::kill(static_cast<pid_t>(std::stol(pids[1])), SIGKILL);
         } catch (const std::exception &) {
             // no pid file or the process is gone
         }
-        fs::remove_all(dir, ec);
-        remove_cgroup(cgroup_root_.empty() ? std::string() : cgroup_root_ + "/" + entry.path().filename().string());
-        log_.information("removed leftover instance %s", entry.path().filename().string());
+        fs::remove_all(opt_.data_dir + "/instances/" + id, ec);
+        fs::remove(pids_file(id), ec);
+        remove_cgroups(id);
+        log_.information("removed leftover instance %s", id);
     }
 }
 

@@ -15,6 +15,7 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -33,6 +34,14 @@ struct RuntimeOptions {
     std::uint64_t memory_limit_bytes = 0; // 0: no cgroup limit
     int start_timeout_ms = 30000;
     bool use_bwrap = true;
+    // Network: each instance in its own namespace, linked out by pasta ("isolated"), or sharing
+    // the host's ("host", for machines without pasta; nothing then keeps instances apart).
+    bool isolated_network = true;
+    std::string allow_host_ports;            // host loopback ports reachable inside, "3000,20000-20999"
+    bool allow_private_networks = false;     // RFC 1918, link-local and CGNAT destinations
+    std::uint64_t pids_max = 4096;           // tasks (threads count) per instance; 0: no limit
+    std::uint64_t cpu_weight = 100;          // cgroup v2 cpu.weight (v1: shares = weight * 1024 / 100)
+    std::vector<std::string> extra_ro_paths; // more host folders an agent may read
 };
 
 class Runtime {
@@ -62,7 +71,8 @@ private:
         std::string dir;
         std::string socket;
         pid_t pid = -1;
-        std::string cgroup;
+        pid_t pasta_pid = -1;
+        std::vector<std::string> cgroups; // one per hierarchy (v1) or one (v2)
     };
     // fork/exec happens on one long-lived thread: bwrap's --die-with-parent is tied to the
     // thread that forked it, and request threads come and go.
@@ -72,8 +82,17 @@ private:
     void kill_instance(Instance &inst, bool graceful);
     std::vector<std::string> sandbox_argv(const Instance &inst) const;
     void copy_inputs(const nlohmann::json &spec, const std::string &dir) const;
-    std::string make_cgroup(const std::string &id);
-    void remove_cgroup(const std::string &path);
+    std::vector<std::string> make_cgroups(const std::string &id);
+    void remove_cgroups(const std::string &id);
+    std::vector<std::string> agent_ro_paths() const;
+    std::string pids_file(const std::string &id) const;
+    // Links the new network namespace of the sandbox whose first process is `child` to the
+    // outside (pasta) and sets its routes; returns pasta's pid. Throws with the reason.
+    pid_t connect_network(const Instance &inst, pid_t child);
+    // Runs a helper to completion as the instance user with the given descriptors at 3.. (the
+    // sandbox's namespaces); its output goes to the agent log. Throws unless it exits 0.
+    void run_helper(const Instance &inst, std::vector<std::string> args, const std::vector<int> &fds,
+                    const std::string &stdin_text, int timeout_ms);
 
     RuntimeOptions opt_;
     Poco::Logger &log_;
@@ -81,9 +100,13 @@ private:
     gid_t gid_ = 0;
     bool drop_privileges_ = false;
     std::string cgroup_mode_ = "none";
-    std::string cgroup_root_;
+    // v2: one root with every controller; v1: a root per hierarchy (memory, pids, cpu).
+    std::vector<std::pair<std::string, std::string>> cgroup_roots_; // {controller, root}
+    std::string pasta_ports_;
+    std::string route_batch_;
     mutable std::mutex mutex_;
     std::map<std::string, Instance> instances_;
+    std::set<pid_t> helpers_; // short-lived children (pasta, route set-up) their caller reaps
     std::mutex spawn_mutex_;
     std::condition_variable spawn_cv_;
     std::deque<std::packaged_task<pid_t()>> spawn_queue_;

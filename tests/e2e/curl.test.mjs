@@ -11,7 +11,7 @@ import { after, before, describe, test } from 'node:test';
 import { BadRequestError, NotFoundError } from '@onkernel/sdk';
 import { chromium } from 'playwright-core';
 
-import { rejectsWith, startServer } from './lib/server.mjs';
+import { listenAllowed, rejectsWith, startServer } from './lib/server.mjs';
 
 let server;
 let client;
@@ -59,8 +59,7 @@ before(async () => {
       }
     });
   });
-  await new Promise((r) => target.listen(0, '127.0.0.1', r));
-  origin = `http://127.0.0.1:${target.address().port}`;
+  origin = `http://127.0.0.1:${await listenAllowed(target)}`;
 });
 
 after(async () => {

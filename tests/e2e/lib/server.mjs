@@ -32,6 +32,38 @@ export const chromiumBaseArgs = [
   '--no-sandbox',
 ];
 
+/**
+ * Host loopback ports an instance may reach (its network namespace sees nothing else of the
+ * host): every server the tests start allows them, and every page server listens on one.
+ */
+export const ALLOWED_PORTS = { first: 21000, last: 21199 };
+export const ALLOWED_PORTS_SPEC = `${ALLOWED_PORTS.first}-${ALLOWED_PORTS.last}`;
+
+/** Listens on 127.0.0.1 on a free port an instance may reach; resolves to the port. */
+export async function listenAllowed(srv) {
+  const span = ALLOWED_PORTS.last - ALLOWED_PORTS.first + 1;
+  const start = Math.floor(Math.random() * span);
+  for (let i = 0; i < span; i++) {
+    const port = ALLOWED_PORTS.first + ((start + i) % span);
+    const ok = await new Promise((resolve) => {
+      const onError = (err) => {
+        srv.off('listening', onListening);
+        if (err.code === 'EADDRINUSE' || err.code === 'EACCES') resolve(false);
+        else throw err;
+      };
+      const onListening = () => {
+        srv.off('error', onError);
+        resolve(true);
+      };
+      srv.once('error', onError);
+      srv.once('listening', onListening);
+      srv.listen(port, '127.0.0.1');
+    });
+    if (ok) return port;
+  }
+  throw new Error(`no free port in ${ALLOWED_PORTS_SPEC}`);
+}
+
 const LISTEN_RE = /hangar listening on (http:\/\/127\.0\.0\.1:(\d+))/;
 const live = new Set();
 
@@ -69,6 +101,7 @@ export async function startServer(opts = {}) {
     HANGAR_API_KEY: apiKey,
     // Keep the number of live Chromiums bounded and predictable in tests.
     HANGAR_WARM_SPARES: '0',
+    HANGAR_SANDBOX_ALLOW_HOST_PORTS: ALLOWED_PORTS_SPEC,
     ...(opts.extraPluginDir ? { HANGAR_PLUGIN_DIR: opts.extraPluginDir } : {}),
     ...(opts.enablePlugins?.length ? { HANGAR_PLUGINS_ENABLE: opts.enablePlugins.join(',') } : {}),
     ...(opts.env || {}),
@@ -226,8 +259,7 @@ export async function startTestPages() {
       res.end('not found');
     }
   });
-  await new Promise((r) => srv.listen(0, '127.0.0.1', r));
-  const { port } = srv.address();
+  const port = await listenAllowed(srv);
   return {
     url: `http://127.0.0.1:${port}/`,
     hits,
@@ -244,9 +276,9 @@ export async function servePage(html) {
     res.writeHead(200, { 'content-type': 'text/html' });
     res.end(html);
   });
-  await new Promise((r) => srv.listen(0, '127.0.0.1', r));
+  const port = await listenAllowed(srv);
   return {
-    url: `http://127.0.0.1:${srv.address().port}/`,
+    url: `http://127.0.0.1:${port}/`,
     close: () =>
       new Promise((r) => {
         srv.closeAllConnections?.();
