@@ -347,7 +347,7 @@ std::unique_ptr<Poco::Net::HTTPServer> make_tcp_server(HostCore &core, const std
     socket.bind(addr, true, false);
     socket.listen(256);
     port = socket.address().port();
-    auto threads = static_cast<std::size_t>(core.config.get_int("server.threads", 48));
+    auto threads = static_cast<std::size_t>(core.config.get_int("server.threads", 256));
     static Poco::ThreadPool pool("http", 4, static_cast<int>(threads), 10);
     return std::make_unique<Poco::Net::HTTPServer>(new HandlerFactory(core), pool, socket, server_params(threads));
 }

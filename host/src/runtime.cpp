@@ -208,12 +208,22 @@ std::future<pid_t> Runtime::spawn(std::function<pid_t()> fn) {
 }
 
 void Runtime::reap_orphans() {
-    // Only processes we do not track: an instance's own pid is reaped by kill_instance.
+    // An instance whose sandbox ended by itself (the agent crashed, the OOM killer, a kill from
+    // outside) stops being running at once: its socket is no longer handed out, and the plugin
+    // that owns the session sees it gone and ends it. stop() still cleans its folder.
     std::set<pid_t> tracked;
     {
         std::lock_guard lock(mutex_);
-        for (const auto &[_, inst] : instances_)
+        for (auto &[id, inst] : instances_) {
+            int status = 0;
+            if (inst.pid > 0 && ::waitpid(inst.pid, &status, WNOHANG) == inst.pid) {
+                log_.warning("instance %s exited by itself (%s)", id,
+                             std::string(WIFSIGNALED(status) ? "signal " + std::to_string(WTERMSIG(status))
+                                                             : "status " + std::to_string(WEXITSTATUS(status))));
+                inst.pid = -1;
+            }
             tracked.insert(inst.pid);
+        }
         tracked.insert(helpers_.begin(), helpers_.end());
     }
     std::string children;

@@ -121,6 +121,11 @@ struct SeccompCtx {
         scmp_arg_cmp cmp{arg, SCMP_CMP_MASKED_EQ, flag, flag};
         check(seccomp_rule_add_array(ctx, SCMP_ACT_ERRNO(EPERM), syscall, 1, &cmp));
     }
+    // An argument the kernel reads as a 32-bit int (an ioctl request) equal to `value`.
+    void deny_if_int(int syscall, unsigned arg, std::uint32_t value) {
+        scmp_arg_cmp cmp{arg, SCMP_CMP_MASKED_EQ, 0xffffffffu, value};
+        check(seccomp_rule_add_array(ctx, SCMP_ACT_ERRNO(EPERM), syscall, 1, &cmp));
+    }
     static void check(int rc) {
         if (rc < 0) throw std::runtime_error("seccomp rule: " + std::string(strerror(-rc)));
     }
@@ -189,7 +194,7 @@ std::string build_seccomp_program() {
         f.deny_if_flag(SCMP_SYS(clone), 0, flag);
     f.deny(seccomp_syscall_resolve_name("clone3"), ENOSYS);
     // TIOCSTI pushes keystrokes into the terminal of whoever holds it.
-    f.deny_if_flag(SCMP_SYS(ioctl), 1, 0x5412 /* TIOCSTI */);
+    f.deny_if_int(SCMP_SYS(ioctl), 1, 0x5412 /* TIOCSTI */);
 
     // Export the program through a pipe into memory (libseccomp writes to a descriptor).
     int fds[2];

@@ -70,6 +70,7 @@ private:
     std::set<std::string> pending_names_;
 
     std::mutex delete_mutex_; // decides which caller ends a session
+    std::mutex tags_mutex_;   // a session's tag rows are replaced as one
 
     std::mutex idle_mutex_;
     std::unordered_map<std::string, std::int64_t> idle_baseline_ms_; // for keys the host never saw

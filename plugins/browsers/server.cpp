@@ -588,6 +588,8 @@ void BrowsersPlugin::update(Request &req, Response &res) {
         }
     }
     if (opts.tags) {
+        // Two updates of one session at once must not interleave their delete-then-insert.
+        std::lock_guard lock(tags_mutex_);
         sql("UPDATE browsers_sessions SET tags = ? WHERE id = ?",
             {opts.tags->empty() ? json(nullptr) : json(json(*opts.tags).dump()), s.id});
         write_tags(s.id, *opts.tags);
@@ -688,6 +690,15 @@ void BrowsersPlugin::sweep_idle() {
         if (idle >= timeout_ms) expired.push_back(id);
     }
     if (!expired.empty()) end_sessions(expired, "idle timeout");
+
+    // A session's row is written only once its instance runs, so an active row without a
+    // running instance lost it (agent crash, OOM kill): end it, which also cleans its folder.
+    std::vector<std::string> lost;
+    for (const auto &row : sql("SELECT id FROM browsers_sessions WHERE deleted_at IS NULL")) {
+        std::string id = row.at("id").get<std::string>();
+        if (!instance_socket(id)) lost.push_back(id);
+    }
+    if (!lost.empty()) end_sessions(lost, "its instance exited unexpectedly");
 }
 
 void BrowsersPlugin::reap_orphans() {

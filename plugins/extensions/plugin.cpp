@@ -190,13 +190,15 @@ private:
         try {
             std::set<std::string> top;
             bool root = false, nested = false;
-            hangar::read_zip(
+            // Names only: the content is counted against the limits but never held.
+            hangar::walk_zip(
                 zip, limits_,
-                [&](hangar::ZipItem &&it) {
+                [&](const hangar::ZipEntry &it) -> hangar::ZipChunkSink {
                     auto slash = it.rel.find('/');
                     top.insert(it.rel.substr(0, slash));
                     if (it.rel == "manifest.json") root = true;
                     if (slash != std::string::npos && it.rel.substr(slash + 1) == "manifest.json") nested = true;
+                    return {};
                 },
                 field);
             if (!root && !(nested && top.size() == 1))

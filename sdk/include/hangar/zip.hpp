@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -30,10 +31,22 @@ struct ZipItem {
     std::string data;
 };
 
-// Walks every entry, checking names, types, the entry count and the real uncompressed size. With
-// `sink` empty nothing is kept (the validation pass); otherwise each entry, data included, is
-// handed to `sink` one at a time, so memory holds at most one entry.
-inline void read_zip(std::string_view bytes, const ZipLimits &limits, const std::function<void(ZipItem &&)> &sink,
+struct ZipEntry {
+    std::string rel; // normalised, no trailing slash
+    bool dir;
+    mode_t mode;
+};
+
+// Receives a file entry's bytes in order, chunk by chunk.
+using ZipChunkSink = std::function<void(std::string_view)>;
+// Called for every entry once its name and type passed the checks. For a file, the returned sink
+// (if any) gets its content; an empty one skips it (still read, so the size limit still counts).
+using ZipEntrySink = std::function<ZipChunkSink(const ZipEntry &)>;
+
+// Walks every entry, checking names, types, the entry count and the real uncompressed size, in
+// constant memory: content is read 64 KiB at a time and never kept here. A bomb is refused at the
+// limit, whatever its entry sizes.
+inline void walk_zip(std::string_view bytes, const ZipLimits &limits, const ZipEntrySink &sink,
                      const std::string &field = "zip_file") {
     archive *a = archive_read_new();
     archive_read_support_format_zip(a);
@@ -55,31 +68,50 @@ inline void read_zip(std::string_view bytes, const ZipLimits &limits, const std:
             if (part == "..") throw Error::invalid(field, "entry '" + name + "' escapes the destination folder");
         auto type = archive_entry_filetype(e);
         if (type == AE_IFLNK) throw Error::invalid(field, "entry '" + name + "' is a symbolic link, which is refused");
-        ZipItem it;
-        it.rel = std::filesystem::path(name).lexically_normal().string();
-        while (!it.rel.empty() && it.rel.back() == '/')
-            it.rel.pop_back();
-        if (it.rel.empty() || it.rel == ".") continue;
-        it.dir = type == AE_IFDIR || name.back() == '/';
-        it.mode = archive_entry_perm(e) & 0777;
-        if (!it.dir) {
-            if (type != AE_IFREG && type != 0)
-                throw Error::invalid(field, "entry '" + name + "' is not a regular file or folder");
-            char buf[65536];
-            la_ssize_t n;
-            while ((n = archive_read_data(a, buf, sizeof buf)) > 0) {
-                total += static_cast<std::uint64_t>(n);
-                if (total > limits.max_bytes)
-                    throw Error::invalid(field, "uncompressed size exceeds " + std::to_string(limits.max_bytes) +
-                                                    " bytes (size limit)");
-                if (sink) it.data.append(buf, static_cast<size_t>(n));
-            }
-            if (n < 0)
-                throw Error::invalid(field, "entry '" + name + "' could not be read: " + archive_error_string(a));
+        ZipEntry entry;
+        entry.rel = std::filesystem::path(name).lexically_normal().string();
+        while (!entry.rel.empty() && entry.rel.back() == '/')
+            entry.rel.pop_back();
+        if (entry.rel.empty() || entry.rel == ".") continue;
+        entry.dir = type == AE_IFDIR || name.back() == '/';
+        entry.mode = archive_entry_perm(e) & 0777;
+        if (!entry.dir && type != AE_IFREG && type != 0)
+            throw Error::invalid(field, "entry '" + name + "' is not a regular file or folder");
+        ZipChunkSink chunks = sink ? sink(entry) : ZipChunkSink{};
+        if (entry.dir) continue;
+        char buf[65536];
+        la_ssize_t n;
+        while ((n = archive_read_data(a, buf, sizeof buf)) > 0) {
+            total += static_cast<std::uint64_t>(n);
+            if (total > limits.max_bytes)
+                throw Error::invalid(field, "uncompressed size exceeds " + std::to_string(limits.max_bytes) +
+                                                " bytes (size limit)");
+            if (chunks) chunks(std::string_view(buf, static_cast<std::size_t>(n)));
         }
-        if (sink) sink(std::move(it));
+        if (n < 0) throw Error::invalid(field, "entry '" + name + "' could not be read: " + archive_error_string(a));
     }
     if (r != ARCHIVE_EOF) throw Error::invalid(field, std::string("not a readable zip: ") + archive_error_string(a));
+}
+
+// walk_zip handing each entry to `sink` whole, data included (one entry in memory at a time);
+// with `sink` empty, the checks alone.
+inline void read_zip(std::string_view bytes, const ZipLimits &limits, const std::function<void(ZipItem &&)> &sink,
+                     const std::string &field = "zip_file") {
+    if (!sink) return walk_zip(bytes, limits, nullptr, field);
+    std::optional<ZipItem> pending;
+    auto flush = [&] {
+        if (pending) sink(std::move(*pending));
+        pending.reset();
+    };
+    walk_zip(
+        bytes, limits,
+        [&](const ZipEntry &entry) -> ZipChunkSink {
+            flush();
+            pending = ZipItem{entry.rel, entry.dir, entry.mode, {}};
+            return [&](std::string_view chunk) { pending->data.append(chunk); };
+        },
+        field);
+    flush();
 }
 
 } // namespace hangar
