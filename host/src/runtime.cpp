@@ -267,7 +267,8 @@ std::vector<std::string> Runtime::make_cgroups(const std::string &id) {
         if (!out.flush()) log_.warning("cgroup %s: cannot write %s", file, value);
     };
     for (const auto &[controller, root] : cgroup_roots_) {
-        std::string path = root + "/" + id;
+        std::string path = root;
+        path.append("/").append(id);
         std::error_code ec;
         fs::create_directory(path, ec);
         if (ec) {
@@ -287,8 +288,11 @@ std::vector<std::string> Runtime::make_cgroups(const std::string &id) {
 }
 
 void Runtime::remove_cgroups(const std::string &id) {
-    for (const auto &[_, root] : cgroup_roots_)
-        ::rmdir((root + "/" + id).c_str());
+    for (const auto &[_, root] : cgroup_roots_) {
+        std::string path = root;
+        path.append("/").append(id);
+        ::rmdir(path.c_str());
+    }
 }
 
 std::vector<std::string> Runtime::agent_ro_paths() const {
@@ -347,9 +351,12 @@ std::vector<std::string> Runtime::sandbox_argv(const Instance &inst) const {
 void Runtime::run_helper(const Instance &inst, std::vector<std::string> args, const std::vector<int> &fds,
                          const std::string &stdin_text, int timeout_ms) {
     std::vector<char *> argv;
+    argv.reserve(args.size() + 1);
     for (auto &s : args)
         argv.push_back(s.data());
     argv.push_back(nullptr);
+    // Sized before fork: the child may not allocate (another thread may hold the heap's lock).
+    std::vector<int> moved(fds.size(), -1);
     char env_path[] = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
     char *envp[] = {env_path, nullptr};
     int in_pipe[2];
@@ -369,9 +376,8 @@ void Runtime::run_helper(const Instance &inst, std::vector<std::string> args, co
                     }
                     if (child != 0) return child;
                     // Descriptors first to high numbers, so moving them to 3.. cannot clobber one.
-                    std::vector<int> moved;
-                    for (int fd : fds)
-                        moved.push_back(::fcntl(fd, F_DUPFD, 100));
+                    for (std::size_t i = 0; i < fds.size(); ++i)
+                        moved[i] = ::fcntl(fds[i], F_DUPFD, 100);
                     ::dup2(ifd, 0);
                     ::dup2(lfd, 1);
                     ::dup2(lfd, 2);
