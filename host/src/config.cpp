@@ -26,6 +26,7 @@ const std::map<std::string, std::string> kEnvKeys = {
     {"HANGAR_WARM_SPARES", "browsers.warm_spares"},
     {"HANGAR_MAX_BROWSERS_PER_PROJECT", "browsers.max_browsers_per_project"},
     {"HANGAR_SANDBOX_USER", "sandbox.user"},
+    {"HANGAR_SECRETS_KEY_FILE", "secrets.key_file"},
 };
 } // namespace
 
