@@ -37,18 +37,22 @@ Rotation rotate_secrets_key(Store &store, const std::string &key_file) {
         for (const auto &col : store.exec("SELECT owner, table_name, id_column, column_name FROM secret_columns ORDER "
                                           "BY table_name, column_name")) {
             std::string table = col.at("table_name"), id = col.at("id_column"), column = col.at("column_name");
+            std::string what = table;
+            what.append(".").append(column);
             if (!identifier(table) || !identifier(id) || !identifier(column))
-                throw secrets::Error("secret_columns names an invalid column: " + table + "." + column);
-            auto rows = store.exec("SELECT " + id + " AS id, " + column + " AS v FROM " + table + " WHERE " + column +
-                                   " IS NOT NULL");
-            for (const auto &row : rows) {
+                throw secrets::Error("secret_columns names an invalid column: " + what);
+            std::string select = "SELECT ", update = "UPDATE ";
+            select.append(id).append(" AS id, ").append(column).append(" AS v FROM ").append(table);
+            select.append(" WHERE ").append(column).append(" IS NOT NULL");
+            update.append(table).append(" SET ").append(column).append(" = ? WHERE ").append(id).append(" = ?");
+            for (const auto &row : store.exec(select)) {
                 std::string sealed;
                 try {
                     sealed = new_ring.seal(old_ring.open(row.at("v").get<std::string>()));
                 } catch (const std::exception &e) {
-                    throw secrets::Error(table + "." + column + " of " + row.at("id").dump() + ": " + e.what());
+                    throw secrets::Error(what.append(" of ").append(row.at("id").dump()).append(": ").append(e.what()));
                 }
-                store.exec("UPDATE " + table + " SET " + column + " = ? WHERE " + id + " = ?", {sealed, row.at("id")});
+                store.exec(update, {sealed, row.at("id")});
                 ++result.values;
             }
         }

@@ -601,10 +601,11 @@ private:
                     if (auto u = item.find("urls"); u != item.end() && u->is_array())
                         for (const auto &url : *u)
                             if (url.contains("href") && url["href"].is_string()) urls.push_back(url["href"]);
-                    std::string title = item.value("title", "");
+                    std::string title = item.value("title", ""), path = vault_name;
+                    path.append("/").append(title);
                     items.push_back({{"id", item.value("id", "")},
                                      {"title", title},
-                                     {"path", vault_name + "/" + title},
+                                     {"path", path},
                                      {"vault_id", vault_id},
                                      {"vault_name", vault_name},
                                      {"urls", urls}});

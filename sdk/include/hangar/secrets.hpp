@@ -157,8 +157,8 @@ inline std::optional<std::pair<std::string, std::string>> parse_sealed(std::stri
 // The current key, and the one before it when a rotation left it.
 class Keyring {
 public:
-    explicit Keyring(Key current, std::optional<Key> previous = std::nullopt)
-        : current_(std::move(current)), previous_(std::move(previous)) {}
+    explicit Keyring(const Key &current, const std::optional<Key> &previous = std::nullopt)
+        : current_(current), previous_(previous) {}
 
     const Key &current() const { return current_; }
 
@@ -271,8 +271,7 @@ inline Key load_or_create_key(const std::string &path) {
 }
 
 inline Keyring load_keyring(const std::string &path) {
-    Key current = load_or_create_key(path);
-    return Keyring(std::move(current), detail::read_key(path + ".previous"));
+    return Keyring(load_or_create_key(path), detail::read_key(path + ".previous"));
 }
 
 // Makes `next` the current key and the current one `<path>.previous`. Rotation calls it after
