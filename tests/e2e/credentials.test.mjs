@@ -6,7 +6,8 @@
 import { test, before, after, describe } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { readFileSync, existsSync } from 'node:fs';
+import { readFileSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import net from 'node:net';
@@ -466,5 +467,69 @@ describe('credentials', () => {
     // The org-wide key selects project B with the header.
     const orgInB = server.newClient({ projectID: proj, maxRetries: 0 });
     assert.equal((await orgInB.credentials.retrieve('iso-default')).id, mine.id);
+  });
+});
+
+describe('credential providers: HTTPS and timeouts', () => {
+  let dir;
+  let tlsDouble;
+  let silentDouble;
+  const servers = [];
+
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'hangar-connect-tls-'));
+    await execFileP('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '1', '-subj', '/CN=127.0.0.1',
+      '-addext', 'subjectAltName=IP:127.0.0.1', '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem')]);
+    tlsDouble = await startConnectDouble({
+      token: 'tls-token',
+      vaults: [{ id: 'vault-tls', name: 'Over TLS', items: [] }],
+      tls: { key: readFileSync(join(dir, 'key.pem')), cert: readFileSync(join(dir, 'cert.pem')) },
+    });
+    silentDouble = await startConnectDouble({ token: 't', vaults: [], silent: true });
+  });
+
+  after(async () => {
+    for (const s of servers) await s.stop();
+    await tlsDouble?.close();
+    await silentDouble?.close();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  test('HTTPS: the certificate is checked against the system CAs (OpenSSL honours SSL_CERT_FILE)', async () => {
+    const untrusting = await startServer();
+    servers.push(untrusting);
+    const p = await untrusting.client.credentialProviders.create({
+      name: 'tls', provider_type: 'onepassword', token: 'tls-token', url: tlsDouble.url,
+    });
+    const refused = await untrusting.client.credentialProviders.test(p.id);
+    assert.equal(refused.success, false);
+    assert.match(refused.error, /certificate|verif/i);
+
+    const trusting = await startServer({ env: { SSL_CERT_FILE: join(dir, 'cert.pem') } });
+    servers.push(trusting);
+    const q = await trusting.client.credentialProviders.create({
+      name: 'tls', provider_type: 'onepassword', token: 'tls-token', url: tlsDouble.url,
+    });
+    assert.deepEqual(await trusting.client.credentialProviders.test(q.id), {
+      success: true,
+      vaults: [{ id: 'vault-tls', name: 'Over TLS' }],
+    });
+  });
+
+  test('a Connect server that never answers: test fails within provider_timeout_ms (10 s)', async () => {
+    const server = servers[0] ?? (await startServer());
+    if (!servers.includes(server)) servers.push(server);
+    const p = await server.client.credentialProviders.create({
+      name: 'silent', provider_type: 'onepassword', token: 't', url: silentDouble.url,
+    });
+    const started = Date.now();
+    const result = await server.client.credentialProviders.test(p.id);
+    const took = Date.now() - started;
+    assert.equal(result.success, false);
+    assert.match(result.error, /did not answer within 10000 ms/);
+    assert.ok(took >= 9_000 && took < 20_000, `took ${took} ms`);
+    const items = await server.fetch(`/org/credential_providers/${p.id}/items`);
+    assert.equal(items.status, 502);
+    assert.equal((await items.json()).code, 'upstream_unavailable');
   });
 });

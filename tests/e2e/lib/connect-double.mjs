@@ -10,13 +10,16 @@
 // {"status": 401, "message": "Invalid token"} as Connect answers. `hits` records each request's
 // path so a test can tell a cached answer from a fresh one.
 import http from 'node:http';
+import https from 'node:https';
 
 /**
  * @param {object} opts
  * @param {string} opts.token  the access token the server accepts
  * @param {Array<{id: string, name: string, items: Array<object>}>} opts.vaults  items are FullItems
+ * @param {{key: string, cert: string}} [opts.tls]  serve HTTPS with this PEM key and certificate
+ * @param {boolean} [opts.silent]  accept connections and never answer (for timeouts)
  */
-export async function startConnectDouble({ token, vaults }) {
+export async function startConnectDouble({ token, vaults, tls, silent }) {
   const hits = [];
   const reply = (res, status, body) => {
     res.writeHead(status, { 'content-type': 'application/json' });
@@ -26,9 +29,10 @@ export async function startConnectDouble({ token, vaults }) {
     const { fields, sections, ...rest } = item;
     return { ...rest, vault: { id: vault.id } };
   };
-  const srv = http.createServer((req, res) => {
+  const handler = (req, res) => {
     const url = new URL(req.url, 'http://x');
     hits.push(url.pathname);
+    if (silent) return;
     if (req.headers.authorization !== `Bearer ${token}`) {
       return reply(res, 401, { status: 401, message: 'Invalid token' });
     }
@@ -50,10 +54,11 @@ export async function startConnectDouble({ token, vaults }) {
       return reply(res, 200, { ...item, vault: { id: vault.id } });
     }
     return reply(res, 404, { status: 404, message: 'Not found' });
-  });
+  };
+  const srv = tls ? https.createServer(tls, handler) : http.createServer(handler);
   await new Promise((r) => srv.listen(0, '127.0.0.1', r));
   return {
-    url: `http://127.0.0.1:${srv.address().port}`,
+    url: `${tls ? 'https' : 'http'}://127.0.0.1:${srv.address().port}`,
     hits,
     close: () =>
       new Promise((r) => {
