@@ -260,7 +260,10 @@ private:
 
     json open_values(const json &row) {
         if (!row.at("values_sealed").is_string()) return json::object();
-        return json::parse(secrets_->open(row.at("values_sealed").get<std::string>()));
+        // Never let a parse error quote what it read: that would be a value.
+        json values = json::parse(secrets_->open(row.at("values_sealed").get<std::string>()), nullptr, false);
+        if (!values.is_object()) throw Error::internal("the stored values of a credential cannot be read");
+        return values;
     }
 
     struct NewCredential {
