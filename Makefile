@@ -30,7 +30,8 @@ STAMP_DIR    := $(BUILD_DIR)/.stamps
 APT_PACKAGES := build-essential cmake libpoco-dev nlohmann-json3-dev libcppunit-dev chromium xvfb \
                 bubblewrap libxcb1-dev libxcb-xtest0-dev libxcb-shm0-dev libxcb-xfixes0-dev libxcb-damage0-dev libyuv-dev libx11-dev libpng-dev ffmpeg x11vnc novnc \
                 clang-format clang-tidy libarchive-dev zip unzip python3 \
-                passt libseccomp-dev iproute2
+                passt libseccomp-dev iproute2 \
+                libsodium-dev liboath-dev oathtool openssl
 
 FORMAT_DIRS  := host plugins sdk tests/unit tests/sdk
 

@@ -5,6 +5,7 @@
 #include "http.hpp"
 #include "plugins.hpp"
 #include "runtime.hpp"
+#include "secrets.hpp"
 #include "util.hpp"
 
 #include <Poco/AutoPtr.h>
@@ -186,6 +187,7 @@ protected:
                          "  hangar admin project create NAME\n"
                          "  hangar admin key create [--project PROJECT_ID] [--name NAME]\n"
                          "  hangar admin entitlement <org_id|project_id> <feature> on|off\n"
+                         "  hangar admin rotate-secrets-key\n"
                          "  hangar doctor\n";
             return args_.command == "help" ? 0 : 64;
         } catch (const std::exception &e) {
@@ -229,6 +231,7 @@ private:
         core.area_prefixes = kAreas;
         core.store = std::make_unique<Store>(core.data_dir + "/hangar.db");
         core.auth = std::make_unique<Auth>(*core.store);
+        migrate_secret_registry(*core.store);
         core.tokens = std::make_unique<Tokens>(core.data_dir + "/token.secret");
         std::string generated =
             core.auth->bootstrap(cfg->get("auth.bootstrap_key", ""), core.data_dir + "/bootstrap-api-key");
@@ -376,8 +379,15 @@ private:
             std::cout << p[2] << " " << p[3] << " for " << p[1] << std::endl;
             return 0;
         }
+        if (p.size() == 1 && p[0] == "rotate-secrets-key") {
+            migrate_secret_registry(store);
+            auto r = rotate_secrets_key(store, secrets_key_file(*cfg, data_dir(*cfg)));
+            std::cout << "re-sealed " << r.values << " secret values under key " << r.key_id << std::endl;
+            return 0;
+        }
         std::cerr << "usage: hangar admin project create NAME | hangar admin key create [--project ID] [--name NAME]\n"
-                     "       hangar admin entitlement <org_id|project_id> <feature> on|off\n";
+                     "       hangar admin entitlement <org_id|project_id> <feature> on|off\n"
+                     "       hangar admin rotate-secrets-key\n";
         return 64;
     }
 

@@ -147,6 +147,9 @@ void log_fn(hangar_plugin_ctx *ctx, hangar_log_level level, hangar_str message) 
 int config_get(hangar_plugin_ctx *ctx, hangar_str key, hangar_buf *out) {
     auto &cfg = ctx->core->config;
     std::string k = st(key);
+    // The data dir as the host resolved it (absolute, default applied), for files such as the
+    // secrets key that plugins keep there.
+    if (k == "server.data_dir" && !ctx->core->data_dir.empty()) return fill(out, ctx->core->data_dir);
     if (auto v = cfg.get(ctx->plugin->name + "." + k)) return fill(out, *v);
     if (auto v = cfg.get(k)) return fill(out, *v);
     return -1;

@@ -91,6 +91,7 @@ public:
             {"HANGAR_LOG_LEVEL", "debug"},
             {"HANGAR_WARM_SPARES", "0"},
             {"HANGAR_SANDBOX_USER", "nobody"},
+            {"HANGAR_SECRETS_KEY_FILE", "/etc/hangar/secrets.key"},
         };
         Config cfg(main_, env);
         CPPUNIT_ASSERT_EQUAL(std::string("0.0.0.0:9999"), cfg.get("server.listen", ""));
@@ -102,6 +103,7 @@ public:
         // The environment beats plugins.d too (3 there).
         CPPUNIT_ASSERT_EQUAL(0LL, cfg.get_int("browsers.warm_spares", 5));
         CPPUNIT_ASSERT_EQUAL(std::string("nobody"), cfg.get("sandbox.user", ""));
+        CPPUNIT_ASSERT_EQUAL(std::string("/etc/hangar/secrets.key"), cfg.get("secrets.key_file", ""));
         // Keys nobody overrode keep their file values.
         CPPUNIT_ASSERT_EQUAL(48LL, cfg.get_int("server.threads", 1));
     }
