@@ -65,7 +65,7 @@ public:
         });
         route("DELETE", "/browsers/{id}/archives/{archive_id}", [this](Request &req, Response &res) {
             json row = require(req);
-            sql("DELETE FROM page_archive_archives WHERE id = ?", {row.at("id")});
+            sql("DELETE FROM page_archive_archives WHERE id = ?", json::array({row.at("id")}));
             blob_delete(blob_key(row));
             res.no_content();
         });
@@ -117,14 +117,15 @@ private:
         json row = {{"id", hangar::new_id()},        {"project_id", req.project()},      {"session_id", sid},
                     {"url", snap.value("url", "")},  {"title", snap.value("title", "")}, {"size_bytes", mhtml.size()},
                     {"created_at", hangar::now_ms()}};
-        // The file first, then the row: a failed insert removes the file, so a listed archive
+        // Statement parameters go as a JSON array (json::array: a one-element brace list would not
+        // be one). The file first, then the row: a failed insert removes the file, so a listed archive
         // always has its bytes and nothing is left half-written.
         blob_put(blob_key(row), mhtml);
         try {
             sql("INSERT INTO page_archive_archives (id, project_id, session_id, url, title, size_bytes, created_at) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                {row["id"], row["project_id"], row["session_id"], row["url"], row["title"], row["size_bytes"],
-                 row["created_at"]});
+                json::array({row["id"], row["project_id"], row["session_id"], row["url"], row["title"],
+                             row["size_bytes"], row["created_at"]}));
         } catch (...) {
             blob_delete(blob_key(row));
             throw;
@@ -140,7 +141,7 @@ private:
         // One row more than asked says whether there is another page.
         json rows = sql("SELECT * FROM page_archive_archives WHERE project_id = ? AND session_id = ? "
                         "ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?",
-                        {req.project(), sid, paging.limit + 1, paging.offset});
+                        json::array({req.project(), sid, paging.limit + 1, paging.offset}));
         bool more = rows.size() > static_cast<std::size_t>(paging.limit);
         json items = json::array();
         for (std::size_t i = 0; i < rows.size() && i < static_cast<std::size_t>(paging.limit); ++i)
@@ -151,7 +152,7 @@ private:
     json require(const Request &req) const {
         std::string sid = session(req, true).at("session_id").get<std::string>();
         json rows = sql("SELECT * FROM page_archive_archives WHERE project_id = ? AND session_id = ? AND id = ?",
-                        {req.project(), sid, req.param("archive_id")});
+                        json::array({req.project(), sid, req.param("archive_id")}));
         if (rows.empty()) throw Error::not_found("archive " + req.param("archive_id") + " not found");
         return rows[0];
     }
@@ -175,10 +176,18 @@ private:
         int port = chromium.at("port").get<int>();
         try {
             hangar::cdp::Connection page(port, hangar::cdp::first_page_path(port));
-            json where = page.call("Runtime.evaluate", {{"expression", "({url: location.href, title: document.title})"},
-                                                        {"returnByValue", true}});
-            json snapshot = page.call("Page.captureSnapshot", {{"format", "mhtml"}}, {},
-                                      std::chrono::milliseconds(capture_timeout_ms_));
+            auto timeout = std::chrono::milliseconds(capture_timeout_ms_);
+            // A page still loading would be saved half-built: wait for its load event first.
+            json where = page.call("Runtime.evaluate",
+                                   {{"expression", R"js(new Promise((done) => {
+                                       const now = () => done({url: location.href, title: document.title});
+                                       if (document.readyState === 'complete') now();
+                                       else addEventListener('load', now, {once: true});
+                                   }))js"},
+                                    {"awaitPromise", true},
+                                    {"returnByValue", true}},
+                                   {}, timeout);
+            json snapshot = page.call("Page.captureSnapshot", {{"format", "mhtml"}}, {}, timeout);
             json value = where.value("result", json::object()).value("value", json::object());
             return {{"url", value.value("url", "")},
                     {"title", value.value("title", "")},
