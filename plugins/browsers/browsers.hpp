@@ -41,7 +41,6 @@ private:
     void cdp_json(Request &req, Response &res, const std::string &agent_path);
     void webdriver_socket(Request &req, Response &res);
 
-    std::string project_of(const Request &req) const;
     std::optional<Session> find(const std::string &project, const std::string &id_or_name, bool include_deleted) const;
     Session require(const std::string &project, const std::string &id_or_name, bool include_deleted) const;
     json render(const Session &s, const Request &req) const;
@@ -168,7 +167,6 @@ private:
 
     std::unique_ptr<ChromiumRunner> chromium_;
     std::unique_ptr<BrowserCurl> curl_;
-    std::string extensions_dir_;
 };
 
 } // namespace hangar::browsers

@@ -1,7 +1,8 @@
 #include "chromium.hpp"
 
-#include "extension_install.hpp"
 #include "profile_archive.hpp"
+
+#include <hangar/process.hpp>
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -21,6 +22,8 @@
 #include <thread>
 
 namespace hangar::browsers {
+
+using namespace hangar::proc;
 
 namespace {
 
@@ -295,8 +298,9 @@ private:
 
 // ---- runner --------------------------------------------------------------------------------------
 
-ChromiumRunner::ChromiumRunner(ChromiumSettings settings, LaunchSpec spec, Logger log)
-    : settings_(std::move(settings)), spec_(std::move(spec)), log_(std::move(log)) {}
+ChromiumRunner::ChromiumRunner(ChromiumSettings settings, LaunchSpec spec, Logger log, ExtensionFolders extensions)
+    : settings_(std::move(settings)), spec_(std::move(spec)), log_(std::move(log)), extensions_(std::move(extensions)) {
+}
 
 ChromiumRunner::~ChromiumRunner() {
     std::lock_guard lock(mutex_);
@@ -312,16 +316,6 @@ void ChromiumRunner::start() {
     std::lock_guard lock(mutex_);
     make_dirs(settings_.run_dir + "/logs");
     make_dirs(settings_.user_data_dir);
-    // Extensions a create asked for arrive as inputs too ("extension-<name>.zip").
-    std::error_code ec;
-    for (const auto &entry : std::filesystem::directory_iterator(settings_.run_dir + "/inputs", ec)) {
-        std::string file = entry.path().filename().string();
-        if (!file.starts_with("extension-") || !file.ends_with(".zip")) continue;
-        std::ifstream in(entry.path(), std::ios::binary);
-        std::string zip((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-        install_extension(zip, settings_.extensions_dir, file.substr(10, file.size() - 14), hangar::ZipLimits{});
-        ::unlink(entry.path().c_str());
-    }
     // The server copies a session's profile here (spec "inputs"); Chromium starts on it.
     std::string profile = settings_.run_dir + "/inputs/profile.tar.zst";
     if (::access(profile.c_str(), R_OK) == 0) {
@@ -378,7 +372,7 @@ void ChromiumRunner::launch_locked(std::string_view url) {
     if (display_) display = display_->display();
     std::string ua = spec_.stealth ? user_agent_locked() : std::string();
     // Whatever is installed now is loaded: an upload installs, then restarts Chromium.
-    spec_.extensions = installed_extensions(settings_.extensions_dir);
+    spec_.extensions = extensions_();
     auto started = Clock::now();
     chromium_ = std::make_unique<ChromiumProcess>(settings_, spec_, display, ua, url, log_);
     auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count();

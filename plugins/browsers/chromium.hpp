@@ -7,7 +7,6 @@
 #pragma once
 
 #include "chromium_launch.hpp"
-#include "process.hpp"
 
 #include <functional>
 #include <memory>
@@ -20,13 +19,15 @@ namespace hangar::browsers {
 
 enum class LogLevel { Info, Warn, Error };
 using Logger = std::function<void(LogLevel, std::string_view)>;
+// The unpacked extension folders Chromium loads, asked again at every launch.
+using ExtensionFolders = std::function<std::vector<std::string>()>;
 
 class Xvfb;
 class ChromiumProcess;
 
 class ChromiumRunner {
 public:
-    ChromiumRunner(ChromiumSettings settings, LaunchSpec spec, Logger log);
+    ChromiumRunner(ChromiumSettings settings, LaunchSpec spec, Logger log, ExtensionFolders extensions);
     ~ChromiumRunner(); // stops Chromium, then Xvfb
     ChromiumRunner(const ChromiumRunner &) = delete;
     ChromiumRunner &operator=(const ChromiumRunner &) = delete;
@@ -68,6 +69,7 @@ private:
     ChromiumSettings settings_;
     LaunchSpec spec_;
     Logger log_;
+    ExtensionFolders extensions_;
     std::mutex mutex_;
     std::unique_ptr<Xvfb> display_;
     std::unique_ptr<ChromiumProcess> chromium_;

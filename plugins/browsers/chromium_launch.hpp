@@ -22,7 +22,7 @@ struct LaunchSpec {
     std::optional<json> chrome_policy;
     // A profile was loaded and no start_url replaces its tabs: reopen what was open.
     bool restore_session = false;
-    // Unpacked extension folders to load (found under ChromiumSettings::extensions_dir at launch).
+    // Unpacked extension folders to load (the extensions plugin names them at each launch).
     std::vector<std::string> extensions;
 };
 
@@ -36,7 +36,6 @@ struct ChromiumSettings {
     std::string chromium_path = "/usr/lib/chromium/chromium";
     std::string xvfb_path = "/usr/bin/Xvfb";
     std::string user_data_dir = "/home/kernel/user-data";
-    std::string extensions_dir = "/home/kernel/extensions";
     std::string run_dir = "/run/hangar"; // the instance dir inside the sandbox: logs/, policy/
     // Where Chromium reads managed policies; the host bind-mounts <run_dir>/policy there. Empty:
     // do not check that the mount is in place.

@@ -2,9 +2,6 @@
 // serves the agent routes the server half relays to. These routes have no auth: the agent socket
 // is only reachable by the server.
 #include "browsers.hpp"
-#include "extension_install.hpp"
-
-#include <hangar/resource.hpp>
 
 #include <unistd.h>
 
@@ -17,15 +14,8 @@ void BrowsersPlugin::start_instance() {
     ChromiumSettings settings;
     settings.chromium_path = config("chromium_path", settings.chromium_path);
     settings.xvfb_path = config("xvfb_path", settings.xvfb_path);
-    // The instance dir is /run/hangar inside the sandbox; a host running agents without bubblewrap
-    // (development) names it through the "instance.dir" key.
-    settings.run_dir = config("instance_run_dir").value_or(config("instance.dir", settings.run_dir));
-    // /home/kernel is <instance dir>/home bind-mounted; use the Kernel path where it exists.
-    bool sandboxed = settings.run_dir == "/run/hangar" && ::access("/home/kernel", W_OK) == 0;
-    settings.user_data_dir =
-        config("user_data_dir", sandboxed ? settings.user_data_dir : settings.run_dir + "/home/user-data");
-    settings.extensions_dir =
-        config("extensions_dir", sandboxed ? settings.extensions_dir : settings.run_dir + "/home/extensions");
+    settings.run_dir = instance_run_dir();
+    settings.user_data_dir = config("user_data_dir", instance_home_dir() + "/user-data");
     settings.policy_mount_dir = config("policy_mount_dir", settings.policy_mount_dir);
     settings.extra_flags = split_flags(config("chromium_flags", ""));
     settings.startup_timeout_ms = static_cast<int>(config_int("startup_timeout_ms", settings.startup_timeout_ms));
@@ -39,8 +29,17 @@ void BrowsersPlugin::start_instance() {
                                       : HANGAR_LOG_INFO,
             msg);
     };
-    extensions_dir_ = settings.extensions_dir;
-    chromium_ = std::make_unique<ChromiumRunner>(std::move(settings), std::move(spec), logger);
+    // The extensions plugin owns the extension folder (it unpacked the create's zips before we
+    // started: we depend on it); without it, Chromium runs with none.
+    auto extensions = [this]() -> std::vector<std::string> {
+        try {
+            return call("extensions.installed", json::object()).value("paths", std::vector<std::string>{});
+        } catch (const Error &e) {
+            if (e.status() == 404) return {};
+            throw;
+        }
+    };
+    chromium_ = std::make_unique<ChromiumRunner>(std::move(settings), std::move(spec), logger, extensions);
     // Synchronous on purpose: the host's instance_start returns when every plugin has started,
     // so POST /browsers answers only once Chromium is ready.
     chromium_->start();
@@ -70,16 +69,6 @@ void BrowsersPlugin::start_instance() {
 
     route("PUT", "/chromium/profile",
           [this](Request &req, Response &res) { res.json(chromium_->load_profile(req.body())); });
-
-    // One extension (its zip as the body) into <extensions_dir>/<name>; the caller restarts
-    // Chromium once every extension of its upload is in place.
-    route("PUT", "/chromium/extensions/{name}", [this](Request &req, Response &res) {
-        std::string name = req.param("name");
-        if (!hangar::valid_resource_name(name) || name.front() == '.')
-            throw Error::invalid("name", "must be 1 to 255 characters of letters, digits, '.', '_' and '-'");
-        install_extension(req.body(), extensions_dir_, name, hangar::ZipLimits{});
-        res.no_content();
-    });
 
     route("POST", "/chromium/open", [this](Request &req, Response &res) {
         json body = req.json_body(false);

@@ -294,7 +294,7 @@ void BrowsersPlugin::save_pool(const Pool &p, bool insert) {
 }
 
 void BrowsersPlugin::pool_create(Request &req, Response &res) {
-    std::string project = project_of(req);
+    std::string project = req.project();
     json body = req.json_body(false);
     if (!body.contains("size")) throw Error::invalid("size", "is required");
     auto settings = parse_pool(body);
@@ -328,7 +328,7 @@ void BrowsersPlugin::pool_create(Request &req, Response &res) {
 }
 
 void BrowsersPlugin::pool_list(Request &req, Response &res) {
-    std::string project = project_of(req);
+    std::string project = req.project();
     Validation v;
     auto paging = hangar::parse_paging(req, v);
     v.throw_if_failed("invalid list query");
@@ -359,7 +359,7 @@ void BrowsersPlugin::pool_list(Request &req, Response &res) {
 }
 
 void BrowsersPlugin::pool_update(Request &req, Response &res) {
-    std::string project = project_of(req);
+    std::string project = req.project();
     json body = req.json_body(false);
     bool discard = false;
     if (auto d = body.find("discard_all_idle"); d != body.end() && !d->is_null()) {
@@ -423,7 +423,7 @@ void BrowsersPlugin::pool_update(Request &req, Response &res) {
 }
 
 void BrowsersPlugin::pool_delete(Request &req, Response &res) {
-    std::string project = project_of(req);
+    std::string project = req.project();
     json body = req.json_body(true);
     bool force = false;
     if (auto f = body.find("force"); f != body.end() && !f->is_null()) {
@@ -452,7 +452,7 @@ void BrowsersPlugin::pool_flush(Request &req, Response &res) {
     std::vector<std::string> idle;
     {
         std::lock_guard lock(pools_mutex_);
-        Pool &p = pool_locked(project_of(req), req.param("id_or_name"));
+        Pool &p = pool_locked(req.project(), req.param("id_or_name"));
         idle.assign(p.idle.begin(), p.idle.end());
         for (const auto &id : idle)
             p.built_with.erase(id);
@@ -466,7 +466,7 @@ void BrowsersPlugin::pool_flush(Request &req, Response &res) {
 }
 
 void BrowsersPlugin::pool_acquire(Request &req, Response &res) {
-    std::string project = project_of(req);
+    std::string project = req.project();
     json body = req.json_body(true);
     for (const char *unsupported : {"start_url", "telemetry"})
         if (body.contains(unsupported) && !body[unsupported].is_null())
@@ -567,7 +567,7 @@ void BrowsersPlugin::pool_acquire(Request &req, Response &res) {
 }
 
 void BrowsersPlugin::pool_release(Request &req, Response &res) {
-    std::string project = project_of(req);
+    std::string project = req.project();
     json body = req.json_body(false);
     if (!body.contains("session_id") || !body["session_id"].is_string())
         throw Error::invalid("session_id", "is required");

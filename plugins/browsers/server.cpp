@@ -134,7 +134,7 @@ void BrowsersPlugin::start_server() {
     // curl through the browser: on the API, and at the session's base_url, where the SDK sends
     // it directly with the jwt of cdp_ws_url instead of the API key (kernel-api.md §1.11).
     route("POST", "/browsers/{id}/curl", [this](Request &q, Response &r) {
-        auto s = require(project_of(q), q.param("id"), false);
+        auto s = require(q.project(), q.param("id"), false);
         relay_curl(q, r, s.id, "/chromium/curl");
     });
     route(
@@ -169,7 +169,7 @@ void BrowsersPlugin::start_server() {
     route("GET", "/browser_pools", [this](Request &q, Response &r) { pool_list(q, r); });
     route("GET", "/browser_pools/{id_or_name}", [this](Request &q, Response &r) {
         std::lock_guard lock(pools_mutex_);
-        r.json(render_pool(pool_locked(project_of(q), q.param("id_or_name"))));
+        r.json(render_pool(pool_locked(q.project(), q.param("id_or_name"))));
     });
     route("PATCH", "/browser_pools/{id_or_name}", [this](Request &q, Response &r) { pool_update(q, r); });
     route("DELETE", "/browser_pools/{id_or_name}", [this](Request &q, Response &r) { pool_delete(q, r); });
@@ -197,14 +197,6 @@ void BrowsersPlugin::stop_server() {
 }
 
 // ---- helpers -------------------------------------------------------------------------------------
-
-std::string BrowsersPlugin::project_of(const Request &req) const {
-    json caller = req.caller();
-    auto it = caller.find("project_id");
-    if (it == caller.end() || !it->is_string() || it->get_ref<const std::string &>().empty())
-        throw Error::unauthorized("no project for this caller");
-    return it->get<std::string>();
-}
 
 std::optional<Session> BrowsersPlugin::find(const std::string &project, const std::string &id_or_name,
                                             bool include_deleted) const {
@@ -402,7 +394,7 @@ void BrowsersPlugin::attach_profile(const Session &s, const ProfileRef &ref) {
 // ---- handlers ------------------------------------------------------------------------------------
 
 void BrowsersPlugin::create(Request &req, Response &res) {
-    std::string project = project_of(req);
+    std::string project = req.project();
     json caller = req.caller();
     CreateOptions opts = parse_create(req.json_body(true));
     if (opts.chrome_policy) {
@@ -522,11 +514,11 @@ void BrowsersPlugin::create(Request &req, Response &res) {
 
 void BrowsersPlugin::retrieve(Request &req, Response &res) {
     bool include_deleted = parse_bool_param("include_deleted", req.query("include_deleted"), false);
-    res.json(render(require(project_of(req), req.param("id_or_name"), include_deleted), req));
+    res.json(render(require(req.project(), req.param("id_or_name"), include_deleted), req));
 }
 
 void BrowsersPlugin::update(Request &req, Response &res) {
-    std::string project = project_of(req);
+    std::string project = req.project();
     // Read the body before anything can fail: an unread body left on a keep-alive connection
     // would be taken for the start of the next request.
     UpdateOptions opts = parse_update(req.json_body(false));
@@ -598,7 +590,7 @@ void BrowsersPlugin::update(Request &req, Response &res) {
 }
 
 void BrowsersPlugin::list(Request &req, Response &res) {
-    std::string project = project_of(req);
+    std::string project = req.project();
     ListQuery q = parse_list_query([&](std::string_view name) { return req.query(name); }, req.query_string());
 
     std::string where = " WHERE s.project_id = ?";
@@ -630,7 +622,7 @@ void BrowsersPlugin::list(Request &req, Response &res) {
 }
 
 void BrowsersPlugin::remove(Request &req, Response &res) {
-    Session s = require(project_of(req), req.param("id_or_name"), false);
+    Session s = require(req.project(), req.param("id_or_name"), false);
     if (!mark_deleted(s.id, now_ms()))
         throw Error::not_found("browser session \"" + req.param("id_or_name") + "\" not found");
     {

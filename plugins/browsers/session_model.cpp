@@ -594,25 +594,9 @@ ListQuery parse_list_query(const QueryLookup &param, std::string_view raw_query)
     }
     if (auto s = param("query"); s && !s->empty()) q.query = *s;
 
-    auto integer = [&](const char *name, std::int64_t min, std::int64_t fallback) -> std::int64_t {
-        auto s = param(name);
-        if (!s || s->empty()) return fallback;
-        std::int64_t n = 0;
-        const std::string text = *s;
-        const char *end = text.data() + text.size();
-        auto [ptr, ec] = std::from_chars(text.data(), end, n);
-        if (ec != std::errc() || ptr != end) {
-            v.fail(name, "must be an integer");
-            return fallback;
-        }
-        if (n < min) {
-            v.fail(name, "must be at least " + std::to_string(min));
-            return fallback;
-        }
-        return n;
-    };
-    q.offset = integer("offset", 0, 0);
-    q.limit = static_cast<int>(std::min<std::int64_t>(integer("limit", 1, kDefaultPageSize), kMaxPageSize));
+    auto paging = hangar::parse_paging(param, v, kDefaultPageSize, kMaxPageSize);
+    q.offset = paging.offset;
+    q.limit = paging.limit;
     std::string problem;
     q.tags = tag_filters(raw_query, problem);
     if (!problem.empty()) v.fail("tags", problem);

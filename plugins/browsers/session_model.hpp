@@ -162,7 +162,7 @@ struct ListQuery {
     int limit = kDefaultPageSize;
 };
 
-using QueryLookup = std::function<std::optional<std::string>(std::string_view)>;
+using QueryLookup = hangar::QueryParam;
 
 // `param` gives a decoded query parameter; `raw_query` is the still-encoded query string, needed
 // for bracketed keys (the SDK sends tags%5Bteam%5D=backend).

@@ -1,10 +1,16 @@
 // extensions: Kernel API §3.16 [84]-[89] (the library), §3.4 [20] (upload into a running
 // browser) and the `extensions` option of POST /browsers (the `extensions.resolve` service).
 //
-// Server role only. Zips are checked here in full before anything is stored or installed (the
-// shared hangar/zip.hpp: entry count, uncompressed size, no escaping or linked entries, and a
-// manifest.json at the root or in the one top-level folder); the browsers plugin's agent unpacks
-// them into /home/kernel/extensions/<name> and restarts Chromium with every extension loaded.
+// Server role: zips are checked here in full before anything is stored or installed (the shared
+// hangar/zip.hpp: entry count, uncompressed size, no escaping or linked entries, and a
+// manifest.json at the root or in the one top-level folder).
+// Instance role: the browser's extension folder (/home/kernel/extensions/<name>). The zips a
+// create asked for arrive as instance inputs and are unpacked when the agent starts; an upload
+// into a running browser is PUT /extensions/{name} on the agent, then a Chromium restart. The
+// browsers plugin's agent asks the `extensions.installed` service which folders to load each
+// time it launches Chromium, so the area lives here whole and browsers knows no zip format.
+#include "extension_install.hpp"
+
 #include <hangar/multipart.hpp>
 #include <hangar/plugin.hpp>
 #include <hangar/resource.hpp>
@@ -18,6 +24,9 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <regex>
@@ -101,8 +110,7 @@ std::string sha256_hex(std::string_view data) {
 
 class ExtensionsPlugin final : public hangar::Plugin {
 public:
-    void start() override {
-        if (role() != HANGAR_ROLE_SERVER) return;
+    void start_server() override {
         limits_.max_entries = static_cast<std::size_t>(config_int("max_zip_entries", 5000));
         limits_.max_bytes = static_cast<std::uint64_t>(config_int("max_unpacked_bytes", 128ll << 20));
         max_zip_bytes_ = static_cast<std::size_t>(config_int("max_zip_bytes", 32ll << 20));
@@ -113,15 +121,15 @@ public:
         route("GET", "/extensions", [this](Request &q, Response &r) { list(q, r); });
         route("GET", "/extensions/from_chrome_store", [this](Request &q, Response &r) { from_store(q, r); });
         route("GET", "/extensions/{id_or_name}", [this](Request &q, Response &r) {
-            json row = require(project_of(q), q.param("id_or_name"));
+            json row = require(q.project(), q.param("id_or_name"));
             auto path = blob_path(row.at("id").get<std::string>() + ".zip");
             r.header("Content-Disposition", "attachment; filename=\"" + display_name(row) + ".zip\"");
             r.file("application/zip", path.value_or(""));
         });
         route("GET", "/extensions/{id_or_name}/metadata",
-              [this](Request &q, Response &r) { r.json(render(require(project_of(q), q.param("id_or_name")))); });
+              [this](Request &q, Response &r) { r.json(render(require(q.project(), q.param("id_or_name")))); });
         route("DELETE", "/extensions/{id_or_name}", [this](Request &q, Response &r) {
-            json row = require(project_of(q), q.param("id_or_name"));
+            json row = require(q.project(), q.param("id_or_name"));
             std::string id = row.at("id").get<std::string>();
             sql("DELETE FROM extensions_extensions WHERE id = ?", {id});
             blob_delete(id + ".zip");
@@ -148,25 +156,16 @@ public:
     }
 
 private:
-    static std::string project_of(const Request &req) {
-        json caller = req.caller();
-        auto it = caller.find("project_id");
-        if (it == caller.end() || !it->is_string() || it->get_ref<const std::string &>().empty())
-            throw Error::unauthorized("no project for this caller");
-        return it->get<std::string>();
-    }
-
     static std::string display_name(const json &row) {
         return row.value("name", json()).is_string() ? row.at("name").get<std::string>()
                                                      : row.at("id").get<std::string>();
     }
 
     json require(const std::string &project, const std::string &id_or_name) const {
-        auto rows =
-            sql("SELECT * FROM extensions_extensions WHERE project_id = ? AND (id = ? OR LOWER(name) = LOWER(?))",
-                {project, id_or_name, id_or_name});
-        if (rows.empty()) throw Error::not_found("extension \"" + id_or_name + "\" not found");
-        return rows.front();
+        auto row = hangar::find_by_id_or_name([this](const std::string &q, const json &p) { return sql(q, p); },
+                                              "extensions_extensions", project, id_or_name);
+        if (!row) throw Error::not_found("extension \"" + id_or_name + "\" not found");
+        return *row;
     }
 
     static json render(const json &row) {
@@ -212,7 +211,7 @@ private:
     }
 
     void upload(Request &req, Response &res) {
-        std::string project = project_of(req);
+        std::string project = req.project();
         req.require_entitlement("extensions");
         auto parts = hangar::parse_multipart(req);
         Validation v;
@@ -243,7 +242,7 @@ private:
     }
 
     void list(Request &req, Response &res) {
-        std::string project = project_of(req);
+        std::string project = req.project();
         Validation v;
         auto paging = hangar::parse_paging(req, v);
         v.throw_if_failed("invalid list query");
@@ -348,8 +347,8 @@ private:
         std::string sid = session.value("session_id", "");
         auto busy = activity(sid);
         for (const auto &[i, item] : items) {
-            auto r = instance_call(sid, "PUT", "/chromium/extensions/" + std::string(item.first->data),
-                                   item.second->data, 60000);
+            auto r =
+                instance_call(sid, "PUT", "/extensions/" + std::string(item.first->data), item.second->data, 60000);
             if (r.status != 204)
                 throw Error(500, "internal",
                             "installing extension " + std::string(item.first->data) + " failed in the browser (HTTP " +
@@ -364,14 +363,47 @@ private:
         res.body("application/json", "");
     }
 
+    void start_instance() override {
+        std::string run_dir = instance_run_dir();
+        dir_ = config("extensions_dir", instance_home_dir() + "/extensions");
+        // Extensions a create asked for arrive as inputs ("extension-<name>.zip"); they are in
+        // place before the browsers plugin (which depends on us) launches Chromium.
+        std::error_code ec;
+        for (const auto &entry : std::filesystem::directory_iterator(run_dir + "/inputs", ec)) {
+            std::string file = entry.path().filename().string();
+            if (!file.starts_with("extension-") || !file.ends_with(".zip")) continue;
+            std::ifstream in(entry.path(), std::ios::binary);
+            std::string zip((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+            hangar::extensions::install_extension(zip, dir_, file.substr(10, file.size() - 14), limits_);
+            std::filesystem::remove(entry.path(), ec);
+        }
+
+        // One extension (its zip as the body) into <dir>/<name>; the server restarts Chromium
+        // once every extension of an upload is in place.
+        route("PUT", "/extensions/{name}", [this](Request &req, Response &res) {
+            std::string name = req.param("name");
+            if (!hangar::valid_resource_name(name) || name.front() == '.')
+                throw Error::invalid("name", "must be 1 to 255 characters of letters, digits, '.', '_' and '-'");
+            hangar::extensions::install_extension(req.body(), dir_, name, limits_);
+            res.no_content();
+        });
+        // The hook the browsers plugin's agent calls at every Chromium launch.
+        service("extensions.installed", [this](const json &) {
+            return json{{"paths", hangar::extensions::installed_extensions(dir_)}};
+        });
+    }
+
     hangar::ZipLimits limits_;
     std::size_t max_zip_bytes_ = 32u << 20;
     std::size_t max_total_bytes_ = 64u << 20;
     int store_timeout_ms_ = 3000;
+    std::string dir_; // instance role: where extensions are unpacked
     std::mutex m_;
 };
 
 } // namespace
 
-HANGAR_PLUGIN(ExtensionsPlugin, "extensions", "0.1.0", "browsers", migrations,
-              sizeof(migrations) / sizeof(migrations[0]))
+// No dependency on browsers: its agent calls extensions.installed while it starts, so browsers
+// depends on "extensions?" and extensions must start first (browsers.session is only called from
+// handlers, when both run).
+HANGAR_PLUGIN(ExtensionsPlugin, "extensions", "0.1.0", nullptr, migrations, sizeof(migrations) / sizeof(migrations[0]))

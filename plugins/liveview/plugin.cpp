@@ -8,9 +8,9 @@
 // one -viewonly for read-only viewers, each on a unix socket in the instance dir) and bridges the
 // viewer's WebSocket to it. See README.md for why it is built so.
 #include "page.hpp"
-#include "process.hpp"
 
 #include <hangar/plugin.hpp>
+#include <hangar/process.hpp>
 
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -31,7 +31,7 @@ using hangar::Error;
 using hangar::json;
 using hangar::Request;
 using hangar::Response;
-namespace proc = hangar::browsers;
+namespace proc = hangar::proc;
 using namespace std::chrono_literals;
 
 constexpr const char *kTokenType = "live";
@@ -214,7 +214,7 @@ private:
     // ---- instance role -------------------------------------------------------------------------
 
     void start_instance() override {
-        run_dir_ = config("instance_run_dir").value_or(config("instance.dir", "/run/hangar"));
+        run_dir_ = instance_run_dir();
         poll_ms_ = std::clamp<std::int64_t>(config_int("poll_ms", 10), 1, 1000);
         defer_ms_ = std::clamp<std::int64_t>(config_int("defer_ms", 10), 0, 1000);
         route(

@@ -70,7 +70,7 @@ class LogsPlugin final : public hangar::Plugin {
 public:
     void start() override {
         if (role() == HANGAR_ROLE_INSTANCE) {
-            run_dir_ = config("instance_run_dir").value_or(config("instance.dir", "/run/hangar"));
+            run_dir_ = instance_run_dir();
             route(
                 "GET", "/logs/stream", [this](Request &q, Response &r) { stream(q, r); }, HANGAR_ROUTE_STREAMING);
         } else {

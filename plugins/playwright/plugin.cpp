@@ -6,8 +6,7 @@
 // and browser bound. Requests go to the executor as JSON lines on its fd 3, answers come back as
 // JSON lines on its stdout. See README.md for why it is built so.
 #include <hangar/plugin.hpp>
-
-#include "process.hpp"
+#include <hangar/process.hpp>
 
 #include <unistd.h>
 
@@ -31,7 +30,7 @@ using hangar::Error;
 using hangar::json;
 using hangar::Request;
 using hangar::Response;
-namespace proc = hangar::browsers;
+namespace proc = hangar::proc;
 using namespace std::chrono_literals;
 
 constexpr double kDefaultTimeoutSec = 60;
@@ -187,7 +186,7 @@ public:
         }
         // The agent's own /cdp route always dials the current Chromium, so the executor's cached
         // connection survives Chromium restarts by reconnecting to the same address.
-        auto run_dir = config("instance_run_dir").value_or(config("instance.dir", "/run/hangar"));
+        auto run_dir = instance_run_dir();
         endpoint_ = "ws+unix:" + run_dir + "/agent.sock:/cdp";
         route("POST", "/playwright/execute", [this](Request &q, Response &r) { execute(q, r); });
         // Node and playwright-core take about a second to load; prestarting moves that out of the

@@ -78,7 +78,7 @@ public:
         route("POST", "/profiles", [this](Request &q, Response &r) { create(q, r); });
         route("GET", "/profiles", [this](Request &q, Response &r) { list(q, r); });
         route("GET", "/profiles/{id_or_name}",
-              [this](Request &q, Response &r) { r.json(render(require(project_of(q), q.param("id_or_name")))); });
+              [this](Request &q, Response &r) { r.json(render(require(q.project(), q.param("id_or_name")))); });
         route("PATCH", "/profiles/{id_or_name}", [this](Request &q, Response &r) { rename(q, r); });
         route("DELETE", "/profiles/{id_or_name}", [this](Request &q, Response &r) { remove(q, r); });
         route("GET", "/profiles/{id_or_name}/download", [this](Request &q, Response &r) { download(q, r); });
@@ -98,21 +98,9 @@ private:
         bool save_changes = false;
     };
 
-    static std::string project_of(const Request &req) {
-        json caller = req.caller();
-        auto it = caller.find("project_id");
-        if (it == caller.end() || !it->is_string() || it->get_ref<const std::string &>().empty())
-            throw Error::unauthorized("no project for this caller");
-        return it->get<std::string>();
-    }
-
     std::optional<json> find(const std::string &project, const std::string &id_or_name) const {
-        auto rows = sql("SELECT * FROM profiles_profiles WHERE project_id = ? AND id = ?", {project, id_or_name});
-        if (rows.empty())
-            rows = sql("SELECT * FROM profiles_profiles WHERE project_id = ? AND LOWER(name) = LOWER(?)",
-                       {project, id_or_name});
-        if (rows.empty()) return std::nullopt;
-        return rows.front();
+        return hangar::find_by_id_or_name([this](const std::string &q, const json &p) { return sql(q, p); },
+                                          "profiles_profiles", project, id_or_name);
     }
 
     json require(const std::string &project, const std::string &id_or_name) const {
@@ -139,7 +127,7 @@ private:
     }
 
     void create(Request &req, Response &res) {
-        std::string project = project_of(req);
+        std::string project = req.project();
         json caller = req.caller();
         auto name = parse_name(req.json_body(true), false);
         std::lock_guard lock(names_mutex_);
@@ -151,7 +139,7 @@ private:
     }
 
     void list(Request &req, Response &res) {
-        std::string project = project_of(req);
+        std::string project = req.project();
         hangar::Validation v;
         auto paging = hangar::parse_paging(req, v);
         v.throw_if_failed("invalid list query");
@@ -178,7 +166,7 @@ private:
     }
 
     void rename(Request &req, Response &res) {
-        std::string project = project_of(req);
+        std::string project = req.project();
         auto name = parse_name(req.json_body(false), true);
         json row = require(project, req.param("id_or_name"));
         std::string id = row.at("id").get<std::string>();
@@ -189,7 +177,7 @@ private:
     }
 
     void remove(Request &req, Response &res) {
-        json row = require(project_of(req), req.param("id_or_name"));
+        json row = require(req.project(), req.param("id_or_name"));
         std::string id = row.at("id").get<std::string>();
         {
             std::lock_guard lock(leases_mutex_);
@@ -204,7 +192,7 @@ private:
     }
 
     void download(Request &req, Response &res) {
-        json row = require(project_of(req), req.param("id_or_name"));
+        json row = require(req.project(), req.param("id_or_name"));
         std::string format = req.query("format").value_or("tar.zst");
         if (format != "tar.zst" && format != "tar" && format != "zstd")
             throw Error::invalid("format", "must be tar.zst or tar");

@@ -9,11 +9,11 @@
 // finished on stop, at their maximum duration (a timer), when the session ends (the browsers
 // plugin calls replays.session_ending before removing the instance) and at shutdown.
 // See README.md for why it is built so.
-#include "process.hpp"
 #include "recording.hpp"
 #include "screen_feed.hpp"
 
 #include <hangar/plugin.hpp>
+#include <hangar/process.hpp>
 #include <hangar/resource.hpp>
 
 #include <sys/stat.h>
@@ -36,7 +36,7 @@ using hangar::Error;
 using hangar::json;
 using hangar::Request;
 using hangar::Response;
-namespace proc = hangar::browsers;
+namespace proc = hangar::proc;
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 using namespace hangar::replays;
@@ -136,16 +136,10 @@ private:
             finish(row.at("id").get<std::string>());
     }
 
-    std::string project_of(const Request &req) const {
-        std::string project = req.caller().value("project_id", "");
-        if (project.empty()) throw Error::unauthorized("no project for this caller");
-        return project;
-    }
-
     // The caller's session, active or ended (replays outlive sessions): {session_id, headless, ended}.
     json session_of(const Request &req) const {
         return call("browsers.session",
-                    {{"project_id", project_of(req)}, {"id", req.param("id")}, {"include_deleted", true}});
+                    {{"project_id", req.project()}, {"id", req.param("id")}, {"include_deleted", true}});
     }
 
     json render(const json &row, const std::string &base_url) const {
@@ -169,7 +163,7 @@ private:
     json require(const Request &req) const {
         json session = session_of(req);
         auto rows = sql("SELECT * FROM replays_recordings WHERE id = ? AND session_id = ? AND project_id = ?",
-                        {req.param("replay_id"), session.at("session_id"), project_of(req)});
+                        {req.param("replay_id"), session.at("session_id"), req.project()});
         if (rows.empty()) throw Error::not_found("replay \"" + req.param("replay_id") + "\" not found");
         return rows.front();
     }
@@ -187,7 +181,7 @@ private:
         std::int64_t started = hangar::now_ms();
         sql("INSERT INTO replays_recordings (id, session_id, org_id, project_id, started_at, finished_at, "
             "max_duration_ms, framerate, state, size_bytes) VALUES (?, ?, ?, ?, ?, NULL, ?, ?, 'recording', NULL)",
-            {rid, sid, caller.value("org_id", ""), project_of(req), started,
+            {rid, sid, caller.value("org_id", ""), req.project(), started,
              static_cast<std::int64_t>(options.max_duration_seconds) * 1000, options.framerate});
         {
             // A recording counts as activity, as on Kernel: the session does not idle out under it.
@@ -214,7 +208,7 @@ private:
         json out = json::array();
         for (const auto &row :
              sql("SELECT * FROM replays_recordings WHERE session_id = ? AND project_id = ? ORDER BY started_at, id",
-                 {session.at("session_id"), project_of(req)}))
+                 {session.at("session_id"), req.project()}))
             out.push_back(render(row, req.base_url()));
         res.json(out);
     }
@@ -364,7 +358,7 @@ private:
     };
 
     void start_instance() override {
-        auto run_dir = config("instance_run_dir").value_or(config("instance.dir", "/run/hangar"));
+        auto run_dir = instance_run_dir();
         recordings_dir_ = run_dir + "/recordings";
         logs_dir_ = run_dir + "/logs";
         route("POST", "/replays/{rid}/start", [this](Request &q, Response &r) { agent_start(q, r); });

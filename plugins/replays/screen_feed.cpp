@@ -116,7 +116,7 @@ struct ScreenFeed::Display {
     Reply<xcb_get_image_reply_t> image{nullptr, &std::free};
 };
 
-ScreenFeed::ScreenFeed(const std::string &display, int width, int height, int fps, browsers::Fd out)
+ScreenFeed::ScreenFeed(const std::string &display, int width, int height, int fps, proc::Fd out)
     : x_(std::make_unique<Display>(display)), out_(std::move(out)), width_(width), height_(height), fps_(fps) {
     // A whole frame fits in the pipe when the system allows it (fewer wake-ups on both sides).
     ::fcntl(out_.get(), F_SETPIPE_SZ, 1 << 20);

@@ -3,7 +3,7 @@
 // other frame repeats the last one, which mpdecimate drops before the encoder. See README.md.
 #pragma once
 
-#include "process.hpp"
+#include <hangar/process.hpp>
 
 #include <stop_token>
 #include <string>
@@ -16,7 +16,7 @@ public:
     // Writes frames of the area (0, 0, width, height) of `display` to `out` from a thread of its
     // own, frame n at start + n / fps, until stop(), until the reader goes (ffmpeg ended), or
     // until the display does. Throws std::runtime_error when the display cannot be read.
-    ScreenFeed(const std::string &display, int width, int height, int fps, browsers::Fd out);
+    ScreenFeed(const std::string &display, int width, int height, int fps, proc::Fd out);
     ScreenFeed(const ScreenFeed &) = delete;
     ScreenFeed &operator=(const ScreenFeed &) = delete;
     ~ScreenFeed();
@@ -29,7 +29,7 @@ private:
     void run(const std::stop_token &stop);
 
     std::unique_ptr<Display> x_;
-    browsers::Fd out_;
+    proc::Fd out_;
     int width_;
     int height_;
     int fps_;

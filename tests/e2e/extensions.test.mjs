@@ -1,12 +1,14 @@
 // Extensions through the official SDK: a small MV3 extension built here (a content script that
 // marks every page) uploaded into a running headful browser, seen on a page served by the test
 // after reconnecting over CDP; every 400/401/403/404 rule of the upload; the extensions library
-// and attaching from it at create; the Chrome Web Store answering 502 without internet.
+// and attaching from it at create; the Chrome Web Store answering 502 without internet; browsers
+// starting without the plugin.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
+import { chmodSync, copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { after, before, test } from 'node:test';
 
 import Kernel, {
@@ -206,4 +208,35 @@ test('Chrome Web Store without internet: 502 upstream_unavailable, quickly', asy
   assert.equal(res.status, 502);
   assert.equal((await res.json()).code, 'upstream_unavailable');
   assert.ok(Date.now() - t0 < 10_000);
+});
+
+test('with the extensions plugin switched off, browsers start with none and its routes answer 404 naming it', async () => {
+  // The repository's configuration without plugins.d/extensions.ini: the browsers agent's call to
+  // extensions.installed finds no service and Chromium starts with no extension.
+  const etc = join(dirname(fileURLToPath(import.meta.url)), '../../etc');
+  const conf = mkdtempSync(join(scratch, 'etc-'));
+  // The agent reads it too, as the unprivileged sandbox user.
+  for (const d of [scratch, conf]) chmodSync(d, 0o755);
+  mkdirSync(join(conf, 'plugins.d'));
+  copyFileSync(join(etc, 'hangar.ini'), join(conf, 'hangar.ini'));
+  for (const f of readdirSync(join(etc, 'plugins.d')))
+    if (f !== 'extensions.ini') copyFileSync(join(etc, 'plugins.d', f), join(conf, 'plugins.d', f));
+  const off = await startServer({ env: { HANGAR_CONFIG: join(conf, 'hangar.ini') } });
+  try {
+    const res = await off.fetch('/extensions');
+    assert.equal(res.status, 404);
+    assert.match((await res.json()).message, /'extensions' plugin is disabled/);
+    const b = await off.client.browsers.create({ headless: true });
+    const cdp = await chromium.connectOverCDP(b.cdp_ws_url, { timeout: 30_000 });
+    try {
+      const page = cdp.contexts()[0].pages()[0];
+      await page.goto(pages.url);
+      assert.equal(await page.title(), 'Hangar test page');
+    } finally {
+      await cdp.close();
+    }
+    await off.client.browsers.deleteByID(b.session_id);
+  } finally {
+    await off.stop();
+  }
 });

@@ -1,5 +1,6 @@
 // Third-party plugins: the SDK example (sdk/examples/hello), built out of tree against the SDK
-// headers alone by tests/sdk/build_example.sh, loads into a real server; a plugin built for
+// headers alone by tests/sdk/build_example.sh, loads into a real server; so does a plugin built
+// against the frozen ABI v1 header as first released (tests/sdk/abi_v1); a plugin built for
 // another ABI is refused with a log line and the server starts anyway.
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -15,13 +16,13 @@ before(async () => {
   plugins = await examplePlugins();
 });
 
-describe('hello (the SDK example) next to a wrong-ABI plugin', () => {
+describe('hello (the SDK example) next to a wrong-ABI plugin and a plugin built for ABI v1 as first released', () => {
   let server;
 
   before(async () => {
     server = await startServer({
-      extraPluginDir: `${plugins.hello}:${plugins.wrongAbi}`,
-      enablePlugins: ['hello', 'wrong_abi'],
+      extraPluginDir: `${plugins.hello}:${plugins.wrongAbi}:${plugins.abiV1}`,
+      enablePlugins: ['hello', 'wrong_abi', 'abi_v1'],
     });
   });
 
@@ -34,6 +35,20 @@ describe('hello (the SDK example) next to a wrong-ABI plugin', () => {
     const line = lines.find((l) => l.includes('wrong_abi') && l.includes('ABI'));
     assert.ok(line, `a log line mentioning wrong_abi and ABI in:\n${server.output()}`);
     assert.equal(server.exited(), null, 'the server is still running');
+  });
+
+  test('the plugin built from the frozen v1 header loads and uses routes, store, services, config', async () => {
+    for (const n of [1, 2]) {
+      const res = await server.fetch('/abi-v1');
+      assert.equal(res.status, 200, await res.clone().text());
+      const body = await res.json();
+      assert.equal(body.abi, 1);
+      assert.deepEqual(body.rows, [{ n }], 'its migration made the table and the store counts its rows');
+      assert.deepEqual(body.echo, { echoed: { ping: true } }, 'its service answered through the registry');
+      assert.match(body.caller.project_id, /\S/);
+      assert.equal(body.greeting, 'hello');
+    }
+    assert.equal((await fetch(new URL('/abi-v1', server.baseURL))).status, 401, 'its route is authenticated');
   });
 
   test('the server works normally beside it', async () => {

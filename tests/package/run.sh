@@ -2,8 +2,10 @@
 # make package-test: builds the .deb and .rpm, inspects them, installs the .deb into a staging
 # root (dpkg-deb -x; the maintainer scripts are checked, not run: they would create a user and
 # folders on this machine), runs `hangar doctor` and a real `hangar serve` from the installed
-# layout with the official SDK creating a browser, and builds the example plugin from the
-# installed hangar-dev alone and loads it into the installed host.
+# layout with the official SDK creating a browser, and builds the example plugins from the
+# installed hangar-dev alone: hello, loaded from an extra plugin folder, and page-archive,
+# installed with `cmake --install` into the staged host's own plugin folder and etc/plugins.d,
+# which archives a real page in a real browser.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 build="${BUILD_DIR:-$repo/build}"
@@ -39,7 +41,9 @@ grep -q 'purge' "$tmp/control/postrm" || fail "postrm must delete state only on 
 grep -q 'User=hangar' <(dpkg-deb --fsys-tarfile "$deb" | tar -xO ./usr/lib/systemd/system/hangar.service) || fail "unit not run as hangar"
 dev=$(dpkg-deb -c "$devdeb")
 for f in ./usr/include/hangar/plugin.h ./usr/include/hangar/plugin.hpp ./usr/lib/cmake/Hangar/HangarConfig.cmake \
-         ./usr/lib/pkgconfig/hangar-plugin.pc ./usr/share/doc/hangar-dev/examples/hello/hello.cpp; do
+         ./usr/lib/pkgconfig/hangar-plugin.pc ./usr/share/doc/hangar-dev/examples/hello/hello.cpp \
+         ./usr/include/hangar/process.hpp ./usr/share/doc/hangar-dev/examples/page-archive/page_archive.cpp \
+         ./usr/share/doc/hangar-dev/examples/page-archive/page-archive.ini; do
   grep -q " $f\$" <<<"$dev" || fail "$f missing from hangar-dev"
 done
 
@@ -97,7 +101,16 @@ grep -q "Hangar_DIR:PATH=$root/usr/lib/cmake/Hangar" "$tmp/hello-build/CMakeCach
 cmake --build "$tmp/hello-build" >/dev/null || fail "building the example"
 mkdir -p "$tmp/extra" && cp "$tmp/hello-build/hello.so" "$tmp/extra/"
 
-step "serving from the installed layout; the SDK creates a browser; the installed host loads the example"
+step "building page-archive from the installed hangar-dev alone and installing it into the staged host"
+cp -r "$root/usr/share/doc/hangar-dev/examples/page-archive" "$tmp/pa-src"
+cmake -S "$tmp/pa-src" -B "$tmp/pa-build" -DCMAKE_PREFIX_PATH="$root/usr" -DCMAKE_BUILD_TYPE=Release >/dev/null \
+  || fail "configuring page-archive against the installed SDK"
+cmake --build "$tmp/pa-build" >/dev/null || fail "building page-archive"
+cmake --install "$tmp/pa-build" >/dev/null || fail "installing page-archive"
+[[ -f "$root/usr/lib/hangar/plugins/page-archive.so" ]] || fail "page-archive.so is not in the installed plugin folder"
+grep -qx "enabled = true" "$root/etc/hangar/plugins.d/page-archive.ini" || fail "page-archive.ini is not in etc/plugins.d"
+
+step "serving from the installed layout; the SDK creates a browser; the installed host loads the examples; page-archive archives a page"
 cd "$repo/tests/e2e"
 HANGAR_BIN="$root/usr/bin/hangar" STAGED_PLUGINS="$tmp/extra" node "$repo/tests/package/serve-check.mjs" || fail "serve check"
 step "all checks passed"

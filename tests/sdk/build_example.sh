@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Builds the SDK example plugin (sdk/examples/hello) and the wrong-ABI test plugin
-# (tests/sdk/wrong_abi) the way a third party would: out of tree, from a copy of their sources
+# Builds the SDK example plugins (sdk/examples/hello, sdk/examples/page-archive), the wrong-ABI
+# test plugin (tests/sdk/wrong_abi) and the plugin built from the frozen ABI v1 header
+# (tests/sdk/abi_v1) the way a third party would: out of tree, from a copy of their sources
 # outside this repository, given nothing of Hangar but the SDK headers
-# (-DHANGAR_SDK_INCLUDE_DIR=<repo>/sdk/include).
+# (-DHANGAR_SDK_INCLUDE_DIR=<repo>/sdk/include, or the frozen tests/sdk/abi_v1/include).
 #
 #   tests/sdk/build_example.sh [OUT_DIR]      (default: <repo>/build/sdk-example)
 #
-# Leaves OUT_DIR/hello/hello.so and OUT_DIR/wrong_abi/wrong_abi.so, which the end-to-end tests
-# load into a real server (HANGAR_PLUGIN_DIR + HANGAR_PLUGINS_ENABLE).
+# Leaves OUT_DIR/<name>/<name>.so for each, which the end-to-end tests load into a real server
+# (HANGAR_PLUGIN_DIR + HANGAR_PLUGINS_ENABLE).
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -20,8 +21,8 @@ trap 'rm -rf "$work"' EXIT
 
 fail() { echo "build_example: FAIL: $*" >&2; exit 1; }
 
-build_one() { # name source_dir
-    local name="$1" src="$2"
+build_one() { # name source_dir [sdk_include_dir]
+    local name="$1" src="$2" sdk_include="${3:-$sdk_include}"
     cp -r "$src" "$work/$name-src"
     rm -rf "$work/$name-src/build"
     echo "build_example: configuring $name (sources copied to $work/$name-src)"
@@ -51,5 +52,7 @@ build_one() { # name source_dir
 }
 
 build_one hello "$repo/sdk/examples/hello"
+build_one page-archive "$repo/sdk/examples/page-archive"
 build_one wrong_abi "$repo/tests/sdk/wrong_abi"
-echo "build_example: 2 passed, 0 failed"
+build_one abi_v1 "$repo/tests/sdk/abi_v1/plugin" "$repo/tests/sdk/abi_v1/include"
+echo "build_example: 4 passed, 0 failed"

@@ -2,7 +2,7 @@
 //
 // It shows every part of the plugin SDK a third party needs, and nothing else:
 //   - routes           GET /hello, POST /hello/greetings, GET /hello/greetings, GET /hello/greet/{name}
-//   - the caller       who the host authenticated (org, project, key)
+//   - the caller       who the host authenticated (org, project, key); req.project() scopes data
 //   - migrations       the table hello_greetings, created by the host before start()
 //   - the store        sql() with bound parameters, rows back as JSON
 //   - pagination       res.page(): a bare JSON array plus X-Has-More / X-Next-Offset
@@ -104,7 +104,7 @@ public:
             std::int64_t seq = 0;
             greeting["created_at"] = now_rfc3339(&seq);
             sql("INSERT INTO hello_greetings (id, project_id, text, created_at, seq) VALUES (?, ?, ?, ?, ?)",
-                json::array({greeting["id"], project_of(req), greeting["text"], greeting["created_at"], seq}));
+                json::array({greeting["id"], req.project(), greeting["text"], greeting["created_at"], seq}));
             res.json(greeting, 201);
         });
 
@@ -116,7 +116,7 @@ public:
             json rows = sql("SELECT id, text, created_at FROM hello_greetings WHERE project_id = ? "
                             "ORDER BY seq, id LIMIT " +
                                 std::to_string(limit + 1) + " OFFSET " + std::to_string(offset),
-                            json::array({project_of(req)}));
+                            json::array({req.project()}));
             bool has_more = rows.size() > static_cast<std::size_t>(limit);
             if (has_more) rows.erase(rows.end() - 1);
             res.page(rows, offset, has_more);
@@ -138,14 +138,6 @@ public:
     }
 
 private:
-    // Greetings belong to the project the caller acts in.
-    static std::string project_of(const hangar::Request &req) {
-        json caller = req.caller();
-        if (caller.is_object() && caller.contains("project_id") && caller["project_id"].is_string())
-            return caller["project_id"].get<std::string>();
-        throw Error::forbidden("no project selected");
-    }
-
     std::string greeting_word_;
 };
 

@@ -10,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <unistd.h>
+
 #include <cstdint>
 #include <functional>
 #include <list>
@@ -206,6 +208,16 @@ public:
         return text.empty() ? json::object() : json::parse(text, nullptr, false);
     }
     std::string id() const { return std::string(view(host_->req_id(req_))); }
+    // The project the caller acts in: every resource belongs to one. 401 when there is none
+    // (public routes have no caller).
+    std::string project() const {
+        json c = caller();
+        if (c.is_object())
+            if (auto it = c.find("project_id");
+                it != c.end() && it->is_string() && !it->get_ref<const std::string &>().empty())
+                return it->get<std::string>();
+        throw Error::unauthorized("no project for this caller");
+    }
     // 403 forbidden when the administrator switched `feature` off for the caller's org or
     // project (`hangar admin entitlement ... off`).
     void require_entitlement(std::string_view feature) const {
@@ -464,6 +476,20 @@ protected:
         return std::make_unique<Activity>(host_, host_->activity_begin(ctx_, str(key)));
     }
     std::int64_t idle_ms(std::string_view key) const { return host_->activity_idle_ms(ctx_, str(key)); }
+
+    // ---- the instance's folders (instance role) ----
+    // The instance's folder as this agent sees it: /run/hangar inside the sandbox (inputs/,
+    // logs/, what the server collects). An agent run without the sandbox (development) is told
+    // through the "instance_run_dir" or "instance.dir" key.
+    std::string instance_run_dir() const {
+        return config("instance_run_dir").value_or(config("instance.dir", "/run/hangar"));
+    }
+    // The browser user's home: /home/kernel inside the sandbox (<instance dir>/home bound there),
+    // <run dir>/home for an agent without one.
+    std::string instance_home_dir() const {
+        std::string run = instance_run_dir();
+        return run == "/run/hangar" && ::access("/home/kernel", W_OK) == 0 ? "/home/kernel" : run + "/home";
+    }
 
     // ---- instances (server role) ----
     json instance_start(const json &spec) const {

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <ctime>
+#include <functional>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -80,10 +81,14 @@ struct Paging {
     int limit = 20;
 };
 
+// A query parameter by name (nullopt when absent): Request::query, or a map in a test.
+using QueryParam = std::function<std::optional<std::string>(std::string_view)>;
+
 // `offset` and `limit` query parameters (contract §1.7): problems go into `v` under their names.
-inline Paging parse_paging(const Request &req, Validation &v, int default_limit = 20, int max_limit = 100) {
+// A `limit` over `max_limit` is lowered to it, as Kernel does.
+inline Paging parse_paging(const QueryParam &param, Validation &v, int default_limit = 20, int max_limit = 100) {
     auto integer = [&](const char *name, std::int64_t min, std::int64_t fallback) -> std::int64_t {
-        auto s = req.query(name);
+        auto s = param(name);
         if (!s || s->empty()) return fallback;
         std::int64_t n = 0;
         const std::string text = *s;
@@ -103,6 +108,25 @@ inline Paging parse_paging(const Request &req, Validation &v, int default_limit 
     p.offset = integer("offset", 0, 0);
     p.limit = static_cast<int>(std::min<std::int64_t>(integer("limit", 1, default_limit), max_limit));
     return p;
+}
+
+inline Paging parse_paging(const Request &req, Validation &v, int default_limit = 20, int max_limit = 100) {
+    return parse_paging([&](std::string_view name) { return req.query(name); }, v, default_limit, max_limit);
+}
+
+// The row of `table` (columns id, project_id, name) in `project` whose id is `id_or_name`, else
+// the one whose name is, compared without case: the Kernel rule for {id_or_name} in paths. The id
+// is tried first, so a name that looks like another row's id never shadows that row. `sql` is
+// the plugin's sql() (any callable taking the statement and its parameters).
+template <typename Sql>
+std::optional<json> find_by_id_or_name(const Sql &sql, const std::string &table, const std::string &project,
+                                       const std::string &id_or_name) {
+    json rows = sql("SELECT * FROM " + table + " WHERE project_id = ? AND id = ?", json::array({project, id_or_name}));
+    if (rows.empty())
+        rows = sql("SELECT * FROM " + table + " WHERE project_id = ? AND LOWER(name) = LOWER(?)",
+                   json::array({project, id_or_name}));
+    if (rows.empty()) return std::nullopt;
+    return rows.front();
 }
 
 } // namespace hangar

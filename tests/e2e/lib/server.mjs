@@ -290,12 +290,17 @@ export async function servePage(html) {
 /** The SDK example plugins built out of tree (tests/sdk/build_example.sh); built on demand. */
 export async function examplePlugins() {
   const out = process.env.HANGAR_SDK_EXAMPLE_DIR || join(repoRoot, 'build/sdk-example');
-  const hello = join(out, 'hello');
-  const wrongAbi = join(out, 'wrong_abi');
-  if (!existsSync(join(hello, 'hello.so')) || !existsSync(join(wrongAbi, 'wrong_abi.so'))) {
+  const dirs = {
+    hello: join(out, 'hello'),
+    pageArchive: join(out, 'page-archive'),
+    wrongAbi: join(out, 'wrong_abi'),
+    abiV1: join(out, 'abi_v1'),
+  };
+  const files = [['hello', 'hello'], ['pageArchive', 'page-archive'], ['wrongAbi', 'wrong_abi'], ['abiV1', 'abi_v1']];
+  if (files.some(([key, name]) => !existsSync(join(dirs[key], `${name}.so`)))) {
     await execFileP(join(repoRoot, 'tests/sdk/build_example.sh'), [out], { timeout: 300_000 });
   }
-  return { hello, wrongAbi };
+  return dirs;
 }
 
 /** Live (non-zombie) processes: [{pid, ppid, cmd}]. */

@@ -11,7 +11,7 @@
 
 namespace fs = std::filesystem;
 
-namespace hangar::browsers {
+namespace hangar::extensions {
 
 namespace {
 
@@ -98,4 +98,4 @@ std::vector<std::string> installed_extensions(const std::string &dir) {
     return out;
 }
 
-} // namespace hangar::browsers
+} // namespace hangar::extensions

@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-namespace hangar::browsers {
+namespace hangar::extensions {
 
 // Unpacks `zip` (an unpacked extension: manifest.json at its root or in its one top-level folder)
 // to <dir>/<name>, replacing what was there in one rename: a failure leaves the old folder as it
@@ -18,4 +18,4 @@ void install_extension(std::string_view zip, const std::string &dir, const std::
 // The extension folders under `dir` that hold a manifest.json, sorted by name.
 std::vector<std::string> installed_extensions(const std::string &dir);
 
-} // namespace hangar::browsers
+} // namespace hangar::extensions

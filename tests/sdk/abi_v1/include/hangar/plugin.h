@@ -1,0 +1,247 @@
+/*
+ * Hangar plugin ABI, version 1.
+ *
+ * This is the only contract between the `hangar` host and a plugin shared library. It is plain C
+ * so that a plugin built with another compiler or C++ standard library still loads: no C++ type,
+ * no Poco type and no exception ever crosses it.
+ *
+ * Rules that hold for every function below:
+ *  - Strings are pointer + length (`hangar_str`), UTF-8, not necessarily NUL-terminated.
+ *  - JSON travels as UTF-8 text.
+ *  - Sizes are `size_t`; integers that go on the wire are fixed-width. No `long`, `off_t`, `time_t`.
+ *  - Every table starts with `abi_version` and `struct_size`. The host only appends functions to
+ *    `hangar_host_v1`; a plugin checks `struct_size` before calling a function added later.
+ *  - "Borrowed" memory stays valid for the stated time and must not be freed by the plugin.
+ *    "Owned" buffers (`hangar_buf`) are allocated by the host and released with `buf_free`.
+ *  - Functions returning `int` return 0 on success and a negative value on failure; where a
+ *    failure has a message it is written into the optional `hangar_buf *err` (owned by caller).
+ *  - Unless stated otherwise, functions may be called from any thread.
+ */
+#ifndef HANGAR_PLUGIN_H
+#define HANGAR_PLUGIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define HANGAR_ABI_VERSION 1u
+
+#if defined(__GNUC__)
+#define HANGAR_EXPORT __attribute__((visibility("default")))
+#else
+#define HANGAR_EXPORT
+#endif
+
+/* ---- plain data --------------------------------------------------------------------------- */
+
+typedef struct hangar_str {
+    const char *ptr; /* may be NULL when len == 0 */
+    size_t len;
+} hangar_str;
+
+/* A buffer the host allocated for the plugin. Release with host->buf_free. */
+typedef struct hangar_buf {
+    char *ptr;
+    size_t len;
+} hangar_buf;
+
+typedef enum hangar_role {
+    HANGAR_ROLE_SERVER = 1,  /* `hangar serve`: the public API */
+    HANGAR_ROLE_INSTANCE = 2 /* `hangar agent`: inside one browser instance's sandbox */
+} hangar_role;
+
+typedef enum hangar_log_level {
+    HANGAR_LOG_DEBUG = 0,
+    HANGAR_LOG_INFO = 1,
+    HANGAR_LOG_WARN = 2,
+    HANGAR_LOG_ERROR = 3
+} hangar_log_level;
+
+/* Route flags, OR-ed together. */
+enum {
+    /* No bearer key needed (the handler checks its own capability token, e.g. a CDP URL). */
+    HANGAR_ROUTE_PUBLIC = 1u << 0,
+    /* The handler may take over the connection: SSE (`sse_open`), WebSocket upgrade or a raw
+     * relay (`relay_*`). The host then moves the socket to its event loop, so a long-lived
+     * connection never holds a request thread. */
+    HANGAR_ROUTE_STREAMING = 1u << 1
+};
+
+/* ---- opaque handles ----------------------------------------------------------------------- */
+
+typedef struct hangar_plugin_ctx hangar_plugin_ctx; /* one per loaded plugin; lives until unload */
+typedef struct hangar_request hangar_request;       /* valid during one handler call */
+typedef struct hangar_response hangar_response;     /* valid during one handler call */
+typedef struct hangar_stream hangar_stream;         /* an SSE stream; see sse_open */
+typedef struct hangar_timer hangar_timer;
+typedef struct hangar_activity hangar_activity;
+
+/* A route handler. Runs on a host request thread. It fills `res`; a handler that sets nothing
+ * answers 204. It must not unwind (C++ exceptions are caught by plugin.hpp). */
+typedef void (*hangar_handler_fn)(void *user, hangar_request *req, hangar_response *res);
+
+/* A service another plugin may call: JSON in, JSON out. Returns an HTTP-like status
+ * (200 ok; 4xx/5xx with `out` holding a wire error object). `out` is filled with
+ * host->buf_alloc-ed memory which the caller releases. */
+typedef int (*hangar_service_fn)(void *user, hangar_str in_json, hangar_buf *out);
+
+typedef void (*hangar_timer_fn)(void *user);
+
+/* ---- what the host offers (passed to hangar_plugin_init; borrowed for the plugin's lifetime) */
+
+typedef struct hangar_host_v1 {
+    uint32_t abi_version; /* HANGAR_ABI_VERSION of the host */
+    uint32_t struct_size; /* sizeof(hangar_host_v1) as the host knows it */
+
+    /* memory: buffers handed to the plugin are allocated here and must be freed here */
+    void (*buf_free)(hangar_buf *buf);                               /* frees ptr, sets it to NULL */
+    int (*buf_alloc)(hangar_buf *buf, const char *data, size_t len); /* copies data into buf */
+
+    /* logging, config, identity */
+    void (*log)(hangar_plugin_ctx *ctx, hangar_log_level level, hangar_str message);
+    /* Looks `key` up as "<plugin>.<key>" (from etc/plugins.d/<plugin>.ini), then as `key`
+     * itself (e.g. "server.public_url"). Returns 0 and fills `out` when found, -1 otherwise. */
+    int (*config_get)(hangar_plugin_ctx *ctx, hangar_str key, hangar_buf *out);
+    hangar_role (*role)(hangar_plugin_ctx *ctx);
+
+    /* routes: register during `start` only. `pattern` segments are literals or `{name}`; a final
+     * `{name*}` captures the rest of the path. `user` is borrowed until the plugin stops. */
+    int (*route_add)(hangar_plugin_ctx *ctx, hangar_str method, hangar_str pattern, uint32_t flags,
+                     hangar_handler_fn fn, void *user);
+
+    /* request (all returned strings are borrowed until the handler returns) */
+    hangar_str (*req_method)(hangar_request *req);
+    hangar_str (*req_path)(hangar_request *req); /* decoded path, no query */
+    /* Path parameter by name, URL-decoded. Returns -1 when absent. */
+    int (*req_param)(hangar_request *req, hangar_str name, hangar_str *out);
+    /* Query parameter by name, URL-decoded (first occurrence). Returns -1 when absent. */
+    int (*req_query)(hangar_request *req, hangar_str name, hangar_str *out);
+    /* The whole raw query string (still percent-encoded), for bracketed keys like tags[k]. */
+    hangar_str (*req_query_string)(hangar_request *req);
+    int (*req_header)(hangar_request *req, hangar_str name, hangar_str *out);
+    /* The request body, read in full (the host enforces its size limit and answers 413 itself).
+     * Returns -1 if the body could not be read. */
+    int (*req_body)(hangar_request *req, hangar_str *out);
+    /* The authenticated caller as JSON: {"org_id","project_id","key_id","project_scoped"}.
+     * Empty object on public routes. */
+    hangar_str (*req_caller)(hangar_request *req);
+    hangar_str (*req_id)(hangar_request *req); /* the request id the host assigned */
+    /* "scheme://host[:port]" the client used to reach us, for building URLs it can follow. */
+    hangar_str (*req_base_url)(hangar_request *req);
+
+    /* response */
+    void (*res_status)(hangar_response *res, int status);
+    void (*res_header)(hangar_response *res, hangar_str name, hangar_str value);      /* adds */
+    void (*res_body)(hangar_response *res, hangar_str content_type, hangar_str body); /* copies */
+    /* Serves a file's bytes (with Range support); `path` is copied. */
+    void (*res_file)(hangar_response *res, hangar_str content_type, hangar_str path);
+    /* Answers with the wire error body {code, message, details?}; `details_json` is a JSON
+     * array of {code, message} or empty. */
+    void (*res_error)(hangar_response *res, int status, hangar_str code, hangar_str message, hangar_str details_json);
+
+    /* streaming (routes flagged HANGAR_ROUTE_STREAMING only) */
+    /* Sends the SSE response head and hands the connection to the event loop. The returned
+     * stream is owned by the plugin and outlives the handler; close it with stream_close, from
+     * any thread. Returns NULL on failure. */
+    hangar_stream *(*sse_open)(hangar_response *res);
+    /* Queues one frame `data: <json>\n\n`. Returns -1 once the client has gone away. */
+    int (*stream_send)(hangar_stream *stream, hangar_str json);
+    int (*stream_is_open)(hangar_stream *stream);
+    void (*stream_close)(hangar_stream *stream); /* ends the response and frees the handle */
+
+    /* Relays this request to a unix socket (an instance's agent) or to a TCP port on loopback.
+     * Plain requests are forwarded and the answer copied back. Upgrades (WebSocket) and SSE
+     * requests are spliced byte for byte in the event loop, without parsing frames. `path`
+     * replaces the request path (query string kept unless `path` has its own).
+     * `activity_key`, when not empty, counts as activity for as long as the relay lasts. */
+    int (*relay_unix)(hangar_request *req, hangar_response *res, hangar_str socket_path, hangar_str path,
+                      hangar_str activity_key);
+    int (*relay_tcp)(hangar_request *req, hangar_response *res, hangar_str host, uint16_t port, hangar_str path,
+                     hangar_str activity_key);
+    /* Completes a WebSocket upgrade and closes it at once with `code` and `reason`. */
+    void (*ws_reject)(hangar_request *req, hangar_response *res, uint16_t code, hangar_str reason);
+
+    /* store: SQL on the host database (SQLite; keep to SQL that PostgreSQL also speaks).
+     * `params_json` is a JSON array bound to `?` in order. Rows come back as a JSON array of
+     * objects in `out` (owned). Returns -1 with a message in `err` on failure. */
+    int (*store_exec)(hangar_plugin_ctx *ctx, hangar_str sql, hangar_str params_json, hangar_buf *out, hangar_buf *err);
+
+    /* blobs under the data dir: `key` is a relative path of [A-Za-z0-9._-/] segments. */
+    int (*blob_put)(hangar_plugin_ctx *ctx, hangar_str key, hangar_str data, hangar_buf *err);
+    int (*blob_path)(hangar_plugin_ctx *ctx, hangar_str key, hangar_buf *out_path);
+    int (*blob_delete)(hangar_plugin_ctx *ctx, hangar_str key);
+
+    /* services */
+    int (*service_add)(hangar_plugin_ctx *ctx, hangar_str name, hangar_service_fn fn, void *user);
+    /* Returns the service's status (see hangar_service_fn), or 404 when nobody offers `name`. */
+    int (*service_call)(hangar_plugin_ctx *ctx, hangar_str name, hangar_str in_json, hangar_buf *out);
+
+    /* timers: `fn` runs on a host timer thread every `interval_ms` until timer_cancel. */
+    hangar_timer *(*timer_start)(hangar_plugin_ctx *ctx, uint32_t interval_ms, hangar_timer_fn fn, void *user);
+    void (*timer_cancel)(hangar_timer *timer); /* waits for a running callback; frees */
+
+    /* activity: the host counts open connections and in-flight calls per key (a session id). */
+    hangar_activity *(*activity_begin)(hangar_plugin_ctx *ctx, hangar_str key);
+    void (*activity_end)(hangar_activity *activity); /* frees */
+    /* Milliseconds since the key was last active; 0 while anything holds it active; -1 when
+     * the key has never been seen. */
+    int64_t (*activity_idle_ms)(hangar_plugin_ctx *ctx, hangar_str key);
+
+    /* capability tokens (HS256 JWT signed with the host's secret). `claims_json` is an object;
+     * the host adds "exp" from ttl_seconds. verify checks signature and expiry and returns the
+     * claims in `out`. */
+    int (*token_sign)(hangar_plugin_ctx *ctx, hangar_str claims_json, uint32_t ttl_seconds, hangar_buf *out);
+    int (*token_verify)(hangar_plugin_ctx *ctx, hangar_str token, hangar_buf *out_claims);
+
+    /* instances (server role): one sandboxed `hangar agent` per instance.
+     * instance_start: `spec_json` is {"id": "...", ...}; the host creates the instance dir,
+     * writes the spec for the agent, starts it under the sandbox and returns once its socket
+     * answers, with {"id","socket","dir","pid"} in `out`. */
+    int (*instance_start)(hangar_plugin_ctx *ctx, hangar_str spec_json, hangar_buf *out, hangar_buf *err);
+    /* Stops every process of the instance and removes its directory. Idempotent. */
+    int (*instance_stop)(hangar_plugin_ctx *ctx, hangar_str id);
+    /* A plain HTTP call to the instance's agent. `out_status` gets the HTTP status (or 502 when
+     * the agent cannot be reached) and `out` its body. timeout_ms 0 = the host default. */
+    int (*instance_call)(hangar_plugin_ctx *ctx, hangar_str id, hangar_str method, hangar_str path, hangar_str body,
+                         uint32_t timeout_ms, int *out_status, hangar_buf *out);
+    /* The unix socket path of a running instance's agent (for relay_unix). */
+    int (*instance_socket)(hangar_plugin_ctx *ctx, hangar_str id, hangar_buf *out);
+    /* The instance's spec as written at start (instance role: this agent's own instance). */
+    int (*instance_spec)(hangar_plugin_ctx *ctx, hangar_buf *out);
+} hangar_host_v1;
+
+/* ---- what the plugin declares (filled by hangar_plugin_init) ------------------------------- */
+
+typedef struct hangar_migration {
+    uint32_t version; /* 1, 2, 3 ... applied in order, each once per database */
+    const char *sql;  /* NUL-terminated; may hold several statements separated by ';' */
+} hangar_migration;
+
+typedef struct hangar_plugin_v1 {
+    uint32_t abi_version;               /* must be HANGAR_ABI_VERSION the plugin was built against */
+    uint32_t struct_size;               /* sizeof(hangar_plugin_v1) */
+    const char *name;                   /* [a-z0-9_-]+, matches etc/plugins.d/<name>.ini; static storage */
+    const char *version;                /* free-form, static storage */
+    const char *depends;                /* comma-separated plugin names, or NULL; static storage */
+    const hangar_migration *migrations; /* static storage */
+    size_t migration_count;
+    void *state; /* the plugin's own pointer, handed back to start/stop */
+    /* Called once migrations ran, in dependency order. Register routes, services, timers here.
+     * Return 0, or -1 to refuse to start (with a log line saying why). */
+    int (*start)(void *state, hangar_plugin_ctx *ctx);
+    /* Called in reverse order at shutdown; must stop timers and close streams it owns. */
+    void (*stop)(void *state);
+} hangar_plugin_v1;
+
+/* The one exported symbol. Fill `out` and return 0; the host keeps `host` valid until stop. */
+typedef int (*hangar_plugin_init_fn)(const hangar_host_v1 *host, hangar_plugin_v1 *out);
+#define HANGAR_PLUGIN_INIT_SYMBOL "hangar_plugin_init"
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* HANGAR_PLUGIN_H */
