@@ -95,10 +95,11 @@ std::vector<std::string> root_args(const std::vector<std::string> &extra_ro) {
                              "/etc/vulkan",
                              "/etc/glvnd"})
         a.insert(a.end(), {"--ro-bind-try", item, item});
-    for (const auto &dir : extra_ro)
-        if (!dir.empty()) a.insert(a.end(), {"--ro-bind-try", dir, dir});
     a.insert(a.end(), {"--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/var/tmp", "--tmpfs", "/run",
                        "--tmpfs", "/home"});
+    // After the private folders: one of these may lie under /tmp or /home (a test's config).
+    for (const auto &dir : extra_ro)
+        if (!dir.empty()) a.insert(a.end(), {"--ro-bind-try", dir, dir});
     return a;
 }
 

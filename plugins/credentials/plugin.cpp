@@ -66,13 +66,6 @@ INSERT INTO secret_columns (owner, table_name, id_column, column_name) VALUES
 )sql"},
 };
 
-std::string project_of(const Request &req) {
-    json caller = req.caller();
-    std::string project = caller.value("project_id", "");
-    if (project.empty()) throw Error::unauthorized("no project for this caller");
-    return project;
-}
-
 // Providers are the organisation's: a key scoped to one project may not see or change them.
 std::string org_of(const Request &req) {
     json caller = req.caller();
@@ -178,10 +171,10 @@ public:
         route("POST", "/credentials", [this](Request &q, Response &r) { create(q, r); });
         route("GET", "/credentials", [this](Request &q, Response &r) { list(q, r); });
         route("GET", "/credentials/{id_or_name}",
-              [this](Request &q, Response &r) { r.json(render(require(project_of(q), q.param("id_or_name")), true)); });
+              [this](Request &q, Response &r) { r.json(render(require(q.project(), q.param("id_or_name")), true)); });
         route("PATCH", "/credentials/{id_or_name}", [this](Request &q, Response &r) { update(q, r); });
         route("DELETE", "/credentials/{id_or_name}", [this](Request &q, Response &r) {
-            json row = require(project_of(q), q.param("id_or_name"));
+            json row = require(q.project(), q.param("id_or_name"));
             sql("DELETE FROM credentials_credentials WHERE id = ?", json::array({row.at("id")}));
             r.no_content();
         });
@@ -286,7 +279,7 @@ private:
     }
 
     void create(Request &req, Response &res) {
-        std::string project = project_of(req);
+        std::string project = req.project();
         json body = req.json_body();
         NewCredential c;
         c.name = parse_name(body, "credential");
@@ -309,7 +302,7 @@ private:
     }
 
     void list(Request &req, Response &res) {
-        std::string project = project_of(req);
+        std::string project = req.project();
         hangar::Validation v;
         auto paging = hangar::parse_paging(req, v);
         v.throw_if_failed("invalid list query");
@@ -336,7 +329,7 @@ private:
     }
 
     void update(Request &req, Response &res) {
-        std::string project = project_of(req);
+        std::string project = req.project();
         json body = req.json_body();
         // Everything is validated before anything is written.
         std::optional<std::string> name;
@@ -400,7 +393,7 @@ private:
     }
 
     void totp_code(Request &req, Response &res) {
-        json row = require(project_of(req), req.param("id_or_name"));
+        json row = require(req.project(), req.param("id_or_name"));
         auto code = code_of(row);
         if (!code)
             throw Error::bad_request("credential \"" + row.at("name").get<std::string>() +

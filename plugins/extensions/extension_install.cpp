@@ -29,23 +29,28 @@ std::string random_suffix() {
 
 } // namespace
 
-void install_extension(std::string_view zip, const std::string &dir, const std::string &name,
-                       const hangar::ZipLimits &limits) {
-    // Where manifest.json is decides what the extension's root is.
+std::string extension_root(std::string_view zip, const hangar::ZipLimits &limits, const std::string &field) {
     std::set<std::string> top;
     bool root_manifest = false, nested_manifest = false;
-    hangar::read_zip(zip, limits, [&](hangar::ZipItem &&it) {
-        auto slash = it.rel.find('/');
-        top.insert(it.rel.substr(0, slash));
-        if (it.rel == "manifest.json") root_manifest = true;
-        if (slash != std::string::npos && it.rel.substr(slash + 1) == "manifest.json") nested_manifest = true;
-    });
-    std::string strip;
-    if (!root_manifest) {
-        if (!nested_manifest || top.size() != 1)
-            throw Error::invalid("zip_file", "has no manifest.json at its root or in its one top-level folder");
-        strip = *top.begin() + "/";
-    }
+    hangar::walk_zip(
+        zip, limits,
+        [&](const hangar::ZipEntry &it) -> hangar::ZipChunkSink {
+            auto slash = it.rel.find('/');
+            top.insert(it.rel.substr(0, slash));
+            if (it.rel == "manifest.json") root_manifest = true;
+            if (slash != std::string::npos && it.rel.substr(slash + 1) == "manifest.json") nested_manifest = true;
+            return {};
+        },
+        field);
+    if (root_manifest) return "";
+    if (!nested_manifest || top.size() != 1)
+        throw Error::invalid(field, "has no manifest.json at its root or in its one top-level folder");
+    return *top.begin() + "/";
+}
+
+void install_extension(std::string_view zip, const std::string &dir, const std::string &name,
+                       const hangar::ZipLimits &limits) {
+    std::string strip = extension_root(zip, limits);
     fs::create_directories(dir);
     std::string staging = dir + "/.install-" + name + "-" + random_suffix();
     struct Cleanup {
@@ -56,20 +61,33 @@ void install_extension(std::string_view zip, const std::string &dir, const std::
         }
     } cleanup{staging};
     fs::create_directories(staging);
-    hangar::read_zip(zip, limits, [&](hangar::ZipItem &&it) {
-        if (!strip.empty() && it.rel.rfind(strip, 0) != 0) return;
+    // Each file is written as it is read, 64 KiB at a time.
+    std::ofstream out;
+    fs::path target;
+    auto close_file = [&] {
+        if (!out.is_open()) return;
+        out.close();
+        if (!out) throw std::runtime_error("cannot write " + target.string());
+    };
+    hangar::walk_zip(zip, limits, [&](const hangar::ZipEntry &it) -> hangar::ZipChunkSink {
+        close_file();
+        if (!strip.empty() && it.rel.rfind(strip, 0) != 0) return {};
         std::string rel = it.rel.substr(strip.size());
-        if (rel.empty()) return;
-        fs::path target = fs::path(staging) / rel;
+        if (rel.empty()) return {};
+        target = fs::path(staging) / rel;
         if (it.dir) {
             fs::create_directories(target);
-            return;
+            return {};
         }
         fs::create_directories(target.parent_path());
-        std::ofstream out(target, std::ios::binary | std::ios::trunc);
-        out.write(it.data.data(), static_cast<std::streamsize>(it.data.size()));
+        out.open(target, std::ios::binary | std::ios::trunc);
         if (!out) throw std::runtime_error("cannot write " + target.string());
+        return [&](std::string_view chunk) {
+            out.write(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+            if (!out) throw std::runtime_error("cannot write " + target.string());
+        };
     });
+    close_file();
     // The new folder takes the name in one rename; the old one (if any) is moved aside first.
     std::string final_path = dir + "/" + name;
     std::string old = dir + "/.old-" + name + "-" + random_suffix();

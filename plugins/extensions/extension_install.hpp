@@ -9,6 +9,12 @@
 
 namespace hangar::extensions {
 
+// The folder of `zip` that holds manifest.json ("" for the root, else "<top>/" for its one
+// top-level folder), once every entry passed the zip checks. Reads names only, so it holds nothing
+// of the content whatever its size. Error 400 on `field` when there is no such manifest.
+std::string extension_root(std::string_view zip, const hangar::ZipLimits &limits,
+                           const std::string &field = "zip_file");
+
 // Unpacks `zip` (an unpacked extension: manifest.json at its root or in its one top-level folder)
 // to <dir>/<name>, replacing what was there in one rename: a failure leaves the old folder as it
 // was. Throws Error 400 for a bad archive, std::runtime_error for the file system.

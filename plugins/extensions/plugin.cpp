@@ -187,21 +187,7 @@ private:
             return;
         }
         try {
-            std::set<std::string> top;
-            bool root = false, nested = false;
-            // Names only: the content is counted against the limits but never held.
-            hangar::walk_zip(
-                zip, limits_,
-                [&](const hangar::ZipEntry &it) -> hangar::ZipChunkSink {
-                    auto slash = it.rel.find('/');
-                    top.insert(it.rel.substr(0, slash));
-                    if (it.rel == "manifest.json") root = true;
-                    if (slash != std::string::npos && it.rel.substr(slash + 1) == "manifest.json") nested = true;
-                    return {};
-                },
-                field);
-            if (!root && !(nested && top.size() == 1))
-                v.fail(field, "has no manifest.json at its root or in its one top-level folder");
+            hangar::extensions::extension_root(zip, limits_, field);
         } catch (const Error &e) {
             for (const auto &d : e.details())
                 v.fail(field,
