@@ -31,6 +31,12 @@ struct ZipItem {
     std::string data;
 };
 
+// libarchive's message for its last error; it has none (NULL) for some malformed archives.
+inline std::string archive_message(archive *a) {
+    const char *text = archive_error_string(a);
+    return text ? text : "malformed archive";
+}
+
 struct ZipEntry {
     std::string rel; // normalised, no trailing slash
     bool dir;
@@ -52,7 +58,7 @@ inline void walk_zip(std::string_view bytes, const ZipLimits &limits, const ZipE
     archive_read_support_format_zip(a);
     std::unique_ptr<archive, int (*)(archive *)> guard(a, archive_read_free);
     if (archive_read_open_memory(a, bytes.data(), bytes.size()) != ARCHIVE_OK)
-        throw Error::invalid(field, std::string("not a readable zip: ") + archive_error_string(a));
+        throw Error::invalid(field, "not a readable zip: " + archive_message(a));
     std::size_t count = 0;
     std::uint64_t total = 0;
     archive_entry *e;
@@ -88,9 +94,9 @@ inline void walk_zip(std::string_view bytes, const ZipLimits &limits, const ZipE
                                                 " bytes (size limit)");
             if (chunks) chunks(std::string_view(buf, static_cast<std::size_t>(n)));
         }
-        if (n < 0) throw Error::invalid(field, "entry '" + name + "' could not be read: " + archive_error_string(a));
+        if (n < 0) throw Error::invalid(field, "entry '" + name + "' could not be read: " + archive_message(a));
     }
-    if (r != ARCHIVE_EOF) throw Error::invalid(field, std::string("not a readable zip: ") + archive_error_string(a));
+    if (r != ARCHIVE_EOF) throw Error::invalid(field, "not a readable zip: " + archive_message(a));
 }
 
 // walk_zip handing each entry to `sink` whole, data included (one entry in memory at a time);
