@@ -7,6 +7,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -432,8 +433,15 @@ json ChromiumRunner::open_only(const std::string &url) {
 
 ChromiumRunner::Endpoint ChromiumRunner::endpoint() {
     std::lock_guard lock(mutex_);
+    if (chromium_ && !chromium_->running() && ++crashes_ > 1) {
+        // A browser that keeps dying (a page that crashes it, memory it cannot have) is not
+        // brought back again: the agent ends, and the server ends the session with a reason.
+        log_(LogLevel::Error, "Chromium exited again (" + chromium_->exit_description() + "); ending the session");
+        ::kill(::getpid(), SIGTERM);
+        throw Error(502, "upstream_unavailable", "Chromium crashed twice; this browser session is ending");
+    }
     if (!chromium_ || !chromium_->running()) {
-        // Crashed or killed (e.g. by the OOM killer): bring it back, like a supervisor would.
+        // Crashed or killed (e.g. by the OOM killer): bring it back once, like a supervisor would.
         std::string why = chromium_ ? "exited (" + chromium_->exit_description() + ")" : "is not running";
         chromium_.reset();
         log_(LogLevel::Warn, "Chromium " + why + "; starting it again");

@@ -74,6 +74,7 @@ private:
     std::unique_ptr<Xvfb> display_;
     std::unique_ptr<ChromiumProcess> chromium_;
     int restarts_ = 0;
+    int crashes_ = 0; // exits we did not ask for; the second ends the session
     std::optional<std::string> user_agent_;
 };
 

@@ -1,6 +1,8 @@
 // Server role: the public /browsers API, the CDP and WebDriver URLs, idle deletion.
 #include "browsers.hpp"
 
+#include <hangar/resource.hpp>
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -608,17 +610,10 @@ void BrowsersPlugin::list(Request &req, Response &res) {
         params.push_back(k);
         params.push_back(v);
     }
-    // One row more than asked tells whether another page exists.
-    params.push_back(q.limit + 1);
-    params.push_back(q.offset);
-    auto rows =
-        sql("SELECT s.* FROM browsers_sessions s" + where + " ORDER BY s.created_at DESC, s.id DESC LIMIT ? OFFSET ?",
-            params);
-    bool has_more = rows.size() > static_cast<std::size_t>(q.limit);
-    json items = json::array();
-    for (std::size_t i = 0; i < rows.size() && i < static_cast<std::size_t>(q.limit); ++i)
-        items.push_back(render(session_from_row(rows[i]), req));
-    res.page(items, q.offset, has_more);
+    hangar::answer_page(
+        res, [this](const std::string &statement, const json &p) { return sql(statement, p); },
+        "SELECT s.* FROM browsers_sessions s" + where + " ORDER BY s.created_at DESC, s.id DESC", params,
+        hangar::Paging{q.offset, q.limit}, [&](const json &row) { return render(session_from_row(row), req); });
 }
 
 void BrowsersPlugin::remove(Request &req, Response &res) {

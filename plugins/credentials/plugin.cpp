@@ -316,16 +316,10 @@ private:
             where += " AND (INSTR(LOWER(name), LOWER(?)) > 0 OR INSTR(LOWER(domain), LOWER(?)) > 0 OR id = ?)";
             params.insert(params.end(), {*q, *q, *q});
         }
-        params.push_back(paging.limit + 1);
-        params.push_back(paging.offset);
-        auto rows =
-            sql("SELECT * FROM credentials_credentials" + where + " ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?",
-                params);
-        bool has_more = rows.size() > static_cast<std::size_t>(paging.limit);
-        json items = json::array();
-        for (std::size_t i = 0; i < rows.size() && i < static_cast<std::size_t>(paging.limit); ++i)
-            items.push_back(render(rows[i], false));
-        res.page(items, paging.offset, has_more);
+        hangar::answer_page(
+            res, [this](const std::string &q, const json &p) { return sql(q, p); },
+            "SELECT * FROM credentials_credentials" + where + " ORDER BY created_at DESC, id DESC", params, paging,
+            [this](const json &row) { return render(row, false); });
     }
 
     void update(Request &req, Response &res) {
@@ -482,16 +476,10 @@ private:
             where += " AND (INSTR(LOWER(name), LOWER(?)) > 0 OR id = ?)";
             params.insert(params.end(), {*q, *q});
         }
-        params.push_back(paging.limit + 1);
-        params.push_back(paging.offset);
-        auto rows =
-            sql("SELECT * FROM credentials_providers" + where + " ORDER BY priority, created_at, id LIMIT ? OFFSET ?",
-                params);
-        bool has_more = rows.size() > static_cast<std::size_t>(paging.limit);
-        json items = json::array();
-        for (std::size_t i = 0; i < rows.size() && i < static_cast<std::size_t>(paging.limit); ++i)
-            items.push_back(render_provider(rows[i]));
-        res.page(items, paging.offset, has_more);
+        hangar::answer_page(
+            res, [this](const std::string &q, const json &p) { return sql(q, p); },
+            "SELECT * FROM credentials_providers" + where + " ORDER BY priority, created_at, id", params, paging,
+            [this](const json &row) { return render_provider(row); });
     }
 
     void update_provider(Request &req, Response &res) {

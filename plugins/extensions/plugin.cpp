@@ -243,15 +243,10 @@ private:
             params.push_back(*q);
             params.push_back(*q);
         }
-        params.push_back(paging.limit + 1);
-        params.push_back(paging.offset);
-        auto rows =
-            sql("SELECT * FROM extensions_extensions" + where + " ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?",
-                params);
-        json items = json::array();
-        for (std::size_t i = 0; i < rows.size() && i < static_cast<std::size_t>(paging.limit); ++i)
-            items.push_back(render(rows[i]));
-        res.page(items, paging.offset, rows.size() > static_cast<std::size_t>(paging.limit));
+        hangar::answer_page(
+            res, [this](const std::string &q, const json &p) { return sql(q, p); },
+            "SELECT * FROM extensions_extensions" + where + " ORDER BY created_at DESC, id DESC", params, paging,
+            [this](const json &row) { return render(row); });
     }
 
     // The Web Store is on the internet; without it the answer must come quickly and say so.

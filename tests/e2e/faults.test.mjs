@@ -42,6 +42,28 @@ test('an instance killed from outside: its session is deleted within 5 s and not
   await server.client.browsers.deleteByID(next.session_id);
 });
 
+async function killChromium(session) {
+  const [bwrapPid] = readFileSync(join(server.dataDir, 'instances', `${session.session_id}.pids`), 'utf8').trim().split(' ').map(Number);
+  const browserProc = descendants(bwrapPid).find((p) => /chromium\/chromium /.test(p.cmd) && !/--type=/.test(p.cmd));
+  assert.ok(browserProc, 'found the Chromium browser process');
+  process.kill(browserProc.pid, 'SIGKILL');
+  await waitFor(() => stillAlive([browserProc]).length === 0, { what: 'Chromium to be gone' });
+}
+
+test('Chromium killed twice: brought back once, then the session ends', async () => {
+  const s = await server.client.browsers.create({ headless: true });
+  await killChromium(s);
+  const browser = await chromium.connectOverCDP(s.cdp_ws_url);
+  await browser.close();
+  await killChromium(s);
+  await chromium.connectOverCDP(s.cdp_ws_url, { timeout: 10_000 }).then((b) => b.close(), () => {});
+  await waitFor(async () => Boolean((await server.client.browsers.retrieve(s.session_id, { include_deleted: true })).deleted_at), {
+    timeoutMs: 5000,
+    intervalMs: 100,
+    what: 'the session to end after the second crash',
+  });
+});
+
 test('Chromium killed inside a live session comes back for the next CDP client', async () => {
   const s = await server.client.browsers.create({ headless: true });
   try {

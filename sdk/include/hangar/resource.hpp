@@ -129,4 +129,20 @@ std::optional<json> find_by_id_or_name(const Sql &sql, const std::string &table,
     return rows.front();
 }
 
+// Answers one page of a list (contract §1.7): runs `select` (a whole SELECT with its ORDER BY, no
+// LIMIT) for one row more than asked, which tells whether another page exists, and answers the
+// rendered rows with the paging headers. `sql` is the plugin's sql(), as above.
+template <typename Sql, typename Render>
+void answer_page(Response &res, const Sql &sql, const std::string &select, json params, const Paging &paging,
+                 const Render &render) {
+    params.push_back(paging.limit + 1);
+    params.push_back(paging.offset);
+    json rows = sql(select + " LIMIT ? OFFSET ?", params);
+    const auto limit = static_cast<std::size_t>(paging.limit);
+    json items = json::array();
+    for (std::size_t i = 0; i < rows.size() && i < limit; ++i)
+        items.push_back(render(rows[i]));
+    res.page(items, paging.offset, rows.size() > limit);
+}
+
 } // namespace hangar
