@@ -4,6 +4,8 @@
 #include <hangar/plugin.hpp>
 #include <hangar/zip.hpp>
 
+#include "paths.hpp"
+
 #include <archive.h>
 #include <archive_entry.h>
 
@@ -33,6 +35,7 @@ using hangar::Error;
 using hangar::json;
 using hangar::parse_multipart;
 using hangar::Part;
+using hangar::fs::checked_path;
 namespace stdfs = std::filesystem;
 
 // Limits for upload_zip (set from fs.ini at start).
@@ -77,19 +80,6 @@ std::string random_hex(int n) {
     default:
         throw Error::bad_request(msg);
     }
-}
-
-// An absolute, normalised path with no `..` component (400 otherwise).
-std::string checked_path(const std::string &field, const std::string &raw) {
-    if (raw.empty()) throw Error::invalid(field, "required");
-    if (raw[0] != '/') throw Error::invalid(field, "must be an absolute path");
-    if (raw.find('\0') != std::string::npos) throw Error::invalid(field, "contains a NUL byte");
-    for (const auto &part : stdfs::path(raw))
-        if (part == "..") throw Error::invalid(field, "must not contain '..'");
-    std::string norm = stdfs::path(raw).lexically_normal().string();
-    while (norm.size() > 1 && norm.back() == '/')
-        norm.pop_back();
-    return norm;
 }
 
 bool under_writable_root(const std::string &real) {
