@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <charconv>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -80,6 +81,15 @@ std::string random_hex(int n) {
     default:
         throw Error::bad_request(msg);
     }
+}
+
+// A numeric uid or gid (digits only, checked by the caller); 400 beyond what an id can be.
+std::uint32_t numeric_id(const std::string &field, const std::string &digits) {
+    std::uint32_t id = 0;
+    auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), id);
+    if (ec != std::errc() || end != digits.data() + digits.size() || id == static_cast<std::uint32_t>(-1))
+        throw Error::invalid(field, "is not a valid numeric id");
+    return id;
 }
 
 bool under_writable_root(const std::string &real) {
@@ -583,7 +593,7 @@ private:
             gid_t gid = static_cast<gid_t>(-1);
             if (!owner.empty()) {
                 if (owner.find_first_not_of("0123456789") == std::string::npos)
-                    uid = static_cast<uid_t>(std::stoul(owner));
+                    uid = static_cast<uid_t>(numeric_id("owner", owner));
                 else if (passwd *pw = getpwnam(owner.c_str()))
                     uid = pw->pw_uid;
                 else
@@ -591,7 +601,7 @@ private:
             }
             if (!group.empty()) {
                 if (group.find_first_not_of("0123456789") == std::string::npos)
-                    gid = static_cast<gid_t>(std::stoul(group));
+                    gid = static_cast<gid_t>(numeric_id("group", group));
                 else if (struct group *gr = getgrnam(group.c_str()))
                     gid = gr->gr_gid;
                 else
