@@ -41,7 +41,7 @@ FUZZ_SECONDS ?= 600
 API_VENV     := tests/api/.venv
 API_EXAMPLES ?= 8
 
-FORMAT_DIRS  := host plugins sdk tests/unit tests/sdk
+FORMAT_DIRS  := host plugins sdk tests/unit tests/sdk tests/fuzz
 
 .PHONY: setup setup-apt setup-npm setup-venv setup-fuzz test-api test-fuzz test-fuzz-smoke fuzz-build setup-package package package-test build run test test-unit test-e2e test-sdk-example test-asan bench format lint clean
 

@@ -45,7 +45,9 @@ json merge_openapi(json base, const std::vector<OpenApiFragment> &fragments, std
     return base;
 }
 
-json openapi_base() { return json::parse(kOpenApiBase); }
+json openapi_base() {
+    return json::parse(kOpenApiBase);
+}
 
 json read_openapi_fragment(const std::string &library_file, const std::string &name) {
     auto file = std::filesystem::path(library_file).parent_path() / (name + ".openapi.json");

@@ -124,7 +124,8 @@ public:
                                            {"awaitPromise", true},
                                            {"userGesture", true},
                                            {"returnByValue", true}});
-        if (r.contains("exceptionDetails")) throw hangar::cdp::Failure("the page could not read the clipboard: " + why(r));
+        if (r.contains("exceptionDetails"))
+            throw hangar::cdp::Failure("the page could not read the clipboard: " + why(r));
         return r["result"].value("value", "");
     }
 
@@ -134,7 +135,8 @@ public:
         auto r = call("Runtime.evaluate", {{"expression", "navigator.clipboard.writeText(" + json(text).dump() + ")"},
                                            {"awaitPromise", true},
                                            {"userGesture", true}});
-        if (r.contains("exceptionDetails")) throw hangar::cdp::Failure("the page could not write the clipboard: " + why(r));
+        if (r.contains("exceptionDetails"))
+            throw hangar::cdp::Failure("the page could not write the clipboard: " + why(r));
     }
 
 private:
@@ -159,8 +161,8 @@ private:
         call("Page.bringToFront");
         // Headless has no system clipboard: the page's API is the clipboard, and only a secure
         // context (https, localhost; not the blank first tab) has one. The caller can fix that.
-        auto has = call("Runtime.evaluate", {{"expression", "typeof navigator.clipboard !== 'undefined'"},
-                                             {"returnByValue", true}});
+        auto has = call("Runtime.evaluate",
+                        {{"expression", "typeof navigator.clipboard !== 'undefined'"}, {"returnByValue", true}});
         if (!has["result"].value("value", false))
             throw hangar::Error(409, "conflict",
                                 "the page open in this headless browser is not a secure context, so it has no "

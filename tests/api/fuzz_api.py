@@ -85,7 +85,7 @@ def main() -> int:
     ap.add_argument("--out", default=str(ROOT / "build" / "api-fuzz"))
     args = ap.parse_args()
 
-    out_dir = Path(args.out)
+    out_dir = Path(args.out).resolve()
     shutil.rmtree(out_dir, ignore_errors=True)
     out_dir.mkdir(parents=True)
     proc, url, key, data_dir = start_server(Path(args.bin), out_dir)

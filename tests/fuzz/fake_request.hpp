@@ -15,7 +15,9 @@ struct hangar_request {
 
 namespace fuzz {
 
-inline hangar_str as_str(const std::string &s) { return {s.data(), s.size()}; }
+inline hangar_str as_str(const std::string &s) {
+    return {s.data(), s.size()};
+}
 
 inline int req_header(hangar_request *req, hangar_str name, hangar_str *out) {
     std::string_view n(name.ptr, name.len);

@@ -11,7 +11,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t *data, std::size_t size
     std::string_view in(reinterpret_cast<const char *>(data), size);
     auto nl = in.find('\n');
     if (nl == std::string_view::npos) return 0;
-    hangar_request raw{"multipart/form-data; boundary=" + std::string(in.substr(0, nl)), std::string(in.substr(nl + 1))};
+    hangar_request raw{"multipart/form-data; boundary=" + std::string(in.substr(0, nl)),
+                       std::string(in.substr(nl + 1))};
     hangar::Request req(fuzz::host(), &raw);
     try {
         auto parts = hangar::parse_multipart(req);
