@@ -19,7 +19,9 @@ void merge_path(json &paths, const std::string &path, const json &item, const st
     // Two plugins under one path (rare: different methods): join their operations.
     for (const auto &[key, value] : item.items()) {
         auto [op, added] = it->emplace(key, value);
-        if (!added && *op != value) conflicts.push_back(plugin + ": " + path + " " + key + " is already defined");
+        if (!added && *op != value)
+            conflicts.push_back(
+                std::string(plugin).append(": ").append(path).append(" ").append(key).append(" is already defined"));
     }
 }
 
@@ -38,8 +40,12 @@ json merge_openapi(json base, const std::vector<OpenApiFragment> &fragments, std
                 for (const auto &[name, value] : entries.items()) {
                     auto [it, added] = components[section].emplace(name, value);
                     if (!added && *it != value)
-                        conflicts.push_back(f.plugin + ": components/" + section + "/" + name +
-                                            " differs from an earlier definition");
+                        conflicts.push_back(std::string(f.plugin)
+                                                .append(": components/")
+                                                .append(section)
+                                                .append("/")
+                                                .append(name)
+                                                .append(" differs from an earlier definition"));
                 }
     }
     return base;

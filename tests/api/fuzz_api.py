@@ -80,6 +80,9 @@ def main() -> int:
     ap.add_argument("--max-time", type=int, default=0, help="time budget in seconds (0: none)")
     ap.add_argument("--phases", default="examples,coverage,fuzzing,stateful")
     ap.add_argument("--seed", type=int, default=None)
+    # One worker: with two, hypothesis' lambda-source cache raced once in a long run (a tool
+    # error, not an API finding), and the server side is what the two cores are for.
+    ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--min-requests", type=int, default=0, help="fail when fewer requests were sent")
     ap.add_argument("--bin", default=str(ROOT / "build" / "bin" / "hangar"))
     ap.add_argument("--out", default=str(ROOT / "build" / "api-fuzz"))
@@ -98,7 +101,7 @@ def main() -> int:
     cmd = [str(VENV_BIN / "schemathesis"), "run", url + "/openapi.json", "--url", url,
            "-H", "Authorization: Bearer " + key,
            "--checks", CHECKS, "--mode", "all", "--phases", args.phases,
-           "--max-examples", str(args.examples), "--workers", "2",
+           "--max-examples", str(args.examples), "--workers", str(args.workers),
            "--request-timeout", "70", "--suppress-health-check", "all",
            "--continue-on-failure", "--no-shrink",
            "--report", "ndjson,junit", "--report-ndjson-path", str(ndjson),
