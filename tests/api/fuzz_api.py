@@ -74,7 +74,13 @@ def create_fixture_browser(url: str, key: str) -> str:
         return json.load(res)["session_id"]
 
 
+def interrupted(*_):
+    raise KeyboardInterrupt
+
+
 def main() -> int:
+    # SIGTERM (make interrupted, a CI timeout) must still stop the server and its browser.
+    signal.signal(signal.SIGTERM, interrupted)
     ap = argparse.ArgumentParser()
     ap.add_argument("--examples", type=int, default=30, help="max examples per operation and phase")
     ap.add_argument("--max-time", type=int, default=0, help="time budget in seconds (0: none)")
