@@ -12,7 +12,6 @@
 
 using hangar::host::merge_openapi;
 using hangar::host::openapi_base;
-using hangar::host::OpenApiFragment;
 using json = nlohmann::json;
 
 class OpenApiTest : public CppUnit::TestFixture {
