@@ -6,6 +6,9 @@
 #   make run        setup + build + run `build/bin/hangar serve`
 #   make test       setup + build + CppUnit (ctest) + end-to-end suite + out-of-tree SDK example build
 #   make test-asan  the CppUnit suites under ASan+UBSan, in build-asan/
+#   make test-api   schemathesis against GET /openapi.json, CI-sized (part of `make test`)
+#   make test-fuzz  schemathesis at full size (≥ 10,000 requests) and each libFuzzer target 10 min
+#   make test-fuzz-smoke  each libFuzzer target for 30 s (CI)
 #   make bench      setup + build + benchmarks (bench/run.mjs)
 #   make package    setup + build + the .deb and .rpm (CPack) in build/packages/
 #   make package-test  the packages built, inspected, installed into a staging root and used
@@ -29,16 +32,23 @@ STAMP_DIR    := $(BUILD_DIR)/.stamps
 
 APT_PACKAGES := build-essential cmake libpoco-dev nlohmann-json3-dev libcppunit-dev chromium xvfb \
                 bubblewrap libxcb1-dev libxcb-xtest0-dev libxcb-shm0-dev libxcb-xfixes0-dev libxcb-damage0-dev libyuv-dev libx11-dev libpng-dev ffmpeg x11vnc novnc \
-                clang-format clang-tidy libarchive-dev zip unzip python3 \
+                clang-format clang-tidy libarchive-dev zip unzip python3 python3-venv python3-yaml \
                 passt libseccomp-dev iproute2 \
                 libsodium-dev liboath-dev oathtool openssl
+# Only for the libFuzzer targets (make test-fuzz, test-fuzz-smoke): clang and its fuzzer runtime.
+FUZZ_APT_PACKAGES := clang libclang-rt-14-dev
+FUZZ_DIR     ?= build-fuzz
+FUZZ_TARGETS := multipart zip json_body fs_path cdp_token
+FUZZ_SECONDS ?= 600
+API_VENV     := tests/api/.venv
+API_EXAMPLES ?= 8
 
-FORMAT_DIRS  := host plugins sdk tests/unit tests/sdk
+FORMAT_DIRS  := host plugins sdk tests/unit tests/sdk tests/fuzz
 
-.PHONY: setup setup-apt setup-tun setup-npm setup-package package package-test build run test test-unit test-e2e test-sdk-example test-asan bench format lint clean
+.PHONY: setup setup-apt setup-tun setup-npm setup-venv setup-fuzz test-api test-fuzz test-fuzz-smoke fuzz-build setup-package package package-test build run test test-unit test-e2e test-sdk-example test-asan bench format lint clean
 
 # ---- setup ------------------------------------------------------------------------------------
-setup: setup-apt setup-tun setup-npm
+setup: setup-apt setup-tun setup-npm setup-venv
 
 # apt: only when a package is missing (dpkg-query first; `apt-get update` only then). Node 20 comes
 # with the machine; Debian's nodejs is only a fallback when there is no `node` at all. The stamp
@@ -86,6 +96,22 @@ $(PW_EXEC_DIR)/node_modules/.package-lock.json: $(PW_EXEC_DIR)/package-lock.json
 	cd $(PW_EXEC_DIR) && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
+# Python tools of the tests (schemathesis), pinned in tests/api/requirements.txt, in their own venv
+# made with Debian's python3.
+setup-venv: $(API_VENV)/.stamp
+
+$(API_VENV)/.stamp: tests/api/requirements.txt | setup-apt
+	[ -x $(API_VENV)/bin/python ] || /usr/bin/python3 -m venv $(API_VENV)
+	$(API_VENV)/bin/pip install -q --disable-pip-version-check -r tests/api/requirements.txt
+	@touch $@
+
+setup-fuzz: setup-apt
+	@missing=""; for p in $(FUZZ_APT_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then SUDO=""; [ "$$(id -u)" -eq 0 ] || SUDO=sudo; \
+	  $$SUDO apt-get update -qq; DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing; fi
+
 # ---- build ------------------------------------------------------------------------------------
 $(BUILD_DIR)/CMakeCache.txt: | setup-apt
 	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE)
@@ -99,7 +125,7 @@ run: setup build
 # ---- tests ------------------------------------------------------------------------------------
 test: setup build
 	@# -k: run every stage even when an earlier one fails, then fail.
-	@$(MAKE) --no-print-directory -k test-unit test-sdk-example test-e2e
+	@$(MAKE) --no-print-directory -k test-unit test-sdk-example test-e2e test-api
 
 test-unit:
 	cd $(BUILD_DIR) && ctest --output-on-failure -j1
@@ -118,6 +144,37 @@ test-asan: setup-apt
 	cmake --build $(ASAN_DIR) -j$(JOBS) --target hangar-unit-tests
 	cd $(ASAN_DIR) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j1
+
+# schemathesis, CI-sized: ≥ 1,000 requests, 0 server errors, 0 response-schema violations.
+test-api: setup-venv
+	$(API_VENV)/bin/python tests/api/fuzz_api.py --bin $(abspath $(BUILD_DIR))/bin/hangar \
+	  --out $(abspath $(BUILD_DIR))/api-fuzz --examples $(API_EXAMPLES) --phases examples,coverage,fuzzing \
+	  --seed 1 --min-requests 1000
+
+# The libFuzzer targets (tests/fuzz), built with clang in their own tree. Each runs on a copy of
+# its corpus (tests/fuzz/corpus/<target>, kept in git) so a run's finds can be merged by hand.
+fuzz-build: setup-fuzz
+	@[ -f $(FUZZ_DIR)/CMakeCache.txt ] || cmake -S tests/fuzz -B $(FUZZ_DIR) -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake --build $(FUZZ_DIR) -j$(JOBS)
+
+define run_fuzzers
+	@for t in $(FUZZ_TARGETS); do \
+	  mkdir -p $(FUZZ_DIR)/corpus/$$t $(FUZZ_DIR)/crashes/$$t; cp -n tests/fuzz/corpus/$$t/* $(FUZZ_DIR)/corpus/$$t/ 2>/dev/null || true; \
+	  echo "fuzz $$t: $(1) s"; \
+	  $(FUZZ_DIR)/fuzz_$$t -max_total_time=$(1) -timeout=10 -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 \
+	    -artifact_prefix=$(FUZZ_DIR)/crashes/$$t/ $(FUZZ_DIR)/corpus/$$t 2>$(FUZZ_DIR)/$$t.log \
+	    || { tail -40 $(FUZZ_DIR)/$$t.log; echo "fuzz $$t: FAILED (log: $(FUZZ_DIR)/$$t.log)"; exit 1; }; \
+	  grep -E "stat::number_of_executed_units|cov:" $(FUZZ_DIR)/$$t.log | tail -2; \
+	done
+endef
+
+test-fuzz-smoke: fuzz-build
+	$(call run_fuzzers,30)
+
+test-fuzz: build fuzz-build setup-venv
+	$(call run_fuzzers,$(FUZZ_SECONDS))
+	$(API_VENV)/bin/python tests/api/fuzz_api.py --bin $(abspath $(BUILD_DIR))/bin/hangar \
+	  --out $(abspath $(BUILD_DIR))/api-fuzz --examples 150 --min-requests 10000
 
 # ---- bench ------------------------------------------------------------------------------------
 bench: setup build
@@ -153,4 +210,4 @@ format:
 	[ -z "$$files" ] || clang-format -i $$files
 
 clean:
-	rm -rf $(BUILD_DIR) $(ASAN_DIR)
+	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(FUZZ_DIR)

@@ -3,6 +3,7 @@
 #include "core.hpp"
 #include "doctor.hpp"
 #include "http.hpp"
+#include "openapi.hpp"
 #include "plugins.hpp"
 #include "runtime.hpp"
 #include "secrets.hpp"
@@ -115,6 +116,26 @@ void json_reply(hangar_response *res, int status, const json &body) {
     res->status = status;
     res->content_type = "application/json";
     res->body = body.dump();
+}
+
+// The document GET /openapi.json serves: the host's part and each started plugin's fragment, so
+// it lists exactly the routes this server has.
+std::string openapi_document(HostCore &core, const PluginManager &plugins) {
+    std::vector<OpenApiFragment> fragments;
+    for (const auto &p : plugins.plugins()) {
+        if (!p->started) continue;
+        auto fragment = read_openapi_fragment(p->file, p->name);
+        if (fragment.empty())
+            core.log.information("plugin %s has no %s.openapi.json beside it: its routes are not in /openapi.json",
+                                 p->name, p->name);
+        fragments.push_back({p->name, std::move(fragment)});
+    }
+    std::vector<std::string> conflicts;
+    auto doc = merge_openapi(openapi_base(), fragments, conflicts);
+    doc["info"]["version"] = HANGAR_VERSION;
+    for (const auto &c : conflicts)
+        core.log.warning("openapi: %s", c);
+    return doc.dump();
 }
 
 std::vector<std::string> plugin_dirs(const Config &cfg, const std::string &exe) {
@@ -274,6 +295,18 @@ private:
 
         PluginManager plugins(core);
         plugins.load(dirs, enabled);
+        std::string openapi = openapi_document(core, plugins);
+        core.router.add("GET", "/openapi.json",
+                        {&host_record(),
+                         [](void *doc, hangar_request *, hangar_response *res) {
+                             res->status = 200;
+                             res->content_type = "application/json";
+                             res->body = *static_cast<const std::string *>(doc);
+                         },
+                         &openapi, HANGAR_ROUTE_PUBLIC});
+        // One line per route at debug level: tests hold the document against this table.
+        for (const auto &[method, pattern] : core.router.table())
+            log.debug("route %s %s", method, pattern);
         // A switched-off plugin's paths answer 404 naming it: its own name as a path, plus any
         // `prefixes` its ini lists (third-party plugins are not in the table above).
         for (const auto &name : core.disabled_plugins) {

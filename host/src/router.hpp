@@ -26,6 +26,9 @@ public:
     // '/' inside an id stays inside its segment.
     std::variant<Match, Miss> find(const std::string &method, const std::string &raw_path) const;
     std::vector<std::string> allowed_methods(const std::string &raw_path) const;
+    // Every method + pattern added, in order (for the route log that tests hold the OpenAPI
+    // document against).
+    const std::vector<std::pair<std::string, std::string>> &table() const { return table_; }
 
 private:
     struct Handler {
@@ -41,6 +44,7 @@ private:
     const Node *walk(const Node &node, const std::vector<std::string> &segs, std::size_t i,
                      std::vector<std::string> &values) const;
     Node root_;
+    std::vector<std::pair<std::string, std::string>> table_;
 };
 
 std::vector<std::string> path_segments(const std::string &path);

@@ -35,7 +35,9 @@ bool Router<Target>::add(const std::string &method, const std::string &pattern, 
             node = next.get();
         }
     }
-    return node->handlers.emplace(method, Handler{std::move(target), std::move(names)}).second;
+    if (!node->handlers.emplace(method, Handler{std::move(target), std::move(names)}).second) return false;
+    table_.emplace_back(method, pattern);
+    return true;
 }
 
 template <typename Target>

@@ -468,14 +468,18 @@ void BrowsersPlugin::pool_flush(Request &req, Response &res) {
 void BrowsersPlugin::pool_acquire(Request &req, Response &res) {
     std::string project = req.project();
     json body = req.json_body(true);
-    for (const char *unsupported : {"start_url", "telemetry"})
-        if (body.contains(unsupported) && !body[unsupported].is_null())
-            throw Error::not_implemented(std::string("acquire with a ") + unsupported +
-                                         " override is not implemented in Hangar yet");
     json lease_body = json::object();
     for (const char *k : {"name", "tags"})
         if (body.contains(k)) lease_body[k] = body[k];
     CreateOptions lease = parse_create(lease_body); // name and tags, checked as on create
+    // The overrides Hangar cannot apply yet are refused only when they ask for something:
+    // telemetry as on a browser update ({} and null change nothing), an empty start_url is none.
+    if (body.contains("telemetry")) parse_update(json{{"telemetry", body["telemetry"]}});
+    if (auto s = body.find("start_url"); s != body.end() && !s->is_null()) {
+        if (!s->is_string()) throw Error::invalid("start_url", "must be a string");
+        if (!s->get_ref<const std::string &>().empty())
+            throw Error::not_implemented("acquire with a start_url override is not implemented in Hangar yet");
+    }
     std::string id, pool_id;
     int timeout_seconds = 0;
     {

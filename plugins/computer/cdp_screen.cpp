@@ -124,7 +124,8 @@ public:
                                            {"awaitPromise", true},
                                            {"userGesture", true},
                                            {"returnByValue", true}});
-        if (r.contains("exceptionDetails")) throw hangar::cdp::Failure("the page could not read the clipboard");
+        if (r.contains("exceptionDetails"))
+            throw hangar::cdp::Failure("the page could not read the clipboard: " + why(r));
         return r["result"].value("value", "");
     }
 
@@ -134,18 +135,38 @@ public:
         auto r = call("Runtime.evaluate", {{"expression", "navigator.clipboard.writeText(" + json(text).dump() + ")"},
                                            {"awaitPromise", true},
                                            {"userGesture", true}});
-        if (r.contains("exceptionDetails")) throw hangar::cdp::Failure("the page could not write the clipboard");
+        if (r.contains("exceptionDetails"))
+            throw hangar::cdp::Failure("the page could not write the clipboard: " + why(r));
     }
 
 private:
     static std::string shifted_text(const Key &k) { return k.text; }
 
+    // The exception a Runtime.evaluate threw, as the page described it.
+    static std::string why(const json &r) {
+        const json &d = r["exceptionDetails"];
+        if (d.contains("exception")) return d["exception"].value("description", d.value("text", "unknown error"));
+        return d.value("text", "unknown error");
+    }
+
     void grant_clipboard() {
-        if (granted_) return;
-        // Browser-level permission for every origin, so whatever page is open may use the clipboard.
-        call("Browser.grantPermissions", {{"permissions", {"clipboardReadWrite", "clipboardSanitizedWrite"}}});
+        if (!granted_) {
+            // Browser-level permission for every origin, so whatever page is open may use the clipboard.
+            call("Browser.grantPermissions", {{"permissions", {"clipboardReadWrite", "clipboardSanitizedWrite"}}});
+            granted_ = true;
+        }
+        // The clipboard API refuses a document without focus, which earlier input (a key combo,
+        // a click elsewhere) can take away; emulated focus keeps the page focused whatever came before.
+        call("Emulation.setFocusEmulationEnabled", {{"enabled", true}});
         call("Page.bringToFront");
-        granted_ = true;
+        // Headless has no system clipboard: the page's API is the clipboard, and only a secure
+        // context (https, localhost; not the blank first tab) has one. The caller can fix that.
+        auto has = call("Runtime.evaluate",
+                        {{"expression", "typeof navigator.clipboard !== 'undefined'"}, {"returnByValue", true}});
+        if (!has["result"].value("value", false))
+            throw hangar::Error(409, "conflict",
+                                "the page open in this headless browser is not a secure context, so it has no "
+                                "clipboard; open an https:// or localhost page first");
     }
 
     Size viewport() {

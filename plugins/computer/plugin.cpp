@@ -488,6 +488,8 @@ private:
         auto t0 = Clock::now();
         try {
             run(s);
+        } catch (const Error &) {
+            throw; // already the answer (a 4xx the screen chose)
         } catch (const std::runtime_error &e) {
             throw Error::internal(std::string("the action failed: ") + e.what());
         }
@@ -505,6 +507,10 @@ private:
         for (std::size_t i = 0; i < steps.size(); ++i) {
             try {
                 steps[i].run(s);
+            } catch (const Error &e) {
+                throw Error(e.status(), e.code(),
+                            "batch stopped at actions[" + std::to_string(i) + "] (" + steps[i].type + "): " + e.what() +
+                                "; " + std::to_string(i) + " action(s) before it ran");
             } catch (const std::exception &e) {
                 throw Error(500, "internal",
                             "batch stopped at actions[" + std::to_string(i) + "] (" + steps[i].type + "): " + e.what() +

@@ -254,6 +254,11 @@ private:
         (void)res;
         auto url = req.query("url").value_or("");
         if (url.empty()) throw Error::invalid("url", "is required (a Chrome Web Store URL)");
+        // A store page names the extension by its 32-letter id (a-p); anything else is not one.
+        static const std::regex store_url(
+            R"(^https://(chromewebstore\.google\.com|chrome\.google\.com/webstore)/(.*/)?[a-p]{32}([/?#].*)?$)");
+        if (!std::regex_match(url, store_url))
+            throw Error::invalid("url", "must be a Chrome Web Store URL naming an extension id");
         if (auto os = req.query("os"); os && *os != "win" && *os != "mac" && *os != "linux")
             throw Error::invalid("os", "must be win, mac or linux");
         if (!reachable("clients2.google.com", "443", store_timeout_ms_))
@@ -289,7 +294,8 @@ private:
         req.require_entitlement("extensions");
         auto parts = hangar::parse_multipart(req);
         // extensions[<i>][name] / extensions[<i>][zip_file], in index order.
-        static const std::regex part_name(R"(^extensions\[(\d+)\]\[(name|zip_file)\]$)");
+        // At most 6 index digits, so the index always fits an int (a part with more is not ours).
+        static const std::regex part_name(R"(^extensions\[(\d{1,6})\]\[(name|zip_file)\]$)");
         std::map<int, std::pair<const hangar::Part *, const hangar::Part *>> items;
         for (const auto &p : parts) {
             std::smatch m;

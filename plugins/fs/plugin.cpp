@@ -4,6 +4,8 @@
 #include <hangar/plugin.hpp>
 #include <hangar/zip.hpp>
 
+#include "paths.hpp"
+
 #include <archive.h>
 #include <archive_entry.h>
 
@@ -18,6 +20,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cstring>
 #include <ctime>
@@ -33,6 +36,7 @@ using hangar::Error;
 using hangar::json;
 using hangar::parse_multipart;
 using hangar::Part;
+using hangar::fs::checked_path;
 namespace stdfs = std::filesystem;
 
 // Limits for upload_zip (set from fs.ini at start).
@@ -79,17 +83,13 @@ std::string random_hex(int n) {
     }
 }
 
-// An absolute, normalised path with no `..` component (400 otherwise).
-std::string checked_path(const std::string &field, const std::string &raw) {
-    if (raw.empty()) throw Error::invalid(field, "required");
-    if (raw[0] != '/') throw Error::invalid(field, "must be an absolute path");
-    if (raw.find('\0') != std::string::npos) throw Error::invalid(field, "contains a NUL byte");
-    for (const auto &part : stdfs::path(raw))
-        if (part == "..") throw Error::invalid(field, "must not contain '..'");
-    std::string norm = stdfs::path(raw).lexically_normal().string();
-    while (norm.size() > 1 && norm.back() == '/')
-        norm.pop_back();
-    return norm;
+// A numeric uid or gid (digits only, checked by the caller); 400 beyond what an id can be.
+std::uint32_t numeric_id(const std::string &field, const std::string &digits) {
+    std::uint32_t id = 0;
+    auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), id);
+    if (ec != std::errc() || end != digits.data() + digits.size() || id == static_cast<std::uint32_t>(-1))
+        throw Error::invalid(field, "is not a valid numeric id");
+    return id;
 }
 
 bool under_writable_root(const std::string &real) {
@@ -593,7 +593,7 @@ private:
             gid_t gid = static_cast<gid_t>(-1);
             if (!owner.empty()) {
                 if (owner.find_first_not_of("0123456789") == std::string::npos)
-                    uid = static_cast<uid_t>(std::stoul(owner));
+                    uid = static_cast<uid_t>(numeric_id("owner", owner));
                 else if (passwd *pw = getpwnam(owner.c_str()))
                     uid = pw->pw_uid;
                 else
@@ -601,7 +601,7 @@ private:
             }
             if (!group.empty()) {
                 if (group.find_first_not_of("0123456789") == std::string::npos)
-                    gid = static_cast<gid_t>(std::stoul(group));
+                    gid = static_cast<gid_t>(numeric_id("group", group));
                 else if (struct group *gr = getgrnam(group.c_str()))
                     gid = gr->gr_gid;
                 else

@@ -81,11 +81,17 @@ for (const headless of [false, true]) {
     let b;
     let cdp;
     let page;
+    let blankTabClipboard; // headless: what writing the clipboard on the blank first tab gave
 
     before(async () => {
       b = await client.browsers.create({ headless, viewport: { width: 1280, height: 800 } });
       cdp = await chromium.connectOverCDP(b.cdp_ws_url, { timeout: 30_000 });
       page = cdp.contexts()[0].pages()[0];
+      if (headless) {
+        blankTabClipboard = await client.browsers.computer
+          .writeClipboard(b.session_id, { text: 'x' })
+          .then(() => 'written', (err) => err);
+      }
       await page.goto(pageUrl);
       // A new window's keyboard focus is in the address bar; a click in the page moves it to the
       // page, as it would for a person.
@@ -184,6 +190,13 @@ for (const headless of [false, true]) {
       assert.ok(err.error.details.some((d) => d.message.startsWith('actions[1].move_mouse.x')), JSON.stringify(err.error));
       await settles(page, () => window.clicks, 1); // nothing of the bad batch ran
     });
+
+    if (headless) {
+      test('the blank first tab has no clipboard: 409 naming the fix, not a 500', () => {
+        assert.equal(blankTabClipboard?.status, 409, String(blankTabClipboard));
+        assert.match(blankTabClipboard.message, /not a secure context/);
+      });
+    }
 
     test('clipboard round trip', async () => {
       await client.browsers.computer.writeClipboard(b.session_id, { text: 'from the API ✓' });

@@ -21,6 +21,7 @@ rpm=$(ls "$build"/packages/hangar-[0-9]*.rpm); devrpm=$(ls "$build"/packages/han
 step "inspecting $(basename "$deb")"
 contents=$(dpkg-deb -c "$deb")
 for f in ./usr/bin/hangar ./usr/lib/hangar/plugins/browsers.so ./usr/lib/hangar/plugins/computer.so \
+         ./usr/lib/hangar/plugins/browsers.openapi.json \
          ./etc/hangar/hangar.ini ./etc/hangar/plugins.d/browsers.ini ./usr/lib/systemd/system/hangar.service \
          ./usr/share/hangar/playwright-executor/executor.mjs; do
   grep -q " $f\$" <<<"$contents" || fail "$f missing from the .deb"

@@ -1,0 +1,131 @@
+// GET /openapi.json: served without a key, a valid-looking OpenAPI 3.1 document assembled from
+// the loaded plugins, and held against the route table the server logs at debug level
+// (`route METHOD PATTERN`): no route undocumented, no documented route missing. A plugin without
+// a fragment (the SDK example) shows up as undocumented, so the diff is known to catch one.
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+
+import { examplePlugins, startServer } from './lib/server.mjs';
+
+const METHODS = ['get', 'put', 'post', 'delete', 'patch', 'head', 'options'];
+
+/** `METHOD /pattern` of every route the server registered, `{rest*}` written as `{rest}`. */
+function registeredRoutes(output) {
+  const routes = new Set();
+  for (const m of output.matchAll(/route (GET|PUT|POST|DELETE|PATCH|HEAD|OPTIONS) (\/\S*)/g)) {
+    routes.add(`${m[1]} ${m[2].replace(/\{([^}*]+)\*\}/g, '{$1}')}`);
+  }
+  return routes;
+}
+
+function documentedRoutes(doc) {
+  const routes = new Set();
+  for (const [path, item] of Object.entries(doc.paths)) {
+    for (const method of METHODS) if (item[method]) routes.add(`${method.toUpperCase()} ${path}`);
+  }
+  return routes;
+}
+
+function diff(registered, documented) {
+  return {
+    undocumented: [...registered].filter((r) => !documented.has(r)).sort(),
+    missing: [...documented].filter((r) => !registered.has(r)).sort(),
+  };
+}
+
+/** Every `$ref` in the document points at something in it. */
+function danglingRefs(doc) {
+  const out = [];
+  const walk = (node) => {
+    if (Array.isArray(node)) return node.forEach(walk);
+    if (!node || typeof node !== 'object') return;
+    for (const [k, v] of Object.entries(node)) {
+      if (k === '$ref' && typeof v === 'string') {
+        let cur = doc;
+        for (const part of v.replace(/^#\//, '').split('/')) cur = cur?.[part.replace(/~1/g, '/').replace(/~0/g, '~')];
+        if (cur === undefined) out.push(v);
+      } else walk(v);
+    }
+  };
+  walk(doc);
+  return out;
+}
+
+async function fetchDoc(server) {
+  const res = await fetch(new URL('/openapi.json', server.baseURL)); // no Authorization header
+  assert.equal(res.status, 200);
+  assert.match(res.headers.get('content-type'), /application\/json/);
+  return res.json();
+}
+
+describe('the built-in plugins', () => {
+  let server;
+  let doc;
+
+  before(async () => {
+    server = await startServer({ env: { HANGAR_LOG_LEVEL: 'debug' } });
+    doc = await fetchDoc(server);
+  });
+  after(async () => {
+    await server?.stop();
+  });
+
+  test('is an OpenAPI 3.1 document with the error body and the list headers', () => {
+    assert.equal(doc.openapi, '3.1.0');
+    assert.deepEqual(doc.components.schemas.Error.required, ['code', 'message']);
+    const list = doc.paths['/browsers'].get.responses['200'];
+    assert.ok(list.headers['X-Has-More'] && list.headers['X-Next-Offset']);
+    assert.equal(doc.paths['/browsers/{id}/logs/stream'].get.responses['200'].content['text/event-stream'] !== undefined, true);
+    assert.deepEqual(danglingRefs(doc), []);
+  });
+
+  test('documents every route the server registered, and nothing else', () => {
+    const registered = registeredRoutes(server.output());
+    assert.ok(registered.size > 50, `route lines in the debug log (found ${registered.size})`);
+    assert.deepEqual(diff(registered, documentedRoutes(doc)), { undocumented: [], missing: [] });
+  });
+
+  test('every operation has an id, a success answer and the error answer', () => {
+    const ids = new Set();
+    for (const [path, item] of Object.entries(doc.paths)) {
+      for (const method of METHODS) {
+        const op = item[method];
+        if (!op) continue;
+        assert.ok(op.operationId && !ids.has(op.operationId), `${method} ${path}: a unique operationId`);
+        ids.add(op.operationId);
+        assert.ok(op.responses.default, `${method} ${path}: a default (error) response`);
+      }
+    }
+  });
+
+  test('areas without a plugin (proxies, credentials, apps, org) are not in it', () => {
+    for (const prefix of ['/proxies', '/credentials', '/deployments', '/invocations', '/org', '/auth']) {
+      assert.deepEqual(Object.keys(doc.paths).filter((p) => p.startsWith(prefix)), [], prefix);
+    }
+  });
+});
+
+describe('a plugin installed without an OpenAPI fragment', () => {
+  let server;
+  let doc;
+
+  before(async () => {
+    const plugins = await examplePlugins();
+    server = await startServer({
+      extraPluginDir: plugins.hello,
+      enablePlugins: ['hello'],
+      env: { HANGAR_LOG_LEVEL: 'debug' },
+    });
+    doc = await fetchDoc(server);
+  });
+  after(async () => {
+    await server?.stop();
+  });
+
+  test('is named in the log, and the diff reports its routes as undocumented', () => {
+    assert.match(server.output(), /plugin hello has no hello\.openapi\.json beside it/);
+    const { undocumented, missing } = diff(registeredRoutes(server.output()), documentedRoutes(doc));
+    assert.ok(undocumented.length > 0 && undocumented.every((r) => r.includes('hello')), undocumented.join(', '));
+    assert.deepEqual(missing, []);
+  });
+});
