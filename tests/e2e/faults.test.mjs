@@ -42,6 +42,14 @@ test('an instance killed from outside: its session is deleted within 5 s and not
   await server.client.browsers.deleteByID(next.session_id);
 });
 
+// The killed process shows as gone a moment before its last thread has exited and the agent can
+// see it: a client connecting in that moment is refused, and its retry gets the new Chromium.
+async function connectAfterCrash(session) {
+  return chromium
+    .connectOverCDP(session.cdp_ws_url)
+    .catch(() => new Promise((r) => setTimeout(r, 500)).then(() => chromium.connectOverCDP(session.cdp_ws_url)));
+}
+
 async function killChromium(session) {
   const [bwrapPid] = readFileSync(join(server.dataDir, 'instances', `${session.session_id}.pids`), 'utf8').trim().split(' ').map(Number);
   const browserProc = descendants(bwrapPid).find((p) => /chromium\/chromium /.test(p.cmd) && !/--type=/.test(p.cmd));
@@ -53,12 +61,15 @@ async function killChromium(session) {
 test('Chromium killed twice: brought back once, then the session ends', async () => {
   const s = await server.client.browsers.create({ headless: true });
   await killChromium(s);
-  const browser = await chromium.connectOverCDP(s.cdp_ws_url);
+  const browser = await connectAfterCrash(s);
   await browser.close();
   await killChromium(s);
-  await chromium.connectOverCDP(s.cdp_ws_url, { timeout: 10_000 }).then((b) => b.close(), () => {});
-  await waitFor(async () => Boolean((await server.client.browsers.retrieve(s.session_id, { include_deleted: true })).deleted_at), {
-    timeoutMs: 5000,
+  // A client keeps trying to reconnect; the agent sees the second crash and ends.
+  await waitFor(async () => {
+    await chromium.connectOverCDP(s.cdp_ws_url, { timeout: 2000 }).then((b) => b.close(), () => {});
+    return Boolean((await server.client.browsers.retrieve(s.session_id, { include_deleted: true })).deleted_at);
+  }, {
+    timeoutMs: 8000,
     intervalMs: 100,
     what: 'the session to end after the second crash',
   });
@@ -72,7 +83,7 @@ test('Chromium killed inside a live session comes back for the next CDP client',
     assert.ok(browserProc, 'found the Chromium browser process');
     process.kill(browserProc.pid, 'SIGKILL');
     await waitFor(() => stillAlive([browserProc]).length === 0, { what: 'Chromium to be gone' });
-    const browser = await chromium.connectOverCDP(s.cdp_ws_url);
+    const browser = await connectAfterCrash(s);
     const page = browser.contexts()[0].pages()[0] ?? (await browser.contexts()[0].newPage());
     await page.goto(pages.url);
     assert.equal(await page.title(), 'Hangar test page');
