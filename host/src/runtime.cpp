@@ -79,6 +79,17 @@ pid_t read_info_pid(int fd, std::int64_t deadline) {
     }
 }
 
+// In a forked child, before exec (async-signal-safe calls only): the signal state a fresh
+// program expects, then the instance user when the server runs as root; exits 126 if that fails.
+void child_becomes(bool drop, uid_t uid, gid_t gid) {
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    // An ignored SIGPIPE survives exec; pasta refuses to start with it.
+    ::signal(SIGPIPE, SIG_DFL);
+    if (drop && (::setgroups(0, nullptr) != 0 || ::setgid(gid) != 0 || ::setuid(uid) != 0)) ::_exit(126);
+}
+
 bool process_runs(pid_t pid, const char *name) {
     if (pid <= 0) return false;
     try {
@@ -384,13 +395,7 @@ void Runtime::run_helper(const Instance &inst, std::vector<std::string> args, co
                     for (std::size_t i = 0; i < moved.size(); ++i)
                         ::dup2(moved[i], static_cast<int>(3 + i));
                     ::syscall(SYS_close_range, 3 + moved.size(), ~0U, 0);
-                    sigset_t none;
-                    sigemptyset(&none);
-                    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-                    // An ignored SIGPIPE survives exec; pasta refuses to start with it.
-                    ::signal(SIGPIPE, SIG_DFL);
-                    if (drop && (::setgroups(0, nullptr) != 0 || ::setgid(gid) != 0 || ::setuid(uid) != 0))
-                        ::_exit(126);
+                    child_becomes(drop, uid, gid);
                     ::execvpe(argv[0], argv.data(), envp);
                     ::_exit(127);
                 }).get();
@@ -545,13 +550,7 @@ nlohmann::json Runtime::start(const nlohmann::json &spec) {
                     for (int i = 0; i < 4; ++i)
                         ::dup2(moved[i], 3 + i);
                     ::syscall(SYS_close_range, 7, ~0U, 0);
-                    sigset_t none;
-                    sigemptyset(&none);
-                    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-                    // An ignored SIGPIPE survives exec; pasta refuses to start with it.
-                    ::signal(SIGPIPE, SIG_DFL);
-                    if (drop && (::setgroups(0, nullptr) != 0 || ::setgid(gid) != 0 || ::setuid(uid) != 0))
-                        ::_exit(126);
+                    child_becomes(drop, uid, gid);
                     ::execve(exec_path, argv.data(), envp.data());
                     ::_exit(127);
                 }).get();
