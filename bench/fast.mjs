@@ -70,7 +70,8 @@ async function idlePss(server, headless) {
   const b = await server.client.browsers.create({ headless, timeout_seconds: 600 });
   try {
     await sleep(3000); // let start-up work settle: this is the idle figure
-    const pid = Number(readFileSync(join(server.dataDir, 'instances', b.session_id, 'sandbox.pid'), 'utf8'));
+    // <id>.pids beside the instance folder: "<sandbox pid> <pasta pid>".
+    const [pid] = readFileSync(join(server.dataDir, 'instances', `${b.session_id}.pids`), 'utf8').trim().split(' ').map(Number);
     return treePssMb(pid);
   } finally {
     await server.client.browsers.deleteByID(b.session_id);
