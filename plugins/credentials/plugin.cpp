@@ -210,12 +210,8 @@ private:
     // ---- credentials ----
 
     std::optional<json> find(const std::string &project, const std::string &id_or_name) const {
-        auto rows = sql("SELECT * FROM credentials_credentials WHERE project_id = ? AND id = ?", {project, id_or_name});
-        if (rows.empty())
-            rows = sql("SELECT * FROM credentials_credentials WHERE project_id = ? AND LOWER(name) = LOWER(?)",
-                       {project, id_or_name});
-        if (rows.empty()) return std::nullopt;
-        return rows.front();
+        return hangar::find_by_id_or_name([this](const std::string &q, const json &p) { return sql(q, p); },
+                                          "credentials_credentials", project, id_or_name);
     }
 
     json require(const std::string &project, const std::string &id_or_name) const {
@@ -398,12 +394,8 @@ private:
     // ---- credential providers ----
 
     std::optional<json> find_provider(const std::string &org, const std::string &id_or_name) const {
-        auto rows = sql("SELECT * FROM credentials_providers WHERE org_id = ? AND id = ?", {org, id_or_name});
-        if (rows.empty())
-            rows = sql("SELECT * FROM credentials_providers WHERE org_id = ? AND LOWER(name) = LOWER(?)",
-                       {org, id_or_name});
-        if (rows.empty()) return std::nullopt;
-        return rows.front();
+        return hangar::find_by_id_or_name([this](const std::string &q, const json &p) { return sql(q, p); },
+                                          "credentials_providers", org, id_or_name, "org_id");
     }
 
     json require_provider(const std::string &org, const std::string &id_or_name) const {

@@ -114,17 +114,18 @@ inline Paging parse_paging(const Request &req, Validation &v, int default_limit 
     return parse_paging([&](std::string_view name) { return req.query(name); }, v, default_limit, max_limit);
 }
 
-// The row of `table` (columns id, project_id, name) in `project` whose id is `id_or_name`, else
-// the one whose name is, compared without case: the Kernel rule for {id_or_name} in paths. The id
-// is tried first, so a name that looks like another row's id never shadows that row. `sql` is
-// the plugin's sql() (any callable taking the statement and its parameters).
+// The row of `table` (columns id, name and the scope column) in `scope` whose id is
+// `id_or_name`, else the one whose name is, compared without case: the Kernel rule for
+// {id_or_name} in paths. The id is tried first, so a name that looks like another row's id never
+// shadows that row. `sql` is the plugin's sql() (any callable taking the statement and its
+// parameters); `scope_column` is `project_id` for project resources, `org_id` for the org's.
 template <typename Sql>
-std::optional<json> find_by_id_or_name(const Sql &sql, const std::string &table, const std::string &project,
-                                       const std::string &id_or_name) {
-    json rows = sql("SELECT * FROM " + table + " WHERE project_id = ? AND id = ?", json::array({project, id_or_name}));
+std::optional<json> find_by_id_or_name(const Sql &sql, const std::string &table, const std::string &scope,
+                                       const std::string &id_or_name, const std::string &scope_column = "project_id") {
+    const std::string where = " WHERE " + scope_column + " = ? AND ";
+    json rows = sql("SELECT * FROM " + table + where + "id = ?", json::array({scope, id_or_name}));
     if (rows.empty())
-        rows = sql("SELECT * FROM " + table + " WHERE project_id = ? AND LOWER(name) = LOWER(?)",
-                   json::array({project, id_or_name}));
+        rows = sql("SELECT * FROM " + table + where + "LOWER(name) = LOWER(?)", json::array({scope, id_or_name}));
     if (rows.empty()) return std::nullopt;
     return rows.front();
 }
