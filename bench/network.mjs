@@ -2,7 +2,9 @@
 // HTML document with 30 sub-resources from a local server on an allowed host port) is loaded 30
 // times in a browser of a server whose instances are isolated (pasta) and of one sharing the
 // host's network (`HANGAR_SANDBOX_NETWORK=host`), alternating, in the same run. Also the cold
-// create → first CDP reply of both (the namespace and pasta are set up before the sandbox runs).
+// create → first CDP reply of both (the namespace and pasta are set up before the sandbox runs),
+// and of a third server whose instance folders are not their own file systems
+// (`HANGAR_SANDBOX_DISK_QUOTA_MB=0`): what the disk quota costs a cold start.
 // Goal: load time isolated / host <= 1.15.
 import http from 'node:http';
 import { createRequire } from 'node:module';
@@ -43,12 +45,14 @@ export async function run({ log }) {
   const pages = await site();
   const isolated = await startServer();
   const shared = await startServer({ env: { HANGAR_SANDBOX_NETWORK: 'host' } });
+  const diskless = await startServer({ env: { HANGAR_SANDBOX_DISK_QUOTA_MB: '0' } });
   const loads = { isolated: [], host: [] };
-  const creates = { isolated: [], host: [] };
+  const creates = { isolated: [], host: [], diskless: [] };
   try {
     for (let i = 0; i < 5; i++) {
       creates.isolated.push(await createToCdp(isolated));
       creates.host.push(await createToCdp(shared));
+      creates.diskless.push(await createToCdp(diskless));
     }
     const open = async (server) => {
       const s = await server.client.browsers.create({ headless: true });
@@ -71,6 +75,7 @@ export async function run({ log }) {
   } finally {
     await isolated.stop();
     await shared.stop();
+    await diskless.stop();
     await pages.close();
   }
   const p50 = (xs) => percentile(xs, 50);
@@ -80,5 +85,6 @@ export async function run({ log }) {
     { name: 'network', metric: 'page load p50 ms, own namespace (pasta)', value: p50(loads.isolated), baseline: p50(loads.host), ratio, goal: '<= 1.15x host network', met: ratio <= 1.15 },
     { name: 'network', metric: 'page load p95 ms, own namespace (pasta)', value: percentile(loads.isolated, 95), baseline: percentile(loads.host, 95), ratio: percentile(loads.isolated, 95) / percentile(loads.host, 95) },
     { name: 'network', metric: 'cold create → CDP p50 ms, own namespace', value: p50(creates.isolated), baseline: p50(creates.host), ratio: p50(creates.isolated) / p50(creates.host) },
+    { name: 'network', metric: 'cold create → CDP p50 ms, own disk (quota)', value: p50(creates.isolated), baseline: p50(creates.diskless), ratio: p50(creates.isolated) / p50(creates.diskless) },
   ];
 }

@@ -29,6 +29,7 @@ const std::map<std::string, std::string> kEnvKeys = {
     {"HANGAR_SANDBOX_ALLOW_HOST_PORTS", "sandbox.allow_host_ports"},
     {"HANGAR_SANDBOX_NETWORK", "sandbox.network"},
     {"HANGAR_SANDBOX_PIDS_MAX", "sandbox.pids_max"},
+    {"HANGAR_SANDBOX_DISK_QUOTA_MB", "sandbox.disk_quota_mb"},
     {"HANGAR_SECRETS_KEY_FILE", "secrets.key_file"},
 };
 } // namespace

@@ -5,6 +5,7 @@
 #include "config.hpp"
 #include "core.hpp"
 #include "plugins.hpp"
+#include "runtime.hpp"
 
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -197,6 +198,34 @@ int doctor(Config &cfg, const std::string &exe, const std::vector<std::string> &
                    "): " + out.substr(0, out.find('\n')),
                "check that unprivileged user namespaces are allowed (sysctl kernel.unprivileged_userns_clone=1) "
                "and that chromium and bubblewrap are installed");
+
+    if (cfg.get_int("sandbox.disk_quota_mb", 4096) > 0) {
+        if (::geteuid() == 0 && ::access("/dev/loop-control", R_OK | W_OK) == 0)
+            r.ok("instance folders are capped at " + cfg.get("sandbox.disk_quota_mb", "4096") + " MiB each");
+        else
+            r.warn("instance folders cannot be capped here: a tenant can fill the data dir's disk",
+                   "run the server as root (instances still run as the sandbox user) with loop devices "
+                   "(/dev/loop-control), or keep the data dir on a file system of its own");
+    }
+
+    std::cout << "instances\n";
+    auto left = survey_instances(data);
+    std::size_t owned = 0;
+    for (const auto &inst : left) {
+        if (inst.server_pid > 0) {
+            ++owned;
+            continue;
+        }
+        if (inst.sandbox_pid > 0)
+            r.fail("instance " + inst.id + " runs without a server (sandbox pid " + std::to_string(inst.sandbox_pid) +
+                       ")",
+                   "start hangar (it stops what a previous run left) or kill " + std::to_string(inst.sandbox_pid));
+        else
+            r.warn("instance " + inst.id + " left its folder" + (inst.mounted ? " (still mounted)" : ""),
+                   "the next start of hangar removes it");
+    }
+    if (owned) r.ok(std::to_string(owned) + " instance(s) run under a live server");
+    if (left.empty()) r.ok("no instance left behind");
 
     std::cout << (r.failures() ? std::to_string(r.failures()) + " problem(s) to fix\n" : "all checks passed\n");
     return r.failures() ? 1 : 0;

@@ -17,12 +17,14 @@
 #include <pwd.h>
 #include <signal.h>
 #include <sys/ioctl.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -107,6 +109,42 @@ std::string Runtime::pids_file(const std::string &id) const {
     return opt_.data_dir + "/instances/" + id + ".pids";
 }
 
+std::string Runtime::disk_image(const std::string &id) const {
+    return opt_.data_dir + "/instances/" + id + ".disk";
+}
+
+// Why a file system per instance, not a check of what was written: only the kernel sees every
+// write an instance makes (Chromium's cache, downloads, a process filling /home/kernel), and
+// ENOSPC is what programs already handle. Its own superblock also keeps the host path of the
+// folder out of the instance's /proc/self/mountinfo. Sparse and without a journal: it costs the
+// disk only what is written, and an instance's files do not outlive the machine's uptime anyway.
+void Runtime::attach_disk(const Instance &inst) {
+    const std::string image = disk_image(inst.id);
+    const std::string log = image + ".log";
+    {
+        UniqueFd f(::open(image.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
+        if (f.get() < 0 || ::ftruncate(f.get(), static_cast<off_t>(opt_.disk_quota_bytes)) != 0)
+            throw std::runtime_error("cannot create the instance's disk image");
+    }
+    const std::string owner = "root_owner=" + std::to_string(uid_) + ":" + std::to_string(gid_);
+    run_helper(inst.id, log,
+               {"mkfs.ext4", "-q", "-F", "-m", "0", "-O", "^has_journal", "-E", "lazy_itable_init=1," + owner, image},
+               {}, "", 10000, true);
+    run_helper(inst.id, log, {"mount", "-o", "loop,nosuid,nodev", image, inst.dir}, {}, "", 10000, true);
+    std::error_code ec;
+    fs::remove(log, ec);
+    fs::remove_all(inst.dir + "/lost+found", ec);
+}
+
+void Runtime::detach_disk(const std::string &id, const std::string &dir) {
+    // Lazily: the loop device (autoclear) goes when its last user does, and nothing waits for it.
+    if (::umount2(dir.c_str(), MNT_DETACH) != 0 && errno != EINVAL && errno != ENOENT)
+        log_.warning("could not unmount %s: %s", dir, std::string(std::strerror(errno)));
+    std::error_code ec;
+    fs::remove(disk_image(id), ec);
+    fs::remove(disk_image(id) + ".log", ec);
+}
+
 pid_t Runtime::connect_network(const Instance &inst, pid_t child) {
     UniqueFd net(::open(("/proc/" + std::to_string(child) + "/ns/net").c_str(), O_RDONLY | O_CLOEXEC));
     if (net.get() < 0) throw std::runtime_error("cannot open the sandbox's network namespace");
@@ -115,7 +153,8 @@ pid_t Runtime::connect_network(const Instance &inst, pid_t child) {
     UniqueFd user(::ioctl(net.get(), NS_GET_USERNS));
     if (user.get() < 0) throw std::runtime_error("cannot find the network namespace's owner");
     std::string pid_file = inst.dir + "/logs/pasta.pid";
-    run_helper(inst, sandbox::pasta_argv(pasta_ports_, pid_file), {user.get(), net.get()}, "", 5000);
+    const std::string log = inst.dir + "/logs/agent.log";
+    run_helper(inst.id, log, sandbox::pasta_argv(pasta_ports_, pid_file), {user.get(), net.get()}, "", 5000);
     pid_t pasta = -1;
     try {
         pasta = static_cast<pid_t>(std::stol(read_file(pid_file)));
@@ -124,7 +163,7 @@ pid_t Runtime::connect_network(const Instance &inst, pid_t child) {
     }
     if (!route_batch_.empty()) {
         try {
-            run_helper(inst,
+            run_helper(inst.id, log,
                        {"nsenter", "--preserve-credentials", "--user=/proc/self/fd/3", "--net=/proc/self/fd/4", "ip",
                         "-batch", "-"},
                        {user.get(), net.get()}, route_batch_, 5000);
@@ -157,6 +196,16 @@ Runtime::Runtime(RuntimeOptions options, Poco::Logger &log) : opt_(std::move(opt
     } else {
         uid_ = ::geteuid();
         gid_ = ::getegid();
+    }
+    if (opt_.disk_quota_bytes > 0) {
+        // Mounting needs root (CAP_SYS_ADMIN in the host's namespace) and loop devices.
+        disk_quota_ = ::geteuid() == 0 && ::access("/dev/loop-control", R_OK | W_OK) == 0 &&
+                      (::access("/usr/sbin/mkfs.ext4", X_OK) == 0 || ::access("/sbin/mkfs.ext4", X_OK) == 0);
+        if (disk_quota_)
+            log_.information("instance folders are capped at %s MiB each", std::to_string(opt_.disk_quota_bytes >> 20));
+        else
+            log_.warning("sandbox.disk_quota_mb is set, but instance folders cannot be capped here (it needs the "
+                         "server to run as root, /dev/loop-control and mkfs.ext4)");
     }
     // cgroup v2 when the unified hierarchy has the memory controller, else the v1 hierarchies
     // (memory, pids, cpu) that exist. Limits: memory, tasks (a fork bomb stops at pids_max) and a
@@ -359,8 +408,8 @@ std::vector<std::string> Runtime::sandbox_argv(const Instance &inst) const {
     return a;
 }
 
-void Runtime::run_helper(const Instance &inst, std::vector<std::string> args, const std::vector<int> &fds,
-                         const std::string &stdin_text, int timeout_ms) {
+void Runtime::run_helper(const std::string &id, const std::string &log_path, std::vector<std::string> args,
+                         const std::vector<int> &fds, const std::string &stdin_text, int timeout_ms, bool as_server) {
     std::vector<char *> argv;
     argv.reserve(args.size() + 1);
     for (auto &s : args)
@@ -373,9 +422,9 @@ void Runtime::run_helper(const Instance &inst, std::vector<std::string> args, co
     int in_pipe[2];
     if (::pipe2(in_pipe, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
     UniqueFd in_r(in_pipe[0]), in_w(in_pipe[1]);
-    UniqueFd logfd(::open((inst.dir + "/logs/agent.log").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
+    UniqueFd logfd(::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
     const int ifd = in_r.get(), lfd = logfd.get();
-    const bool drop = drop_privileges_;
+    const bool drop = drop_privileges_ && !as_server;
     const uid_t uid = uid_;
     const gid_t gid = gid_;
     pid_t pid = spawn([&]() -> pid_t {
@@ -417,8 +466,7 @@ void Runtime::run_helper(const Instance &inst, std::vector<std::string> args, co
     }
     if (!exited) throw std::runtime_error(args[0] + " did not finish within " + std::to_string(timeout_ms) + " ms");
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        log_.warning("instance %s: %s exited with status %d:\n%s", inst.id, args[0], status,
-                     tail_of(inst.dir + "/logs/agent.log", 600));
+        log_.warning("instance %s: %s exited with status %d:\n%s", id, args[0], status, tail_of(log_path, 600));
         throw std::runtime_error(args[0] + " failed");
     }
 }
@@ -449,6 +497,19 @@ nlohmann::json Runtime::start(const nlohmann::json &spec) {
 
     std::error_code ec;
     fs::remove_all(inst.dir, ec);
+    fs::create_directories(inst.dir);
+    if (disk_quota_) {
+        {
+            std::lock_guard lock(mutex_);
+            instances_[id].disk = true; // from here, a failed start also removes the image
+        }
+        inst.disk = true;
+        try {
+            attach_disk(inst);
+        } catch (const std::exception &e) {
+            fail(e.what());
+        }
+    }
     for (const char *sub : {"", "/home", "/logs", "/policy"}) {
         fs::create_directories(inst.dir + sub);
         if (::chown((inst.dir + sub).c_str(), uid_, gid_) != 0 && drop_privileges_) fail("cannot chown instance dir");
@@ -632,6 +693,7 @@ void Runtime::kill_instance(Instance &inst, bool graceful) {
     if (process_runs(inst.pasta_pid, "pasta")) ::kill(inst.pasta_pid, SIGKILL);
     inst.pasta_pid = -1;
     std::error_code ec;
+    if (inst.disk) detach_disk(inst.id, inst.dir);
     if (!inst.dir.empty()) fs::remove_all(inst.dir, ec);
     if (ec) log_.warning("could not remove %s: %s", inst.dir, ec.message());
     if (!inst.id.empty()) {
@@ -715,7 +777,7 @@ void Runtime::cleanup_leftovers() {
         auto name = entry.path().filename().string();
         if (entry.is_directory())
             ids.insert(name);
-        else if (name.size() > 5 && name.ends_with(".pids"))
+        else if (name.ends_with(".pids") || name.ends_with(".disk"))
             ids.insert(name.substr(0, name.size() - 5));
     }
     for (const auto &id : ids) {
@@ -730,11 +792,53 @@ void Runtime::cleanup_leftovers() {
         } catch (const std::exception &) {
             // no pid file or the process is gone
         }
+        detach_disk(id, opt_.data_dir + "/instances/" + id);
         fs::remove_all(opt_.data_dir + "/instances/" + id, ec);
         fs::remove(pids_file(id), ec);
         remove_cgroups(id);
         log_.information("removed leftover instance %s", id);
     }
+}
+
+std::vector<InstanceOnDisk> survey_instances(const std::string &data_dir) {
+    const std::string root = data_dir + "/instances";
+    std::string mounts;
+    try {
+        mounts = read_file("/proc/self/mountinfo");
+    } catch (const std::exception &) {
+        // no mount table: nothing is reported as mounted
+    }
+    std::set<std::string> ids;
+    std::error_code ec;
+    for (const auto &entry : fs::directory_iterator(root, ec)) {
+        auto name = entry.path().filename().string();
+        if (entry.is_directory())
+            ids.insert(name);
+        else if (name.ends_with(".pids") || name.ends_with(".disk"))
+            ids.insert(name.substr(0, name.size() - 5));
+    }
+    std::vector<InstanceOnDisk> found;
+    for (const auto &id : ids) {
+        InstanceOnDisk inst;
+        inst.id = id;
+        inst.mounted = mounts.find(" " + root + "/" + id + " ") != std::string::npos;
+        try {
+            auto pids = split(trim(read_file(root + "/" + id + ".pids")), ' ');
+            auto pid = pids.empty() ? -1 : static_cast<pid_t>(std::stol(pids[0]));
+            if (process_runs(pid, "bwrap")) {
+                inst.sandbox_pid = pid;
+                // stat's fourth field, after the parenthesised name (which may hold spaces).
+                auto stat = read_file("/proc/" + std::to_string(pid) + "/stat");
+                auto fields = split(trim(stat.substr(stat.rfind(')') + 2)), ' ');
+                auto parent = fields.size() > 1 ? static_cast<pid_t>(std::stol(fields[1])) : -1;
+                if (process_runs(parent, "hangar")) inst.server_pid = parent;
+            }
+        } catch (const std::exception &) {
+            // no pid file, or the process went away while we looked
+        }
+        found.push_back(inst);
+    }
+    return found;
 }
 
 UnixCallResult unix_http_call(const std::string &socket, const std::string &method, const std::string &path,

@@ -42,6 +42,9 @@ struct RuntimeOptions {
     std::uint64_t pids_max = 4096;           // tasks (threads count) per instance; 0: no limit
     std::uint64_t cpu_weight = 100;          // cgroup v2 cpu.weight (v1: shares = weight * 1024 / 100)
     std::vector<std::string> extra_ro_paths; // more host folders an agent may read
+    // Size cap of each instance folder (its own ext4 file system on a sparse image, when the
+    // server may mount); 0: no cap.
+    std::uint64_t disk_quota_bytes = 0;
 };
 
 class Runtime {
@@ -62,6 +65,8 @@ public:
     void cleanup_leftovers();
     std::vector<std::string> running() const;
     std::string cgroup_mode() const { return cgroup_mode_; }
+    // Whether instance folders are size-capped file systems (a quota is set and we may mount).
+    bool disk_quota() const { return disk_quota_; }
 
     static bool valid_id(const std::string &id);
 
@@ -73,6 +78,7 @@ private:
         pid_t pid = -1;
         pid_t pasta_pid = -1;
         std::vector<std::string> cgroups; // one per hierarchy (v1) or one (v2)
+        bool disk = false;                // dir is the mount point of <id>.disk
     };
     // fork/exec happens on one long-lived thread: bwrap's --die-with-parent is tied to the
     // thread that forked it, and request threads come and go.
@@ -86,19 +92,26 @@ private:
     void remove_cgroups(const std::string &id);
     std::vector<std::string> agent_ro_paths() const;
     std::string pids_file(const std::string &id) const;
+    std::string disk_image(const std::string &id) const;
+    // Makes the instance folder its own file system of opt_.disk_quota_bytes (sparse image, ext4,
+    // owned by the instance user); detach_disk unmounts it and deletes the image.
+    void attach_disk(const Instance &inst);
+    void detach_disk(const std::string &id, const std::string &dir);
     // Links the new network namespace of the sandbox whose first process is `child` to the
     // outside (pasta) and sets its routes; returns pasta's pid. Throws with the reason.
     pid_t connect_network(const Instance &inst, pid_t child);
-    // Runs a helper to completion as the instance user with the given descriptors at 3.. (the
-    // sandbox's namespaces); its output goes to the agent log. Throws unless it exits 0.
-    void run_helper(const Instance &inst, std::vector<std::string> args, const std::vector<int> &fds,
-                    const std::string &stdin_text, int timeout_ms);
+    // Runs a helper to completion with the given descriptors at 3.. (the sandbox's namespaces),
+    // as the instance user unless `as_server`; its output goes to `log_path`. Throws unless it
+    // exits 0.
+    void run_helper(const std::string &id, const std::string &log_path, std::vector<std::string> args,
+                    const std::vector<int> &fds, const std::string &stdin_text, int timeout_ms, bool as_server = false);
 
     RuntimeOptions opt_;
     Poco::Logger &log_;
     uid_t uid_ = 0;
     gid_t gid_ = 0;
     bool drop_privileges_ = false;
+    bool disk_quota_ = false;
     std::string cgroup_mode_ = "none";
     // v2: one root with every controller; v1: a root per hierarchy (memory, pids, cpu).
     std::vector<std::pair<std::string, std::string>> cgroup_roots_; // {controller, root}
@@ -113,6 +126,16 @@ private:
     bool spawner_stop_ = false;
     std::thread spawner_;
 };
+
+// What `hangar doctor` reports of <data_dir>/instances: each instance a server left there, with
+// the state of its sandbox process.
+struct InstanceOnDisk {
+    std::string id;
+    pid_t sandbox_pid = -1; // -1: no sandbox process runs
+    pid_t server_pid = -1;  // the hangar process that owns the sandbox; -1: none (orphaned)
+    bool mounted = false;   // its folder is still a mounted file system
+};
+std::vector<InstanceOnDisk> survey_instances(const std::string &data_dir);
 
 // A plain HTTP call over a unix socket (server → agent).
 struct UnixCallResult {

@@ -78,6 +78,9 @@ std::string random_hex(int n) {
         throw Error::forbidden(msg);
     case EEXIST:
         throw Error::conflict(msg);
+    case ENOSPC:
+    case EDQUOT:
+        throw Error::insufficient_storage(msg);
     default:
         throw Error::bad_request(msg);
     }

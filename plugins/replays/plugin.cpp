@@ -284,16 +284,10 @@ private:
             if (dir && dst) {
                 std::string src = *dir + "/recordings/" + rid + ".mp4";
                 std::error_code ec;
-                // The instance dir and the blobs share the data dir's file system: a rename. What
-                // arrives must be a plain file: the sandbox can write its recordings folder, and a
-                // symlink (or a hard link) placed there would otherwise be served from the host later.
-                fs::rename(src, *dst, ec);
-                if (!ec && fs::symlink_status(*dst, ec).type() == fs::file_type::regular &&
-                    fs::hard_link_count(*dst, ec) == 1) {
+                if (hangar::proc::move_plain_file(src, *dst)) {
                     state = "finished";
                     size = static_cast<std::int64_t>(fs::file_size(*dst, ec));
                 } else {
-                    fs::remove(*dst, ec);
                     warn("replay " + rid + ": the video could not be kept (not a plain file in the instance)");
                 }
             }

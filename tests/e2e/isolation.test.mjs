@@ -8,6 +8,9 @@ import { after, before, describe, test } from 'node:test';
 import { startServer, startTestPages, waitFor } from './lib/server.mjs';
 
 const PIDS_MAX = 1024;
+const DISK_QUOTA_MB = 96;
+// The instance folder is its own size-capped file system only when the server may mount (root).
+const asRoot = process.getuid?.() === 0;
 let server;
 let pages;
 let outside; // a host loopback server on a port the operator did NOT allow
@@ -26,7 +29,9 @@ async function sh(session, script, timeout_sec = 30) {
 }
 
 before(async () => {
-  server = await startServer({ env: { HANGAR_SANDBOX_PIDS_MAX: String(PIDS_MAX) } });
+  server = await startServer({
+    env: { HANGAR_SANDBOX_PIDS_MAX: String(PIDS_MAX), HANGAR_SANDBOX_DISK_QUOTA_MB: String(DISK_QUOTA_MB) },
+  });
   pages = await startTestPages();
   outside = http.createServer((req, res) => res.end('host-only'));
   await new Promise((r) => outside.listen(0, '127.0.0.1', r));
@@ -60,6 +65,38 @@ describe('filesystem', () => {
     assert.doesNotMatch(r.out, /WROTE/, r.out);
     assert.match(r.out, /own-folders-writable/);
   });
+
+  test("the instance folder's host path is not in its mount table", { skip: !asRoot && 'needs root' }, async () => {
+    const r = await sh(a, 'cat /proc/self/mountinfo');
+    assert.match(r.out, / \/home\/kernel /);
+    assert.ok(!r.out.includes(server.dataDir), r.out);
+    assert.doesNotMatch(r.out, /instances/, r.out);
+  });
+
+  test('filling the disk stops at the quota: 507 for an upload, nothing half-written, B unaffected',
+    { skip: !asRoot && 'needs root' }, async () => {
+      const fill = await sh(a, `df -m --output=size /home/kernel | tail -1; ` +
+        `dd if=/dev/zero of=/home/kernel/fill bs=1M count=${DISK_QUOTA_MB * 2} 2>&1; echo "dd=$?"`, 60);
+      assert.ok(Number(fill.out.split('\n')[0]) <= DISK_QUOTA_MB, fill.out);
+      assert.match(fill.out, /No space left on device/);
+      assert.match(fill.out, /dd=1/);
+
+      const upload = await server.client.browsers.fs
+        .writeFile(a.session_id, Buffer.alloc(4 << 20, 7), { path: '/home/kernel/upload.bin' })
+        .catch((e) => e);
+      assert.equal(upload.status, 507, String(upload));
+      assert.equal(upload.error?.code, 'insufficient_storage');
+      const left = await sh(a, 'ls -a /home/kernel');
+      assert.doesNotMatch(left.out, /upload\.bin/, 'no partial file, no temp file');
+
+      const other = await sh(b, 'dd if=/dev/zero of=/home/kernel/ten bs=1M count=10 2>&1; echo "dd=$?"; rm -f /home/kernel/ten');
+      assert.match(other.out, /dd=0/);
+
+      await sh(a, 'rm -f /home/kernel/fill');
+      await server.client.browsers.fs.writeFile(a.session_id, Buffer.from('fits'), { path: '/home/kernel/upload.bin' });
+      assert.equal((await sh(a, 'cat /home/kernel/upload.bin')).out, 'fits');
+      assert.equal((await server.client.browsers.retrieve(a.session_id)).session_id, a.session_id);
+    });
 
   test('the shadow file and other host secrets are not bound', async () => {
     const r = await sh(a, 'ls /etc/shadow /etc/ssh /etc/sudoers 2>&1; echo done');

@@ -1,14 +1,15 @@
 // Process hygiene: SIGTERM ends every browser instance and exits 0; after a crash (SIGKILL) the
 // next start finds the leftover instances and cleans them up. No orphan processes, ever.
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 
 import { NotFoundError } from '@onkernel/sdk';
 
-import { descendants, startServer, stillAlive, waitFor } from './lib/server.mjs';
+import { descendants, hangarBin, startServer, stillAlive, waitFor } from './lib/server.mjs';
 
 const isChromium = (p) => /chrom/i.test(p.cmd);
 
@@ -65,6 +66,93 @@ test('after a crash the next start cleans up leftover instances', async () => {
     }
   } finally {
     for (const p of leftovers) try { process.kill(p.pid, 'SIGKILL'); } catch {}
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+});
+
+// `hangar doctor` on a data dir; exit status 1 means a check failed.
+function doctor(dataDir) {
+  try {
+    return { status: 0, out: execFileSync(hangarBin, ['doctor'], { env: { ...process.env, HANGAR_DATA_DIR: dataDir }, encoding: 'utf8' }) };
+  } catch (e) {
+    return { status: e.status, out: String(e.stdout) };
+  }
+}
+
+test('kill -9 in the middle of creates and of a profile save: no orphan, no mount, the profile whole', async () => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'hangar-e2e-crash-'));
+  const apiKey = 'sk_test_crash_' + Date.now();
+  let leftovers = [];
+  try {
+    const first = await startServer({ dataDir, apiKey });
+    const profile = await first.client.profiles.create({ name: 'crash-save' });
+    const saving = await first.client.browsers.create({ headless: true, profile: { name: 'crash-save', save_changes: true } });
+    await first.client.browsers.deleteByID(saving.session_id); // the version a crash must not damage
+    const again = await first.client.browsers.create({ headless: true, profile: { name: 'crash-save', save_changes: true } });
+
+    // Two creates under way and a save (the delete of a session that saves its profile), then a crash.
+    const inFlight = [
+      first.client.browsers.create({ headless: true }).catch(() => null),
+      first.client.browsers.create({ headless: false }).catch(() => null),
+      first.client.browsers.deleteByID(again.session_id).catch(() => null),
+    ];
+    await new Promise((r) => setTimeout(r, 150));
+    const procs = descendants(first.pid);
+    assert.ok(procs.length > 0);
+    await first.kill();
+    await Promise.all(inFlight);
+    // Sandboxes die with their server (--die-with-parent); their folders stay until the next start.
+    await waitFor(() => stillAlive(procs).length === 0, { timeoutMs: 10_000, what: 'sandboxes to die with the server' })
+      .catch(() => {});
+    const report = doctor(dataDir);
+    assert.match(report.out, /instance \S+ left its folder/, report.out);
+
+    const second = await startServer({ dataDir, apiKey });
+    try {
+      await waitFor(() => stillAlive(procs).length === 0, { timeoutMs: 30_000, what: 'leftover processes to end' })
+        .catch((err) => {
+          leftovers = stillAlive(procs);
+          throw new Error(`${err.message}:\n${leftovers.map((p) => `${p.pid} ${p.cmd}`).join('\n')}`);
+        });
+      assert.deepEqual(readdirSync(join(dataDir, 'instances')), [], 'every instance folder, pid file and disk image removed');
+      assert.ok(!readFileSync('/proc/self/mountinfo', 'utf8').includes(dataDir), 'no instance file system stays mounted');
+      const after = doctor(dataDir);
+      assert.match(after.out, /no instance left behind/, after.out);
+      assert.doesNotMatch(after.out, /runs without a server/, after.out);
+
+      // The profile is the old or the new version, never half of one.
+      const tar = Buffer.from(await (await second.client.profiles.download(profile.id, { format: 'tar' })).arrayBuffer());
+      const listing = execFileSync('tar', ['-t'], { input: tar, encoding: 'utf8' });
+      assert.match(listing, /Default\//, 'a whole tar with the profile');
+      // And it still starts a browser.
+      const s = await second.client.browsers.create({ headless: true, profile: { name: 'crash-save' } });
+      await second.client.browsers.deleteByID(s.session_id);
+    } finally {
+      await second.stop();
+    }
+  } finally {
+    for (const p of leftovers) try { process.kill(p.pid, 'SIGKILL'); } catch {}
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+});
+
+test('hangar doctor reports a sandbox that runs without a server', async () => {
+  // A stand-in for a sandbox a crashed server left running: a process named bwrap, recorded in a
+  // pid file the way the runtime records its sandboxes (a real orphan cannot be made on purpose:
+  // sandboxes die with their server).
+  const dataDir = mkdtempSync(join(tmpdir(), 'hangar-e2e-orphan-'));
+  const { spawn } = await import('node:child_process');
+  const orphan = spawn('bash', ['-c', 'exec -a bwrap sleep 60'], { stdio: 'ignore' });
+  try {
+    const { mkdirSync, writeFileSync } = await import('node:fs');
+    mkdirSync(join(dataDir, 'instances', 'left-behind'), { recursive: true });
+    await waitFor(() => readFileSync(`/proc/${orphan.pid}/cmdline`, 'utf8').startsWith('bwrap'), { what: 'exec' });
+    writeFileSync(join(dataDir, 'instances', 'left-behind.pids'), `${orphan.pid} 0`);
+    const report = doctor(dataDir);
+    assert.equal(report.status, 1, report.out);
+    assert.match(report.out, new RegExp(`instance left-behind runs without a server \\(sandbox pid ${orphan.pid}\\)`), report.out);
+  } finally {
+    orphan.kill('SIGKILL');
     rmSync(dataDir, { recursive: true, force: true });
   }
 });

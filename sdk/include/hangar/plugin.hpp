@@ -12,6 +12,7 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <functional>
 #include <list>
@@ -20,6 +21,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -110,6 +112,8 @@ public:
     static Error unauthorized(const std::string &message) { return {401, "unauthorized", message}; }
     static Error internal(const std::string &message) { return {500, "internal", message}; }
     static Error not_implemented(const std::string &message) { return {501, "not_implemented", message}; }
+    // The disk (or the instance folder's quota) is full: nothing was written.
+    static Error insufficient_storage(const std::string &message) { return {507, "insufficient_storage", message}; }
 
 private:
     int status_;
@@ -590,6 +594,11 @@ private:
             res.error(e);
         } catch (const json::exception &e) {
             res.error(Error::bad_request(std::string("invalid JSON value: ") + e.what()));
+        } catch (const std::system_error &e) {
+            if (e.code() == std::errc::no_space_on_device || e.code().value() == EDQUOT)
+                res.error(Error::insufficient_storage(e.what()));
+            else
+                res.error(Error::internal(e.what()));
         } catch (const std::exception &e) {
             res.error(Error::internal(e.what()));
         } catch (...) {
