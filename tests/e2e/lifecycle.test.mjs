@@ -79,7 +79,7 @@ function doctor(dataDir) {
   }
 }
 
-test('kill -9 in the middle of creates and of a profile save: no orphan, no mount, the profile whole', async () => {
+test('kill -9 in the middle of creates, a profile save and a recording: no orphan, no mount, the profile whole', async () => {
   const dataDir = mkdtempSync(join(tmpdir(), 'hangar-e2e-crash-'));
   const apiKey = 'sk_test_crash_' + Date.now();
   let leftovers = [];
@@ -89,6 +89,8 @@ test('kill -9 in the middle of creates and of a profile save: no orphan, no moun
     const saving = await first.client.browsers.create({ headless: true, profile: { name: 'crash-save', save_changes: true } });
     await first.client.browsers.deleteByID(saving.session_id); // the version a crash must not damage
     const again = await first.client.browsers.create({ headless: true, profile: { name: 'crash-save', save_changes: true } });
+    const filmed = await first.client.browsers.create({ headless: false });
+    const replay = await first.client.browsers.replays.start(filmed.session_id, { framerate: 5 });
 
     // Two creates under way and a save (the delete of a session that saves its profile), then a crash.
     const inFlight = [
@@ -127,6 +129,12 @@ test('kill -9 in the middle of creates and of a profile save: no orphan, no moun
       // And it still starts a browser.
       const s = await second.client.browsers.create({ headless: true, profile: { name: 'crash-save' } });
       await second.client.browsers.deleteByID(s.session_id);
+
+      // The recording a crash cut off is over, not running forever; its video is refused, not half served.
+      const [cut] = await second.client.browsers.replays.list(filmed.session_id);
+      assert.equal(cut.replay_id, replay.replay_id);
+      assert.ok(cut.finished_at, 'finished_at set');
+      await assert.rejects(second.client.browsers.replays.download(replay.replay_id, { id: filmed.session_id }), NotFoundError);
     } finally {
       await second.stop();
     }
