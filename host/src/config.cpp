@@ -24,6 +24,8 @@ const std::map<std::string, std::string> kEnvKeys = {
     {"HANGAR_PUBLIC_URL", "server.public_url"},
     {"HANGAR_LOG_LEVEL", "logging.level"},
     {"HANGAR_WARM_SPARES", "browsers.warm_spares"},
+    {"HANGAR_WARM_SPARES_MAX", "browsers.warm_spares_max"},
+    {"HANGAR_WARM_SPARES_WINDOW_SECONDS", "browsers.spares_window_seconds"},
     {"HANGAR_MAX_BROWSERS_PER_PROJECT", "browsers.max_browsers_per_project"},
     {"HANGAR_SANDBOX_USER", "sandbox.user"},
     {"HANGAR_SANDBOX_ALLOW_HOST_PORTS", "sandbox.allow_host_ports"},

@@ -90,18 +90,31 @@ private:
 
     // ---- warm spares (spares.cpp) ----
     // Started instances of the default configuration (per headless flag) that were never handed
-    // to anyone; POST /browsers takes one when its options need nothing else, and a background
-    // thread starts the replacement, one start at a time so bursts do not thrash the machine.
+    // to anyone; POST /browsers takes one when its options need nothing else. How many are kept
+    // follows demand: at least warm_spares, at most warm_spares_max, and in between as many as
+    // the recent creates of that kind would have taken within one start-up time (bursts and
+    // steady rates both). Two filler threads start replacements at once, and retire spares
+    // demand no longer asks for.
     static bool spare_can_serve(const CreateOptions &o);
     std::optional<std::string> take_spare(bool headless);
     void start_spares();
     void stop_spares();
     void fill_spares(const std::stop_token &stop);
-    int warm_spares_ = 0;
+    struct SpareDemand {
+        std::deque<std::chrono::steady_clock::time_point> creates; // spare-eligible, in the window
+        double start_ms = 1000;                                     // moving average of spare starts
+        int starting = 0;
+    };
+    int spare_target(bool headless, std::chrono::steady_clock::time_point now);
+    int warm_spares_ = 0;     // the minimum per kind
+    int warm_spares_max_ = 0; // the cap per kind
+    std::chrono::seconds spares_window_{120};
+    std::int64_t spares_min_free_mb_ = 2048; // beyond the minimum, only while this much memory is free
     std::mutex spares_mutex_;
     std::condition_variable_any spares_cv_;
     std::map<bool, std::deque<std::string>> spares_; // headless → ready instance ids
-    std::jthread spare_filler_;
+    std::map<bool, SpareDemand> spare_demand_;
+    std::vector<std::jthread> spare_fillers_;
 
     // ---- browser pools (pools.cpp) ----
     // A pool keeps `size` started instances of one configuration. Idle ones are instances only

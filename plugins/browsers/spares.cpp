@@ -2,9 +2,29 @@
 // nothing is renamed or restarted; a spare has never been connected to, so it carries no state.
 #include "browsers.hpp"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <fstream>
 
 namespace hangar::browsers {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// MemAvailable from /proc/meminfo in MiB; -1 when it cannot be read.
+std::int64_t available_memory_mb() {
+    std::ifstream in("/proc/meminfo");
+    std::string key;
+    std::int64_t kb = 0;
+    std::string unit;
+    while (in >> key >> kb >> unit)
+        if (key == "MemAvailable:") return kb / 1024;
+    return -1;
+}
+
+} // namespace
 
 bool BrowsersPlugin::spare_can_serve(const CreateOptions &o) {
     // name, tags and timeout_seconds live only in the session row, and a start_url is opened in
@@ -15,56 +35,128 @@ bool BrowsersPlugin::spare_can_serve(const CreateOptions &o) {
 
 void BrowsersPlugin::start_spares() {
     warm_spares_ = static_cast<int>(std::clamp<std::int64_t>(config_int("warm_spares", 1), 0, 16));
-    if (warm_spares_ == 0) return;
-    spare_filler_ = std::jthread([this](const std::stop_token &stop) { fill_spares(stop); });
+    // No minimum means no spares unless a maximum is set: tests and small machines keep the
+    // number of live Chromiums exactly what they asked for.
+    warm_spares_max_ = static_cast<int>(
+        std::clamp<std::int64_t>(config_int("warm_spares_max", warm_spares_ > 0 ? 4 : 0), warm_spares_, 32));
+    spares_window_ = std::chrono::seconds(std::clamp<std::int64_t>(config_int("spares_window_seconds", 120), 1, 3600));
+    spares_min_free_mb_ = config_int("spares_min_free_mb", 2048);
+    if (warm_spares_max_ == 0) return;
+    // Two at once: a burst's replacements start together, and more would only queue on the CPUs.
+    for (int i = 0; i < 2; ++i)
+        spare_fillers_.emplace_back([this](const std::stop_token &stop) { fill_spares(stop); });
+}
+
+// Enough spares for the creates of one start-up time: the most that came within any such span
+// of the window (a burst), or the steady rate times the start-up time, whichever is more.
+int BrowsersPlugin::spare_target(bool headless, Clock::time_point now) {
+    auto &demand = spare_demand_[headless];
+    while (!demand.creates.empty() && now - demand.creates.front() > spares_window_)
+        demand.creates.pop_front();
+    if (demand.creates.empty()) return warm_spares_;
+    auto span = std::chrono::milliseconds(static_cast<std::int64_t>(std::max(demand.start_ms, 250.0)));
+    int peak = 0;
+    for (std::size_t first = 0, last = 0; first < demand.creates.size(); ++first) {
+        while (last < demand.creates.size() && demand.creates[last] - demand.creates[first] < span)
+            ++last;
+        peak = std::max(peak, static_cast<int>(last - first));
+    }
+    double window_s = std::chrono::duration<double>(spares_window_).count();
+    int steady = static_cast<int>(std::ceil(static_cast<double>(demand.creates.size()) / window_s *
+                                            std::chrono::duration<double>(span).count()));
+    return std::clamp(std::max(peak, steady), warm_spares_, warm_spares_max_);
 }
 
 void BrowsersPlugin::fill_spares(const std::stop_token &stop) {
     while (!stop.stop_requested()) {
-        std::optional<bool> wanted;
+        std::optional<bool> start;
+        std::optional<std::string> retire;
         {
             std::unique_lock lock(spares_mutex_);
-            auto deficit = [&]() -> std::optional<bool> {
-                for (bool headless : {false, true}) // the default configuration (headful) first
-                    if (static_cast<int>(spares_[headless].size()) < warm_spares_) return headless;
-                return std::nullopt;
-            };
-            spares_cv_.wait(lock, stop, [&] { return deficit().has_value(); });
-            if (stop.stop_requested()) return;
-            wanted = deficit();
+            // Targets decay as creates leave the window, so look again every second.
+            spares_cv_.wait_for(lock, stop, std::chrono::seconds(1), [&] {
+                auto now = Clock::now();
+                for (bool headless : {false, true}) { // the default configuration (headful) first
+                    int target = spare_target(headless, now);
+                    int ready = static_cast<int>(spares_[headless].size());
+                    int supply = ready + spare_demand_[headless].starting;
+                    if (supply < target) {
+                        start = headless;
+                        return true;
+                    }
+                    if (ready > target) {
+                        retire = spares_[headless].back(); // the youngest: the others are warmer
+                        spares_[headless].pop_back();
+                        return true;
+                    }
+                }
+                return false;
+            });
+            if (stop.stop_requested() && !retire) return;
+            if (start) {
+                // Beyond the minimum only while the machine has memory to spare for it.
+                int supply = static_cast<int>(spares_[*start].size()) + spare_demand_[*start].starting;
+                auto free_mb = supply >= warm_spares_ ? available_memory_mb() : -1;
+                if (free_mb >= 0 && free_mb < spares_min_free_mb_) {
+                    spares_cv_.wait_for(lock, stop, std::chrono::seconds(5), [] { return false; });
+                    continue;
+                }
+                ++spare_demand_[*start].starting;
+            }
         }
+        if (retire) {
+            instance_stop(*retire);
+            continue;
+        }
+        if (!start) continue;
         CreateOptions defaults;
-        defaults.headless = *wanted;
+        defaults.headless = *start;
         std::string id = new_session_id();
+        auto began = Clock::now();
+        bool ok = true;
         try {
             instance_start(make_instance_spec(id, defaults));
         } catch (const std::exception &e) {
+            ok = false;
             instance_stop(id);
             warn(std::string("could not start a warm spare: ") + e.what());
-            std::unique_lock lock(spares_mutex_);
+        }
+        std::unique_lock lock(spares_mutex_);
+        auto &demand = spare_demand_[*start];
+        --demand.starting;
+        if (!ok) {
             spares_cv_.wait_for(lock, stop, std::chrono::seconds(5), [] { return false; });
             continue;
         }
-        std::lock_guard lock(spares_mutex_);
+        demand.start_ms = 0.7 * demand.start_ms +
+                          0.3 * std::chrono::duration<double, std::milli>(Clock::now() - began).count();
         if (stop.stop_requested()) {
+            lock.unlock();
             instance_stop(id);
             return;
         }
-        spares_[*wanted].push_back(id);
+        spares_[*start].push_back(id);
     }
 }
 
 std::optional<std::string> BrowsersPlugin::take_spare(bool headless) {
+    {
+        std::lock_guard lock(spares_mutex_);
+        spare_demand_[headless].creates.push_back(Clock::now());
+    }
     while (true) {
         std::string id;
         {
             std::lock_guard lock(spares_mutex_);
             auto &queue = spares_[headless];
-            if (queue.empty()) return std::nullopt;
+            if (queue.empty()) {
+                spares_cv_.notify_all(); // demand rose: the fillers start more
+                return std::nullopt;
+            }
             id = queue.front();
             queue.pop_front();
         }
-        spares_cv_.notify_all(); // the filler starts a replacement
+        spares_cv_.notify_all(); // the fillers start a replacement
         // A spare that died while it waited (OOM, crash) is dropped, never handed out.
         if (instance_call(id, "GET", "/chromium", {}, 2000).status == 200) return id;
         warn("dropping warm spare " + id + ": its instance does not answer");
@@ -73,11 +165,10 @@ std::optional<std::string> BrowsersPlugin::take_spare(bool headless) {
 }
 
 void BrowsersPlugin::stop_spares() {
-    if (spare_filler_.joinable()) {
-        spare_filler_.request_stop();
-        spares_cv_.notify_all();
-        spare_filler_.join();
-    }
+    for (auto &filler : spare_fillers_)
+        filler.request_stop();
+    spares_cv_.notify_all();
+    spare_fillers_.clear(); // joins
     std::vector<std::string> ids;
     {
         std::lock_guard lock(spares_mutex_);

@@ -1,7 +1,8 @@
 // Warm spares: with HANGAR_WARM_SPARES=1 the server keeps one started headless and one headful
 // instance that nobody has used. A create that needs nothing else takes one (its instance id
 // becomes the session id), a replacement starts in the background, and options a spare cannot
-// serve get a cold start that leaves the spare alone.
+// serve get a cold start that leaves the spare alone. How many are kept follows demand: a burst
+// raises the count up to HANGAR_WARM_SPARES_MAX, and it falls back once the burst leaves the window.
 import assert from 'node:assert/strict';
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -13,13 +14,16 @@ import { TEST_PAGE_TITLE, startServer, startTestPages, waitFor } from './lib/ser
 
 let server;
 // Instance folders whose agent is up (its socket exists once every plugin started).
-const instances = () =>
-  readdirSync(join(server.dataDir, 'instances'))
-    .filter((id) => existsSync(join(server.dataDir, 'instances', id, 'agent.sock')))
+const instancesOf = (srv) =>
+  readdirSync(join(srv.dataDir, 'instances'), { withFileTypes: true })
+    .filter((e) => e.isDirectory() && existsSync(join(srv.dataDir, 'instances', e.name, 'agent.sock')))
+    .map((e) => e.name)
     .sort();
+const instances = () => instancesOf(server);
 
 before(async () => {
-  server = await startServer({ env: { HANGAR_WARM_SPARES: '1' } });
+  // Exactly one spare per kind here; the test at the end lets the count follow demand.
+  server = await startServer({ env: { HANGAR_WARM_SPARES: '1', HANGAR_WARM_SPARES_MAX: '1' } });
 });
 
 after(async () => {
@@ -90,5 +94,31 @@ test('a start_url is opened in the spare at hand-over: one page, at that URL, hi
   } finally {
     await server.client.browsers.deleteByID(b.session_id);
     await pages.close();
+  }
+});
+
+test('spares follow demand: a burst raises their number to the maximum, and it falls back after', async () => {
+  const busy = await startServer({
+    env: { HANGAR_WARM_SPARES: '1', HANGAR_WARM_SPARES_MAX: '3', HANGAR_WARM_SPARES_WINDOW_SECONDS: '10' },
+  });
+  try {
+    const count = () => instancesOf(busy).length;
+    await waitFor(() => count() === 2, { timeoutMs: 60_000, what: 'one spare of each kind' });
+    // Three headless creates at once: more than one start-up time's worth of one spare.
+    const burst = await Promise.all([1, 2, 3].map(() => busy.client.browsers.create({ headless: true })));
+    for (const b of burst) await busy.client.browsers.deleteByID(b.session_id);
+    await waitFor(() => count() === 4, { timeoutMs: 60_000, what: 'three headless spares and the headful one' });
+    // A burst like the first is now served from spares, each its own.
+    const ready = instancesOf(busy);
+    const again = await Promise.all([1, 2, 3].map(() => busy.client.browsers.create({ headless: true })));
+    try {
+      for (const b of again) assert.ok(ready.includes(b.session_id), `${b.session_id} was a spare (${ready})`);
+    } finally {
+      for (const b of again) await busy.client.browsers.deleteByID(b.session_id);
+    }
+    // Once the bursts leave the window, back to the minimum.
+    await waitFor(() => count() === 2, { timeoutMs: 60_000, what: 'spares back to one of each kind' });
+  } finally {
+    await busy.stop();
   }
 });
