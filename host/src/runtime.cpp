@@ -821,9 +821,11 @@ std::vector<InstanceOnDisk> survey_instances(const std::string &data_dir) {
     for (const auto &id : ids) {
         InstanceOnDisk inst;
         inst.id = id;
-        inst.mounted = mounts.find(" " + root + "/" + id + " ") != std::string::npos;
+        std::string folder = root;
+        folder.append("/").append(id);
+        inst.mounted = mounts.find(" " + folder + " ") != std::string::npos;
         try {
-            auto pids = split(trim(read_file(root + "/" + id + ".pids")), ' ');
+            auto pids = split(trim(read_file(folder + ".pids")), ' ');
             auto pid = pids.empty() ? -1 : static_cast<pid_t>(std::stol(pids[0]));
             if (process_runs(pid, "bwrap")) {
                 inst.sandbox_pid = pid;

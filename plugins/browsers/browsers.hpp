@@ -102,7 +102,7 @@ private:
     void fill_spares(const std::stop_token &stop);
     struct SpareDemand {
         std::deque<std::chrono::steady_clock::time_point> creates; // spare-eligible, in the window
-        double start_ms = 1000;                                     // moving average of spare starts
+        double start_ms = 1000;                                    // moving average of spare starts
         int starting = 0;
     };
     int spare_target(bool headless, std::chrono::steady_clock::time_point now);

@@ -62,8 +62,8 @@ int BrowsersPlugin::spare_target(bool headless, Clock::time_point now) {
         peak = std::max(peak, static_cast<int>(last - first));
     }
     double window_s = std::chrono::duration<double>(spares_window_).count();
-    int steady = static_cast<int>(std::ceil(static_cast<double>(demand.creates.size()) / window_s *
-                                            std::chrono::duration<double>(span).count()));
+    int steady = static_cast<int>(
+        std::ceil(static_cast<double>(demand.creates.size()) / window_s * std::chrono::duration<double>(span).count()));
     return std::clamp(std::max(peak, steady), warm_spares_, warm_spares_max_);
 }
 
@@ -128,8 +128,8 @@ void BrowsersPlugin::fill_spares(const std::stop_token &stop) {
             spares_cv_.wait_for(lock, stop, std::chrono::seconds(5), [] { return false; });
             continue;
         }
-        demand.start_ms = 0.7 * demand.start_ms +
-                          0.3 * std::chrono::duration<double, std::milli>(Clock::now() - began).count();
+        demand.start_ms =
+            0.7 * demand.start_ms + 0.3 * std::chrono::duration<double, std::milli>(Clock::now() - began).count();
         if (stop.stop_requested()) {
             lock.unlock();
             instance_stop(id);
