@@ -197,6 +197,8 @@ bool BrowsersPlugin::start_pool_instance(const std::string &id, const CreateOpti
                 spec["inputs"] = {{"profile.tar.zst", archive}};
         }
         instance_start(spec);
+        if (launch.proxy_id)
+            call("proxies.attach", {{"project_id", project}, {"proxy_id", *launch.proxy_id}, {"instance_id", id}});
         return true;
     } catch (const std::exception &e) {
         instance_stop(id);
@@ -298,6 +300,8 @@ void BrowsersPlugin::pool_create(Request &req, Response &res) {
     json body = req.json_body(false);
     if (!body.contains("size")) throw Error::invalid("size", "is required");
     auto settings = parse_pool(body);
+    if (settings.launch.proxy_id)
+        call("proxies.attach", {{"project_id", project}, {"proxy_id", *settings.launch.proxy_id}});
     std::lock_guard lock(pools_mutex_);
     if (settings.name)
         for (const auto &[_, p] : pools_)
@@ -384,6 +388,8 @@ void BrowsersPlugin::pool_update(Request &req, Response &res) {
                 config[k] = val;
         }
         auto settings = parse_pool(config);
+        if (settings.launch.proxy_id)
+            call("proxies.attach", {{"project_id", project}, {"proxy_id", *settings.launch.proxy_id}});
         if (settings.name && settings.name != p.name)
             for (const auto &[_, other] : pools_)
                 if (other.project_id == project && other.name == settings.name)
