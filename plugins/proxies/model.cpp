@@ -89,9 +89,11 @@ std::string country_of(const json &config, std::string_view type) {
 }
 
 void only_fields(const json &config, std::initializer_list<const char *> allowed, std::string_view type) {
-    for (const auto &[key, _] : config.items())
-        if (std::none_of(allowed.begin(), allowed.end(), [&](const char *a) { return key == a; }))
+    for (const auto &item : config.items()) {
+        const std::string &key = item.key();
+        if (std::none_of(allowed.begin(), allowed.end(), [&key](const char *a) { return key == a; }))
             throw Error::invalid("config." + key, "is not a setting of a " + std::string(type) + " proxy");
+    }
 }
 
 json parse_managed_config(const std::string &type, const json &config) {
@@ -156,7 +158,7 @@ json parse_managed_config(const std::string &type, const json &config) {
     return out;
 }
 
-constexpr std::size_t kMaxCaBundle = 64 * 1024;
+constexpr std::size_t kMaxCaBundle = std::size_t{64} * 1024;
 
 } // namespace
 
@@ -255,11 +257,12 @@ std::optional<Upstream> parse_upstream(std::string_view text, std::string &error
         auto eq = tag.find('=');
         std::string name = lower(tag.substr(0, eq));
         if (eq == std::string_view::npos || eq + 1 == tag.size() || !kTagNames.contains(name)) {
-            error = "tags are country=, state=, city= or asn= (got \"" + std::string(tag) + "\")";
+            error = "tags are country=, state=, city= or asn= (got \"";
+            error.append(tag).append("\")");
             return std::nullopt;
         }
         std::string value = lower(tag.substr(eq + 1));
-        if (name == "asn" && !value.starts_with("as")) value = "as" + value;
+        if (name == "asn" && !value.starts_with("as")) value.insert(0, "as");
         u.tags[name] = value;
     }
     return u;

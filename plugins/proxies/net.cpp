@@ -19,6 +19,8 @@ namespace proxies {
 
 namespace {
 
+constexpr std::size_t kMaxBody = std::size_t{64} * 1024;
+
 int ms_left(Clock::time_point deadline) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
     return left <= 0 ? 0 : static_cast<int>(std::min<long long>(left, 1'000'000));
@@ -373,12 +375,12 @@ CheckResult http_get(const Upstream *upstream, const Url &url, std::chrono::mill
         std::string head = read_head(c, deadline, body);
         out.status = status_of(head);
         char buf[4096];
-        while (body.size() < 64 * 1024) {
+        while (body.size() < kMaxBody) {
             long r = c.read(buf, sizeof buf, deadline);
             if (r <= 0) break;
             body.append(buf, static_cast<std::size_t>(r));
         }
-        out.body = body.substr(0, 64 * 1024);
+        out.body = body.substr(0, kMaxBody);
         if (out.status == 0) {
             out.reason = "the check target did not answer HTTP";
             return out;

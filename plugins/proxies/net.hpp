@@ -65,7 +65,8 @@ Conn dial_proxy(const Upstream &upstream, Clock::time_point deadline);
 std::string basic_auth(const Upstream &upstream);
 
 // Reads up to and including "\r\n\r\n" (at most `max` bytes); what came after stays in `extra`.
-std::string read_head(Conn &c, Clock::time_point deadline, std::string &extra, std::size_t max = 64 * 1024);
+std::string read_head(Conn &c, Clock::time_point deadline, std::string &extra,
+                      std::size_t max = std::size_t{64} * 1024);
 
 struct CheckResult {
     bool ok = false;

@@ -9,8 +9,8 @@
 // Instance role: one forwarding proxy per browser (forwarder.hpp) that Chromium is pointed at
 // once through the `proxies.forwarder` service; PUT /proxies/route swaps its upstream live.
 #include "forwarder.hpp"
-#include "proxies_model.hpp"
 #include "net.hpp"
+#include "proxies_model.hpp"
 
 #include <hangar/plugin.hpp>
 #include <hangar/resource.hpp>
