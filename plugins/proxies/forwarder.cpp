@@ -256,12 +256,14 @@ void Forwarder::serve(int client_fd) {
     std::string out;
     try {
         if (up && up->scheme != "socks5") {
-            // An HTTP proxy takes the absolute URI as it is, with our credentials.
+            // An HTTP proxy takes the absolute URI as it is, with our credentials. One request
+            // per connection: a next one on it would go out without them.
             server = dial_proxy(*up, Clock::now() + kDialTimeout);
             std::string auth = basic_auth(*up);
             out = line + "\r\n" +
-                  rewrite_headers(rest, {"proxy-authorization", "proxy-connection"},
-                                  auth.empty() ? "" : "Proxy-Authorization: " + auth + "\r\n");
+                  rewrite_headers(rest, {"proxy-authorization", "proxy-connection", "connection", "keep-alive"},
+                                  (auth.empty() ? "" : "Proxy-Authorization: " + auth + "\r\n") +
+                                      "Connection: close\r\n");
         } else {
             // One request per connection: the next may name another host.
             server = dial(up, host, port, Clock::now() + kDialTimeout);
