@@ -21,8 +21,9 @@ namespace {
 
 constexpr std::size_t kMaxBody = std::size_t{64} * 1024;
 
+// Rounded up, so a poll that times out returns at or after the deadline and is told as a timeout.
 int ms_left(Clock::time_point deadline) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
     return left <= 0 ? 0 : static_cast<int>(std::min<long long>(left, 1'000'000));
 }
 

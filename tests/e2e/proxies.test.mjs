@@ -344,10 +344,10 @@ describe('proxies', () => {
 
     test('a pool with a proxy: acquired browsers go through it', async () => {
       const p = await kernel.proxies.create(custom({ name: 'pool-proxy' }));
-      const pool = await kernel.browserPools.create({ name: 'proxied-pool', size: 1, headless: true, proxy_id: p.id, fill_rate_per_minute: 100 });
+      const pool = await kernel.browserPools.create({ name: 'proxied-pool', size: 1, headless: true, proxy_id: p.id, fill_rate_per_minute: 6000 });
       try {
         const b = await kernel.browserPools.acquire(pool.id, { acquire_timeout_seconds: 45 });
-        assert.ok(b?.session_id, 'a browser was acquired');
+        assert.ok(b?.session_id, `a browser was acquired; server said:\n${server.output().split('\n').filter((l) => /pool|proxies|warn|error/i.test(l)).slice(-20).join('\n')}`);
         const cdp = await chromium.connectOverCDP(b.cdp_ws_url, { timeout: 30_000 });
         try {
           const page = cdp.contexts()[0].pages()[0];
