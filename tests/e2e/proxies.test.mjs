@@ -342,16 +342,29 @@ describe('proxies', () => {
       }
     });
 
-    test('a pool with a proxy: acquired browsers go through it', async () => {
+    test('a pool with a proxy: acquired browsers go through it, a lessee\'s swap is undone on release', async () => {
       const p = await kernel.proxies.create(custom({ name: 'pool-proxy' }));
       const pool = await kernel.browserPools.create({ name: 'proxied-pool', size: 1, headless: true, proxy_id: p.id, fill_rate_per_minute: 6000 });
+      const said = () => server.output().split('\n').filter((l) => /pool|proxies|warn|error/i.test(l)).slice(-20).join('\n');
       try {
         const b = await kernel.browserPools.acquire(pool.id, { acquire_timeout_seconds: 45 });
-        assert.ok(b?.session_id, `a browser was acquired; server said:\n${server.output().split('\n').filter((l) => /pool|proxies|warn|error/i.test(l)).slice(-20).join('\n')}`);
-        const cdp = await chromium.connectOverCDP(b.cdp_ws_url, { timeout: 30_000 });
+        assert.ok(b?.session_id, `a browser was acquired; server said:\n${said()}`);
+        let cdp = await chromium.connectOverCDP(b.cdp_ws_url, { timeout: 30_000 });
         try {
           const page = cdp.contexts()[0].pages()[0];
           assert.equal(await title(page, `http://pool.hangar.test:${origin.port}/p`), 'origin pool.hangar.test/p');
+          await kernel.browsers.update(b.session_id, { proxy_id: '' });
+          assert.match(await title(page, `http://pool.hangar.test:${origin.port}/direct`), /error|HTTP 502/);
+        } finally {
+          await cdp.close().catch(() => {});
+        }
+        await kernel.browserPools.release(pool.id, { session_id: b.session_id, reuse: true });
+        const again = await kernel.browserPools.acquire(pool.id, { acquire_timeout_seconds: 45 });
+        assert.equal(again?.session_id, b.session_id, 'the same browser came back');
+        cdp = await chromium.connectOverCDP(again.cdp_ws_url, { timeout: 30_000 });
+        try {
+          const page = cdp.contexts()[0].pages()[0];
+          assert.equal(await title(page, `http://pool.hangar.test:${origin.port}/again`), 'origin pool.hangar.test/again', 'back on the pool proxy');
         } finally {
           await cdp.close().catch(() => {});
         }
