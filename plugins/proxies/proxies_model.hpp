@@ -1,7 +1,8 @@
 // The proxies plugin's pure logic, without the host: what a create body may hold, the bypass-host
 // rule and its matching, the operator's upstream pools (etc/plugins.d/proxies.ini) and which of
 // them a managed proxy's geo selects. Linked into the plugin and into the unit tests
-// (proxies_model).
+// (proxies_model); named after the plugin because the unit-test runner sees every plugin's model
+// folder on its include path.
 #pragma once
 
 #include <hangar/plugin.hpp>
