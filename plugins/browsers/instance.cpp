@@ -22,6 +22,18 @@ void BrowsersPlugin::start_instance() {
     settings.first_page_timeout_ms =
         static_cast<int>(config_int("first_page_timeout_ms", settings.first_page_timeout_ms));
 
+    // The proxies plugin's forwarder, when it runs here: Chromium is pointed at it once and the
+    // proxy behind it changes without a restart. Without it, Chromium connects directly.
+    try {
+        if (auto server = call("proxies.forwarder", json::object()).value("proxy_server", ""); !server.empty()) {
+            settings.extra_flags.push_back("--proxy-server=" + server);
+            // Loopback too: the forwarder decides (a proxy's upstream on the host's loopback,
+            // bypass hosts), and goes direct when no proxy is set, as Chromium would.
+            settings.extra_flags.emplace_back("--proxy-bypass-list=<-loopback>");
+        }
+    } catch (const Error &e) {
+        if (e.status() != 404) throw;
+    }
     LaunchSpec spec = parse_launch_spec(instance_spec());
     auto logger = [this](LogLevel level, std::string_view msg) {
         log(level == LogLevel::Error  ? HANGAR_LOG_ERROR

@@ -62,5 +62,5 @@ ALTER TABLE browsers_sessions ADD COLUMN pool_id TEXT;
 } // namespace
 
 // profiles, when enabled, starts first and stops last: ending sessions at shutdown saves them.
-HANGAR_PLUGIN(hangar::browsers::BrowsersPlugin, "browsers", "0.1.0", "profiles?,extensions?", migrations,
+HANGAR_PLUGIN(hangar::browsers::BrowsersPlugin, "browsers", "0.1.0", "profiles?,extensions?,proxies?", migrations,
               sizeof(migrations) / sizeof(migrations[0]))

@@ -197,6 +197,8 @@ bool BrowsersPlugin::start_pool_instance(const std::string &id, const CreateOpti
                 spec["inputs"] = {{"profile.tar.zst", archive}};
         }
         instance_start(spec);
+        if (launch.proxy_id)
+            call("proxies.attach", {{"project_id", project}, {"proxy_id", *launch.proxy_id}, {"instance_id", id}});
         return true;
     } catch (const std::exception &e) {
         instance_stop(id);
@@ -298,6 +300,8 @@ void BrowsersPlugin::pool_create(Request &req, Response &res) {
     json body = req.json_body(false);
     if (!body.contains("size")) throw Error::invalid("size", "is required");
     auto settings = parse_pool(body);
+    if (settings.launch.proxy_id)
+        call("proxies.attach", {{"project_id", project}, {"proxy_id", *settings.launch.proxy_id}});
     std::lock_guard lock(pools_mutex_);
     if (settings.name)
         for (const auto &[_, p] : pools_)
@@ -384,6 +388,8 @@ void BrowsersPlugin::pool_update(Request &req, Response &res) {
                 config[k] = val;
         }
         auto settings = parse_pool(config);
+        if (settings.launch.proxy_id)
+            call("proxies.attach", {{"project_id", project}, {"proxy_id", *settings.launch.proxy_id}});
         if (settings.name && settings.name != p.name)
             for (const auto &[_, other] : pools_)
                 if (other.project_id == project && other.name == settings.name)
@@ -581,12 +587,26 @@ void BrowsersPlugin::pool_release(Request &req, Response &res) {
         if (!r->is_boolean()) throw Error::invalid("reuse", "must be a boolean");
         reuse = r->get<bool>();
     }
+    std::string built_proxy; // a lessee's hot swap goes back to the pool's proxy ("" = direct)
+    {
+        std::lock_guard lock(pools_mutex_);
+        Pool &p = pool_locked(project, req.param("id_or_name"));
+        if (!p.leased.count(id)) throw Error::not_found("browser " + id + " is not leased from browser pool " + p.id);
+        if (auto it = p.built_with.find(id); it != p.built_with.end()) built_proxy = it->second.proxy_id.value_or("");
+    }
+    // Before it is idle again, so the next acquirer never sees the swapped route.
+    if (reuse) try {
+            call("proxies.attach", {{"project_id", project}, {"proxy_id", built_proxy}, {"instance_id", id}});
+        } catch (const Error &e) {
+            // No proxies plugin, or the pool's proxy was deleted since: the browser keeps its route.
+            if (e.status() != 404) warn("a released browser kept its swapped proxy: " + std::string(e.what()));
+        }
     {
         std::lock_guard lock(pools_mutex_);
         Pool &p = pool_locked(project, req.param("id_or_name"));
         if (!p.leased.count(id)) throw Error::not_found("browser " + id + " is not leased from browser pool " + p.id);
         if (reuse) {
-            // The same browser goes back as it is (Kernel does not reset it either).
+            // Otherwise the same browser goes back as it is (Kernel does not reset it either).
             p.leased.erase(id);
             p.idle.push_back(id);
         }

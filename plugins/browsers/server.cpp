@@ -408,6 +408,9 @@ void BrowsersPlugin::create(Request &req, Response &res) {
                                          " does not exist (create it, e.g. with `make setup`)");
     }
 
+    // 404 for a proxy that is not the project's (or was deleted) before anything starts.
+    if (opts.proxy_id) call("proxies.attach", {{"project_id", project}, {"proxy_id", *opts.proxy_id}});
+
     AdmissionSlot slot = [&] {
         try {
             return admit(project);
@@ -491,6 +494,8 @@ void BrowsersPlugin::create(Request &req, Response &res) {
         } release{*cold_starts_};
         try {
             instance_start(spec);
+            if (opts.proxy_id)
+                call("proxies.attach", {{"project_id", project}, {"proxy_id", *opts.proxy_id}, {"instance_id", s.id}});
         } catch (...) {
             instance_stop(s.id); // idempotent; whatever half-started goes too
             throw;
@@ -572,6 +577,9 @@ void BrowsersPlugin::update(Request &req, Response &res) {
             {opts.viewport->width, opts.viewport->height, opts.viewport->refresh_rate, s.id});
     }
     if (opts.profile) attach_profile(s, *opts.profile);
+    // Live: the instance's forwarder switches upstream; Chromium and its CDP connections stay.
+    if (opts.proxy_id)
+        call("proxies.attach", {{"project_id", project}, {"proxy_id", *opts.proxy_id}, {"instance_id", s.id}});
     if (opts.name) {
         try {
             sql("UPDATE browsers_sessions SET name = ? WHERE id = ?",

@@ -340,13 +340,17 @@ CreateOptions parse_create(const json &body) {
                      (e.contains("name") && e["name"].is_string() &&
                       !e["name"].get_ref<const std::string &>().empty()));
                 if (!named) v.fail("extensions[" + std::to_string(i) + "]", "must be {id} or {name}");
+                // The built-in signing extension every project is meant to have (issue 18, part 5).
+                if (named && e.value("name", json()) == "web-bot-auth")
+                    unsupported.emplace_back("extension web-bot-auth (Web Bot Auth request signing: the per-project "
+                                             "Ed25519 key, its JWKS directory and the request signer)");
             }
             o.extensions = *f;
         }
     }
-    std::optional<std::string> proxy_id, invocation_id;
-    check_string(v, body, "proxy_id", proxy_id, 255);
-    if (proxy_id && !proxy_id->empty()) unsupported.emplace_back("proxy_id");
+    std::optional<std::string> invocation_id;
+    check_string(v, body, "proxy_id", o.proxy_id, 255);
+    if (o.proxy_id && o.proxy_id->empty()) o.proxy_id.reset();
     check_string(v, body, "invocation_id", invocation_id, 255);
     if (invocation_id && !invocation_id->empty()) unsupported.emplace_back("invocation_id");
     if (const json *f = field(body, "telemetry"); f && check_telemetry(v, *f, false))
@@ -381,9 +385,7 @@ UpdateOptions parse_update(const json &body) {
     if (const json *f = field(body, "viewport")) o.viewport = check_viewport(v, *f, &o.force);
 
     if (const json *f = field(body, "profile")) o.profile = check_profile(v, *f);
-    std::optional<std::string> proxy_id;
-    check_string(v, body, "proxy_id", proxy_id, 255);
-    if (proxy_id && !proxy_id->empty()) unsupported.emplace_back("proxy_id"); // "" removes: no proxy exists
+    check_string(v, body, "proxy_id", o.proxy_id, 255);
     if (const json *f = field(body, "telemetry"); f && check_telemetry(v, *f, true))
         unsupported.emplace_back("telemetry");
     bool disable_default_proxy = false;
@@ -479,6 +481,8 @@ json make_instance_spec(const std::string &id, const CreateOptions &o) {
     if (o.start_url) spec["start_url"] = *o.start_url;
     if (o.chrome_policy) spec["chrome_policy"] = *o.chrome_policy;
     if (o.profile && !o.start_url) spec["restore_session"] = true;
+    // The instance's forwarder holds requests until the server hands it this proxy's route.
+    if (o.proxy_id) spec["proxy"] = true;
     return spec;
 }
 

@@ -69,6 +69,8 @@ struct CreateOptions {
     std::optional<ProfileRef> profile;
     // `extensions: [{id?|name?}]` as sent; the extensions plugin resolves them.
     json extensions = json::array();
+    // A proxy of the project (the proxies plugin checks it and routes the instance through it).
+    std::optional<std::string> proxy_id;
 };
 
 // Validates a POST /browsers body. Throws Error 400 (every bad field in `details`) and, when the
@@ -82,6 +84,7 @@ struct UpdateOptions {
     std::optional<Viewport> viewport;
     bool force = false;
     std::optional<ProfileRef> profile;
+    std::optional<std::string> proxy_id; // sent: swap to it live; "" = direct
 };
 
 // Validates a PATCH /browsers/{id_or_name} body (400, then 501 as for create).

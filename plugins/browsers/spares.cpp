@@ -30,7 +30,7 @@ bool BrowsersPlugin::spare_can_serve(const CreateOptions &o) {
     // name, tags and timeout_seconds live only in the session row, and a start_url is opened in
     // the spare at hand-over; everything that changes how Chromium starts needs a cold start.
     return !o.stealth && !o.kiosk_mode && o.viewport == Viewport{} && !o.chrome_policy && !o.profile &&
-           o.extensions.empty();
+           o.extensions.empty() && !o.proxy_id;
 }
 
 void BrowsersPlugin::start_spares() {

@@ -171,9 +171,12 @@ public:
     }
 
     void create_not_implemented_after_validation() {
-        expect_error([] { parse_create(parse(R"({"proxy_id":"abc"})")); }, 501);
+        // A proxy_id is taken as it is; the proxies plugin checks it is the project's.
+        CPPUNIT_ASSERT_EQUAL(std::string("abc"), *parse_create(parse(R"({"proxy_id":"abc"})")).proxy_id);
+        CPPUNIT_ASSERT(!parse_create(parse(R"({"proxy_id":""})")).proxy_id);
         CPPUNIT_ASSERT_EQUAL(std::size_t(1), parse_create(parse(R"({"extensions":[{"name":"x"}]})")).extensions.size());
         expect_error([] { parse_create(parse(R"({"extensions":[{}]})")); }, 400, "extensions[0]");
+        expect_error([] { parse_create(parse(R"({"extensions":[{"name":"web-bot-auth"}]})")); }, 501);
         expect_error([] { parse_create(parse(R"({"telemetry":{"enabled":true}})")); }, 501);
         expect_error([] { parse_create(parse(R"({"telemetry":{"browser":{"console":{}}}})")); }, 501);
         expect_error([] { parse_create(parse(R"({"invocation_id":"inv"})")); }, 501);
@@ -233,7 +236,9 @@ public:
     }
 
     void update_not_implemented() {
-        expect_error([] { parse_update(parse(R"({"proxy_id":"p"})")); }, 501);
+        // proxy_id swaps live; "" goes direct.
+        CPPUNIT_ASSERT_EQUAL(std::string("p"), *parse_update(parse(R"({"proxy_id":"p"})")).proxy_id);
+        CPPUNIT_ASSERT_EQUAL(std::string(""), *parse_update(parse(R"({"proxy_id":""})")).proxy_id);
         expect_error([] { parse_update(parse(R"({"telemetry":{"browser":{"page":{"enabled":true}}}})")); }, 501);
         expect_error([] { parse_update(parse(R"({"disable_default_proxy":true})")); }, 501);
         // Removing what is not there, or leaving telemetry unchanged, is fine.

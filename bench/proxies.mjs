@@ -1,0 +1,115 @@
+// bench/proxies: a page with 24 sub-resources loaded by a Hangar browser through its per-instance
+// forwarder to a real tinyproxy, against a Hangar browser whose Chromium is pointed at the same
+// tinyproxy directly (browsers.ini chromium_flags, proxies plugin off) — both sandboxed, so the
+// ratio is what the forwarder adds. Cache off, alternating blocks. Plus the live swap: PATCH
+// /browsers/{id} {proxy_id} alternating between two proxies, as the SDK sees it.
+// Goals: load ratio ≤ 1.1; swap p50 ≤ 50 ms.
+import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+import { CdpClient, now, runStandalone, startServer, summary } from './lib.mjs';
+import { repoRoot } from '../tests/e2e/lib/server.mjs';
+import { startOrigin, startTinyproxy } from '../tests/e2e/lib/proxy-servers.mjs';
+
+export const LOAD_RATIO_GOAL = 1.1;
+export const SWAP_GOAL_MS = 50;
+
+function configDir(scratch, name, { withProxies, chromiumFlags }) {
+  const etc = join(repoRoot, 'etc');
+  const conf = join(scratch, name);
+  mkdirSync(join(conf, 'plugins.d'), { recursive: true });
+  copyFileSync(join(etc, 'hangar.ini'), join(conf, 'hangar.ini'));
+  for (const f of readdirSync(join(etc, 'plugins.d')))
+    if (withProxies || f !== 'proxies.ini') copyFileSync(join(etc, 'plugins.d', f), join(conf, 'plugins.d', f));
+  if (chromiumFlags) writeFileSync(join(conf, 'plugins.d', 'browsers.ini'), `[browsers]\nenabled = true\nchromium_flags = ${chromiumFlags}\n`);
+  for (const d of [conf, join(conf, 'plugins.d')]) chmodSync(d, 0o755);
+  return join(conf, 'hangar.ini');
+}
+
+async function pageLoader(cdpUrl) {
+  const cdp = await CdpClient.connect(cdpUrl);
+  const page = await cdp.attachToPage();
+  await cdp.send('Page.enable', {}, page);
+  await cdp.send('Network.enable', {}, page);
+  await cdp.send('Network.setCacheDisabled', { cacheDisabled: true }, page);
+  const load = async (url) => {
+    cdp.events.length = 0;
+    const t0 = now();
+    await cdp.send('Page.navigate', { url }, page);
+    for (;;) {
+      if (cdp.events.some((e) => e.method === 'Page.loadEventFired')) return now() - t0;
+      if (now() - t0 > 30_000) throw new Error(`no load event for ${url}`);
+      await new Promise((r) => setTimeout(r, 2));
+    }
+  };
+  return { cdp, load };
+}
+
+export async function run({ log = () => {}, loads = Number(process.env.BENCH_PROXY_LOADS || 40), swaps = Number(process.env.BENCH_PROXY_SWAPS || 40), block = 10 } = {}) {
+  const scratch = mkdtempSync(join(tmpdir(), 'hangar-bench-proxies-'));
+  chmodSync(scratch, 0o755);
+  const origin = await startOrigin();
+  const tiny = await startTinyproxy(scratch, { originPort: origin.port });
+  const tiny2 = await startTinyproxy(scratch, { originPort: origin.port });
+  const upstream = `http://127.0.0.1:${tiny.port}`;
+  const servers = [];
+  const clients = [];
+  try {
+    const viaForwarder = await startServer({ env: { HANGAR_CONFIG: configDir(scratch, 'fwd', { withProxies: true }) } });
+    servers.push(viaForwarder);
+    const direct = await startServer({
+      env: { HANGAR_CONFIG: configDir(scratch, 'direct', { withProxies: false, chromiumFlags: `--proxy-server=${upstream} --proxy-bypass-list=<-loopback>` }) },
+    });
+    servers.push(direct);
+
+    const k = viaForwarder.client;
+    const p1 = await k.proxies.create({ type: 'custom', protocol: 'http', config: { host: '127.0.0.1', port: tiny.port } });
+    const p2 = await k.proxies.create({ type: 'custom', protocol: 'http', config: { host: '127.0.0.1', port: tiny2.port } });
+    const b1 = await k.browsers.create({ headless: true, proxy_id: p1.id, timeout_seconds: 600 });
+    const b2 = await direct.client.browsers.create({ headless: true, timeout_seconds: 600 });
+    const fwd = await pageLoader(b1.cdp_ws_url);
+    const dir = await pageLoader(b2.cdp_ws_url);
+    clients.push(fwd.cdp, dir.cdp);
+
+    // A page of 24 sub-resources under a name only tinyproxy resolves (it hands *.hangar.test to the origin).
+    let n = 0;
+    const url = () => `http://bench.hangar.test:${origin.port}/page-${n++}?subs=24`;
+    for (let i = 0; i < 5; i++) {
+      await fwd.load(url());
+      await dir.load(url());
+    }
+    const samples = { forwarder: [], direct: [] };
+    for (let done = 0; done < loads; done += block) {
+      for (let i = 0; i < block; i++) samples.forwarder.push(await fwd.load(url()));
+      for (let i = 0; i < block; i++) samples.direct.push(await dir.load(url()));
+    }
+    const hits = origin.hits.filter((h) => h.host?.startsWith('bench.hangar.test')).length;
+    if (hits < loads * 2 * 25) throw new Error(`only ${hits} requests reached the origin through the proxy`);
+
+    const swapMs = [];
+    for (let i = 0; i < swaps; i++) {
+      const t0 = now();
+      await k.browsers.update(b1.session_id, { proxy_id: i % 2 ? p1.id : p2.id });
+      swapMs.push(now() - t0);
+    }
+    const f = summary(samples.forwarder);
+    const d = summary(samples.direct);
+    const s = summary(swapMs);
+    log(`page load p50 forwarder ${f.p50.toFixed(1)} ms, direct ${d.p50.toFixed(1)} ms; swap p50 ${s.p50.toFixed(1)} ms`);
+    const ratio = f.p50 / d.p50;
+    return [
+      { name: 'proxies', metric: 'page load p50 ms (24 sub-resources via tinyproxy)', value: f.p50, baseline: d.p50, ratio, goal: `ratio ≤ ${LOAD_RATIO_GOAL}`, met: ratio <= LOAD_RATIO_GOAL, note: `forwarder p95 ${f.p95.toFixed(1)} ms, direct p95 ${d.p95.toFixed(1)} ms` },
+      { name: 'proxies', metric: 'live swap p50 ms (PATCH proxy_id)', value: s.p50, goal: `≤ ${SWAP_GOAL_MS} ms`, met: s.p50 <= SWAP_GOAL_MS, note: `p95 ${s.p95.toFixed(1)} ms` },
+    ];
+  } finally {
+    for (const c of clients) await c.close();
+    for (const s of servers) await s.stop();
+    await tiny.stop();
+    await tiny2.stop();
+    await origin.close();
+    rmSync(scratch, { recursive: true, force: true });
+  }
+}
+
+await runStandalone(import.meta.url, run);

@@ -1,0 +1,283 @@
+#include "forwarder.hpp"
+
+#include "net.hpp"
+
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <stdexcept>
+
+namespace proxies {
+
+namespace {
+
+constexpr auto kHeadTimeout = std::chrono::seconds(30);
+constexpr auto kDialTimeout = std::chrono::seconds(20);
+
+std::string lower(std::string s) {
+    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+    return s;
+}
+
+// "host:port" or "[v6]:port" → parts.
+bool split_authority(const std::string &a, std::string &host, std::uint16_t &port, std::uint16_t fallback) {
+    port = fallback;
+    std::string p;
+    if (!a.empty() && a.front() == '[') {
+        auto close = a.find(']');
+        if (close == std::string::npos) return false;
+        host = a.substr(1, close - 1);
+        if (close + 1 < a.size()) {
+            if (a[close + 1] != ':') return false;
+            p = a.substr(close + 2);
+        }
+    } else if (auto colon = a.rfind(':'); colon != std::string::npos) {
+        host = a.substr(0, colon);
+        p = a.substr(colon + 1);
+    } else {
+        host = a;
+    }
+    if (!p.empty()) {
+        int n = std::atoi(p.c_str());
+        if (n < 1 || n > 65535 || p.find_first_not_of("0123456789") != std::string::npos) return false;
+        port = static_cast<std::uint16_t>(n);
+    }
+    return !host.empty();
+}
+
+// The header block without hop-by-hop proxy headers; `extra` lines are appended.
+std::string rewrite_headers(const std::string &head_lines, const std::vector<std::string> &drop,
+                            const std::string &extra) {
+    std::string out;
+    std::size_t pos = 0;
+    while (pos < head_lines.size()) {
+        auto eol = head_lines.find("\r\n", pos);
+        if (eol == std::string::npos) eol = head_lines.size();
+        std::string line = head_lines.substr(pos, eol - pos);
+        pos = eol + 2;
+        if (line.empty()) continue;
+        std::string name = lower(line.substr(0, line.find(':')));
+        if (std::find(drop.begin(), drop.end(), name) != drop.end()) continue;
+        out += line + "\r\n";
+    }
+    return out + extra + "\r\n";
+}
+
+// Copies both ways until one side ends or the socket is cut by a route change.
+void splice(Conn &a, Conn &b) {
+    char buf[32 * 1024];
+    auto deadline = [] { return Clock::now() + std::chrono::seconds(60); };
+    for (;;) {
+        if (!a.pending() && !b.pending()) {
+            pollfd p[2] = {{a.fd(), POLLIN, 0}, {b.fd(), POLLIN, 0}};
+            int r = ::poll(p, 2, -1);
+            if (r < 0 && errno == EINTR) continue;
+            if (r < 0 || ((p[0].revents | p[1].revents) & (POLLERR | POLLNVAL))) return;
+            bool moved = false;
+            for (int i = 0; i < 2; ++i) {
+                if (!(p[i].revents & (POLLIN | POLLHUP))) continue;
+                Conn &from = i == 0 ? a : b;
+                long n = from.read(buf, sizeof buf, deadline());
+                if (n <= 0) return;
+                (i == 0 ? b : a).write_all({buf, static_cast<std::size_t>(n)}, deadline());
+                moved = true;
+            }
+            if (!moved) return;
+            continue;
+        }
+        for (Conn *from : {&a, &b}) {
+            if (!from->pending()) continue;
+            long n = from->read(buf, sizeof buf, deadline());
+            if (n <= 0) return;
+            (from == &a ? b : a).write_all({buf, static_cast<std::size_t>(n)}, deadline());
+        }
+    }
+}
+
+void answer_error(Conn &client, int status, const std::string &reason) {
+    std::string text = reason + "\n";
+    std::string res = "HTTP/1.1 " + std::to_string(status) + (status == 504 ? " Gateway Timeout" : " Bad Gateway") +
+                      "\r\nContent-Type: text/plain\r\nContent-Length: " + std::to_string(text.size()) +
+                      "\r\nConnection: close\r\n\r\n" + text;
+    try {
+        client.write_all(res, Clock::now() + std::chrono::seconds(5));
+    } catch (const DialError &) {
+    }
+}
+
+} // namespace
+
+Forwarder::Forwarder(bool hold, int hold_ms) : hold_ms_(hold_ms) {
+    if (!hold) route_ = std::make_shared<const Route>();
+    listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (listen_fd_ < 0) throw std::runtime_error("forwarder: socket failed");
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    if (::bind(listen_fd_, reinterpret_cast<sockaddr *>(&addr), sizeof addr) != 0 || ::listen(listen_fd_, 128) != 0 ||
+        ::getsockname(listen_fd_, reinterpret_cast<sockaddr *>(&addr), &len) != 0) {
+        ::close(listen_fd_);
+        throw std::runtime_error("forwarder: cannot listen on 127.0.0.1");
+    }
+    port_ = ntohs(addr.sin_port);
+    acceptor_ = std::thread([this] { accept_loop(); });
+}
+
+Forwarder::~Forwarder() {
+    stopping_ = true;
+    ::shutdown(listen_fd_, SHUT_RDWR);
+    if (acceptor_.joinable()) acceptor_.join();
+    ::close(listen_fd_);
+    std::unique_lock lock(mutex_);
+    for (int fd : clients_)
+        ::shutdown(fd, SHUT_RDWR);
+    changed_.notify_all();
+    changed_.wait_for(lock, std::chrono::seconds(5), [this] { return active_ == 0; });
+}
+
+void Forwarder::set_route(Route route) {
+    std::lock_guard lock(mutex_);
+    route_ = std::make_shared<const Route>(std::move(route));
+    // Kept-alive connections would carry the next request the old way: cut them.
+    for (int fd : clients_)
+        ::shutdown(fd, SHUT_RDWR);
+    changed_.notify_all();
+}
+
+std::shared_ptr<const Route> Forwarder::current_route() {
+    std::unique_lock lock(mutex_);
+    changed_.wait_for(lock, std::chrono::milliseconds(hold_ms_), [this] { return route_ || stopping_; });
+    return route_;
+}
+
+void Forwarder::accept_loop() {
+    while (!stopping_) {
+        int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED) continue;
+            if (stopping_) return;
+            if (errno == EMFILE || errno == ENFILE) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+            continue;
+        }
+        {
+            std::lock_guard lock(mutex_);
+            clients_.insert(fd);
+            ++active_;
+        }
+        std::thread([this, fd] {
+            try {
+                serve(fd);
+            } catch (const std::exception &) {
+                // One connection's failure ends that connection only.
+            }
+            std::lock_guard lock(mutex_);
+            clients_.erase(fd);
+            ::close(fd);
+            --active_;
+            changed_.notify_all();
+        }).detach();
+    }
+}
+
+void Forwarder::serve(int client_fd) {
+    // The socket is closed by accept_loop's thread under the lock, after it left the registry.
+    Conn client(::dup(client_fd));
+    if (client.fd() < 0) return;
+    std::string extra;
+    std::string head;
+    try {
+        head = read_head(client, Clock::now() + kHeadTimeout, extra);
+    } catch (const DialError &) {
+        return;
+    }
+    auto route = current_route();
+    if (!route) {
+        answer_error(client, 502, "the browser's proxy is not configured yet");
+        return;
+    }
+    auto eol = head.find("\r\n");
+    std::string line = head.substr(0, eol);
+    std::string rest = head.substr(eol + 2);
+    auto sp1 = line.find(' ');
+    auto sp2 = line.rfind(' ');
+    if (sp1 == std::string::npos || sp2 == sp1) {
+        answer_error(client, 502, "malformed request");
+        return;
+    }
+    std::string method = line.substr(0, sp1);
+    std::string target = line.substr(sp1 + 1, sp2 - sp1 - 1);
+    std::string version = line.substr(sp2 + 1);
+
+    if (method == "CONNECT") {
+        std::string host;
+        std::uint16_t port = 443;
+        if (!split_authority(target, host, port, 443)) {
+            answer_error(client, 502, "malformed CONNECT target");
+            return;
+        }
+        const Upstream *up = route->upstream && !bypassed(route->bypass_hosts, host) ? &*route->upstream : nullptr;
+        Conn server;
+        try {
+            server = dial(up, host, port, Clock::now() + kDialTimeout);
+        } catch (const DialError &e) {
+            answer_error(client, 502, e.what());
+            return;
+        }
+        client.write_all("HTTP/1.1 200 Connection Established\r\n\r\n", Clock::now() + kDialTimeout);
+        if (!extra.empty()) server.write_all(extra, Clock::now() + kDialTimeout);
+        splice(client, server);
+        return;
+    }
+
+    // Plain HTTP: an absolute URI.
+    auto scheme_end = target.find("://");
+    if (scheme_end == std::string::npos || lower(target.substr(0, scheme_end)) != "http") {
+        answer_error(client, 502, "only http:// URLs and CONNECT are proxied");
+        return;
+    }
+    auto path_start = target.find('/', scheme_end + 3);
+    std::string authority = target.substr(
+        scheme_end + 3, path_start == std::string::npos ? std::string::npos : path_start - scheme_end - 3);
+    std::string path = path_start == std::string::npos ? "/" : target.substr(path_start);
+    std::string host;
+    std::uint16_t port = 80;
+    if (!split_authority(authority, host, port, 80)) {
+        answer_error(client, 502, "malformed URL");
+        return;
+    }
+    const Upstream *up = route->upstream && !bypassed(route->bypass_hosts, host) ? &*route->upstream : nullptr;
+    Conn server;
+    std::string out;
+    try {
+        if (up && up->scheme != "socks5") {
+            // An HTTP proxy takes the absolute URI as it is, with our credentials. One request
+            // per connection: a next one on it would go out without them.
+            server = dial_proxy(*up, Clock::now() + kDialTimeout);
+            std::string auth = basic_auth(*up);
+            out = line + "\r\n" +
+                  rewrite_headers(rest, {"proxy-authorization", "proxy-connection", "connection", "keep-alive"},
+                                  (auth.empty() ? "" : "Proxy-Authorization: " + auth + "\r\n") +
+                                      "Connection: close\r\n");
+        } else {
+            // One request per connection: the next may name another host.
+            server = dial(up, host, port, Clock::now() + kDialTimeout);
+            out = method + " " + path + " " + version + "\r\n" +
+                  rewrite_headers(rest, {"proxy-authorization", "proxy-connection", "connection", "keep-alive"},
+                                  "Connection: close\r\n");
+        }
+    } catch (const DialError &) {
+        // Closed without an answer: Chromium sees a network failure, as it would going direct,
+        // and no page of ours stands in for the site.
+        return;
+    }
+    server.write_all(out + extra, Clock::now() + kDialTimeout);
+    splice(client, server);
+}
+
+} // namespace proxies

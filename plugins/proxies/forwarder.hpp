@@ -1,0 +1,56 @@
+// The per-instance forwarding proxy Chromium is pointed at once (--proxy-server): it speaks HTTP
+// CONNECT and plain-HTTP proxying to Chromium and carries each connection directly, or through
+// the current upstream (HTTP/HTTPS proxy with Basic auth done here, or SOCKS5). Changing the
+// route is one pointer swap; connections opened before it are cut so the next request takes the
+// new way (Chromium retries a request whose idle connection closed).
+#pragma once
+
+#include "proxies_model.hpp"
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <thread>
+#include <vector>
+
+namespace proxies {
+
+struct Route {
+    std::optional<Upstream> upstream; // none: direct
+    std::vector<std::string> bypass_hosts;
+};
+
+class Forwarder {
+public:
+    // `hold`: no route yet; connections wait (up to hold_ms) until set_route() gives one.
+    Forwarder(bool hold, int hold_ms);
+    Forwarder(const Forwarder &) = delete;
+    Forwarder &operator=(const Forwarder &) = delete;
+    ~Forwarder();
+
+    std::uint16_t port() const { return port_; }
+    void set_route(Route route);
+
+private:
+    void accept_loop();
+    void serve(int client_fd);
+    std::shared_ptr<const Route> current_route();
+
+    int listen_fd_ = -1;
+    std::uint16_t port_ = 0;
+    std::atomic<bool> stopping_{false};
+    std::thread acceptor_;
+
+    std::mutex mutex_;
+    std::condition_variable changed_;
+    std::shared_ptr<const Route> route_; // null while holding
+    int hold_ms_;
+    std::set<int> clients_; // open client sockets, cut on a route change
+    int active_ = 0;
+};
+
+} // namespace proxies
