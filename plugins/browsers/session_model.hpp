@@ -69,6 +69,10 @@ struct CreateOptions {
     std::optional<ProfileRef> profile;
     // `extensions: [{id?|name?}]` as sent; the extensions plugin resolves them.
     json extensions = json::array();
+    // `telemetry` as sent (its shape checked); the telemetry plugin applies the rules of §2.5.
+    // `captures`: it would start capture, which needs that plugin.
+    std::optional<json> telemetry;
+    bool telemetry_captures = false;
 };
 
 // Validates a POST /browsers body. Throws Error 400 (every bad field in `details`) and, when the
@@ -82,6 +86,8 @@ struct UpdateOptions {
     std::optional<Viewport> viewport;
     bool force = false;
     std::optional<ProfileRef> profile;
+    std::optional<json> telemetry; // as for create; omitted, null and {} change nothing
+    bool telemetry_captures = false;
 };
 
 // Validates a PATCH /browsers/{id_or_name} body (400, then 501 as for create).
