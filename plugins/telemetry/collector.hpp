@@ -3,7 +3,7 @@
 // sessions (Playwright, a user's CDP) are separate, so nothing they see changes.
 #pragma once
 
-#include "model.hpp"
+#include "telemetry_model.hpp"
 
 #include <condition_variable>
 #include <functional>

@@ -8,22 +8,27 @@
 // update, acquire, release and end), the archive (SQLite, one row per pulled batch), the events
 // query, the stream relay, and the retention reaper.
 #include "collector.hpp"
-#include "model.hpp"
+#include "telemetry_model.hpp"
 
 #include <hangar/plugin.hpp>
 #include <hangar/resource.hpp>
 
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
+#include <limits>
 #include <list>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace {
 
@@ -253,7 +258,7 @@ void TelemetryPlugin::pull(const std::string &sid) {
         if (!batch.is_object() || !batch["events"].is_array() || batch["events"].empty()) return;
         const json &evs = batch["events"];
         std::set<std::string> cats;
-        std::int64_t first_ts = INT64_MAX, last_ts = 0;
+        std::int64_t first_ts = std::numeric_limits<std::int64_t>::max(), last_ts = 0;
         for (const auto &e : evs) {
             cats.insert(e["event"].value("category", ""));
             std::int64_t ts = e["event"].value("ts", std::int64_t{0});
@@ -360,6 +365,8 @@ void TelemetryPlugin::events(Request &req, Response &res) {
         params.push_back(paging.offset);
     }
     const auto limit = static_cast<std::size_t>(paging.limit);
+    const std::int64_t lowest = since.value_or(std::numeric_limits<std::int64_t>::min()),
+                       highest = until.value_or(std::numeric_limits<std::int64_t>::max());
     json items = json::array();
     std::optional<std::int64_t> next;
     constexpr int kRowsPerRead = 32;
@@ -378,8 +385,7 @@ void TelemetryPlugin::events(Request &req, Response &res) {
                 std::int64_t seq = e["seq"].get<std::int64_t>();
                 std::int64_t ts = e["event"].value("ts", std::int64_t{0});
                 if (cursor && (asc ? seq < paging.offset : seq >= paging.offset)) continue;
-                if (since && ts < *since) continue;
-                if (until && ts >= *until) continue;
+                if (ts < lowest || ts >= highest) continue;
                 if (!wanted.empty() && !wanted.count(e["event"].value("category", ""))) continue;
                 if (items.size() == limit) {
                     // One more exists: the next page starts at it (asc) or below the last (desc).
@@ -526,13 +532,13 @@ void TelemetryPlugin::stream(Request &req, Response &res) {
 
 // `system`: Chromium found dead (a crash or an OOM kill) and the cgroup's OOM kill counter.
 void TelemetryPlugin::watch_system(const std::stop_token &stop) {
-    std::optional<long> last_pid;
+    long last_pid = 0; // 0: none seen
     while (!stop.stop_requested()) {
         std::this_thread::sleep_for(std::chrono::seconds(1));
         {
             std::lock_guard lock(ring_mutex_);
             if (!selection_.count("system")) {
-                last_pid.reset();
+                last_pid = 0;
                 continue;
             }
         }
@@ -540,12 +546,12 @@ void TelemetryPlugin::watch_system(const std::stop_token &stop) {
             json s = call("browsers.chromium", json::object());
             if (s["pid"].is_number()) {
                 last_pid = s["pid"].get<long>();
-            } else if (last_pid) {
+            } else if (last_pid != 0) {
                 // A deliberate restart swaps the process under the runner's lock and is never seen
                 // without one; no process at all means it died.
                 emit(make_event("system", "service_crashed", now_us(), "local_process", {},
-                                {{"service_name", "chromium"}, {"phase", "running"}, {"pid", *last_pid}}));
-                last_pid.reset();
+                                {{"service_name", "chromium"}, {"phase", "running"}, {"pid", last_pid}}));
+                last_pid = 0;
             }
         } catch (const std::exception &) {
             // the browsers plugin is stopping

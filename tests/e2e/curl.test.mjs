@@ -214,11 +214,12 @@ describe('curl through the browser', () => {
     assert.equal(raw.status, 200);
     assert.equal(seen.length, before + 1);
     // The telemetry stream is served there too (plugins/telemetry); only the right jwt opens it.
-    const telemetry = await fetch(`${session.base_url}/telemetry/stream?jwt=${jwt}`);
+    const sse = { headers: { accept: 'text/event-stream' } }; // as the SDK asks for it
+    const telemetry = await fetch(`${session.base_url}/telemetry/stream?jwt=${jwt}`, sse);
     assert.equal(telemetry.status, 200);
     assert.match(telemetry.headers.get('content-type'), /text\/event-stream/);
     await telemetry.body.cancel();
-    assert.equal((await fetch(`${session.base_url}/telemetry/stream`)).status, 401);
+    assert.equal((await fetch(`${session.base_url}/telemetry/stream`, sse)).status, 401);
   });
 });
 

@@ -1,6 +1,6 @@
 // Unit tests of the telemetry plugin's model: the configuration rules of kernel-api.md §2.5, the
 // since/until formats, body truncation and the bounded ring with its monitor_dropped note.
-#include "model.hpp"
+#include "telemetry_model.hpp"
 
 #include <cppunit/TestFixture.h>
 #include <cppunit/extensions/HelperMacros.h>

@@ -1,4 +1,4 @@
-#include "model.hpp"
+#include "telemetry_model.hpp"
 
 #include <algorithm>
 #include <cctype>
