@@ -26,20 +26,31 @@ const Selection &default_selection() {
     return defaults;
 }
 
+namespace {
+// "<parent>.<key>": the field an error names.
+std::string member(const std::string &parent, std::string_view key) {
+    std::string out = parent;
+    out += '.';
+    out += key;
+    return out;
+}
+} // namespace
+
 ConfigRequest parse_request(const json &value, const std::string &field) {
     ConfigRequest r;
     if (value.is_null()) return r;
     if (!value.is_object()) throw Error::invalid(field, "must be an object {enabled?, browser?}");
     for (const auto &[key, _] : value.items())
-        if (key != "enabled" && key != "browser") throw Error::invalid(field + "." + key, "is not a telemetry setting");
+        if (key != "enabled" && key != "browser")
+            throw Error::invalid(member(field, key), "is not a telemetry setting");
     if (auto e = value.find("enabled"); e != value.end() && !e->is_null()) {
-        if (!e->is_boolean()) throw Error::invalid(field + ".enabled", "must be a boolean");
+        if (!e->is_boolean()) throw Error::invalid(member(field, "enabled"), "must be a boolean");
         r.enabled = e->get<bool>();
     }
     if (auto b = value.find("browser"); b != value.end() && !b->is_null()) {
-        if (!b->is_object()) throw Error::invalid(field + ".browser", "must be an object of categories");
+        if (!b->is_object()) throw Error::invalid(member(field, "browser"), "must be an object of categories");
         for (const auto &[cat, cfg] : b->items()) {
-            const std::string name = field + ".browser." + cat;
+            const std::string name = member(member(field, "browser"), cat);
             if (std::find(categories().begin(), categories().end(), cat) == categories().end())
                 throw Error::invalid(name, "is not a telemetry category (captcha, connection, console, control, "
                                            "interaction, network, page, screenshot, system)");
@@ -47,9 +58,9 @@ ConfigRequest parse_request(const json &value, const std::string &field) {
             if (!cfg.is_object()) throw Error::invalid(name, "must be {enabled?: boolean}");
             bool on = true; // a category named without `enabled` is asked for
             for (const auto &[k, v] : cfg.items()) {
-                if (k != "enabled") throw Error::invalid(name + "." + k, "is not a category setting");
+                if (k != "enabled") throw Error::invalid(member(name, k), "is not a category setting");
                 if (v.is_null()) continue;
-                if (!v.is_boolean()) throw Error::invalid(name + ".enabled", "must be a boolean");
+                if (!v.is_boolean()) throw Error::invalid(member(name, "enabled"), "must be a boolean");
                 on = v.get<bool>();
             }
             r.categories.emplace_back(cat, on);
@@ -178,7 +189,7 @@ std::optional<std::int64_t> parse_rfc3339_us(std::string_view s) {
     } else if (at < s.size() && (s[at] == '+' || s[at] == '-')) {
         int oh = two(s, at + 1), om = two(s, at + 4);
         if (oh < 0 || om < 0 || at + 6 > s.size() || s[at + 3] != ':') return std::nullopt;
-        offset_s = (s[at] == '+' ? 1 : -1) * (oh * 3600 + om * 60);
+        offset_s = (s[at] == '+' ? 1 : -1) * (std::int64_t{oh} * 3600 + std::int64_t{om} * 60);
         at += 6;
     } else {
         return std::nullopt;
@@ -214,7 +225,7 @@ BodyKind body_kind(std::string_view mime) {
         m.ends_with("+xml") || m == "application/x-www-form-urlencoded")
         return BodyKind::Structured;
     if (m.starts_with("text/") || m == "application/javascript" || m == "application/ecmascript" ||
-        m == "application/x-javascript" || m == "image/svg+xml")
+        m == "application/x-javascript")
         return BodyKind::Text;
     return BodyKind::Binary;
 }

@@ -60,8 +60,8 @@ std::optional<std::int64_t> parse_time_bound(std::string_view text, std::int64_t
 
 // ---- network bodies -----------------------------------------------------------------------------
 
-inline constexpr std::size_t kStructuredBodyLimit = 8 * 1024;
-inline constexpr std::size_t kTextBodyLimit = 4 * 1024;
+inline constexpr std::size_t kStructuredBodyLimit = std::size_t{8} * 1024;
+inline constexpr std::size_t kTextBodyLimit = std::size_t{4} * 1024;
 
 enum class BodyKind { Structured, Text, Binary };
 BodyKind body_kind(std::string_view mime_type);
