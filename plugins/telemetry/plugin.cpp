@@ -494,6 +494,9 @@ void TelemetryPlugin::stream(Request &req, Response &res) {
             throw Error::invalid("Last-Event-ID", "must be a sequence number");
         }
     }
+    // A client that did not ask for an event stream (a plain GET) is relayed as a plain request,
+    // which must end: it gets what is held now (per replay / Last-Event-ID), then the end.
+    const bool follow = req.header("Accept").value_or("").find("text/event-stream") != std::string::npos;
     std::uint64_t epoch = 0;
     {
         std::lock_guard lock(ring_mutex_);
@@ -509,13 +512,14 @@ void TelemetryPlugin::stream(Request &req, Response &res) {
         return true;
     });
     auto &s = streams_.emplace_back();
-    s.thread = std::thread([this, sse, after, epoch, &done = s.done]() mutable {
+    s.thread = std::thread([this, sse, after, epoch, follow, &done = s.done]() mutable {
         while (!stopping_) {
             std::vector<json> batch;
             {
                 std::unique_lock lock(ring_mutex_);
-                ring_cv_.wait_for(lock, std::chrono::seconds(1),
-                                  [&] { return stopping_ || stream_epoch_ != epoch || ring_->last_seq() > after; });
+                if (follow)
+                    ring_cv_.wait_for(lock, std::chrono::seconds(1),
+                                      [&] { return stopping_ || stream_epoch_ != epoch || ring_->last_seq() > after; });
                 if (stream_epoch_ != epoch) break; // the session (or lease) ended
                 batch = ring_->after(after, 500);
             }
@@ -524,7 +528,7 @@ void TelemetryPlugin::stream(Request &req, Response &res) {
                 after = e["seq"].get<std::uint64_t>();
                 if (!(ok = sse->send(e, after))) break;
             }
-            if (!ok) break;
+            if (!ok || (!follow && batch.size() < 500)) break;
         }
         done = true;
     });

@@ -94,6 +94,7 @@ async function readStream(id, params, enough, timeoutMs = 15_000) {
 
 describe('capture from a real page', () => {
   let id;
+  let session;
   let browser;
   let page;
 
@@ -103,6 +104,7 @@ describe('capture from a real page', () => {
       telemetry: { browser: { console: {}, network: {}, page: {}, interaction: {} } },
     });
     id = b.session_id;
+    session = b;
     assert.equal(b.telemetry.browser.console.enabled, true);
     assert.equal(b.telemetry.browser.control.enabled, true, 'categories are layered onto the defaults');
     assert.equal(b.telemetry.browser.screenshot.enabled, false);
@@ -225,6 +227,15 @@ describe('capture from a real page', () => {
     const got = await live;
     assert.ok(got.length > 0 && got.every((e) => e.seq > newest), JSON.stringify(got.map((e) => e.seq)));
     assert.ok(got.some((e) => e.event.data?.text === 'live-line'));
+
+    // A plain GET (no Accept: text/event-stream) gets what is held, as SSE frames, and an end.
+    const jwt = new URL(session.cdp_ws_url).searchParams.get('jwt');
+    const plain = await fetch(`${session.base_url}/telemetry/stream?replay=all&jwt=${jwt}`);
+    assert.equal(plain.status, 200);
+    const frames = (await plain.text()).split('\n\n').filter((f) => f.startsWith('id: '));
+    assert.ok(frames.length >= archived.length, `${frames.length} frames`);
+    const [idLine, dataLine] = frames[0].split('\n');
+    assert.equal(JSON.parse(dataLine.slice('data: '.length)).seq, Number(idLine.slice('id: '.length)));
   });
 
   test('filters and paging: category, order, until, limit/offset; bad queries are 400', async () => {
