@@ -175,6 +175,7 @@ struct hangar_request {
     std::optional<std::string> body;
     bool body_failed = false;
     bool body_too_large = false;
+    std::string browser_session = {}; // {id} of a /browsers/{id}/... route: a per-browser API call
 };
 
 struct hangar_response {

@@ -308,6 +308,10 @@ bool SseConnection::send_frame(const std::string &json) {
     return queue("data: " + json + "\n\n");
 }
 
+bool SseConnection::send_frame(const std::string &id, const std::string &json) {
+    return queue("id: " + id + "\ndata: " + json + "\n\n");
+}
+
 void SseConnection::close() {
     closed_ = true;
     loop_.post([this_id = id_, &loop = loop_] {

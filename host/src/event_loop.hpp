@@ -50,6 +50,7 @@ class EventLoop;
 class SseConnection {
 public:
     bool send_frame(const std::string &json);
+    bool send_frame(const std::string &id, const std::string &json);
     bool open() const { return !closed_.load(); }
     void close(); // flushes what is queued, then ends the response
 

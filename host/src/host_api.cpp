@@ -288,6 +288,11 @@ hangar_stream *sse_open(hangar_response *r) {
 int stream_send(hangar_stream *s, hangar_str json_text) {
     return s->conn->send_frame(st(json_text)) ? 0 : -1;
 }
+int stream_send_with_id(hangar_stream *s, hangar_str id, hangar_str json_text) {
+    std::string line(st(id));
+    if (line.find_first_of("\r\n") != std::string::npos) return -1; // would end the id line early
+    return s->conn->send_frame(line, st(json_text)) ? 0 : -1;
+}
 int stream_is_open(hangar_stream *s) {
     return s->conn->open() ? 1 : 0;
 }
@@ -544,6 +549,7 @@ const hangar_host_v1 kHostTable = {
     ws_bridge_unix,
     instance_dir,
     req_headers,
+    stream_send_with_id,
 };
 
 } // namespace

@@ -225,6 +225,7 @@ public:
         } catch (const std::exception &e) {
             core_.log.debug("response for %s could not be written: %s", req.path, std::string(e.what()));
         }
+        if (!req.browser_session.empty()) report_api_call(req, res, steady_ms() - started);
         if (core_.log.information())
             core_.log.information("%s %s %d %dms id=%s", req.method, req.path,
                                   res.taken_over ? 101 : (res.status ? res.status : 200),
@@ -232,6 +233,21 @@ public:
     }
 
 private:
+    // A per-browser API call, answered, is offered to `telemetry.api_call` (the telemetry plugin
+    // records it as a `control` event when the session captures them). The answer is already
+    // sent, so the caller waits for none of this; without the plugin it is one map lookup.
+    void report_api_call(const hangar_request &req, const hangar_response &res, std::int64_t duration_ms) {
+        json in = {{"session_id", req.browser_session},
+                   {"method", req.method},
+                   {"path", req.path},
+                   {"status", res.taken_over ? 101 : (res.status ? res.status : 200)},
+                   {"duration_ms", duration_ms},
+                   {"request_id", req.request_id},
+                   {"caller", json::parse(req.caller_json, nullptr, false)}};
+        std::string out;
+        core_.services.call("telemetry.api_call", in.dump(), out);
+    }
+
     void dispatch(hangar_request &req, hangar_response &res) {
         auto found = core_.router.find(req.method, req.raw_path);
         if (auto *miss = std::get_if<Router<RouteTarget>::Miss>(&found)) {
@@ -272,6 +288,7 @@ private:
         std::optional<std::string> activity_key;
         if (auto it = req.params.find("id"); it != req.params.end() && req.path.rfind("/browsers/", 0) == 0) {
             activity_key = it->second;
+            req.browser_session = it->second;
             core_.activity.begin(*activity_key);
         }
         struct EndActivity {

@@ -59,6 +59,11 @@ private:
     // The profile as the profiles plugin describes it; nullopt when it (or the plugin) is gone.
     std::optional<json> profile_json(const std::string &project, const std::string &profile_id) const;
     void attach_profile(const Session &s, const ProfileRef &ref);
+    // The telemetry plugin's `telemetry.session` service ({op, session_id, ...}; see its README).
+    // Without that plugin, a request that would capture answers 501 and anything else is a no-op.
+    std::optional<json> telemetry(const json &in, bool captures) const;
+    // The same after the session exists: telemetry never fails it, a problem is only logged.
+    void telemetry_after_start(const json &in) const;
     void sweep_idle();
     void reap_orphans();
 

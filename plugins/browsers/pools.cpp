@@ -302,6 +302,8 @@ void BrowsersPlugin::pool_create(Request &req, Response &res) {
     auto settings = parse_pool(body);
     if (settings.launch.proxy_id)
         call("proxies.attach", {{"project_id", project}, {"proxy_id", *settings.launch.proxy_id}});
+    if (settings.launch.telemetry)
+        telemetry({{"op", "check"}, {"request", *settings.launch.telemetry}}, settings.launch.telemetry_captures);
     std::lock_guard lock(pools_mutex_);
     if (settings.name)
         for (const auto &[_, p] : pools_)
@@ -390,6 +392,8 @@ void BrowsersPlugin::pool_update(Request &req, Response &res) {
         auto settings = parse_pool(config);
         if (settings.launch.proxy_id)
             call("proxies.attach", {{"project_id", project}, {"proxy_id", *settings.launch.proxy_id}});
+        if (settings.launch.telemetry)
+            telemetry({{"op", "check"}, {"request", *settings.launch.telemetry}}, settings.launch.telemetry_captures);
         if (settings.name && settings.name != p.name)
             for (const auto &[_, other] : pools_)
                 if (other.project_id == project && other.name == settings.name)
@@ -478,14 +482,20 @@ void BrowsersPlugin::pool_acquire(Request &req, Response &res) {
     for (const char *k : {"name", "tags"})
         if (body.contains(k)) lease_body[k] = body[k];
     CreateOptions lease = parse_create(lease_body); // name and tags, checked as on create
-    // The overrides Hangar cannot apply yet are refused only when they ask for something:
-    // telemetry as on a browser update ({} and null change nothing), an empty start_url is none.
-    if (body.contains("telemetry")) parse_update(json{{"telemetry", body["telemetry"]}});
-    if (auto s = body.find("start_url"); s != body.end() && !s->is_null()) {
-        if (!s->is_string()) throw Error::invalid("start_url", "must be a string");
-        if (!s->get_ref<const std::string &>().empty())
-            throw Error::not_implemented("acquire with a start_url override is not implemented in Hangar yet");
+    // Lease overrides: telemetry as on a browser update onto the pool's ({} and null change
+    // nothing), a start_url opened before the browser is handed out (an empty one is none).
+    json telemetry_override = nullptr;
+    if (body.contains("telemetry")) {
+        UpdateOptions t = parse_update(json{{"telemetry", body["telemetry"]}});
+        telemetry_override = t.telemetry.value_or(json(nullptr));
+        if (t.telemetry) telemetry({{"op", "check"}, {"request", *t.telemetry}}, t.telemetry_captures);
     }
+    std::optional<std::string> start_url;
+    if (auto s = body.find("start_url"); s != body.end() && !s->is_null()) {
+        CreateOptions u = parse_create(json{{"start_url", *s}}); // the same checks as on create
+        start_url = u.start_url;
+    }
+    json pool_telemetry = nullptr;
     std::string id, pool_id;
     int timeout_seconds = 0;
     {
@@ -512,6 +522,7 @@ void BrowsersPlugin::pool_acquire(Request &req, Response &res) {
         it->second.idle.pop_front();
         it->second.leased.insert(id);
         timeout_seconds = it->second.timeout_seconds;
+        pool_telemetry = it->second.config.value("telemetry", json(nullptr));
         auto built = it->second.built_with.find(id);
         const CreateOptions &launch = built == it->second.built_with.end() ? it->second.launch : built->second;
         lease.headless = launch.headless;
@@ -573,6 +584,19 @@ void BrowsersPlugin::pool_acquire(Request &req, Response &res) {
         idle_baseline_ms_[s.id] = now_ms(); // the pool's timeout runs from the lease
     }
     activity(s.id);
+    telemetry_after_start({{"op", "acquire"},
+                           {"session_id", id},
+                           {"project_id", project},
+                           {"baseline", pool_telemetry},
+                           {"request", telemetry_override}});
+    // After telemetry, so the lease records its own first page.
+    if (start_url) {
+        // Best effort, as on create: the browser is handed out either way.
+        auto r = instance_call(id, "POST", "/chromium/open", json{{"url", *start_url}}.dump(), 10000);
+        if (r.status != 200) warn("browser session " + id + ": the acquire start_url was not opened: " + r.body);
+        sql("UPDATE browsers_sessions SET start_url = ? WHERE id = ?", {*start_url, id});
+        s.start_url = start_url;
+    }
     res.json(render(s, req));
 }
 
@@ -616,6 +640,8 @@ void BrowsersPlugin::pool_release(Request &req, Response &res) {
         idle_baseline_ms_.erase(id);
     }
     if (reuse) {
+        // The lease's telemetry is archived and stopped; the next lease starts from the pool's.
+        telemetry_after_start({{"op", "release"}, {"session_id", id}});
         mark_deleted(id, now_ms()); // the lease ends; the row returns with the next acquire
         poke_pools();
     } else if (mark_deleted(id, now_ms())) {

@@ -147,13 +147,14 @@ void BrowsersPlugin::start_server() {
             method, "/browser/vm/{session_id}/curl/raw",
             [this](Request &q, Response &r) { relay_curl(q, r, vm_session(q), "/chromium/curl/raw"); },
             HANGAR_ROUTE_PUBLIC);
+    // The telemetry plugin's agent half serves the stream; 404 from the agent when it is off.
     route(
         "GET", "/browser/vm/{session_id}/telemetry/stream",
-        [this](Request &q, Response &) {
-            vm_session(q);
-            throw Error::not_implemented("browser telemetry is not implemented by this Hangar server yet");
+        [this](Request &q, Response &r) {
+            std::string sid = vm_session(q);
+            relay_unix(q, r, agent_socket(sid), "/telemetry/stream", sid);
         },
-        HANGAR_ROUTE_PUBLIC);
+        open);
 
     // For instance-feature plugins (fs, process, ...): the caller's active session by id or name,
     // with what a relay needs. 404 when it is not the caller's or has ended.
@@ -242,6 +243,11 @@ json BrowsersPlugin::render(const Session &s, const Request &req) const {
     }
     if (s.profile_id)
         if (auto p = profile_json(s.project_id, *s.profile_id)) out["profile"] = std::move(*p);
+    try {
+        out["telemetry"] = call("telemetry.session", {{"op", "config"}, {"session_id", s.id}}).at("telemetry");
+    } catch (const Error &) {
+        // no telemetry plugin: the field is left out
+    }
     if (s.pool_id) {
         json ref = {{"id", *s.pool_id}};
         if (auto p = pool_ref(*s.pool_id); p && p->second) ref["name"] = *p->second;
@@ -328,7 +334,28 @@ void BrowsersPlugin::end_sessions(const std::vector<std::string> &ids, const cha
     }
 }
 
+std::optional<json> BrowsersPlugin::telemetry(const json &in, bool captures) const {
+    try {
+        return call("telemetry.session", in);
+    } catch (const Error &e) {
+        if (e.status() != 404) throw;
+        if (captures) throw Error::not_implemented("telemetry is not available: the telemetry plugin is not enabled");
+        return std::nullopt;
+    }
+}
+
+void BrowsersPlugin::telemetry_after_start(const json &in) const {
+    try {
+        telemetry(in, false);
+    } catch (const std::exception &e) {
+        warn("browser session " + in.value("session_id", "") + ": telemetry not applied: " + e.what());
+    }
+}
+
 void BrowsersPlugin::stop_session_instance(const std::string &id) {
+    // What the agent captured is archived before it goes (the telemetry plugin depends on this
+    // one, so it is called by name).
+    telemetry_after_start({{"op", "end"}, {"session_id", id}});
     try {
         // Running recordings are finished and moved out before the instance dir is removed.
         // The replays plugin depends on this one, so it is called by name, not declared.
@@ -399,6 +426,7 @@ void BrowsersPlugin::create(Request &req, Response &res) {
     std::string project = req.project();
     json caller = req.caller();
     CreateOptions opts = parse_create(req.json_body(true));
+    if (opts.telemetry) telemetry({{"op", "check"}, {"request", *opts.telemetry}}, opts.telemetry_captures);
     if (opts.chrome_policy) {
         // The local runtime binds the instance's policy dir over this directory only when it
         // exists; without it Chromium would never read the policy we echo back.
@@ -516,6 +544,9 @@ void BrowsersPlugin::create(Request &req, Response &res) {
         idle_baseline_ms_[s.id] = now_ms(); // idle time counts from "ready", not from the request
     }
     activity(s.id); // marks the session seen by the host's activity counter
+    if (opts.telemetry)
+        telemetry_after_start(
+            {{"op", "create"}, {"session_id", s.id}, {"project_id", project}, {"request", *opts.telemetry}});
     res.json(render(s, req));
 }
 
@@ -530,6 +561,7 @@ void BrowsersPlugin::update(Request &req, Response &res) {
     // would be taken for the start of the next request.
     UpdateOptions opts = parse_update(req.json_body(false));
     Session s = require(project, req.param("id_or_name"), false);
+    if (opts.telemetry) telemetry({{"op", "check"}, {"request", *opts.telemetry}}, opts.telemetry_captures);
     auto busy = activity(s.id); // a PATCH in flight (e.g. a Chromium restart) is activity
 
     NameReservation reservation;
@@ -596,6 +628,9 @@ void BrowsersPlugin::update(Request &req, Response &res) {
             {opts.tags->empty() ? json(nullptr) : json(json(*opts.tags).dump()), s.id});
         write_tags(s.id, *opts.tags);
     }
+    if (opts.telemetry)
+        telemetry({{"op", "update"}, {"session_id", s.id}, {"project_id", project}, {"request", *opts.telemetry}},
+                  opts.telemetry_captures);
     res.json(render(require(project, s.id, true), req));
 }
 

@@ -192,8 +192,8 @@ std::optional<json> check_policy(Validation &v, const json &value) {
     return ok ? std::optional<json>(value) : std::nullopt;
 }
 
-// Telemetry request object (contract §2.5). Returns whether it would start or change capture,
-// which no loaded plugin can do yet.
+// Telemetry request object (contract §2.5): its shape (the telemetry plugin checks the rest).
+// Returns whether it would start or change capture.
 bool check_telemetry(Validation &v, const json &value, bool on_update) {
     if (!value.is_object()) {
         v.fail("telemetry", "must be an object");
@@ -353,8 +353,10 @@ CreateOptions parse_create(const json &body) {
     if (o.proxy_id && o.proxy_id->empty()) o.proxy_id.reset();
     check_string(v, body, "invocation_id", invocation_id, 255);
     if (invocation_id && !invocation_id->empty()) unsupported.emplace_back("invocation_id");
-    if (const json *f = field(body, "telemetry"); f && check_telemetry(v, *f, false))
-        unsupported.emplace_back("telemetry");
+    if (const json *f = field(body, "telemetry")) {
+        o.telemetry_captures = check_telemetry(v, *f, false);
+        o.telemetry = *f;
+    }
     bool gpu = false;
     check_bool(v, body, "gpu", gpu);
     if (gpu) unsupported.emplace_back("gpu");
@@ -386,8 +388,10 @@ UpdateOptions parse_update(const json &body) {
 
     if (const json *f = field(body, "profile")) o.profile = check_profile(v, *f);
     check_string(v, body, "proxy_id", o.proxy_id, 255);
-    if (const json *f = field(body, "telemetry"); f && check_telemetry(v, *f, true))
-        unsupported.emplace_back("telemetry");
+    if (const json *f = field(body, "telemetry")) {
+        o.telemetry_captures = check_telemetry(v, *f, true);
+        o.telemetry = *f;
+    }
     bool disable_default_proxy = false;
     check_bool(v, body, "disable_default_proxy", disable_default_proxy);
     if (disable_default_proxy) unsupported.emplace_back("disable_default_proxy");

@@ -71,6 +71,10 @@ struct CreateOptions {
     json extensions = json::array();
     // A proxy of the project (the proxies plugin checks it and routes the instance through it).
     std::optional<std::string> proxy_id;
+    // `telemetry` as sent (its shape checked); the telemetry plugin applies the rules of §2.5.
+    // `captures`: it would start capture, which needs that plugin.
+    std::optional<json> telemetry;
+    bool telemetry_captures = false;
 };
 
 // Validates a POST /browsers body. Throws Error 400 (every bad field in `details`) and, when the
@@ -85,6 +89,8 @@ struct UpdateOptions {
     bool force = false;
     std::optional<ProfileRef> profile;
     std::optional<std::string> proxy_id; // sent: swap to it live; "" = direct
+    std::optional<json> telemetry;       // as for create; omitted, null and {} change nothing
+    bool telemetry_captures = false;
 };
 
 // Validates a PATCH /browsers/{id_or_name} body (400, then 501 as for create).

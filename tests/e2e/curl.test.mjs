@@ -213,8 +213,13 @@ describe('curl through the browser', () => {
     const raw = await fetch(`${session.base_url}/curl/raw?url=${encodeURIComponent(`${origin}/echo`)}&jwt=${jwt}`);
     assert.equal(raw.status, 200);
     assert.equal(seen.length, before + 1);
-    const telemetry = await fetch(`${session.base_url}/telemetry/stream?jwt=${jwt}`);
-    assert.equal(telemetry.status, 501);
+    // The telemetry stream is served there too (plugins/telemetry); only the right jwt opens it.
+    const sse = { headers: { accept: 'text/event-stream' } }; // as the SDK asks for it
+    const telemetry = await fetch(`${session.base_url}/telemetry/stream?jwt=${jwt}`, sse);
+    assert.equal(telemetry.status, 200);
+    assert.match(telemetry.headers.get('content-type'), /text\/event-stream/);
+    await telemetry.body.cancel();
+    assert.equal((await fetch(`${session.base_url}/telemetry/stream`, sse)).status, 401);
   });
 });
 

@@ -177,13 +177,15 @@ public:
         CPPUNIT_ASSERT_EQUAL(std::size_t(1), parse_create(parse(R"({"extensions":[{"name":"x"}]})")).extensions.size());
         expect_error([] { parse_create(parse(R"({"extensions":[{}]})")); }, 400, "extensions[0]");
         expect_error([] { parse_create(parse(R"({"extensions":[{"name":"web-bot-auth"}]})")); }, 501);
-        expect_error([] { parse_create(parse(R"({"telemetry":{"enabled":true}})")); }, 501);
-        expect_error([] { parse_create(parse(R"({"telemetry":{"browser":{"console":{}}}})")); }, 501);
+        // Telemetry is the telemetry plugin's: the model only says whether it would capture.
+        CPPUNIT_ASSERT(parse_create(parse(R"({"telemetry":{"enabled":true}})")).telemetry_captures);
+        CPPUNIT_ASSERT(parse_create(parse(R"({"telemetry":{"browser":{"console":{}}}})")).telemetry_captures);
         expect_error([] { parse_create(parse(R"({"invocation_id":"inv"})")); }, 501);
         expect_error([] { parse_create(parse(R"({"gpu":true})")); }, 501);
         // Telemetry that would capture nothing is fine.
-        parse_create(parse(R"({"telemetry":{}})"));
-        parse_create(parse(R"({"telemetry":{"browser":{"console":{"enabled":false}}}})"));
+        CPPUNIT_ASSERT(!parse_create(parse(R"({"telemetry":{}})")).telemetry_captures);
+        CPPUNIT_ASSERT(
+            !parse_create(parse(R"({"telemetry":{"browser":{"console":{"enabled":false}}}})")).telemetry_captures);
         // A bad field elsewhere wins over 501: nothing to do until the request is valid.
         expect_error([] { parse_create(parse(R"({"proxy_id":"abc","headless":"x"})")); }, 400, "headless");
         expect_error([] { parse_create(parse(R"({"telemetry":{"enabled":false,"browser":{"console":{}}}})")); }, 400,
@@ -239,7 +241,8 @@ public:
         // proxy_id swaps live; "" goes direct.
         CPPUNIT_ASSERT_EQUAL(std::string("p"), *parse_update(parse(R"({"proxy_id":"p"})")).proxy_id);
         CPPUNIT_ASSERT_EQUAL(std::string(""), *parse_update(parse(R"({"proxy_id":""})")).proxy_id);
-        expect_error([] { parse_update(parse(R"({"telemetry":{"browser":{"page":{"enabled":true}}}})")); }, 501);
+        CPPUNIT_ASSERT(
+            parse_update(parse(R"({"telemetry":{"browser":{"page":{"enabled":true}}}})")).telemetry_captures);
         expect_error([] { parse_update(parse(R"({"disable_default_proxy":true})")); }, 501);
         // Removing what is not there, or leaving telemetry unchanged, is fine.
         parse_update(parse(R"({"proxy_id":"","telemetry":{},"disable_default_proxy":false})"));

@@ -231,6 +231,9 @@ typedef struct hangar_host_v1 {
     /* Every request header as a JSON array of [name, value] pairs, in order, repeated names
      * repeated (for requests passed on whole, such as curl/raw). `out` is owned by the caller. */
     int (*req_headers)(hangar_request *req, hangar_buf *out);
+    /* Queues one SSE frame with an `id:` line ("id: <id>\ndata: <json>\n\n"), for streams a
+     * client resumes with Last-Event-ID. Returns -1 once the client has gone. */
+    int (*stream_send_with_id)(hangar_stream *stream, hangar_str id, hangar_str json);
 } hangar_host_v1;
 
 /* ---- what the plugin declares (filled by hangar_plugin_init) ------------------------------- */

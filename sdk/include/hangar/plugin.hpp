@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <list>
@@ -250,6 +251,13 @@ public:
     bool send(const json &event) {
         auto text = event.dump();
         return host_->stream_send(s_, str(text)) == 0;
+    }
+    // With an `id:` line (for Last-Event-ID); a host older than the function sends the data alone.
+    bool send(const json &event, std::uint64_t id) {
+        if (host_->struct_size < offsetof(hangar_host_v1, stream_send_with_id) + sizeof(void *)) return send(event);
+        auto text = event.dump();
+        auto id_text = std::to_string(id);
+        return host_->stream_send_with_id(s_, str(id_text), str(text)) == 0;
     }
     bool open() const { return host_->stream_is_open(s_) != 0; }
 

@@ -1,0 +1,569 @@
+// telemetry: what happened in a browser, as events (kernel-api.md §2.5, [21]-[22], §4.7;
+// kernel-behaviour.md §11).
+//
+// Instance half (in each agent): the event ring of the session (bounded; seq per agent), the CDP
+// collector (one DevTools connection the agent owns), a Chromium watcher for `system`, the live
+// SSE stream served from the ring, and the batch the server archives.
+// Server half: the configuration rules (the browsers plugin calls `telemetry.session` at create,
+// update, acquire, release and end), the archive (SQLite, one row per pulled batch), the events
+// query, the stream relay, and the retention reaper.
+#include "collector.hpp"
+#include "telemetry_model.hpp"
+
+#include <hangar/plugin.hpp>
+#include <hangar/resource.hpp>
+
+#include <signal.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <limits>
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using hangar::Error;
+using hangar::json;
+using hangar::Request;
+using hangar::Response;
+using namespace hangar::telemetry;
+
+const hangar_migration kMigrations[] = {
+    {1, "CREATE TABLE telemetry_sessions (session_id TEXT PRIMARY KEY, project_id TEXT NOT NULL, config TEXT, "
+        "baseline TEXT, archived_seq INTEGER NOT NULL DEFAULT 0, updated_at INTEGER NOT NULL);"
+        "CREATE TABLE telemetry_batches (session_id TEXT NOT NULL, project_id TEXT NOT NULL, "
+        "first_seq INTEGER NOT NULL, last_seq INTEGER NOT NULL, first_ts INTEGER NOT NULL, last_ts INTEGER NOT NULL, "
+        "categories INTEGER NOT NULL, events TEXT NOT NULL, PRIMARY KEY (session_id, first_seq));"
+        "CREATE INDEX telemetry_batches_age ON telemetry_batches (last_ts);"},
+};
+
+constexpr std::size_t kPullLimit = 2000;
+constexpr int kDefaultPage = 100, kMaxPage = 1000;
+constexpr std::int64_t kDefaultSinceUs = std::int64_t{5} * 60 * 1'000'000;
+
+std::int64_t now_us() {
+    return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
+}
+
+bool any_cdp(const Selection &s) {
+    for (const auto &c : s)
+        if (is_cdp_category(c)) return true;
+    return false;
+}
+
+class TelemetryPlugin final : public hangar::Plugin {
+public:
+    void start_server() override;
+    void stop_server() override;
+    void start_instance() override;
+    void stop_instance() override;
+
+private:
+    // ---- server ----
+    json session_op(const json &in);
+    void apply(const std::string &sid, const std::string &project, const Selection &sel, const json &baseline);
+    Selection current(const std::string &sid) const;
+    // Moves what the agent holds beyond the archived seq into the archive (one row per batch).
+    void pull(const std::string &sid);
+    void pull_all();
+    void reap();
+    void events(Request &req, Response &res);
+
+    std::mutex pull_mutex_;
+    std::mutex live_mutex_;
+    struct Live {
+        std::string project;
+        Selection selection;
+    };
+    std::map<std::string, Live> live_; // sessions with an agent to pull from
+    void api_call(const json &in);
+    std::int64_t retention_us_ = 0;
+
+    // ---- instance ----
+    void emit(json event);
+    void stream(Request &req, Response &res);
+    void watch_system(const std::stop_token &stop);
+
+    std::mutex ring_mutex_;
+    std::condition_variable ring_cv_;
+    std::unique_ptr<Ring> ring_;
+    Selection selection_;
+    std::uint64_t stream_epoch_ = 0; // bumped when a lease ends: its streams close
+    std::atomic<bool> stopping_{false};
+    std::unique_ptr<Collector> collector_;
+    std::jthread watcher_;
+    struct Stream {
+        std::thread thread;
+        std::atomic<bool> done{false};
+    };
+    std::mutex streams_mutex_;
+    std::list<Stream> streams_;
+};
+
+// ================================ server half ====================================================
+
+void TelemetryPlugin::start_server() {
+    retention_us_ = config_int("retention_days", 30) * 86400LL * 1'000'000;
+    service("telemetry.session", [this](const json &in) { return session_op(in); });
+    service("telemetry.api_call", [this](const json &in) {
+        api_call(in);
+        return json::object();
+    });
+    route(
+        "GET", "/browsers/{id}/telemetry/stream",
+        [this](Request &q, Response &r) { relay_to_session(q, r, "/telemetry/stream"); }, HANGAR_ROUTE_STREAMING);
+    route("GET", "/browsers/{id}/telemetry/events", [this](Request &q, Response &r) { events(q, r); });
+    every(static_cast<std::uint32_t>(std::clamp<std::int64_t>(config_int("archive_interval_ms", 1000), 100, 60000)),
+          [this] { pull_all(); });
+    every(3600 * 1000, [this] { reap(); });
+    reap();
+}
+
+void TelemetryPlugin::stop_server() {
+    pull_all();
+}
+
+json TelemetryPlugin::session_op(const json &in) {
+    const std::string op = in.value("op", "");
+    const std::string sid = in.value("session_id", "");
+    const std::string project = in.value("project_id", "");
+    const json request = in.value("request", json());
+    if (op == "check") {
+        parse_request(request, in.value("field", "telemetry"));
+        return json::object();
+    }
+    if (op == "config") {
+        auto rows = sql("SELECT config FROM telemetry_sessions WHERE session_id = ?", {sid});
+        json cfg = rows.empty() || !rows[0]["config"].is_string() ? json(nullptr)
+                                                                  : json::parse(rows[0]["config"].get<std::string>());
+        return {{"telemetry", cfg}};
+    }
+    Selection sel;
+    json baseline = nullptr;
+    if (op == "create") {
+        sel = apply_create(parse_request(request));
+    } else if (op == "update") {
+        sel = apply_update(current(sid), parse_request(request));
+    } else if (op == "acquire") {
+        // The pool's configuration is the lease's baseline; the override applies as a PATCH would.
+        baseline = in.value("baseline", json());
+        sel = apply_update(apply_create(parse_request(baseline, "browser_pool.telemetry")), parse_request(request));
+    } else if (op == "release" || op == "end") {
+        // The lease or session is over: archive what the agent holds, close its streams, and stop
+        // capture (a reused browser starts its next lease from the pool's configuration).
+        pull(sid);
+        instance_call(sid, "PUT", "/telemetry/config", json{{"telemetry", nullptr}, {"end_streams", true}}.dump(),
+                      5000);
+        std::lock_guard lock(live_mutex_);
+        live_.erase(sid);
+        return json::object();
+    } else {
+        throw Error::invalid("op", "unknown telemetry operation");
+    }
+    apply(sid, project, sel, baseline);
+    return {{"telemetry", render(sel)}};
+}
+
+Selection TelemetryPlugin::current(const std::string &sid) const {
+    auto rows = sql("SELECT config FROM telemetry_sessions WHERE session_id = ?", {sid});
+    if (rows.empty() || !rows[0]["config"].is_string()) return {};
+    return selection_from_json(json::parse(rows[0]["config"].get<std::string>()));
+}
+
+void TelemetryPlugin::apply(const std::string &sid, const std::string &project, const Selection &sel,
+                            const json &baseline) {
+    json rendered = render(sel);
+    json cfg = rendered.is_null() ? json(nullptr) : json(rendered.dump());
+    json base = baseline.is_null() ? json(nullptr) : json(baseline.dump());
+    // A reused pooled browser keeps its session id: the row is replaced, its seq goes on.
+    sql("INSERT INTO telemetry_sessions (session_id, project_id, config, baseline, updated_at) VALUES (?, ?, ?, ?, ?) "
+        "ON CONFLICT (session_id) DO UPDATE SET project_id = excluded.project_id, config = excluded.config, "
+        "baseline = excluded.baseline, updated_at = excluded.updated_at",
+        {sid, project, cfg, base, hangar::now_ms()});
+    {
+        std::lock_guard lock(live_mutex_);
+        live_[sid] = Live{project, sel};
+    }
+    // Telemetry never breaks a session: an agent that does not take it is logged, not an error.
+    auto r = instance_call(sid, "PUT", "/telemetry/config", json{{"telemetry", rendered}}.dump(), 5000);
+    if (r.status != 200) warn("browser session " + sid + ": telemetry not configured in the instance: " + r.body);
+}
+
+// `control`: a per-browser API request the host answered (its hook, after the response went
+// out). operation_id is the route's words in camelCase, as Kernel's in-VM API names them
+// (/browsers/{id}/process/exec → processExec).
+void TelemetryPlugin::api_call(const json &in) {
+    const std::string sid = in.value("session_id", "");
+    const std::string path = in.value("path", "");
+    int status = in.value("status", 0);
+    {
+        std::lock_guard lock(live_mutex_);
+        auto it = live_.find(sid);
+        const json caller = in.value("caller", json::object());
+        if (it == live_.end() || !it->second.selection.count("control") ||
+            caller.value("project_id", "") != it->second.project)
+            return;
+    }
+    // Reading telemetry is not an action on the browser; refused calls never reached it.
+    if (path.find("/telemetry/") != std::string::npos || status == 401 || status == 403 || status == 404) return;
+    std::string rest = path.substr(std::min(path.size(), path.find('/', std::string("/browsers/").size())));
+    std::string operation;
+    std::size_t start = 0;
+    while (start < rest.size()) {
+        auto end = rest.find('/', start);
+        std::string seg = rest.substr(start, end == std::string::npos ? std::string::npos : end - start);
+        start = end == std::string::npos ? rest.size() : end + 1;
+        if (seg.empty() || seg.find_first_not_of("abcdefghijklmnopqrstuvwxyz_") != std::string::npos) continue;
+        bool upper = !operation.empty();
+        for (char c : seg) {
+            if (c == '_') {
+                upper = true;
+                continue;
+            }
+            operation += upper ? static_cast<char>(c - 'a' + 'A') : c;
+            upper = false;
+        }
+    }
+    if (operation.empty()) operation = "browser";
+    json data = {{"duration_ms", in.value("duration_ms", 0)}, {"operation_id", operation},
+                 {"request_id", in.value("request_id", "")},  {"status", status},
+                 {"method", in.value("method", "")},          {"route", path}};
+    json event = make_event("control", "api_call", now_us(), "kernel_api", {}, data);
+    instance_call(sid, "POST", "/telemetry/event", json{{"event", event}}.dump(), 2000);
+}
+
+void TelemetryPlugin::pull(const std::string &sid) {
+    std::lock_guard lock(pull_mutex_);
+    auto rows = sql("SELECT project_id, archived_seq FROM telemetry_sessions WHERE session_id = ?", {sid});
+    if (rows.empty()) return;
+    std::string project = rows[0]["project_id"].get<std::string>();
+    std::int64_t after = rows[0]["archived_seq"].get<std::int64_t>();
+    for (int round = 0; round < 50; ++round) {
+        auto r = instance_call(
+            sid, "GET", "/telemetry/batch?after=" + std::to_string(after) + "&limit=" + std::to_string(kPullLimit), {},
+            5000);
+        if (r.status != 200) return;
+        json batch = json::parse(r.body, nullptr, false);
+        if (!batch.is_object() || !batch["events"].is_array() || batch["events"].empty()) return;
+        const json &evs = batch["events"];
+        std::set<std::string> cats;
+        std::int64_t first_ts = std::numeric_limits<std::int64_t>::max(), last_ts = 0;
+        for (const auto &e : evs) {
+            cats.insert(e["event"].value("category", ""));
+            std::int64_t ts = e["event"].value("ts", std::int64_t{0});
+            first_ts = std::min(first_ts, ts);
+            last_ts = std::max(last_ts, ts);
+        }
+        std::int64_t first = evs.front()["seq"].get<std::int64_t>(), last = evs.back()["seq"].get<std::int64_t>();
+        sql("INSERT INTO telemetry_batches (session_id, project_id, first_seq, last_seq, first_ts, last_ts, "
+            "categories, "
+            "events) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            {sid, project, first, last, first_ts, last_ts, category_mask(cats), evs.dump()});
+        sql("UPDATE telemetry_sessions SET archived_seq = ? WHERE session_id = ?", {last, sid});
+        after = last;
+        if (evs.size() < kPullLimit) return;
+    }
+}
+
+void TelemetryPlugin::pull_all() {
+    std::vector<std::string> ids;
+    {
+        std::lock_guard lock(live_mutex_);
+        for (const auto &[id, _] : live_)
+            ids.push_back(id);
+    }
+    for (const auto &id : ids) {
+        try {
+            pull(id);
+        } catch (const std::exception &e) {
+            warn("telemetry of browser session " + id + " not archived: " + e.what());
+        }
+    }
+}
+
+void TelemetryPlugin::reap() {
+    sql("DELETE FROM telemetry_batches WHERE last_ts < ?", {now_us() - retention_us_});
+}
+
+void TelemetryPlugin::events(Request &req, Response &res) {
+    json session =
+        call("browsers.session", {{"project_id", req.project()}, {"id", req.param("id")}, {"include_deleted", true}});
+    const std::string sid = session.value("session_id", "");
+    hangar::Validation v;
+    std::set<std::string> wanted;
+    for (const auto &[key, value] : hangar::query_pairs(req.query_string())) {
+        if (key != "category" && key != "category[]") continue;
+        std::size_t start = 0;
+        while (start <= value.size()) {
+            auto comma = value.find(',', start);
+            std::string c = value.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+            if (!c.empty()) {
+                if (is_filter_category(c))
+                    wanted.insert(c);
+                else
+                    v.fail("category", "unknown category \"" + c + "\"");
+            }
+            if (comma == std::string::npos) break;
+            start = comma + 1;
+        }
+    }
+    std::string order = req.query("order").value_or("asc");
+    if (order.empty()) order = "asc";
+    if (order != "asc" && order != "desc") v.fail("order", "must be asc or desc");
+    auto since_text = req.query("since");
+    if (order == "desc" && since_text && !since_text->empty())
+        v.fail("since", "cannot be combined with order=desc (use until)");
+    std::int64_t now = now_us();
+    std::optional<std::int64_t> since, until;
+    if (since_text && !since_text->empty()) {
+        since = parse_time_bound(*since_text, now);
+        if (!since) v.fail("since", "must be an RFC 3339 time or a duration such as 5m");
+    }
+    if (auto u = req.query("until"); u && !u->empty()) {
+        until = parse_time_bound(*u, now);
+        if (!until) v.fail("until", "must be an RFC 3339 time or a duration such as 5m");
+    }
+    auto paging = hangar::parse_paging(req, v, kDefaultPage, kMaxPage);
+    v.throw_if_failed("invalid telemetry query");
+    auto offset_text = req.query("offset");
+    bool cursor = offset_text && !offset_text->empty() && !(order == "desc" && paging.offset == 0);
+    if (!cursor && order == "asc" && !since) since = now - kDefaultSinceUs;
+    if (cursor) since.reset(); // the offset is the cursor; since only places the first page
+
+    if (!session.value("ended", false)) {
+        try {
+            pull(sid); // the newest second is not archived yet otherwise
+        } catch (const std::exception &) {
+            // the archive answers with what it has
+        }
+    }
+    const bool asc = order == "asc";
+    std::int64_t mask = wanted.empty() ? ~std::int64_t{0} : category_mask(wanted);
+    std::string where = " WHERE session_id = ? AND (categories & ?) <> 0";
+    json params = json::array({sid, mask});
+    if (since) {
+        where += " AND last_ts >= ?";
+        params.push_back(*since);
+    }
+    if (until) {
+        where += " AND first_ts < ?";
+        params.push_back(*until);
+    }
+    if (cursor) {
+        where += asc ? " AND last_seq >= ?" : " AND first_seq < ?";
+        params.push_back(paging.offset);
+    }
+    const auto limit = static_cast<std::size_t>(paging.limit);
+    const std::int64_t lowest = since.value_or(std::numeric_limits<std::int64_t>::min()),
+                       highest = until.value_or(std::numeric_limits<std::int64_t>::max());
+    json items = json::array();
+    std::optional<std::int64_t> next;
+    constexpr int kRowsPerRead = 32;
+    for (int read = 0; !next; ++read) {
+        json p = params;
+        p.push_back(kRowsPerRead);
+        p.push_back(read * kRowsPerRead);
+        json rows = sql("SELECT events FROM telemetry_batches" + where + " ORDER BY first_seq " +
+                            (asc ? "ASC" : "DESC") + " LIMIT ? OFFSET ?",
+                        p);
+        for (const auto &row : rows) {
+            json evs = json::parse(row["events"].get<std::string>(), nullptr, false);
+            if (!evs.is_array()) continue;
+            if (!asc) std::reverse(evs.begin(), evs.end());
+            for (auto &e : evs) {
+                std::int64_t seq = e["seq"].get<std::int64_t>();
+                std::int64_t ts = e["event"].value("ts", std::int64_t{0});
+                if (cursor && (asc ? seq < paging.offset : seq >= paging.offset)) continue;
+                if (ts < lowest || ts >= highest) continue;
+                if (!wanted.empty() && !wanted.count(e["event"].value("category", ""))) continue;
+                if (items.size() == limit) {
+                    // One more exists: the next page starts at it (asc) or below the last (desc).
+                    next = asc ? seq : items.back()["seq"].get<std::int64_t>();
+                    break;
+                }
+                items.push_back(std::move(e));
+            }
+            if (next) break;
+        }
+        if (rows.size() < static_cast<std::size_t>(kRowsPerRead)) break;
+    }
+    res.header("X-Has-More", next ? "true" : "false");
+    res.header("X-Next-Offset", std::to_string(next.value_or(0)));
+    res.json(items);
+}
+
+// ================================ instance half ==================================================
+
+void TelemetryPlugin::start_instance() {
+    ring_ =
+        std::make_unique<Ring>(static_cast<std::size_t>(std::max<std::int64_t>(16, config_int("ring_size", 10000))));
+    CollectorSettings settings;
+    settings.screenshot_interval_ms =
+        static_cast<int>(std::clamp<std::int64_t>(config_int("screenshot_interval_ms", 5000), 200, 3600000));
+    collector_ = std::make_unique<Collector>([this](json e) { emit(std::move(e)); },
+                                             [this] {
+                                                 json s = call("browsers.chromium", json::object());
+                                                 if (!s["port"].is_number())
+                                                     throw std::runtime_error("Chromium is not running");
+                                                 return std::pair<int, std::string>(s["port"].get<int>(),
+                                                                                    s["ws_path"].get<std::string>());
+                                             },
+                                             settings);
+    watcher_ = std::jthread([this](const std::stop_token &st) { watch_system(st); });
+
+    route("PUT", "/telemetry/config", [this](Request &req, Response &res) {
+        json body = req.json_body(false);
+        Selection sel = selection_from_json(body.value("telemetry", json()));
+        {
+            std::lock_guard lock(ring_mutex_);
+            selection_ = sel;
+            if (body.value("end_streams", false)) ++stream_epoch_;
+        }
+        ring_cv_.notify_all();
+        collector_->configure(sel);
+        res.json({{"telemetry", render(sel)}});
+    });
+    route("GET", "/telemetry/batch", [this](Request &req, Response &res) {
+        auto number = [&](const char *k, std::uint64_t fallback) {
+            auto s = req.query(k);
+            return s && !s->empty() ? std::stoull(*s) : fallback;
+        };
+        std::uint64_t after = number("after", 0);
+        std::lock_guard lock(ring_mutex_);
+        ring_->ack(after); // the server holds everything up to here
+        json out = json::array();
+        for (auto &e : ring_->after(after, number("limit", kPullLimit)))
+            out.push_back(std::move(e));
+        res.json({{"events", out}, {"last_seq", ring_->last_seq()}});
+    });
+    // Events produced outside the agent's own collectors (the server's view of API calls).
+    route("POST", "/telemetry/event", [this](Request &req, Response &res) {
+        json body = req.json_body(false);
+        if (!body.contains("event") || !body["event"].is_object()) throw Error::invalid("event", "is required");
+        emit(body["event"]);
+        res.no_content();
+    });
+    route(
+        "GET", "/telemetry/stream", [this](Request &q, Response &r) { stream(q, r); }, HANGAR_ROUTE_STREAMING);
+}
+
+void TelemetryPlugin::stop_instance() {
+    stopping_ = true;
+    ring_cv_.notify_all();
+    collector_.reset();
+    watcher_ = {};
+    std::list<Stream> streams;
+    {
+        std::lock_guard lock(streams_mutex_);
+        streams.swap(streams_);
+    }
+    for (auto &s : streams)
+        s.thread.join();
+}
+
+void TelemetryPlugin::emit(json event) {
+    std::string cat = event.value("category", "");
+    {
+        std::lock_guard lock(ring_mutex_);
+        bool wanted = selection_.count(cat) > 0 || (cat == "monitor" && any_cdp(selection_));
+        if (!wanted) return;
+        ring_->push(std::move(event), now_us());
+    }
+    ring_cv_.notify_all();
+}
+
+void TelemetryPlugin::stream(Request &req, Response &res) {
+    std::uint64_t after = 0;
+    bool resume = false;
+    if (auto id = req.header("Last-Event-ID"); id && !id->empty()) {
+        try {
+            after = std::stoull(*id);
+            resume = true;
+        } catch (const std::exception &) {
+            throw Error::invalid("Last-Event-ID", "must be a sequence number");
+        }
+    }
+    // A client that did not ask for an event stream (a plain GET) is relayed as a plain request,
+    // which must end: it gets what is held now (per replay / Last-Event-ID), then the end.
+    const bool follow = req.header("Accept").value_or("").find("text/event-stream") != std::string::npos;
+    std::uint64_t epoch = 0;
+    {
+        std::lock_guard lock(ring_mutex_);
+        // replay=all starts at the oldest event still held; otherwise only new events.
+        if (!resume) after = req.query("replay").value_or("") == "all" ? 0 : ring_->last_seq();
+        epoch = stream_epoch_;
+    }
+    std::shared_ptr<hangar::SseStream> sse = res.sse();
+    std::lock_guard lock(streams_mutex_);
+    streams_.remove_if([](Stream &s) {
+        if (!s.done) return false;
+        s.thread.join();
+        return true;
+    });
+    auto &s = streams_.emplace_back();
+    s.thread = std::thread([this, sse, after, epoch, follow, &done = s.done]() mutable {
+        while (!stopping_) {
+            std::vector<json> batch;
+            {
+                std::unique_lock lock(ring_mutex_);
+                if (follow)
+                    ring_cv_.wait_for(lock, std::chrono::seconds(1),
+                                      [&] { return stopping_ || stream_epoch_ != epoch || ring_->last_seq() > after; });
+                if (stream_epoch_ != epoch) break; // the session (or lease) ended
+                batch = ring_->after(after, 500);
+            }
+            bool ok = sse->open();
+            for (const auto &e : batch) {
+                after = e["seq"].get<std::uint64_t>();
+                if (!(ok = sse->send(e, after))) break;
+            }
+            if (!ok || (!follow && batch.size() < 500)) break;
+        }
+        done = true;
+    });
+}
+
+// `system`: Chromium found dead (a crash or an OOM kill) and the cgroup's OOM kill counter.
+void TelemetryPlugin::watch_system(const std::stop_token &stop) {
+    long last_pid = 0; // 0: none seen
+    while (!stop.stop_requested()) {
+        std::this_thread::sleep_for(std::chrono::seconds(1));
+        {
+            std::lock_guard lock(ring_mutex_);
+            if (!selection_.count("system")) {
+                last_pid = 0;
+                continue;
+            }
+        }
+        try {
+            json s = call("browsers.chromium", json::object());
+            if (s["pid"].is_number()) {
+                last_pid = s["pid"].get<long>();
+            } else if (last_pid != 0) {
+                // A deliberate restart swaps the process under the runner's lock and is never seen
+                // without one; no process at all means it died.
+                emit(make_event("system", "service_crashed", now_us(), "local_process", {},
+                                {{"service_name", "chromium"}, {"phase", "running"}, {"pid", last_pid}}));
+                last_pid = 0;
+            }
+        } catch (const std::exception &) {
+            // the browsers plugin is stopping
+        }
+    }
+}
+
+} // namespace
+
+HANGAR_PLUGIN(TelemetryPlugin, "telemetry", "1.0.0", "browsers", kMigrations,
+              sizeof(kMigrations) / sizeof(kMigrations[0]))

@@ -1,0 +1,121 @@
+// The telemetry plugin's pure logic: the configuration rules of kernel-api.md §2.5, the time
+// bounds of the events query, body truncation, the bounded event ring and the event envelope.
+// Nothing here talks to the host, so tests/unit links it without a server or a browser.
+#pragma once
+
+#include <hangar/plugin.hpp>
+
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace hangar::telemetry {
+
+using json = nlohmann::json;
+
+// Every configurable category (the order is the order of the rendered config).
+const std::vector<std::string> &categories();
+// Categories a CDP session collects; any of them on also makes `monitor` events flow.
+bool is_cdp_category(std::string_view category);
+// Every value of the events filter: the configurable ones and `monitor`.
+bool is_filter_category(std::string_view category);
+
+// The categories being captured; empty means capture is off.
+using Selection = std::set<std::string>;
+const Selection &default_selection();
+
+// A telemetry request object as sent (`{enabled?, browser?: {<category>: {enabled?}}}`).
+struct ConfigRequest {
+    std::optional<bool> enabled;
+    std::vector<std::pair<std::string, bool>> categories; // as given, in order
+    // omitted, null or {}: "leave unchanged" on update, "no capture" on create.
+    bool empty() const { return !enabled && categories.empty(); }
+};
+
+// Validates a request object (null allowed). `field` names it in errors ("telemetry").
+// Throws Error 400 naming the bad field: not an object, a non-boolean `enabled`, an unknown
+// category, a category that is not {enabled?: boolean}, `enabled: false` with categories.
+ConfigRequest parse_request(const json &value, const std::string &field = "telemetry");
+
+// Create (browser or pool lease baseline): layered onto the defaults.
+Selection apply_create(const ConfigRequest &r);
+// Update (browser PATCH, acquire override onto the pool baseline): merged onto `current`
+// (or onto the defaults when nothing is captured); `enabled: true` rebuilds from the defaults.
+Selection apply_update(const Selection &current, const ConfigRequest &r);
+
+// The session's `telemetry` field: {browser: {<category>: {enabled}}} for every category, or
+// null when nothing is captured.
+json render(const Selection &s);
+Selection selection_from_json(const json &rendered);
+
+// ---- the events query ---------------------------------------------------------------------------
+
+// RFC 3339 ("2026-05-01T10:00:00Z", fractions and offsets allowed) or a Go-style duration
+// before `now_us` ("5m", "1h30m", "90s", "250ms"). Returns Unix microseconds; nullopt if neither.
+std::optional<std::int64_t> parse_time_bound(std::string_view text, std::int64_t now_us);
+
+// ---- network bodies -----------------------------------------------------------------------------
+
+inline constexpr std::size_t kStructuredBodyLimit = std::size_t{8} * 1024;
+inline constexpr std::size_t kTextBodyLimit = std::size_t{4} * 1024;
+
+enum class BodyKind { Structured, Text, Binary };
+BodyKind body_kind(std::string_view mime_type);
+
+struct Truncated {
+    std::string text;
+    bool truncated = false;
+};
+// Cuts `body` to the limit of its kind on a UTF-8 character boundary; nullopt for binaries.
+std::optional<Truncated> truncate_body(std::string_view mime_type, std::string_view body);
+
+// ---- events -------------------------------------------------------------------------------------
+
+// {category, type, ts, source{kind, event?}, data?, truncated?}
+json make_event(std::string_view category, std::string_view type, std::int64_t ts_us, std::string_view source_kind,
+                std::string_view source_event = {}, json data = nullptr, bool truncated = false);
+
+// A bounded buffer of envelopes {seq, event}, seq counting from 1. Pushing into a full ring drops
+// the oldest; events dropped before anyone took them (`ack`) are counted, and the next push
+// after such a loss is preceded by one `monitor_dropped` event with the count.
+class Ring {
+public:
+    explicit Ring(std::size_t capacity) : capacity_(capacity == 0 ? 1 : capacity) {}
+
+    // Returns the seq given to `event`.
+    std::uint64_t push(json event, std::int64_t now_us);
+    // Envelopes with seq > after, oldest first, at most `limit`.
+    std::vector<json> after(std::uint64_t after, std::size_t limit) const;
+    // Everything up to `seq` reached its destination: losing it later is not a drop.
+    void ack(std::uint64_t seq) {
+        if (seq > acked_) acked_ = seq;
+    }
+    std::uint64_t last_seq() const { return next_seq_ - 1; }
+    std::uint64_t oldest_seq() const {
+        return items_.empty() ? next_seq_ : items_.front().at("seq").get<std::uint64_t>();
+    }
+    std::size_t size() const { return items_.size(); }
+    std::uint64_t dropped_total() const { return dropped_total_; }
+
+private:
+    void append(json event);
+    std::size_t capacity_;
+    std::deque<json> items_;
+    std::uint64_t next_seq_ = 1;
+    std::uint64_t acked_ = 0;
+    std::uint64_t pending_drops_ = 0;
+    std::uint64_t dropped_total_ = 0;
+};
+
+// ---- the archive --------------------------------------------------------------------------------
+
+// One stored batch's category set, as a bit mask over filter categories (monitor included), so
+// the query can skip batches without decoding them.
+std::int64_t category_mask(const std::set<std::string> &categories);
+std::int64_t category_bit(std::string_view category);
+
+} // namespace hangar::telemetry

@@ -1,0 +1,162 @@
+// Unit tests of the telemetry plugin's model: the configuration rules of kernel-api.md §2.5, the
+// since/until formats, body truncation and the bounded ring with its monitor_dropped note.
+#include "telemetry_model.hpp"
+
+#include <cppunit/TestFixture.h>
+#include <cppunit/extensions/HelperMacros.h>
+
+using namespace hangar::telemetry;
+
+namespace {
+
+json parse(const char *text) {
+    return json::parse(text);
+}
+
+Selection create(const char *text) {
+    return apply_create(parse_request(parse(text)));
+}
+
+Selection update(const Selection &cur, const char *text) {
+    return apply_update(cur, parse_request(parse(text)));
+}
+
+void expect_400(const char *text, const std::string &field) {
+    try {
+        parse_request(parse(text));
+        CPPUNIT_FAIL(std::string("accepted: ") + text);
+    } catch (const hangar::Error &e) {
+        CPPUNIT_ASSERT_EQUAL(400, e.status());
+        CPPUNIT_ASSERT_MESSAGE(e.what(), std::string(e.what()).find(field) != std::string::npos);
+    }
+}
+
+} // namespace
+
+class TelemetryModelTest : public CppUnit::TestFixture {
+    CPPUNIT_TEST_SUITE(TelemetryModelTest);
+    CPPUNIT_TEST(createRules);
+    CPPUNIT_TEST(updateRules);
+    CPPUNIT_TEST(badRequests);
+    CPPUNIT_TEST(rendering);
+    CPPUNIT_TEST(timeBounds);
+    CPPUNIT_TEST(truncation);
+    CPPUNIT_TEST(ringDropsOldestAndSaysSo);
+    CPPUNIT_TEST_SUITE_END();
+
+public:
+    void createRules() {
+        CPPUNIT_ASSERT(create("null").empty());
+        CPPUNIT_ASSERT(create("{}").empty());
+        CPPUNIT_ASSERT(create(R"({"enabled":false})").empty());
+        CPPUNIT_ASSERT(default_selection() == create(R"({"enabled":true})"));
+        // Categories layer onto the defaults, with or without enabled:true.
+        Selection s = create(R"({"browser":{"console":{},"control":{"enabled":false}}})");
+        CPPUNIT_ASSERT(s == Selection({"captcha", "connection", "console", "system"}));
+        CPPUNIT_ASSERT(create(R"({"enabled":true,"browser":{"network":{"enabled":true}}})").count("network"));
+        // Every default explicitly off: nothing is captured.
+        CPPUNIT_ASSERT(create(R"({"browser":{"control":{"enabled":false},"connection":{"enabled":false},
+                                  "system":{"enabled":false},"captcha":{"enabled":false}}})")
+                           .empty());
+    }
+
+    void updateRules() {
+        Selection cur = create(R"({"browser":{"console":{}}})");
+        CPPUNIT_ASSERT(update(cur, "{}") == cur);   // unchanged
+        CPPUNIT_ASSERT(update(cur, "null") == cur); // unchanged
+        CPPUNIT_ASSERT(update(cur, R"({"enabled":false})").empty());
+        // Merged onto the current selection.
+        Selection merged = update(cur, R"({"browser":{"network":{}}})");
+        CPPUNIT_ASSERT(merged.count("console") && merged.count("network") && merged.count("control"));
+        // enabled:true resets to defaults + given.
+        Selection reset = update(cur, R"({"enabled":true,"browser":{"page":{}}})");
+        CPPUNIT_ASSERT(!reset.count("console") && reset.count("page") && reset.count("control"));
+        // Nothing active: categories merge onto the defaults.
+        CPPUNIT_ASSERT(update({}, R"({"browser":{"page":{}}})") ==
+                       Selection({"captcha", "connection", "control", "page", "system"}));
+        // Disabling everything stops capture.
+        Selection only = {"console"};
+        CPPUNIT_ASSERT(update(only, R"({"browser":{"console":{"enabled":false}}})").empty());
+    }
+
+    void badRequests() {
+        expect_400(R"({"browser":{"keyboard":{}}})", "telemetry.browser.keyboard");
+        expect_400(R"({"enabled":false,"browser":{"console":{}}})", "telemetry");
+        expect_400(R"({"enabled":"yes"})", "telemetry.enabled");
+        expect_400(R"({"browser":{"console":true}})", "telemetry.browser.console");
+        expect_400(R"({"browser":{"console":{"enabled":1}}})", "telemetry.browser.console.enabled");
+        expect_400(R"({"browser":[]})", "telemetry.browser");
+        expect_400(R"("on")", "telemetry");
+        expect_400(R"({"verbose":true})", "telemetry.verbose");
+    }
+
+    void rendering() {
+        CPPUNIT_ASSERT(render({}).is_null());
+        json r = render({"console", "control"});
+        CPPUNIT_ASSERT_EQUAL(true, r["browser"]["console"]["enabled"].get<bool>());
+        CPPUNIT_ASSERT_EQUAL(false, r["browser"]["network"]["enabled"].get<bool>());
+        CPPUNIT_ASSERT_EQUAL(std::size_t(9), r["browser"].size());
+        CPPUNIT_ASSERT(selection_from_json(r) == Selection({"console", "control"}));
+    }
+
+    void timeBounds() {
+        const std::int64_t now = 1'800'000'000'000'000;
+        CPPUNIT_ASSERT_EQUAL(now - 300'000'000, *parse_time_bound("5m", now));
+        CPPUNIT_ASSERT_EQUAL(now - 5'400'000'000, *parse_time_bound("1h30m", now));
+        CPPUNIT_ASSERT_EQUAL(now - 250'000, *parse_time_bound("250ms", now));
+        CPPUNIT_ASSERT_EQUAL(now - 1'500'000, *parse_time_bound("1.5s", now));
+        CPPUNIT_ASSERT_EQUAL(std::int64_t(1'700'000'000'000'000), *parse_time_bound("2023-11-14T22:13:20Z", now));
+        CPPUNIT_ASSERT_EQUAL(std::int64_t(1'700'000'000'123'000), *parse_time_bound("2023-11-14T22:13:20.123Z", now));
+        CPPUNIT_ASSERT_EQUAL(std::int64_t(1'700'000'000'000'000), *parse_time_bound("2023-11-15T00:13:20+02:00", now));
+        for (const char *bad : {"", "5", "5x", "m", "yesterday", "2023-11-14T22:13:20", "2023-13-14T22:13:20Z",
+                                "2023-11-14T22:13:20Zjunk"})
+            CPPUNIT_ASSERT_MESSAGE(bad, !parse_time_bound(bad, now));
+    }
+
+    void truncation() {
+        std::string big(10000, 'a');
+        auto json_body = truncate_body("application/json; charset=utf-8", big);
+        CPPUNIT_ASSERT(json_body && json_body->truncated);
+        CPPUNIT_ASSERT_EQUAL(kStructuredBodyLimit, json_body->text.size());
+        auto html = truncate_body("text/html", big);
+        CPPUNIT_ASSERT(html && html->truncated && html->text.size() == kTextBodyLimit);
+        CPPUNIT_ASSERT(!truncate_body("image/png", big));
+        CPPUNIT_ASSERT(!truncate_body("application/octet-stream", "x"));
+        auto small = truncate_body("application/problem+json", "{}");
+        CPPUNIT_ASSERT(small && !small->truncated && small->text == "{}");
+        // A multi-byte character across the limit is left out whole.
+        std::string text(kTextBodyLimit - 1, 'a');
+        text += "\xC3\xA9tail";
+        auto cut = truncate_body("text/plain", text);
+        CPPUNIT_ASSERT_EQUAL(kTextBodyLimit - 1, cut->text.size());
+    }
+
+    void ringDropsOldestAndSaysSo() {
+        Ring ring(4);
+        for (int i = 0; i < 4; ++i)
+            ring.push(make_event("console", "console_log", i, "cdp"), 0);
+        CPPUNIT_ASSERT_EQUAL(std::uint64_t(4), ring.last_seq());
+        ring.ack(2); // 1 and 2 were archived: losing them is no drop
+        ring.push(make_event("console", "console_log", 5, "cdp"), 0);
+        ring.push(make_event("console", "console_log", 6, "cdp"), 0);
+        CPPUNIT_ASSERT_EQUAL(std::uint64_t(0), ring.dropped_total());
+        ring.push(make_event("console", "console_log", 7, "cdp"), 0); // drops 3 (not archived)
+        CPPUNIT_ASSERT_EQUAL(std::uint64_t(1), ring.dropped_total());
+        ring.push(make_event("console", "console_log", 8, "cdp"), 0); // note first, then the event
+        auto all = ring.after(0, 100);
+        CPPUNIT_ASSERT_EQUAL(std::size_t(4), all.size());
+        bool noted = false;
+        for (const auto &e : all)
+            if (e["event"]["type"] == "monitor_dropped") {
+                noted = true;
+                CPPUNIT_ASSERT_EQUAL(std::uint64_t(1), e["event"]["data"]["count"].get<std::uint64_t>());
+            }
+        CPPUNIT_ASSERT(noted);
+        // Seqs stay increasing with gaps where events were dropped; after() resumes by seq.
+        auto tail = ring.after(all[1]["seq"].get<std::uint64_t>(), 100);
+        CPPUNIT_ASSERT_EQUAL(std::size_t(2), tail.size());
+        CPPUNIT_ASSERT_EQUAL(all[2]["seq"], tail[0]["seq"]);
+    }
+};
+
+CPPUNIT_TEST_SUITE_REGISTRATION(TelemetryModelTest);
