@@ -110,7 +110,10 @@ std::map<std::string, std::map<std::string, bool>> feature_switches(const Config
         for (const auto &feature : cfg.keys(section)) {
             std::string name = feature;
             std::replace(name.begin(), name.end(), '-', '_');
-            out[scope][name] = cfg.get_bool(section + "." + feature, true);
+            std::string key = section;
+            key += '.';
+            key += feature;
+            out[scope][name] = cfg.get_bool(key, true);
         }
     };
     read("", "features");

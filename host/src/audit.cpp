@@ -17,7 +17,7 @@ const std::vector<Store::Migration> kAuditMigrations = {
         "CREATE INDEX audit_logs_org_ts ON audit_logs (org_id, ts_ms);"},
 };
 constexpr std::size_t kBatch = 512;
-constexpr std::int64_t kPruneEveryMs = 3600 * 1000;
+constexpr std::int64_t kPruneEveryMs = 3600LL * 1000;
 } // namespace
 
 AuditLog::AuditLog(Store &store, Poco::Logger &log, Options options) : store_(store), log_(log), options_(options) {

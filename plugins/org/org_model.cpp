@@ -57,12 +57,12 @@ std::optional<std::int64_t> parse_time(std::string_view text) {
     std::string s(text);
     int y = 0, mo = 0, d = 0, h = 0, mi = 0, sec = 0, consumed = 0;
     std::tm tm{};
-    if (s.size() == 10 && std::sscanf(s.c_str(), "%4d-%2d-%2d%n", &y, &mo, &d, &consumed) == 3 && consumed == 10) {
-    } else if (std::sscanf(s.c_str(), "%4d-%2d-%2d%*1[Tt ]%2d:%2d:%2d%n", &y, &mo, &d, &h, &mi, &sec, &consumed) == 6 &&
-               consumed == 19) {
-    } else {
+    const bool date_only =
+        s.size() == 10 && std::sscanf(s.c_str(), "%4d-%2d-%2d%n", &y, &mo, &d, &consumed) == 3 && consumed == 10;
+    if (!date_only &&
+        !(std::sscanf(s.c_str(), "%4d-%2d-%2d%*1[Tt ]%2d:%2d:%2d%n", &y, &mo, &d, &h, &mi, &sec, &consumed) == 6 &&
+          consumed == 19))
         return std::nullopt;
-    }
     if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60) return std::nullopt;
     tm.tm_year = y - 1900;
     tm.tm_mon = mo - 1;
@@ -86,7 +86,7 @@ std::optional<std::int64_t> parse_time(std::string_view text) {
         ms += frac;
         rest.remove_prefix(digits);
     }
-    if (s.size() == 10) return ms;
+    if (date_only) return ms;
     if (rest == "Z" || rest == "z") return ms;
     if (rest.size() == 6 && (rest[0] == '+' || rest[0] == '-') && rest[3] == ':') {
         int oh = 0, om = 0;
