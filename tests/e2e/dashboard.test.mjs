@@ -19,6 +19,7 @@ let server;
 let client;
 let browser; // Playwright's Chromium
 let live; // the newest session: headful, with a live view
+let pool; // an empty pool (size 0: no browser), to be listed with its counts
 
 before(async () => {
   mkdirSync(artifacts, { recursive: true });
@@ -38,12 +39,14 @@ before(async () => {
   };
   await Promise.all([worker(), worker()]);
   live = await client.browsers.create({ headless: false, name: 'dashboard-live' });
+  pool = await client.browserPools.create({ name: 'dashboard-pool', size: 0 });
   browser = await chromium.launch({ executablePath: chromiumPath, args: chromiumBaseArgs, headless: true });
 });
 
 after(async () => {
   await browser?.close();
   if (live) await client.browsers.deleteByID(live.session_id).catch(() => {});
+  if (pool) await client.browserPools.delete(pool.id).catch(() => {});
   await server?.stop();
 });
 
@@ -89,6 +92,10 @@ test('signed in: 100 newest sessions, the created one on top, its live view, poo
     // The key is in this tab's sessionStorage, not in a cookie.
     assert.equal(await page.evaluate(() => sessionStorage.getItem('hangar.key')), server.apiKey);
     assert.equal((await page.context().cookies()).length, 0);
+    // Pools with their counts.
+    await page.waitForSelector('#pools tr');
+    const poolRow = await page.$eval('#pools tr', (r) => [...r.cells].map((c) => c.textContent));
+    assert.deepEqual(poolRow, ['dashboard-pool', pool.id, '0', '0', '0']);
     // Keys are shown masked, never in the clear.
     await page.waitForSelector('#keys tr');
     const keysText = await page.textContent('#keys');
