@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <filesystem>
 #include <iostream>
@@ -100,6 +101,26 @@ const std::vector<std::pair<std::string, std::string>> kAreas = {
     {"/audit-logs", "org"},
     {"/api_keys", "org"},
 };
+
+// `[features] extensions = off` (every project) and `[project.<name or id>] extensions = off`
+// (one), read once at start. Feature names are plugin names with '-' as '_'.
+std::map<std::string, std::map<std::string, bool>> feature_switches(const Config &cfg) {
+    std::map<std::string, std::map<std::string, bool>> out;
+    auto read = [&](const std::string &scope, const std::string &section) {
+        for (const auto &feature : cfg.keys(section)) {
+            std::string name = feature;
+            std::replace(name.begin(), name.end(), '-', '_');
+            std::string key = section;
+            key += '.';
+            key += feature;
+            out[scope][name] = cfg.get_bool(key, true);
+        }
+    };
+    read("", "features");
+    for (const auto &project : cfg.keys("project"))
+        read(project, "project." + project);
+    return out;
+}
 
 // Routes the host itself serves, registered like a plugin's.
 PluginRecord &host_record() {
@@ -252,6 +273,14 @@ private:
         core.area_prefixes = kAreas;
         core.store = std::make_unique<Store>(core.data_dir + "/hangar.db");
         core.auth = std::make_unique<Auth>(*core.store);
+        core.auth->set_org_session_limit(cfg->get_int("browsers.max_browsers_per_project", 50));
+        if (cfg->get_bool("audit.enabled", true)) {
+            AuditLog::Options audit;
+            audit.retention_days = static_cast<int>(std::max(1LL, cfg->get_int("audit.retention_days", 365)));
+            audit.queue_capacity = static_cast<std::size_t>(std::max(1LL, cfg->get_int("audit.queue_size", 10000)));
+            core.audit = std::make_unique<AuditLog>(*core.store, log, audit);
+        }
+        core.feature_switches = feature_switches(*cfg);
         migrate_secret_registry(*core.store);
         core.tokens = std::make_unique<Tokens>(core.data_dir + "/token.secret");
         std::string generated =

@@ -15,15 +15,41 @@ const std::vector<Store::Migration> kAuthMigrations = {
         "CREATE TABLE api_keys (id TEXT PRIMARY KEY, org_id TEXT NOT NULL REFERENCES orgs(id), project_id TEXT"
         " REFERENCES projects(id), name TEXT NOT NULL DEFAULT '', key_hash TEXT NOT NULL UNIQUE,"
         " created_at TEXT NOT NULL, revoked_at TEXT);"},
+    // The org plugin's API keys, projects and limits. Times stay RFC 3339 text in one fixed
+    // width, so they compare as strings. `revoked_at` is the key's deleted_at.
+    {2, "ALTER TABLE api_keys ADD COLUMN expires_at TEXT;"
+        "ALTER TABLE api_keys ADD COLUMN masked_key TEXT NOT NULL DEFAULT '';"
+        "ALTER TABLE api_keys ADD COLUMN created_by TEXT;"
+        "ALTER TABLE api_keys ADD COLUMN lifetime_days INTEGER;"
+        "ALTER TABLE projects ADD COLUMN status TEXT NOT NULL DEFAULT 'active';"
+        "ALTER TABLE projects ADD COLUMN updated_at TEXT;"
+        "ALTER TABLE projects ADD COLUMN deleted_at TEXT;"
+        "ALTER TABLE projects ADD COLUMN max_concurrent_sessions INTEGER;"
+        "ALTER TABLE projects ADD COLUMN max_concurrent_invocations INTEGER;"
+        "ALTER TABLE orgs ADD COLUMN default_project_max_concurrent_sessions INTEGER;"
+        "UPDATE projects SET updated_at = created_at;"},
 };
 constexpr const char *kKeyPrefix = "hgr_";
 } // namespace
+
+std::string mask_key(const std::string &plaintext) {
+    if (plaintext.size() < 12) return "****";
+    auto prefix = plaintext.starts_with(kKeyPrefix) ? std::string(kKeyPrefix) : std::string();
+    return prefix + "****" + plaintext.substr(plaintext.size() - 4);
+}
+
+std::string new_key_plaintext() {
+    return kKeyPrefix + random_token(40);
+}
 
 nlohmann::json Caller::to_json() const {
     return {{"org_id", org_id},
             {"project_id", project_id},
             {"key_id", key_id},
+            {"project_name", project_name},
             {"project_scoped", project_scoped},
+            {"auth_strategy", "api_key"},
+            {"max_concurrent_sessions", max_concurrent_sessions},
             {"entitlements", entitlements}};
 }
 
@@ -38,9 +64,10 @@ std::string Auth::default_org() const {
 
 std::string Auth::insert_key(const std::string &id, const std::string &org, const std::string &project,
                              const std::string &name, const std::string &plaintext) {
-    store_.exec("INSERT INTO api_keys (id, org_id, project_id, name, key_hash, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+    store_.exec("INSERT INTO api_keys (id, org_id, project_id, name, key_hash, created_at, masked_key)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
                 {id, org, project.empty() ? nlohmann::json(nullptr) : nlohmann::json(project), name,
-                 sha256_hex(plaintext), rfc3339(now_ms())});
+                 sha256_hex(plaintext), rfc3339(now_ms()), mask_key(plaintext)});
     return plaintext;
 }
 
@@ -50,13 +77,17 @@ std::string Auth::bootstrap(const std::string &bootstrap_key, const std::string 
         org = "org_" + random_token(20);
         auto now = rfc3339(now_ms());
         store_.exec("INSERT INTO orgs (id, name, created_at) VALUES (?, 'default', ?)", {org, now});
-        store_.exec("INSERT INTO projects (id, org_id, name, is_default, created_at) VALUES (?, ?, 'default', 1, ?)",
-                    {"proj_" + random_token(20), org, now});
+        store_.exec("INSERT INTO projects (id, org_id, name, is_default, created_at, updated_at)"
+                    " VALUES (?, ?, 'default', 1, ?, ?)",
+                    {"proj_" + random_token(20), org, now, now});
     }
     if (!bootstrap_key.empty()) {
         auto hash = sha256_hex(bootstrap_key);
         if (store_.exec("SELECT id FROM api_keys WHERE key_hash = ?", {hash}).empty())
             insert_key("key_" + random_token(20), org, "", "bootstrap (HANGAR_API_KEY)", bootstrap_key);
+        else // keys registered before masked_key existed
+            store_.exec("UPDATE api_keys SET masked_key = ? WHERE key_hash = ? AND masked_key = ''",
+                        {mask_key(bootstrap_key), hash});
         return {};
     }
     if (std::filesystem::exists(key_file)) {
@@ -68,7 +99,7 @@ std::string Auth::bootstrap(const std::string &bootstrap_key, const std::string 
             insert_key("key_" + random_token(20), org, "", "bootstrap (generated)", existing);
         if (!existing.empty()) return {};
     }
-    std::string key = kKeyPrefix + random_token(40);
+    std::string key = new_key_plaintext();
     insert_key("key_" + random_token(20), org, "", "bootstrap (generated)", key);
     write_file_atomic(key_file, key + "\n", 0600);
     return key;
@@ -80,9 +111,12 @@ std::variant<Caller, AuthFailure> Auth::authenticate(const std::optional<std::st
     std::string value = trim(*authorization);
     if (value.size() < 8 || !iequals(value.substr(0, 7), "bearer ") || trim(value.substr(7)).empty())
         return AuthFailure{401, "unauthorized", "the Authorization header must be 'Bearer <api key>'"};
-    auto rows = store_.exec("SELECT id, org_id, project_id FROM api_keys WHERE key_hash = ? AND revoked_at IS NULL",
-                            {sha256_hex(trim(value.substr(7)))});
-    if (rows.empty()) return AuthFailure{401, "unauthorized", "invalid API key"};
+    // Read on every request, never cached: a deleted or expired key is refused on its next call.
+    auto rows = store_.exec("SELECT k.id, k.org_id, k.project_id FROM api_keys k LEFT JOIN projects p ON p.id = "
+                            "k.project_id WHERE k.key_hash = ? AND k.revoked_at IS NULL AND (k.expires_at IS NULL OR "
+                            "k.expires_at > ?) AND p.deleted_at IS NULL",
+                            {sha256_hex(trim(value.substr(7))), rfc3339(now_ms())});
+    if (rows.empty()) return AuthFailure{401, "unauthorized", "invalid, expired or deleted API key"};
     Caller caller;
     caller.key_id = rows[0]["id"];
     caller.org_id = rows[0]["org_id"];
@@ -91,7 +125,8 @@ std::variant<Caller, AuthFailure> Auth::authenticate(const std::optional<std::st
 
     std::string wanted = project_header ? trim(*project_header) : "";
     if (!wanted.empty()) {
-        auto p = store_.exec("SELECT id FROM projects WHERE id = ? AND org_id = ?", {wanted, caller.org_id});
+        auto p = store_.exec("SELECT id FROM projects WHERE id = ? AND org_id = ? AND deleted_at IS NULL",
+                             {wanted, caller.org_id});
         if (p.empty()) return AuthFailure{404, "not_found", "project " + wanted + " not found"};
         if (caller.project_scoped && wanted != key_project)
             return AuthFailure{403, "forbidden",
@@ -105,6 +140,14 @@ std::variant<Caller, AuthFailure> Auth::authenticate(const std::optional<std::st
         if (p.empty()) return AuthFailure{500, "internal", "the organisation has no default project"};
         caller.project_id = p[0]["id"];
     }
+    auto limits =
+        store_.exec("SELECT p.name, p.max_concurrent_sessions AS own, o.default_project_max_concurrent_sessions"
+                    " AS fallback FROM projects p JOIN orgs o ON o.id = p.org_id WHERE p.id = ?",
+                    {caller.project_id});
+    if (!limits.empty()) {
+        caller.project_name = limits[0].value("name", "");
+        caller.max_concurrent_sessions = effective_session_cap(limits[0]["own"], limits[0]["fallback"]);
+    }
     for (const auto &[table, id] : {std::pair{"orgs", caller.org_id}, std::pair{"projects", caller.project_id}}) {
         auto e = store_.exec(std::string("SELECT entitlements FROM ") + table + " WHERE id = ?", {id});
         if (e.empty()) continue;
@@ -114,11 +157,22 @@ std::variant<Caller, AuthFailure> Auth::authenticate(const std::optional<std::st
     return caller;
 }
 
+long long Auth::effective_session_cap(const nlohmann::json &project_cap, const nlohmann::json &org_default) const {
+    long long cap = 0;
+    if (project_cap.is_number_integer() && project_cap.get<long long>() > 0)
+        cap = project_cap.get<long long>();
+    else if (org_default.is_number_integer() && org_default.get<long long>() > 0)
+        cap = org_default.get<long long>();
+    if (org_session_limit_ > 0 && (cap == 0 || cap > org_session_limit_)) cap = org_session_limit_;
+    return cap;
+}
+
 std::string Auth::create_project(const std::string &name, const std::string &org_id) {
     std::string org = org_id.empty() ? default_org() : org_id;
     std::string id = "proj_" + random_token(20);
-    store_.exec("INSERT INTO projects (id, org_id, name, is_default, created_at) VALUES (?, ?, ?, 0, ?)",
-                {id, org, name, rfc3339(now_ms())});
+    auto now = rfc3339(now_ms());
+    store_.exec("INSERT INTO projects (id, org_id, name, is_default, created_at, updated_at) VALUES (?, ?, ?, 0, ?, ?)",
+                {id, org, name, now, now});
     return id;
 }
 
@@ -140,7 +194,7 @@ std::string Auth::create_key(const std::string &name, const std::string &project
         if (p.empty()) throw std::runtime_error("project " + project_id + " not found");
         org = p[0]["org_id"];
     }
-    return insert_key("key_" + random_token(20), org, project_id, name, kKeyPrefix + random_token(40));
+    return insert_key("key_" + random_token(20), org, project_id, name, new_key_plaintext());
 }
 
 } // namespace hangar::host

@@ -12,11 +12,15 @@ namespace hangar::host {
 struct Caller {
     std::string org_id;
     std::string project_id;
+    std::string project_name;
     std::string key_id;
     bool project_scoped = false;
     // Features the administrator switched off for the org or the project ({"extensions": false});
     // the project's setting wins over the org's.
     nlohmann::json entitlements = nlohmann::json::object();
+    // The project's concurrent-browser cap (override ▸ org default ▸ none, never above the
+    // operator's org limit); 0 = uncapped.
+    long long max_concurrent_sessions = 0;
     nlohmann::json to_json() const;
 };
 
@@ -26,6 +30,10 @@ struct AuthFailure {
     std::string code;
     std::string message;
 };
+
+// "hgr_****wxyz": what lists show of a key whose plaintext is gone.
+std::string mask_key(const std::string &plaintext);
+std::string new_key_plaintext();
 
 class Auth {
 public:
@@ -49,10 +57,18 @@ public:
     void set_entitlement(const std::string &org_or_project, const std::string &feature, bool enabled);
     std::string default_org() const;
 
+    // The operator's org-wide cap on concurrent browsers (hangar.ini
+    // browsers.max_browsers_per_project / HANGAR_MAX_BROWSERS_PER_PROJECT); 0 = none.
+    void set_org_session_limit(long long limit) { org_session_limit_ = limit; }
+    long long org_session_limit() const { return org_session_limit_; }
+    // Override ▸ org default ▸ none, clamped to the org limit; 0 = uncapped.
+    long long effective_session_cap(const nlohmann::json &project_cap, const nlohmann::json &org_default) const;
+
 private:
     std::string insert_key(const std::string &id, const std::string &org, const std::string &project,
                            const std::string &name, const std::string &plaintext);
     Store &store_;
+    long long org_session_limit_ = 0;
 };
 
 } // namespace hangar::host

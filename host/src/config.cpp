@@ -33,6 +33,8 @@ const std::map<std::string, std::string> kEnvKeys = {
     {"HANGAR_SANDBOX_PIDS_MAX", "sandbox.pids_max"},
     {"HANGAR_SANDBOX_DISK_QUOTA_MB", "sandbox.disk_quota_mb"},
     {"HANGAR_SECRETS_KEY_FILE", "secrets.key_file"},
+    {"HANGAR_AUDIT", "audit.enabled"},
+    {"HANGAR_AUDIT_RETENTION_DAYS", "audit.retention_days"},
 };
 } // namespace
 
@@ -89,6 +91,12 @@ bool Config::get_bool(const std::string &key, bool fallback) const {
     if (!v || v->empty()) return fallback;
     std::string s = trim(*v);
     return s == "true" || s == "1" || s == "yes" || s == "on";
+}
+
+std::vector<std::string> Config::keys(const std::string &prefix) const {
+    Poco::Util::AbstractConfiguration::Keys out;
+    layers_->keys(prefix, out);
+    return out;
 }
 
 std::vector<std::string> Config::enabled_plugins() const {

@@ -21,6 +21,8 @@ public:
     std::string get(const std::string &key, const std::string &fallback) const;
     long long get_int(const std::string &key, long long fallback) const;
     bool get_bool(const std::string &key, bool fallback) const;
+    // The names directly under `prefix` ("project" → the [project.<name>] sections' names).
+    std::vector<std::string> keys(const std::string &prefix) const;
 
     const std::string &main_file() const { return main_file_; }
     // Plugin names switched on ("<name>.enabled = true", or HANGAR_PLUGINS_ENABLE) and off.

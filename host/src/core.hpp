@@ -2,6 +2,7 @@
 // behind the ABI's opaque handles.
 #pragma once
 
+#include "audit.hpp"
 #include "auth.hpp"
 #include "config.hpp"
 #include "event_loop.hpp"
@@ -119,6 +120,7 @@ struct HostCore {
     std::string instance_dir; // instance role
     std::unique_ptr<Store> store;
     std::unique_ptr<Auth> auth;
+    std::unique_ptr<AuditLog> audit; // null: audit logging switched off ([audit] enabled = false)
     std::unique_ptr<Tokens> tokens;
     Runtime *runtime = nullptr;
     EventLoop loop;
@@ -132,6 +134,9 @@ struct HostCore {
     // Plugins that exist but are switched off, for a 404 that names them, and known API areas.
     std::set<std::string> disabled_plugins;
     std::vector<std::pair<std::string, std::string>> area_prefixes; // path pattern prefix → plugin
+    // Features the operator switched in the configuration: scope ("" for [features], else a
+    // project's name or id from [project.<scope>]) → feature → on.
+    std::map<std::string, std::map<std::string, bool>> feature_switches;
 
     const hangar_host_v1 *api() const;
     std::string blob_root() const { return data_dir + "/blobs"; }
@@ -175,7 +180,9 @@ struct hangar_request {
     std::optional<std::string> body;
     bool body_failed = false;
     bool body_too_large = false;
-    std::string browser_session = {}; // {id} of a /browsers/{id}/... route: a per-browser API call
+    std::string browser_session = {};             // {id} of a /browsers/{id}/... route: a per-browser API call
+    const std::string *route = nullptr;           // the matched pattern, for the audit log
+    std::optional<hangar::host::Caller> caller{}; // set once authenticated
 };
 
 struct hangar_response {

@@ -17,6 +17,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -41,6 +43,8 @@ void set_error(hangar_response &res, int status, const std::string &code, const 
 }
 
 namespace {
+
+const std::string kNoScope;
 
 // Finds which plugin owns a path the router does not know, for a helpful 404/501.
 std::optional<std::string> owning_area(const HostCore &core, const std::string &path) {
@@ -189,8 +193,8 @@ public:
 
     void handleRequest(Poco::Net::HTTPServerRequest &http, Poco::Net::HTTPServerResponse &httpRes) override {
         auto started = steady_ms();
-        hangar_request req{&core_, http, http.getMethod(), {}, {}, {}, {},
-                           {},     "{}", random_token(16), {}, 0,  {}, false};
+        hangar_request req{&core_, http,  http.getMethod(), {}, {}, {}, {}, {}, "{}", random_token(16), {}, 0, {},
+                           false,  false, nullptr,          {}};
         hangar_response res{&core_, &req, httpRes, 0, {}, {}, {}, {}, false, false};
         const std::string &uri = http.getURI();
         auto q = uri.find('?');
@@ -225,22 +229,24 @@ public:
         } catch (const std::exception &e) {
             core_.log.debug("response for %s could not be written: %s", req.path, std::string(e.what()));
         }
-        if (!req.browser_session.empty()) report_api_call(req, res, steady_ms() - started);
+        int status = res.taken_over ? 101 : (res.status ? res.status : (res.body.empty() ? 204 : 200));
+        auto duration = steady_ms() - started;
+        if (core_.audit && req.caller) audit(req, status, duration);
+        if (!req.browser_session.empty()) report_api_call(req, status, duration);
         if (core_.log.information())
-            core_.log.information("%s %s %d %dms id=%s", req.method, req.path,
-                                  res.taken_over ? 101 : (res.status ? res.status : 200),
-                                  static_cast<int>(steady_ms() - started), req.request_id);
+            core_.log.information("%s %s %d %dms id=%s", req.method, req.path, status, static_cast<int>(duration),
+                                  req.request_id);
     }
 
 private:
     // A per-browser API call, answered, is offered to `telemetry.api_call` (the telemetry plugin
     // records it as a `control` event when the session captures them). The answer is already
     // sent, so the caller waits for none of this; without the plugin it is one map lookup.
-    void report_api_call(const hangar_request &req, const hangar_response &res, std::int64_t duration_ms) {
+    void report_api_call(const hangar_request &req, int status, std::int64_t duration_ms) {
         json in = {{"session_id", req.browser_session},
                    {"method", req.method},
                    {"path", req.path},
-                   {"status", res.taken_over ? 101 : (res.status ? res.status : 200)},
+                   {"status", status},
                    {"duration_ms", duration_ms},
                    {"request_id", req.request_id},
                    {"caller", json::parse(req.caller_json, nullptr, false)}};
@@ -275,9 +281,21 @@ private:
         const RouteTarget &target = *match.target;
         req.params = std::move(match.params);
         req.route_flags = target.flags;
+        req.route = match.pattern;
 
         if (core_.role == HANGAR_ROLE_SERVER && !(target.flags & HANGAR_ROUTE_PUBLIC) && !authenticate(req, res))
             return;
+        if (req.caller && target.plugin) {
+            // The operator's "insufficient permissions or plan": a feature area (a plugin) switched
+            // off for this project or org answers 403 whatever the route.
+            std::string feature = target.plugin->name;
+            std::replace(feature.begin(), feature.end(), '-', '_');
+            auto it = req.caller->entitlements.find(feature);
+            if (it != req.caller->entitlements.end() && it->is_boolean() && !it->get<bool>())
+                return set_error(res, 403, "forbidden",
+                                 "the " + feature + " feature is turned off for project " + req.caller->project_name +
+                                     " by the administrator (insufficient permissions or plan)");
+        }
         if (req.http.hasContentLength() &&
             req.http.getContentLength64() > static_cast<Poco::Int64>(core_.max_body_bytes))
             return set_error(res, 413, "payload_too_large",
@@ -315,8 +333,43 @@ private:
             set_error(res, fail->status, fail->code, fail->message);
             return false;
         }
-        req.caller_json = std::get<Caller>(result).to_json().dump();
+        auto &caller = std::get<Caller>(result);
+        apply_feature_config(caller);
+        req.caller_json = caller.to_json().dump();
+        req.caller = std::move(caller);
         return true;
+    }
+
+    // `[features] <name> = off` switches a feature off for every project, `[project.<name or id>]
+    // <name> = off` for one; the configuration wins over `hangar admin entitlement`.
+    void apply_feature_config(Caller &caller) const {
+        for (const std::string *scope :
+             std::array<const std::string *, 3>{&kNoScope, &caller.project_name, &caller.project_id})
+            if (auto it = core_.feature_switches.find(*scope); it != core_.feature_switches.end())
+                for (const auto &[feature, on] : it->second)
+                    caller.entitlements[feature] = on;
+    }
+
+    void audit(const hangar_request &req, int status, std::int64_t duration_ms) const {
+        AuditEntry e;
+        e.ts_ms = now_ms() - duration_ms;
+        e.org_id = req.caller->org_id;
+        e.project_id = req.caller->project_id;
+        e.method = req.method;
+        e.path = req.path;
+        e.route = req.route ? *req.route : std::string();
+        e.status = status;
+        e.duration_ms = duration_ms;
+        try {
+            e.client_ip = req.http.clientAddress().host().toString();
+        } catch (const std::exception &) {
+            e.client_ip = "";
+        }
+        e.user_agent = req.http.get("User-Agent", "");
+        e.domain = req.http.getHost();
+        e.auth_strategy = "api_key";
+        e.user_id = req.caller->key_id;
+        core_.audit->record(std::move(e));
     }
 
     HostCore &core_;

@@ -17,6 +17,7 @@ public:
     struct Match {
         const Target *target;
         std::map<std::string, std::string> params; // URL-decoded
+        const std::string *pattern;                // as added, e.g. /browsers/{id}
     };
     enum class Miss { NoPath, WrongMethod };
 
@@ -34,6 +35,7 @@ private:
     struct Handler {
         Target target;
         std::vector<std::string> names; // this route's capture names, in path order
+        std::string pattern;
     };
     struct Node {
         std::map<std::string, std::unique_ptr<Node>> literals;

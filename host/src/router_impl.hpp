@@ -35,7 +35,7 @@ bool Router<Target>::add(const std::string &method, const std::string &pattern, 
             node = next.get();
         }
     }
-    if (!node->handlers.emplace(method, Handler{std::move(target), std::move(names)}).second) return false;
+    if (!node->handlers.emplace(method, Handler{std::move(target), std::move(names), pattern}).second) return false;
     table_.emplace_back(method, pattern);
     return true;
 }
@@ -70,7 +70,7 @@ Router<Target>::find(const std::string &method, const std::string &raw_path) con
     auto it = node->handlers.find(method);
     if (it == node->handlers.end() && method == "HEAD") it = node->handlers.find("GET");
     if (it == node->handlers.end()) return Miss::WrongMethod;
-    Match match{&it->second.target, {}};
+    Match match{&it->second.target, {}, &it->second.pattern};
     for (std::size_t k = 0; k < it->second.names.size() && k < values.size(); ++k)
         match.params[it->second.names[k]] = values[k];
     return match;

@@ -85,7 +85,12 @@ private:
     // ---- admission (server.cpp) ----
     // Sessions being created per project count toward its limit until their row exists.
     class AdmissionSlot;
-    AdmissionSlot admit(const std::string &project);
+    AdmissionSlot admit(const std::string &project, int cap);
+    // The caller's project cap on concurrent browsers (on-demand + pool capacity), which the host
+    // works out from the org plugin's limits and the operator's max_browsers_per_project; 0: none.
+    int session_cap(const Request &req) const {
+        return static_cast<int>(req.caller().value("max_concurrent_sessions", max_browsers_per_project_));
+    }
     std::mutex admission_mutex_;
     std::map<std::string, int> admitting_;
     int max_browsers_per_project_ = 0; // 0: no limit

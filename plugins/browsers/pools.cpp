@@ -309,11 +309,11 @@ void BrowsersPlugin::pool_create(Request &req, Response &res) {
         for (const auto &[_, p] : pools_)
             if (p.project_id == project && p.name == settings.name)
                 throw Error::conflict("a browser pool named \"" + *settings.name + "\" already exists in this project");
-    if (max_browsers_per_project_ > 0 &&
-        unpooled_active(project) + pooled_capacity_locked(project) + settings.size > max_browsers_per_project_) {
+    const int cap = session_cap(req);
+    if (cap > 0 && unpooled_active(project) + pooled_capacity_locked(project) + settings.size > cap) {
         res.header("Retry-After", "2");
         throw Error(429, "rate_limited",
-                    "this pool would take the project past its limit of " + std::to_string(max_browsers_per_project_) +
+                    "this pool would take the project past its limit of " + std::to_string(cap) +
                         " browsers (pool capacity counts whether or not browsers are acquired)");
     }
     Pool p;
@@ -398,12 +398,13 @@ void BrowsersPlugin::pool_update(Request &req, Response &res) {
             for (const auto &[_, other] : pools_)
                 if (other.project_id == project && other.name == settings.name)
                     throw Error::conflict("a browser pool named \"" + *settings.name + "\" already exists");
-        if (settings.size > p.size && max_browsers_per_project_ > 0 &&
-            unpooled_active(project) + pooled_capacity_locked(project) - p.size + settings.size >
-                max_browsers_per_project_)
+        if (const int cap = session_cap(req);
+            settings.size > p.size && cap > 0 &&
+            unpooled_active(project) + pooled_capacity_locked(project) - p.size + settings.size > cap) {
+            res.header("Retry-After", "2");
             throw Error(429, "rate_limited",
-                        "this size would take the project past its limit of " +
-                            std::to_string(max_browsers_per_project_) + " browsers");
+                        "this size would take the project past its limit of " + std::to_string(cap) + " browsers");
+        }
         p.config = config;
         p.name = settings.name;
         p.size = settings.size;

@@ -81,9 +81,9 @@ private:
 };
 
 // Over the project's limit: 429 at once, with Retry-After, never a queue that hangs the caller.
-BrowsersPlugin::AdmissionSlot BrowsersPlugin::admit(const std::string &project) {
+BrowsersPlugin::AdmissionSlot BrowsersPlugin::admit(const std::string &project, int cap) {
     std::lock_guard lock(admission_mutex_);
-    if (max_browsers_per_project_ > 0) {
+    if (cap > 0) {
         // Leased pooled sessions are part of their pool's capacity, which counts whole.
         int active = unpooled_active(project);
         {
@@ -92,10 +92,10 @@ BrowsersPlugin::AdmissionSlot BrowsersPlugin::admit(const std::string &project) 
         }
         auto it = admitting_.find(project);
         int starting = it == admitting_.end() ? 0 : it->second;
-        if (active + starting >= max_browsers_per_project_)
+        if (active + starting >= cap)
             throw Error(429, "rate_limited",
                         "this project already has " + std::to_string(active + starting) + " browsers (limit " +
-                            std::to_string(max_browsers_per_project_) + "); delete one or try again later");
+                            std::to_string(cap) + "); delete one or try again later");
     }
     admitting_[project]++;
     return {*this, project};
@@ -441,7 +441,7 @@ void BrowsersPlugin::create(Request &req, Response &res) {
 
     AdmissionSlot slot = [&] {
         try {
-            return admit(project);
+            return admit(project, session_cap(req));
         } catch (const Error &e) {
             if (e.status() == 429) res.header("Retry-After", "2");
             throw;

@@ -98,8 +98,8 @@ describe('the built-in plugins', () => {
     }
   });
 
-  test('areas without a plugin (apps, org, managed auth) are not in it', () => {
-    for (const prefix of ['/deployments', '/invocations', '/org/api_keys', '/org/projects', '/auth']) {
+  test('areas without a plugin (apps, managed auth) are not in it', () => {
+    for (const prefix of ['/deployments', '/invocations', '/auth']) {
       assert.deepEqual(Object.keys(doc.paths).filter((p) => p.startsWith(prefix)), [], prefix);
     }
   });

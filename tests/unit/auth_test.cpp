@@ -45,6 +45,10 @@ class AuthTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(testScopedKeyNamingAnotherProjectIs403);
     CPPUNIT_TEST(testRevokedKeyIs401);
     CPPUNIT_TEST(testCreateKeyForUnknownProjectThrows);
+    CPPUNIT_TEST(testExpiredKeyIs401AtOnce);
+    CPPUNIT_TEST(testKeyOfDeletedProjectIs401);
+    CPPUNIT_TEST(testKeysAreMasked);
+    CPPUNIT_TEST(testSessionCapOverrideDefaultOrgLimit);
     CPPUNIT_TEST_SUITE_END();
 
     std::unique_ptr<TempDir> dir_;
@@ -243,6 +247,57 @@ public:
         store_->exec("UPDATE api_keys SET revoked_at = ? WHERE key_hash = ?", {rfc3339(now_ms()), sha256_hex(key)});
         CPPUNIT_ASSERT_EQUAL(401, fail(auth_->authenticate(bearer(key), std::nullopt)).status);
         ok(auth_->authenticate(bearer("org-key-1"), std::nullopt));
+    }
+
+    void testExpiredKeyIs401AtOnce() {
+        auth_->bootstrap("org-key-1", *dir_ / "key");
+        auto key = auth_->create_key("temp");
+        store_->exec("UPDATE api_keys SET expires_at = ? WHERE key_hash = ?",
+                     {rfc3339(now_ms() + 60000), sha256_hex(key)});
+        ok(auth_->authenticate(bearer(key), std::nullopt));
+        store_->exec("UPDATE api_keys SET expires_at = ? WHERE key_hash = ?", {rfc3339(now_ms()), sha256_hex(key)});
+        CPPUNIT_ASSERT_EQUAL(401, fail(auth_->authenticate(bearer(key), std::nullopt)).status);
+    }
+
+    void testKeyOfDeletedProjectIs401() {
+        auth_->bootstrap("org-key-1", *dir_ / "key");
+        auto project = auth_->create_project("gone");
+        auto key = auth_->create_key("scoped", project);
+        CPPUNIT_ASSERT_EQUAL(project, ok(auth_->authenticate(bearer(key), std::nullopt)).project_id);
+        store_->exec("UPDATE projects SET deleted_at = ? WHERE id = ?", {rfc3339(now_ms()), project});
+        CPPUNIT_ASSERT_EQUAL(401, fail(auth_->authenticate(bearer(key), std::nullopt)).status);
+        // An org-wide key naming the deleted project: it is not found.
+        CPPUNIT_ASSERT_EQUAL(404, fail(auth_->authenticate(bearer("org-key-1"), project)).status);
+    }
+
+    void testKeysAreMasked() {
+        auth_->bootstrap("sk_test_0123456789", *dir_ / "key");
+        auto key = auth_->create_key("masked");
+        auto rows = store_->exec("SELECT masked_key FROM api_keys WHERE key_hash = ?", {sha256_hex(key)});
+        CPPUNIT_ASSERT_EQUAL("hgr_****" + key.substr(key.size() - 4), rows[0]["masked_key"].get<std::string>());
+        rows = store_->exec("SELECT masked_key FROM api_keys WHERE key_hash = ?", {sha256_hex("sk_test_0123456789")});
+        CPPUNIT_ASSERT_EQUAL(std::string("****6789"), rows[0]["masked_key"].get<std::string>());
+    }
+
+    void testSessionCapOverrideDefaultOrgLimit() {
+        using nlohmann::json;
+        auth_->set_org_session_limit(10);
+        CPPUNIT_ASSERT_EQUAL(10LL, auth_->effective_session_cap(json(), json()));
+        CPPUNIT_ASSERT_EQUAL(4LL, auth_->effective_session_cap(json(), json(4)));
+        CPPUNIT_ASSERT_EQUAL(2LL, auth_->effective_session_cap(json(2), json(4)));
+        CPPUNIT_ASSERT_EQUAL(10LL, auth_->effective_session_cap(json(20), json(4))); // never above the org limit
+        auth_->set_org_session_limit(0);
+        CPPUNIT_ASSERT_EQUAL(0LL, auth_->effective_session_cap(json(), json()));
+        CPPUNIT_ASSERT_EQUAL(20LL, auth_->effective_session_cap(json(20), json(4)));
+
+        auth_->set_org_session_limit(10);
+        auth_->bootstrap("org-key-1", *dir_ / "key");
+        auto project = auth_->create_project("capped");
+        store_->exec("UPDATE projects SET max_concurrent_sessions = 3 WHERE id = ?", {project});
+        auto c = ok(auth_->authenticate(bearer("org-key-1"), project));
+        CPPUNIT_ASSERT_EQUAL(3LL, c.max_concurrent_sessions);
+        CPPUNIT_ASSERT_EQUAL(std::string("capped"), c.project_name);
+        CPPUNIT_ASSERT_EQUAL(10LL, ok(auth_->authenticate(bearer("org-key-1"), std::nullopt)).max_concurrent_sessions);
     }
 
     void testCreateKeyForUnknownProjectThrows() {

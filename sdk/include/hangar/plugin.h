@@ -126,8 +126,9 @@ typedef struct hangar_host_v1 {
     /* The request body, read in full (the host enforces its size limit and answers 413 itself).
      * Returns -1 if the body could not be read. */
     int (*req_body)(hangar_request *req, hangar_str *out);
-    /* The authenticated caller as JSON: {"org_id","project_id","key_id","project_scoped"}.
-     * Empty object on public routes. */
+    /* The authenticated caller as JSON: {"org_id","project_id","project_name","key_id",
+     * "project_scoped","auth_strategy","max_concurrent_sessions" (the project's browser cap,
+     * 0 = none),"entitlements"}. Empty object on public routes. */
     hangar_str (*req_caller)(hangar_request *req);
     hangar_str (*req_id)(hangar_request *req); /* the request id the host assigned */
     /* "scheme://host[:port]" the client used to reach us, for building URLs it can follow. */

@@ -1,0 +1,147 @@
+#include "org_model.hpp"
+
+#include <charconv>
+#include <cstdio>
+#include <ctime>
+#include <stdexcept>
+
+namespace org {
+
+std::optional<std::size_t> code_points(std::string_view s) {
+    std::size_t n = 0;
+    for (std::size_t i = 0; i < s.size();) {
+        auto c = static_cast<unsigned char>(s[i]);
+        std::size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+        if (len == 0 || i + len > s.size()) return std::nullopt;
+        for (std::size_t k = 1; k < len; ++k)
+            if ((static_cast<unsigned char>(s[i + k]) >> 6) != 0x2) return std::nullopt;
+        i += len;
+        ++n;
+    }
+    return n;
+}
+
+std::optional<std::string> name_problem(const json &value) {
+    if (!value.is_string()) return "must be a string";
+    const auto &s = value.get_ref<const std::string &>();
+    auto n = code_points(s);
+    if (!n) return "must be valid UTF-8";
+    if (*n == 0 || s.find_first_not_of(" \t\r\n") == std::string::npos) return "must not be empty";
+    if (*n > 255) return "must be at most 255 characters";
+    return std::nullopt;
+}
+
+Days parse_days(const json &body, const std::string &field, std::int64_t min) {
+    Days d;
+    auto it = body.find(field);
+    if (it == body.end()) return d;
+    d.present = true;
+    if (it->is_null()) return d;
+    bool whole = it->is_number_integer() ||
+                 (it->is_number_float() && it->get<double>() == static_cast<double>(it->get<std::int64_t>()));
+    if (!it->is_number() || !whole) throw std::invalid_argument(field + ": must be a whole number of days or null");
+    auto v = it->get<std::int64_t>();
+    if (v < min || v > 3650)
+        throw std::invalid_argument(field + ": must be between " + std::to_string(min) + " and 3650");
+    d.days = v;
+    return d;
+}
+
+std::string mask_key(const std::string &plaintext) {
+    if (plaintext.size() < 12) return "****";
+    std::string prefix = plaintext.starts_with("hgr_") ? "hgr_" : "";
+    return prefix + "****" + plaintext.substr(plaintext.size() - 4);
+}
+
+std::optional<std::int64_t> parse_time(std::string_view text) {
+    std::string s(text);
+    int y = 0, mo = 0, d = 0, h = 0, mi = 0, sec = 0, consumed = 0;
+    std::tm tm{};
+    const bool date_only =
+        s.size() == 10 && std::sscanf(s.c_str(), "%4d-%2d-%2d%n", &y, &mo, &d, &consumed) == 3 && consumed == 10;
+    if (!date_only &&
+        !(std::sscanf(s.c_str(), "%4d-%2d-%2d%*1[Tt ]%2d:%2d:%2d%n", &y, &mo, &d, &h, &mi, &sec, &consumed) == 6 &&
+          consumed == 19))
+        return std::nullopt;
+    if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60) return std::nullopt;
+    tm.tm_year = y - 1900;
+    tm.tm_mon = mo - 1;
+    tm.tm_mday = d;
+    tm.tm_hour = h;
+    tm.tm_min = mi;
+    tm.tm_sec = sec;
+    std::int64_t ms = static_cast<std::int64_t>(timegm(&tm)) * 1000;
+    std::string_view rest = std::string_view(s).substr(static_cast<std::size_t>(consumed));
+    if (!rest.empty() && rest.front() == '.') {
+        rest.remove_prefix(1);
+        std::size_t digits = 0;
+        int frac = 0;
+        while (digits < rest.size() && rest[digits] >= '0' && rest[digits] <= '9') {
+            if (digits < 3) frac = frac * 10 + (rest[digits] - '0');
+            ++digits;
+        }
+        if (digits == 0) return std::nullopt;
+        for (std::size_t k = digits; k < 3; ++k)
+            frac *= 10;
+        ms += frac;
+        rest.remove_prefix(digits);
+    }
+    if (date_only) return ms;
+    if (rest == "Z" || rest == "z") return ms;
+    if (rest.size() == 6 && (rest[0] == '+' || rest[0] == '-') && rest[3] == ':') {
+        int oh = 0, om = 0;
+        auto a = std::from_chars(rest.data() + 1, rest.data() + 3, oh);
+        auto b = std::from_chars(rest.data() + 4, rest.data() + 6, om);
+        if (a.ec != std::errc() || b.ec != std::errc() || oh > 23 || om > 59) return std::nullopt;
+        std::int64_t offset = (oh * 60LL + om) * 60 * 1000;
+        return rest[0] == '+' ? ms - offset : ms + offset;
+    }
+    return std::nullopt;
+}
+
+std::optional<std::string> one_of(std::string_view value, const std::vector<std::string> &allowed) {
+    for (const auto &a : allowed)
+        if (a == value) return a;
+    return std::nullopt;
+}
+
+std::vector<std::string> split_list(std::string_view text) {
+    std::vector<std::string> out;
+    while (!text.empty()) {
+        auto comma = text.find(',');
+        auto part = text.substr(0, comma);
+        while (!part.empty() && part.front() == ' ')
+            part.remove_prefix(1);
+        while (!part.empty() && part.back() == ' ')
+            part.remove_suffix(1);
+        if (!part.empty()) out.emplace_back(part);
+        text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
+    }
+    return out;
+}
+
+Window parse_window(const std::optional<std::string> &start, const std::optional<std::string> &end) {
+    if (!start || start->empty()) throw std::invalid_argument("start: is required");
+    if (!end || end->empty()) throw std::invalid_argument("end: is required");
+    auto s = parse_time(*start);
+    if (!s) throw std::invalid_argument("start: must be an RFC 3339 timestamp");
+    auto e = parse_time(*end);
+    if (!e) throw std::invalid_argument("end: must be an RFC 3339 timestamp");
+    if (*e <= *s) throw std::invalid_argument("end: must be after start");
+    if (*e - *s > kMaxWindowMs) throw std::invalid_argument("end: the window may span at most 30 days");
+    return {*s, *e};
+}
+
+std::string encode_cursor(std::int64_t seq) {
+    return "a" + std::to_string(seq);
+}
+
+std::optional<std::int64_t> decode_cursor(std::string_view token) {
+    if (token.size() < 2 || token.front() != 'a') return std::nullopt;
+    std::int64_t v = 0;
+    auto [ptr, ec] = std::from_chars(token.data() + 1, token.data() + token.size(), v);
+    if (ec != std::errc() || ptr != token.data() + token.size() || v < 0) return std::nullopt;
+    return v;
+}
+
+} // namespace org
