@@ -180,9 +180,9 @@ struct hangar_request {
     std::optional<std::string> body;
     bool body_failed = false;
     bool body_too_large = false;
-    std::string browser_session = {};             // {id} of a /browsers/{id}/... route: a per-browser API call
     const std::string *route = nullptr;           // the matched pattern, for the audit log
     std::optional<hangar::host::Caller> caller{}; // set once authenticated
+    std::string browser_session = {};             // {id} of a /browsers/{id}/... route: a per-browser API call
 };
 
 struct hangar_response {

@@ -152,6 +152,23 @@ pid_t Runtime::connect_network(const Instance &inst, pid_t child) {
     // first, which only this ioctl names.
     UniqueFd user(::ioctl(net.get(), NS_GET_USERNS));
     if (user.get() < 0) throw std::runtime_error("cannot find the network namespace's owner");
+    // bwrap reports the child's pid before the child has given the namespace's loopback its
+    // address (bubblewrap.c: info fd, then loopback_setup, then the block fd). pasta brings the
+    // loopback up, and the kernel then adds 127.0.0.1 itself, so a pasta that comes first makes
+    // bwrap's own address request fail ("loopback: Failed RTM_NEWADDR") and the sandbox die.
+    // Wait for the address (it shows in the namespace's FIB at once, up or not).
+    const std::string fib = "/proc/" + std::to_string(child) + "/net/fib_trie";
+    for (auto until = steady_ms() + 2000;;) {
+        std::string table;
+        try {
+            table = read_file(fib);
+        } catch (const std::exception &) {
+            throw std::runtime_error("the sandbox exited before its network was set up");
+        }
+        if (table.find("127.0.0.1") != std::string::npos) break;
+        if (steady_ms() > until) throw std::runtime_error("the sandbox did not set up its loopback within 2 s");
+        ::usleep(500);
+    }
     std::string pid_file = inst.dir + "/logs/pasta.pid";
     const std::string log = inst.dir + "/logs/agent.log";
     run_helper(inst.id, log, sandbox::pasta_argv(pasta_ports_, pid_file), {user.get(), net.get()}, "", 5000);

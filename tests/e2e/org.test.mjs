@@ -310,6 +310,23 @@ describe('project isolation', () => {
           use: (c, id) => c.credentials.totpCode(id),
         },
         {
+          type: 'proxy',
+          id: (await A.proxies.create({ name: 'iso-proxy', type: 'custom', config: { host: '127.0.0.1', port: 21099 } })).id,
+          get: (c, id) => c.proxies.retrieve(id),
+          list: async (c) => (await c.proxies.list({ limit: 100 })).getPaginatedItems().map((x) => x.id),
+          use: (c, id) => c.proxies.check(id),
+        },
+        {
+          type: 'proxy on a browser',
+          id: browser.session_id,
+          get: (c, id) => c.browsers.update(id, { proxy_id: '' }),
+        },
+        {
+          type: 'telemetry of the browser',
+          id: browser.session_id,
+          get: (c, id) => c.browsers.telemetry.events(id),
+        },
+        {
           type: 'replay of the browser',
           id: browser.session_id,
           get: (c, id) => c.browsers.replays.list(id),
