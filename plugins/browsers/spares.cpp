@@ -35,10 +35,12 @@ bool BrowsersPlugin::spare_can_serve(const CreateOptions &o) {
 
 void BrowsersPlugin::start_spares() {
     warm_spares_ = static_cast<int>(std::clamp<std::int64_t>(config_int("warm_spares", 1), 0, 16));
-    // No minimum means no spares unless a maximum is set: tests and small machines keep the
+    // warm_spares = 0 turns spares off whatever the maximum: tests and small machines keep the
     // number of live Chromiums exactly what they asked for.
-    warm_spares_max_ = static_cast<int>(
-        std::clamp<std::int64_t>(config_int("warm_spares_max", warm_spares_ > 0 ? 4 : 0), warm_spares_, 32));
+    warm_spares_max_ =
+        warm_spares_ == 0
+            ? 0
+            : static_cast<int>(std::clamp<std::int64_t>(config_int("warm_spares_max", 4), warm_spares_, 32));
     spares_window_ = std::chrono::seconds(std::clamp<std::int64_t>(config_int("spares_window_seconds", 120), 1, 3600));
     spares_min_free_mb_ = config_int("spares_min_free_mb", 2048);
     if (warm_spares_max_ == 0) return;
