@@ -1,5 +1,7 @@
 #include "org_model.hpp"
 
+#include <hangar/resource.hpp>
+
 #include <charconv>
 #include <cstdio>
 #include <ctime>
@@ -54,49 +56,9 @@ std::string mask_key(const std::string &plaintext) {
 }
 
 std::optional<std::int64_t> parse_time(std::string_view text) {
-    std::string s(text);
-    int y = 0, mo = 0, d = 0, h = 0, mi = 0, sec = 0, consumed = 0;
-    std::tm tm{};
-    const bool date_only =
-        s.size() == 10 && std::sscanf(s.c_str(), "%4d-%2d-%2d%n", &y, &mo, &d, &consumed) == 3 && consumed == 10;
-    if (!date_only &&
-        !(std::sscanf(s.c_str(), "%4d-%2d-%2d%*1[Tt ]%2d:%2d:%2d%n", &y, &mo, &d, &h, &mi, &sec, &consumed) == 6 &&
-          consumed == 19))
-        return std::nullopt;
-    if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60) return std::nullopt;
-    tm.tm_year = y - 1900;
-    tm.tm_mon = mo - 1;
-    tm.tm_mday = d;
-    tm.tm_hour = h;
-    tm.tm_min = mi;
-    tm.tm_sec = sec;
-    std::int64_t ms = static_cast<std::int64_t>(timegm(&tm)) * 1000;
-    std::string_view rest = std::string_view(s).substr(static_cast<std::size_t>(consumed));
-    if (!rest.empty() && rest.front() == '.') {
-        rest.remove_prefix(1);
-        std::size_t digits = 0;
-        int frac = 0;
-        while (digits < rest.size() && rest[digits] >= '0' && rest[digits] <= '9') {
-            if (digits < 3) frac = frac * 10 + (rest[digits] - '0');
-            ++digits;
-        }
-        if (digits == 0) return std::nullopt;
-        for (std::size_t k = digits; k < 3; ++k)
-            frac *= 10;
-        ms += frac;
-        rest.remove_prefix(digits);
-    }
-    if (date_only) return ms;
-    if (rest == "Z" || rest == "z") return ms;
-    if (rest.size() == 6 && (rest[0] == '+' || rest[0] == '-') && rest[3] == ':') {
-        int oh = 0, om = 0;
-        auto a = std::from_chars(rest.data() + 1, rest.data() + 3, oh);
-        auto b = std::from_chars(rest.data() + 4, rest.data() + 6, om);
-        if (a.ec != std::errc() || b.ec != std::errc() || oh > 23 || om > 59) return std::nullopt;
-        std::int64_t offset = (oh * 60LL + om) * 60 * 1000;
-        return rest[0] == '+' ? ms - offset : ms + offset;
-    }
-    return std::nullopt;
+    auto us = hangar::parse_rfc3339_us(text);
+    if (!us) return std::nullopt;
+    return *us >= 0 ? *us / 1000 : -((-*us + 999) / 1000);
 }
 
 std::optional<std::string> one_of(std::string_view value, const std::vector<std::string> &allowed) {

@@ -18,17 +18,6 @@ constexpr auto kNetworkQuiet = 500ms; // network_idle: this long with nothing in
 constexpr auto kLayoutQuiet = 1000ms; // layout_settled: this long after load without a shift
 constexpr std::size_t kMaxArgText = 1000;
 
-std::int64_t now_us() {
-    return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
-        .count();
-}
-
-bool any_cdp(const Selection &s) {
-    for (const auto &c : s)
-        if (is_cdp_category(c)) return true;
-    return false;
-}
-
 // A console argument as text: its value, or the description CDP gives objects.
 std::string arg_text(const json &a) {
     std::string out;

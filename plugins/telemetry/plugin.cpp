@@ -51,17 +51,6 @@ constexpr std::size_t kPullLimit = 2000;
 constexpr int kDefaultPage = 100, kMaxPage = 1000;
 constexpr std::int64_t kDefaultSinceUs = std::int64_t{5} * 60 * 1'000'000;
 
-std::int64_t now_us() {
-    return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
-        .count();
-}
-
-bool any_cdp(const Selection &s) {
-    for (const auto &c : s)
-        if (is_cdp_category(c)) return true;
-    return false;
-}
-
 class TelemetryPlugin final : public hangar::Plugin {
 public:
     void start_server() override;

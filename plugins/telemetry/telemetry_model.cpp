@@ -1,8 +1,11 @@
 #include "telemetry_model.hpp"
 
+#include <hangar/resource.hpp>
+
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <chrono>
 #include <ctime>
 
 namespace hangar::telemetry {
@@ -152,64 +155,19 @@ std::optional<std::int64_t> parse_duration_us(std::string_view t) {
     return total;
 }
 
-int two(std::string_view s, std::size_t at) {
-    if (at + 2 > s.size() || !std::isdigit(static_cast<unsigned char>(s[at])) ||
-        !std::isdigit(static_cast<unsigned char>(s[at + 1])))
-        return -1;
-    return (s[at] - '0') * 10 + (s[at + 1] - '0');
-}
-
-std::optional<std::int64_t> parse_rfc3339_us(std::string_view s) {
-    // YYYY-MM-DDTHH:MM:SS[.frac](Z|±HH:MM)
-    if (s.size() < 20 || s[4] != '-' || s[7] != '-' || (s[10] != 'T' && s[10] != 't' && s[10] != ' ') || s[13] != ':' ||
-        s[16] != ':')
-        return std::nullopt;
-    int year = 0;
-    if (std::from_chars(s.data(), s.data() + 4, year).ptr != s.data() + 4) return std::nullopt;
-    int mon = two(s, 5), day = two(s, 8), hour = two(s, 11), min = two(s, 14), sec = two(s, 17);
-    if (mon < 1 || mon > 12 || day < 1 || day > 31 || hour < 0 || hour > 23 || min < 0 || min > 59 || sec < 0 ||
-        sec > 60)
-        return std::nullopt;
-    std::size_t at = 19;
-    std::int64_t frac_us = 0;
-    if (at < s.size() && s[at] == '.') {
-        ++at;
-        std::int64_t scale = 100000;
-        std::size_t start = at;
-        while (at < s.size() && std::isdigit(static_cast<unsigned char>(s[at]))) {
-            frac_us += (s[at] - '0') * scale;
-            scale /= 10;
-            ++at;
-        }
-        if (at == start) return std::nullopt;
-    }
-    std::int64_t offset_s = 0;
-    if (at < s.size() && (s[at] == 'Z' || s[at] == 'z')) {
-        ++at;
-    } else if (at < s.size() && (s[at] == '+' || s[at] == '-')) {
-        int oh = two(s, at + 1), om = two(s, at + 4);
-        if (oh < 0 || om < 0 || at + 6 > s.size() || s[at + 3] != ':') return std::nullopt;
-        offset_s = (s[at] == '+' ? 1 : -1) * (std::int64_t{oh} * 3600 + std::int64_t{om} * 60);
-        at += 6;
-    } else {
-        return std::nullopt;
-    }
-    if (at != s.size()) return std::nullopt;
-    std::tm tm{};
-    tm.tm_year = year - 1900;
-    tm.tm_mon = mon - 1;
-    tm.tm_mday = day;
-    tm.tm_hour = hour;
-    tm.tm_min = min;
-    tm.tm_sec = sec;
-    std::int64_t epoch = ::timegm(&tm);
-    return (epoch - offset_s) * 1'000'000 + frac_us;
-}
-
 } // namespace
 
+std::int64_t now_us() {
+    return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
+}
+
+bool any_cdp(const Selection &s) {
+    return std::any_of(s.begin(), s.end(), [](const std::string &c) { return is_cdp_category(c); });
+}
+
 std::optional<std::int64_t> parse_time_bound(std::string_view text, std::int64_t now_us) {
-    if (auto t = parse_rfc3339_us(text)) return t;
+    if (auto t = hangar::parse_rfc3339_us(text)) return t;
     if (auto d = parse_duration_us(text)) return now_us - *d;
     return std::nullopt;
 }

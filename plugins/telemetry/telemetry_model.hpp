@@ -52,6 +52,11 @@ Selection apply_update(const Selection &current, const ConfigRequest &r);
 json render(const Selection &s);
 Selection selection_from_json(const json &rendered);
 
+// Unix microseconds now (event timestamps).
+std::int64_t now_us();
+// Whether a selection has a category the CDP collector serves.
+bool any_cdp(const Selection &s);
+
 // ---- the events query ---------------------------------------------------------------------------
 
 // RFC 3339 ("2026-05-01T10:00:00Z", fractions and offsets allowed) or a Go-style duration

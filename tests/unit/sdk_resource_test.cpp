@@ -38,6 +38,7 @@ class SdkResourceTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(testPagingDefaultsAndCap);
     CPPUNIT_TEST(testPagingRejectsBadValuesByName);
     CPPUNIT_TEST(testFindByIdOrName);
+    CPPUNIT_TEST(testRfc3339RoundTripsAndRefusals);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -88,6 +89,19 @@ public:
         CPPUNIT_ASSERT_EQUAL(std::string("c3"), id_of("q", "FIRST"));
         CPPUNIT_ASSERT_EQUAL(std::string("none"), id_of("q", "a1")); // another project's row
         CPPUNIT_ASSERT_EQUAL(std::string("none"), id_of("p", "missing"));
+    }
+
+    void testRfc3339RoundTripsAndRefusals() {
+        using hangar::parse_rfc3339_us;
+        CPPUNIT_ASSERT_EQUAL(std::int64_t(1'700'000'000'123'000),
+                             *parse_rfc3339_us(hangar::rfc3339(1'700'000'000'123)));
+        CPPUNIT_ASSERT_EQUAL(std::int64_t(1'500'000), *parse_rfc3339_us("1970-01-01t00:00:01.5Z"));
+        CPPUNIT_ASSERT_EQUAL(std::int64_t(1'234'567), *parse_rfc3339_us("1970-01-01 00:00:01.234567z"));
+        CPPUNIT_ASSERT_EQUAL(std::int64_t(-3'600'000'000), *parse_rfc3339_us("1970-01-01T00:00:00+01:00"));
+        CPPUNIT_ASSERT_EQUAL(std::int64_t(86'400'000'000), *parse_rfc3339_us("1970-01-02"));
+        for (const char *bad : {"", "1970", "1970-01-0x", "1970-13-01", "1970-01-01T00:00:00", "1970-01-01T00:00:00.Z",
+                                "1970-01-01T24:00:00Z", "1970-01-01T00:00:00+1:00", "1970-01-01T00:00:00Zjunk"})
+            CPPUNIT_ASSERT_MESSAGE(bad, !parse_rfc3339_us(bad));
     }
 };
 

@@ -68,6 +68,57 @@ inline std::string rfc3339(std::int64_t epoch_ms) {
     return buf;
 }
 
+// Parses what clients send as a time: RFC 3339 ("2026-05-01T10:00:00Z", fractions to the
+// microsecond, "T", "t" or a space, Z or a ±HH:MM offset) or a plain date ("2026-05-01", UTC
+// midnight). Unix microseconds, or nullopt when the text is neither.
+inline std::optional<std::int64_t> parse_rfc3339_us(std::string_view s) {
+    auto two = [&](std::size_t at) {
+        if (at + 2 > s.size() || s[at] < '0' || s[at] > '9' || s[at + 1] < '0' || s[at + 1] > '9') return -1;
+        return (s[at] - '0') * 10 + (s[at + 1] - '0');
+    };
+    if (s.size() < 10 || s[4] != '-' || s[7] != '-') return std::nullopt;
+    int year = 0;
+    if (std::from_chars(s.data(), s.data() + 4, year).ptr != s.data() + 4) return std::nullopt;
+    int mon = two(5), day = two(8), hour = 0, min = 0, sec = 0;
+    std::size_t at = 10;
+    std::int64_t frac_us = 0, offset_s = 0;
+    if (s.size() > 10) {
+        if (s.size() < 20 || (s[10] != 'T' && s[10] != 't' && s[10] != ' ') || s[13] != ':' || s[16] != ':')
+            return std::nullopt;
+        hour = two(11);
+        min = two(14);
+        sec = two(17);
+        at = 19;
+        if (at < s.size() && s[at] == '.') {
+            std::size_t start = ++at;
+            for (std::int64_t scale = 100000; at < s.size() && s[at] >= '0' && s[at] <= '9'; ++at, scale /= 10)
+                frac_us += (s[at] - '0') * scale;
+            if (at == start) return std::nullopt;
+        }
+        if (at < s.size() && (s[at] == 'Z' || s[at] == 'z')) {
+            ++at;
+        } else if (at < s.size() && (s[at] == '+' || s[at] == '-')) {
+            int oh = two(at + 1), om = two(at + 4);
+            if (oh < 0 || oh > 23 || om < 0 || om > 59 || at + 6 > s.size() || s[at + 3] != ':') return std::nullopt;
+            offset_s = (s[at] == '+' ? 1 : -1) * (std::int64_t{oh} * 3600 + std::int64_t{om} * 60);
+            at += 6;
+        } else {
+            return std::nullopt;
+        }
+    }
+    if (at != s.size() || mon < 1 || mon > 12 || day < 1 || day > 31 || hour < 0 || hour > 23 || min < 0 || min > 59 ||
+        sec < 0 || sec > 60)
+        return std::nullopt;
+    std::tm tm{};
+    tm.tm_year = year - 1900;
+    tm.tm_mon = mon - 1;
+    tm.tm_mday = day;
+    tm.tm_hour = hour;
+    tm.tm_min = min;
+    tm.tm_sec = sec;
+    return (static_cast<std::int64_t>(::timegm(&tm)) - offset_s) * 1'000'000 + frac_us;
+}
+
 // Kernel's rule for user-chosen names of profiles, extensions and pools: 1-255 of [A-Za-z0-9._-].
 inline bool valid_resource_name(std::string_view s) {
     return !s.empty() && s.size() <= 255 && std::all_of(s.begin(), s.end(), [](char c) {
