@@ -57,6 +57,10 @@ CREATE TABLE browsers_pools (
 CREATE UNIQUE INDEX browsers_pools_name ON browsers_pools (project_id, name) WHERE name IS NOT NULL;
 ALTER TABLE browsers_sessions ADD COLUMN pool_id TEXT;
 )sql"},
+    // The proxy a session's traffic goes through (echoed as proxy_id; a live swap changes it).
+    {4, R"sql(
+ALTER TABLE browsers_sessions ADD COLUMN proxy_id TEXT;
+)sql"},
 };
 
 } // namespace

@@ -533,6 +533,7 @@ void BrowsersPlugin::pool_acquire(Request &req, Response &res) {
         lease.start_url = launch.start_url;
         lease.chrome_policy = launch.chrome_policy;
         lease.profile = launch.profile;
+        lease.proxy_id = launch.proxy_id;
     }
     auto give_back = [&] {
         std::lock_guard lock(pools_mutex_);
@@ -556,6 +557,7 @@ void BrowsersPlugin::pool_acquire(Request &req, Response &res) {
     s.start_url = lease.start_url;
     s.chrome_policy = lease.chrome_policy;
     s.pool_id = pool_id;
+    s.proxy_id = lease.proxy_id;
     if (lease.profile) {
         // The pool's instance holds a read-only lease under this id already.
         if (auto rows = sql("SELECT profile_id FROM browsers_sessions WHERE id = ?", {id});

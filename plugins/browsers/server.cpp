@@ -294,12 +294,12 @@ void BrowsersPlugin::insert(const Session &s) {
     json policy = s.chrome_policy ? json(s.chrome_policy->dump()) : json(nullptr);
     sql("INSERT INTO browsers_sessions (id, org_id, project_id, key_id, name, created_at, deleted_at, timeout_seconds, "
         "headless, stealth, kiosk_mode, viewport_width, viewport_height, viewport_refresh_rate, start_url, tags, "
-        "chrome_policy, profile_id, profile_save_changes, pool_id) VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ?, "
-        "?, "
-        "?, ?, ?, ?, ?, ?)",
+        "chrome_policy, profile_id, profile_save_changes, pool_id, proxy_id) VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, "
+        "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         {s.id, s.org_id, s.project_id, nullptr, opt(s.name), s.created_ms, s.timeout_seconds, s.headless ? 1 : 0,
          s.stealth ? 1 : 0, s.kiosk_mode ? 1 : 0, s.viewport.width, s.viewport.height, s.viewport.refresh_rate,
-         opt(s.start_url), tags, policy, opt(s.profile_id), s.profile_save_changes ? 1 : 0, opt(s.pool_id)});
+         opt(s.start_url), tags, policy, opt(s.profile_id), s.profile_save_changes ? 1 : 0, opt(s.pool_id),
+         opt(s.proxy_id)});
     if (s.tags) write_tags(s.id, *s.tags);
 }
 
@@ -483,6 +483,7 @@ void BrowsersPlugin::create(Request &req, Response &res) {
     s.start_url = opts.start_url;
     s.tags = opts.tags;
     s.chrome_policy = opts.chrome_policy;
+    s.proxy_id = opts.proxy_id;
 
     // A lease on the profile for as long as the session lives; given back if the create fails.
     struct ProfileLease {
@@ -610,8 +611,11 @@ void BrowsersPlugin::update(Request &req, Response &res) {
     }
     if (opts.profile) attach_profile(s, *opts.profile);
     // Live: the instance's forwarder switches upstream; Chromium and its CDP connections stay.
-    if (opts.proxy_id)
+    if (opts.proxy_id) {
         call("proxies.attach", {{"project_id", project}, {"proxy_id", *opts.proxy_id}, {"instance_id", s.id}});
+        sql("UPDATE browsers_sessions SET proxy_id = ? WHERE id = ?",
+            {opts.proxy_id->empty() ? json(nullptr) : json(*opts.proxy_id), s.id});
+    }
     if (opts.name) {
         try {
             sql("UPDATE browsers_sessions SET name = ? WHERE id = ?",

@@ -446,6 +446,7 @@ Session session_from_row(const json &row) {
     if (auto p = parsed("chrome_policy"); p && p->is_object()) s.chrome_policy = std::move(*p);
     s.profile_id = text("profile_id");
     s.pool_id = text("pool_id");
+    s.proxy_id = text("proxy_id");
     s.profile_save_changes = integer("profile_save_changes", 0) != 0;
     return s;
 }
@@ -469,6 +470,7 @@ json render_session(const Session &s, const Links &links, std::int64_t now) {
     if (s.tags && !s.tags->empty()) out["tags"] = *s.tags;
     if (s.start_url) out["start_url"] = *s.start_url;
     if (s.chrome_policy) out["chrome_policy"] = *s.chrome_policy;
+    if (s.proxy_id) out["proxy_id"] = *s.proxy_id;
     if (s.profile_id) out["profile_save_changes"] = s.profile_save_changes;
     if (s.deleted_ms) out["deleted_at"] = rfc3339(*s.deleted_ms);
     return out;

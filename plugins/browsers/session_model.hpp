@@ -115,7 +115,8 @@ struct Session {
     std::optional<json> chrome_policy;
     std::optional<std::string> profile_id;
     bool profile_save_changes = false;
-    std::optional<std::string> pool_id; // acquired from this browser pool
+    std::optional<std::string> pool_id;  // acquired from this browser pool
+    std::optional<std::string> proxy_id; // the proxy its traffic goes through now (a swap changes it)
 
     bool active() const { return !deleted_ms.has_value(); }
 };

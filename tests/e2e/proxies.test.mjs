@@ -277,6 +277,7 @@ describe('proxies', () => {
       const https = await kernel.proxies.create({ type: 'custom', protocol: 'https', config: { host: '127.0.0.1', port: tls.port, username: USER, password: PASSWORD, ca_bundle: cert.pem } });
       const viaSocks = await kernel.proxies.create({ type: 'residential', config: { country: 'DE', city: 'berlin' } });
       const b = await kernel.browsers.create({ headless: true, proxy_id: http.id, timeout_seconds: 120 });
+      assert.equal(b.proxy_id, http.id, 'the browser object names its proxy');
       const cdp = await chromium.connectOverCDP(b.cdp_ws_url, { timeout: 30_000 });
       try {
         const page = cdp.contexts()[0].pages()[0];
@@ -285,7 +286,9 @@ describe('proxies', () => {
         assert.ok(tiny.log().includes('page.hangar.test'), 'tinyproxy saw the request');
         assert.ok(!origin.hits.some((h) => h.headers['proxy-authorization']), 'credentials stop at the proxy');
 
-        await kernel.browsers.update(b.session_id, { proxy_id: https.id });
+        const swapped = await kernel.browsers.update(b.session_id, { proxy_id: https.id });
+        assert.equal(swapped.proxy_id, https.id, 'the swap shows in the answer');
+        assert.equal((await kernel.browsers.retrieve(b.session_id)).proxy_id, https.id);
         assert.equal(await title(page, `http://${host}/https`), 'origin page.hangar.test/https', 'through stunnel to tinyproxy');
 
         await kernel.browsers.update(b.session_id, { proxy_id: viaSocks.id });
@@ -295,7 +298,8 @@ describe('proxies', () => {
         // page.hangar.test does not resolve for sockd: the name went to the proxy, not to a local resolver.
         assert.match(await title(page, `http://${host}/nowhere`), /error|HTTP 502/);
 
-        await kernel.browsers.update(b.session_id, { proxy_id: '' });
+        const direct = await kernel.browsers.update(b.session_id, { proxy_id: '' });
+        assert.equal(direct.proxy_id, undefined, 'direct: no proxy named');
         assert.match(await title(page, `http://${host}/direct`), /error|HTTP 502/, 'direct: the name resolves nowhere');
         assert.equal(await title(page, `http://127.0.0.1:${origin.port}/direct`), 'origin 127.0.0.1/direct');
 
@@ -349,6 +353,7 @@ describe('proxies', () => {
       try {
         const b = await kernel.browserPools.acquire(pool.id, { acquire_timeout_seconds: 45 });
         assert.ok(b?.session_id, `a browser was acquired; server said:\n${said()}`);
+        assert.equal(b.proxy_id, p.id, 'an acquired browser names the pool proxy');
         let cdp = await chromium.connectOverCDP(b.cdp_ws_url, { timeout: 30_000 });
         try {
           const page = cdp.contexts()[0].pages()[0];
@@ -361,6 +366,7 @@ describe('proxies', () => {
         await kernel.browserPools.release(pool.id, { session_id: b.session_id, reuse: true });
         const again = await kernel.browserPools.acquire(pool.id, { acquire_timeout_seconds: 45 });
         assert.equal(again?.session_id, b.session_id, 'the same browser came back');
+        assert.equal(again.proxy_id, p.id, 'and names the pool proxy again');
         cdp = await chromium.connectOverCDP(again.cdp_ws_url, { timeout: 30_000 });
         try {
           const page = cdp.contexts()[0].pages()[0];
