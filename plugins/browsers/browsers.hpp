@@ -131,8 +131,13 @@ private:
     // (no session row, no timeout); acquire turns one into a session (its id is the instance id,
     // kept across reuse), release puts it back or destroys it, and one filler thread tops pools
     // up at their fill rate. Definitions live in browsers_pools; instances are re-filled at start.
+    // Resolves `extensions` selectors through the extensions plugin (404 for one the project does
+    // not have) and hands their zips to the instance as inputs; returns their ids.
+    std::vector<std::string> add_extension_inputs(json &spec, const std::string &project, const json &selectors) const;
+
     struct Pool {
         std::string id, org_id, project_id;
+        std::vector<std::string> extension_ids; // what its browsers load (resolved from its config)
         std::optional<std::string> name;
         std::int64_t created_ms = 0;
         json config; // browser_pool_config as sent (size included)

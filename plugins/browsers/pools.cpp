@@ -102,6 +102,8 @@ void BrowsersPlugin::start_pools() {
             p.fill_rate = s.fill_rate;
             p.timeout_seconds = s.timeout_seconds;
             p.launch = s.launch;
+            json unused;
+            p.extension_ids = add_extension_inputs(unused, p.project_id, s.launch.extensions);
         } catch (const Error &e) {
             warn("browser pool " + p.id + " is not filled: its config is no longer valid here: " + e.what());
         }
@@ -196,6 +198,7 @@ bool BrowsersPlugin::start_pool_instance(const std::string &id, const CreateOpti
             if (auto archive = lease.value("archive", json()); archive.is_string())
                 spec["inputs"] = {{"profile.tar.zst", archive}};
         }
+        add_extension_inputs(spec, project, launch.extensions);
         instance_start(spec);
         if (launch.proxy_id)
             call("proxies.attach", {{"project_id", project}, {"proxy_id", *launch.proxy_id}, {"instance_id", id}});
@@ -280,7 +283,7 @@ json BrowsersPlugin::render_pool(const Pool &p) const {
                 {"browser_pool_config", p.config},
                 {"available_count", p.idle.size()},
                 {"acquired_count", p.leased.size()},
-                {"extension_ids", json::array()}};
+                {"extension_ids", p.extension_ids}};
     if (p.name) out["name"] = *p.name;
     if (p.launch.profile && p.launch.profile->id) out["profile_id"] = *p.launch.profile->id;
     return out;
@@ -302,6 +305,8 @@ void BrowsersPlugin::pool_create(Request &req, Response &res) {
     auto settings = parse_pool(body);
     if (settings.launch.proxy_id)
         call("proxies.attach", {{"project_id", project}, {"proxy_id", *settings.launch.proxy_id}});
+    json unused;
+    auto extension_ids = add_extension_inputs(unused, project, settings.launch.extensions); // 404 now, not at fill
     if (settings.launch.telemetry)
         telemetry({{"op", "check"}, {"request", *settings.launch.telemetry}}, settings.launch.telemetry_captures);
     std::lock_guard lock(pools_mutex_);
@@ -327,6 +332,7 @@ void BrowsersPlugin::pool_create(Request &req, Response &res) {
     p.fill_rate = settings.fill_rate;
     p.timeout_seconds = settings.timeout_seconds;
     p.launch = settings.launch;
+    p.extension_ids = std::move(extension_ids);
     save_pool(p, true);
     auto &stored = pools_.emplace(p.id, std::move(p)).first->second;
     poke_pools();
@@ -392,6 +398,8 @@ void BrowsersPlugin::pool_update(Request &req, Response &res) {
         auto settings = parse_pool(config);
         if (settings.launch.proxy_id)
             call("proxies.attach", {{"project_id", project}, {"proxy_id", *settings.launch.proxy_id}});
+        json unused;
+        auto extension_ids = add_extension_inputs(unused, project, settings.launch.extensions);
         if (settings.launch.telemetry)
             telemetry({{"op", "check"}, {"request", *settings.launch.telemetry}}, settings.launch.telemetry_captures);
         if (settings.name && settings.name != p.name)
@@ -411,6 +419,7 @@ void BrowsersPlugin::pool_update(Request &req, Response &res) {
         p.fill_rate = settings.fill_rate;
         p.timeout_seconds = settings.timeout_seconds;
         p.launch = settings.launch;
+        p.extension_ids = std::move(extension_ids);
         save_pool(p, false);
         if (discard) {
             dropped.assign(p.idle.begin(), p.idle.end());

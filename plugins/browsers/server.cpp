@@ -221,6 +221,18 @@ Session BrowsersPlugin::require(const std::string &project, const std::string &i
     throw Error::not_found("browser session \"" + id_or_name + "\" not found");
 }
 
+std::vector<std::string> BrowsersPlugin::add_extension_inputs(json &spec, const std::string &project,
+                                                              const json &selectors) const {
+    std::vector<std::string> ids;
+    if (selectors.empty()) return ids;
+    // Loaded at launch: the agent unpacks them before Chromium starts, so nothing restarts.
+    for (const auto &e : call("extensions.resolve", {{"project_id", project}, {"extensions", selectors}})) {
+        spec["inputs"]["extension-" + e.at("name").get<std::string>() + ".zip"] = e.at("path");
+        ids.push_back(e.value("id", ""));
+    }
+    return ids;
+}
+
 json BrowsersPlugin::render(const Session &s, const Request &req) const {
     std::string base = ws_base(req.base_url());
     std::uint32_t ttl = static_cast<std::uint32_t>(s.timeout_seconds) + token_grace_seconds_;
@@ -296,9 +308,25 @@ void BrowsersPlugin::insert(const Session &s) {
         "headless, stealth, kiosk_mode, viewport_width, viewport_height, viewport_refresh_rate, start_url, tags, "
         "chrome_policy, profile_id, profile_save_changes, pool_id, proxy_id) VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, "
         "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        {s.id, s.org_id, s.project_id, nullptr, opt(s.name), s.created_ms, s.timeout_seconds, s.headless ? 1 : 0,
-         s.stealth ? 1 : 0, s.kiosk_mode ? 1 : 0, s.viewport.width, s.viewport.height, s.viewport.refresh_rate,
-         opt(s.start_url), tags, policy, opt(s.profile_id), s.profile_save_changes ? 1 : 0, opt(s.pool_id),
+        {s.id,
+         s.org_id,
+         s.project_id,
+         nullptr,
+         opt(s.name),
+         s.created_ms,
+         s.timeout_seconds,
+         s.headless ? 1 : 0,
+         s.stealth ? 1 : 0,
+         s.kiosk_mode ? 1 : 0,
+         s.viewport.width,
+         s.viewport.height,
+         s.viewport.refresh_rate,
+         opt(s.start_url),
+         tags,
+         policy,
+         opt(s.profile_id),
+         s.profile_save_changes ? 1 : 0,
+         opt(s.pool_id),
          opt(s.proxy_id)});
     if (s.tags) write_tags(s.id, *s.tags);
 }
@@ -498,12 +526,7 @@ void BrowsersPlugin::create(Request &req, Response &res) {
         }
     } profile_lease;
     json spec = make_instance_spec(s.id, opts);
-    if (!opts.extensions.empty()) {
-        // Loaded at launch: the agent unpacks them before Chromium starts, so nothing restarts.
-        json resolved = call("extensions.resolve", {{"project_id", project}, {"extensions", opts.extensions}});
-        for (const auto &e : resolved)
-            spec["inputs"]["extension-" + e.at("name").get<std::string>() + ".zip"] = e.at("path");
-    }
+    add_extension_inputs(spec, project, opts.extensions);
     if (opts.profile) {
         json lease = call("profiles.acquire", profile_selector(project, s.id, *opts.profile));
         profile_lease.plugin = this;

@@ -149,7 +149,7 @@ public:
                 std::string name = display_name(row);
                 if (!names.insert(name).second) continue;
                 sql("UPDATE extensions_extensions SET last_used_at = ? WHERE id = ?", {hangar::now_ms(), id});
-                out.push_back({{"name", name}, {"path", blob_path(id + ".zip").value_or("")}});
+                out.push_back({{"id", id}, {"name", name}, {"path", blob_path(id + ".zip").value_or("")}});
             }
             return out;
         });

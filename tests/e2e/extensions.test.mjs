@@ -202,6 +202,22 @@ test('the library: upload, list, metadata, download, attach at create, delete', 
   await rejectsWith(client.extensions.get('marker'), NotFoundError);
 });
 
+test('a pool with extensions: its browsers load them, and the pool names them', async () => {
+  const ext = await client.extensions.upload({ file: await toFile(mv3('extpool'), 'pool.zip'), name: 'pooled' });
+  await rejectsWith(client.browserPools.create({ size: 1, extensions: [{ name: 'no-such-extension' }] }), NotFoundError);
+  const pool = await client.browserPools.create({ size: 1, headless: false, extensions: [{ name: 'pooled' }], fill_rate_per_minute: 6000 });
+  try {
+    assert.deepEqual(pool.extension_ids, [ext.id]);
+    const b = await client.browserPools.acquire(pool.id, { acquire_timeout_seconds: 45 });
+    assert.ok(b?.session_id, 'a pooled browser');
+    assert.equal(await mark(b, 'extpool'), 'yes', 'the pooled browser loaded the extension');
+    await client.browserPools.release(pool.id, { session_id: b.session_id, reuse: false });
+  } finally {
+    await client.browserPools.delete(pool.id, { force: true }).catch(() => {});
+    await client.extensions.delete('pooled');
+  }
+});
+
 test('Chrome Web Store without internet: 502 upstream_unavailable, quickly', async () => {
   const t0 = Date.now();
   const res = await server.fetch('/extensions/from_chrome_store?url=' + encodeURIComponent('https://chromewebstore.google.com/detail/x/abcdefghijklmnopabcdefghijklmnop'));
