@@ -6,7 +6,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 export { startServer } from '../tests/e2e/lib/server.mjs';
-export { CdpClient } from '../tests/e2e/lib/cdp.mjs';
+import { CdpClient } from '../tests/e2e/lib/cdp.mjs';
+
+export { CdpClient };
 
 /** The real Chromium binary (/usr/bin/chromium is a wrapper shell script). */
 export const CHROMIUM_BIN = process.env.BENCH_CHROMIUM || '/usr/lib/chromium/chromium';
@@ -79,6 +81,19 @@ export function launchChromium({ extraArgs = [], timeoutMs = 30_000 } = {}) {
       reject(e);
     });
   });
+}
+
+// POST /browsers (headless, default options) → the first CDP reply over cdp_ws_url, in ms; the
+// session is deleted after.
+export async function createToCdp(server) {
+  const t0 = now();
+  const s = await server.client.browsers.create({ headless: true });
+  const cdp = await CdpClient.connect(s.cdp_ws_url);
+  await cdp.send('Browser.getVersion');
+  const ms = now() - t0;
+  await cdp.close();
+  await server.client.browsers.deleteByID(s.session_id);
+  return ms;
 }
 
 export function summary(xs) {

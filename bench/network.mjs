@@ -9,7 +9,7 @@
 import http from 'node:http';
 import { createRequire } from 'node:module';
 
-import { CdpClient, now, percentile, startServer } from './lib.mjs';
+import { createToCdp, now, percentile, startServer } from './lib.mjs';
 import { listenAllowed } from '../tests/e2e/lib/server.mjs';
 
 const { chromium } = createRequire(new URL('../tests/e2e/package.json', import.meta.url))('playwright-core');
@@ -28,17 +28,6 @@ async function site() {
   });
   const port = await listenAllowed(srv);
   return { url: `http://127.0.0.1:${port}/`, close: () => new Promise((r) => srv.close(r)) };
-}
-
-async function createToCdp(server) {
-  const t0 = now();
-  const s = await server.client.browsers.create({ headless: true });
-  const cdp = await CdpClient.connect(s.cdp_ws_url);
-  await cdp.send('Browser.getVersion');
-  const ms = now() - t0;
-  await cdp.close();
-  await server.client.browsers.deleteByID(s.session_id);
-  return ms;
 }
 
 export async function run({ log }) {

@@ -8,20 +8,9 @@
 //   one per second: 20 creates at 1/s;
 //   burst: 5 at once, 10 s after a first burst of 5 (the first one teaches the server).
 // Goals (issue 23, point 3): one per second and burst p50 ≤ 30 ms and p99 ≤ 100 ms.
-import { CdpClient, now, percentile, runStandalone, startServer } from './lib.mjs';
+import { createToCdp, now, percentile, runStandalone, startServer } from './lib.mjs';
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-async function createToCdp(server) {
-  const t0 = now();
-  const s = await server.client.browsers.create({ headless: true });
-  const cdp = await CdpClient.connect(s.cdp_ws_url);
-  await cdp.send('Browser.getVersion');
-  const ms = now() - t0;
-  await cdp.close();
-  await server.client.browsers.deleteByID(s.session_id);
-  return ms;
-}
 
 async function patterns(server) {
   await sleep(3000); // the first spares
