@@ -370,12 +370,14 @@ private:
         auto cfg = load_config();
         auto &log = Poco::Logger::get("hangar");
         int ready_fd = std::stoi(option("ready-fd", "-1"));
+        // False when nobody reads it: the server that started us is gone.
         auto report = [&](const std::string &line) {
-            if (ready_fd < 0) return;
+            if (ready_fd < 0) return true;
             std::string l = line + "\n";
-            [[maybe_unused]] auto n = ::write(ready_fd, l.data(), l.size());
+            bool heard = ::write(ready_fd, l.data(), l.size()) == static_cast<ssize_t>(l.size());
             ::close(ready_fd);
             ready_fd = -1;
+            return heard;
         };
         try {
             log.debug("agent starting");
@@ -405,9 +407,13 @@ private:
             plugins.load(dirs, enabled);
             auto server = make_unix_server(core, core.instance_dir + "/agent.sock");
             server->start();
-            report("ready");
-            log.information("agent ready");
-            term.wait();
+            if (report("ready")) {
+                log.information("agent ready");
+                term.wait();
+            } else {
+                // A server killed while this instance started: no one will ever use or stop it.
+                log.warning("agent: the server is gone before it heard ready; stopping");
+            }
             log.information("agent stopping");
             plugins.stop_all();
             server->stop();

@@ -364,6 +364,27 @@ std::vector<std::string> Runtime::make_cgroups(const std::string &id) {
     return made;
 }
 
+void Runtime::kill_cgroup_processes(const std::string &id) {
+    for (auto until = steady_ms() + 2000;;) {
+        bool any = false;
+        for (const auto &[_, root] : cgroup_roots_) {
+            std::string procs;
+            try {
+                procs = read_file(root + "/" + id + "/cgroup.procs");
+            } catch (const std::exception &) {
+                continue; // no such cgroup
+            }
+            for (const auto &tok : split(procs, '\n'))
+                if (auto pid = std::atoi(tok.c_str()); pid > 0) {
+                    ::kill(pid, SIGKILL);
+                    any = true;
+                }
+        }
+        if (!any || steady_ms() > until) return;
+        ::usleep(20000);
+    }
+}
+
 void Runtime::remove_cgroups(const std::string &id) {
     for (const auto &[_, root] : cgroup_roots_) {
         std::string path = root;
@@ -607,6 +628,7 @@ nlohmann::json Runtime::start(const nlohmann::json &spec) {
     const bool drop = drop_privileges_;
     const uid_t uid = uid_;
     const gid_t gid = gid_;
+    const pid_t server = ::getpid();
 
     pid_t pid = spawn([&]() -> pid_t {
                     pid_t child = ::fork();
@@ -629,6 +651,11 @@ nlohmann::json Runtime::start(const nlohmann::json &spec) {
                         ::dup2(moved[i], 3 + i);
                     ::syscall(SYS_close_range, 7, ~0U, 0);
                     child_becomes(drop, uid, gid);
+                    // Dies with the server from here on (after the uid change, which clears it);
+                    // bwrap's own --die-with-parent comes only once it runs, and a server killed
+                    // in between would otherwise leave this sandbox behind with no pid file.
+                    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+                    if (::getppid() != server) ::_exit(1);
                     ::execve(exec_path, argv.data(), envp.data());
                     ::_exit(127);
                 }).get();
@@ -639,6 +666,8 @@ nlohmann::json Runtime::start(const nlohmann::json &spec) {
         instances_[id].pid = pid;
     }
     inst.pid = pid;
+    // At once, so a restart after a crash finds and stops even a sandbox still starting.
+    write_file_atomic(pids_file(id), std::to_string(pid) + " -1\n", 0600);
     ready_w.reset();
     info_w.reset();
     block_r.reset();
@@ -809,6 +838,9 @@ void Runtime::cleanup_leftovers() {
         } catch (const std::exception &) {
             // no pid file or the process is gone
         }
+        // A sandbox that was still starting when its server died can outlive both its first
+        // process and bwrap's --die-with-parent; whatever of it runs is still in its cgroup.
+        kill_cgroup_processes(id);
         detach_disk(id, opt_.data_dir + "/instances/" + id);
         fs::remove_all(opt_.data_dir + "/instances/" + id, ec);
         fs::remove(pids_file(id), ec);

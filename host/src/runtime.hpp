@@ -90,6 +90,9 @@ private:
     void copy_inputs(const nlohmann::json &spec, const std::string &dir) const;
     std::vector<std::string> make_cgroups(const std::string &id);
     void remove_cgroups(const std::string &id);
+    // SIGKILLs every process left in the instance's cgroups (a sandbox whose first process
+    // outlived a crashed server), until they are empty or 2 s passed.
+    void kill_cgroup_processes(const std::string &id);
     std::vector<std::string> agent_ro_paths() const;
     std::string pids_file(const std::string &id) const;
     std::string disk_image(const std::string &id) const;
