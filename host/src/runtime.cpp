@@ -368,9 +368,10 @@ void Runtime::kill_cgroup_processes(const std::string &id) {
     for (auto until = steady_ms() + 2000;;) {
         bool any = false;
         for (const auto &[_, root] : cgroup_roots_) {
-            std::string procs;
+            std::string procs, file = root;
+            file.append("/").append(id).append("/cgroup.procs");
             try {
-                procs = read_file(root + "/" + id + "/cgroup.procs");
+                procs = read_file(file);
             } catch (const std::exception &) {
                 continue; // no such cgroup
             }
