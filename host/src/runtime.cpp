@@ -92,6 +92,20 @@ void child_becomes(bool drop, uid_t uid, gid_t gid) {
     if (drop && (::setgroups(0, nullptr) != 0 || ::setgid(gid) != 0 || ::setuid(uid) != 0)) ::_exit(126);
 }
 
+// The instances a folder holds: each one's folder, pid file or disk image names it.
+std::set<std::string> instance_ids_on_disk(const std::string &root) {
+    std::set<std::string> ids;
+    std::error_code ec;
+    for (const auto &entry : fs::directory_iterator(root, ec)) {
+        auto name = entry.path().filename().string();
+        if (entry.is_directory())
+            ids.insert(name);
+        else if (name.ends_with(".pids") || name.ends_with(".disk"))
+            ids.insert(name.substr(0, name.size() - 5));
+    }
+    return ids;
+}
+
 bool process_runs(pid_t pid, const char *name) {
     if (pid <= 0) return false;
     try {
@@ -819,14 +833,7 @@ void Runtime::copy_inputs(const nlohmann::json &spec, const std::string &dir) co
 
 void Runtime::cleanup_leftovers() {
     std::error_code ec;
-    std::set<std::string> ids;
-    for (const auto &entry : fs::directory_iterator(opt_.data_dir + "/instances", ec)) {
-        auto name = entry.path().filename().string();
-        if (entry.is_directory())
-            ids.insert(name);
-        else if (name.ends_with(".pids") || name.ends_with(".disk"))
-            ids.insert(name.substr(0, name.size() - 5));
-    }
+    const auto ids = instance_ids_on_disk(opt_.data_dir + "/instances");
     for (const auto &id : ids) {
         try {
             auto pids = split(trim(read_file(pids_file(id))), ' ');
@@ -858,17 +865,8 @@ std::vector<InstanceOnDisk> survey_instances(const std::string &data_dir) {
     } catch (const std::exception &) {
         // no mount table: nothing is reported as mounted
     }
-    std::set<std::string> ids;
-    std::error_code ec;
-    for (const auto &entry : fs::directory_iterator(root, ec)) {
-        auto name = entry.path().filename().string();
-        if (entry.is_directory())
-            ids.insert(name);
-        else if (name.ends_with(".pids") || name.ends_with(".disk"))
-            ids.insert(name.substr(0, name.size() - 5));
-    }
     std::vector<InstanceOnDisk> found;
-    for (const auto &id : ids) {
+    for (const auto &id : instance_ids_on_disk(root)) {
         InstanceOnDisk inst;
         inst.id = id;
         std::string folder = root;
