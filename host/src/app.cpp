@@ -169,15 +169,17 @@ std::vector<std::string> plugin_dirs(const Config &cfg, const std::string &exe) 
     return dirs;
 }
 
-// Waits for SIGTERM/SIGINT/SIGQUIT or a programmatic stop.
+// Waits for SIGTERM/SIGINT/SIGQUIT or a programmatic stop; wait() returns the signal (0 for a
+// programmatic stop).
 class Termination {
 public:
-    void request() {
+    void request(int sig = 0) {
         std::lock_guard lock(m_);
+        if (!stop_) signal_ = sig;
         stop_ = true;
         cv_.notify_all();
     }
-    void wait() {
+    int wait() {
         std::thread watcher([this] {
             sigset_t set;
             sigemptyset(&set);
@@ -187,7 +189,7 @@ public:
             sigaddset(&set, SIGUSR2); // used to wake the watcher on a programmatic stop
             int sig = 0;
             sigwait(&set, &sig);
-            request();
+            request(sig == SIGUSR2 ? 0 : sig);
         });
         {
             std::unique_lock lock(m_);
@@ -195,12 +197,15 @@ public:
         }
         ::pthread_kill(watcher.native_handle(), SIGUSR2);
         watcher.join();
+        std::lock_guard lock(m_);
+        return signal_;
     }
 
 private:
     std::mutex m_;
     std::condition_variable cv_;
     bool stop_ = false;
+    int signal_ = 0;
 };
 
 class HangarApp : public Poco::Util::ServerApplication {
@@ -312,7 +317,7 @@ private:
         for (auto &p : split(cfg->get("sandbox.ro_paths", ""), ','))
             if (auto t = trim(p); !t.empty()) ropt.extra_ro_paths.push_back(t);
         Runtime runtime(ropt, log);
-        runtime.cleanup_leftovers();
+        runtime.adopt_or_clean_leftovers();
         core.runtime = &runtime;
         log.information("instance memory limit: cgroup %s", runtime.cgroup_mode());
 
@@ -325,6 +330,8 @@ private:
 
         PluginManager plugins(core);
         plugins.load(dirs, enabled);
+        // Plugins claimed the adopted instances they hold a session for; the rest go.
+        runtime.stop_unclaimed();
         std::string openapi = openapi_document(core, plugins);
         core.router.add("GET", "/openapi.json",
                         {&host_record(),
@@ -354,14 +361,24 @@ private:
                   << std::endl;
 
         Termination term;
-        term.wait();
-        log.information("shutting down");
+        int sig = term.wait();
+        // SIGTERM (systemctl stop/restart, a package upgrade) is a planned restart: sessions stay
+        // running for the next start to adopt, unless the operator said otherwise. SIGINT (Ctrl-C
+        // at a terminal) and SIGQUIT end every session.
+        const bool keep = sig == SIGTERM && cfg->get_bool("runtime.keep_sessions_on_stop", true) &&
+                          runtime.instances_outlive_server();
+        core.stopping_keeps_sessions = keep;
+        log.information(keep ? "shutting down; sessions keep running for the next start"
+                             : "shutting down; ending every session");
         server->stop();
         core.loop.stop();
         core.bridges.stop();
         server->stopAll(true);
         plugins.stop_all();
-        runtime.stop_all();
+        if (keep)
+            runtime.detach_all();
+        else
+            runtime.stop_all();
         log.information("stopped");
         return 0;
     }

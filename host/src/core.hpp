@@ -123,6 +123,9 @@ struct HostCore {
     std::unique_ptr<AuditLog> audit; // null: audit logging switched off ([audit] enabled = false)
     std::unique_ptr<Tokens> tokens;
     Runtime *runtime = nullptr;
+    // Set as the server begins a stop that leaves sessions running for the next start to adopt;
+    // plugins read it as the config key runtime.stopping_keeps_sessions.
+    std::atomic<bool> stopping_keeps_sessions{false};
     EventLoop loop;
     WsBridges bridges;
     Router<RouteTarget> router;

@@ -212,17 +212,23 @@ int doctor(Config &cfg, const std::string &exe, const std::vector<std::string> &
     auto left = survey_instances(data);
     std::size_t owned = 0;
     for (const auto &inst : left) {
-        if (inst.server_pid > 0) {
+        const std::string sandbox = "sandbox pid " + std::to_string(inst.sandbox_pid);
+        if (inst.server_pid > 0 && inst.adopted) {
+            r.ok("instance " + inst.id + " adopted by server " + std::to_string(inst.server_pid) + " (" + sandbox +
+                 ")");
+        } else if (inst.server_pid > 0) {
             ++owned;
-            continue;
-        }
-        if (inst.sandbox_pid > 0)
-            r.fail("instance " + inst.id + " runs without a server (sandbox pid " + std::to_string(inst.sandbox_pid) +
-                       ")",
+        } else if (inst.sandbox_pid > 0 && inst.answers) {
+            // A planned stop (SIGTERM) leaves sessions running for the next start.
+            r.warn("instance " + inst.id + " waits for the next start to adopt it (" + sandbox + ", no server runs)",
+                   "start hangar to adopt it, or kill " + std::to_string(inst.sandbox_pid) + " to end it");
+        } else if (inst.sandbox_pid > 0) {
+            r.fail("instance " + inst.id + " runs without a server (" + sandbox + ")",
                    "start hangar (it stops what a previous run left) or kill " + std::to_string(inst.sandbox_pid));
-        else
+        } else {
             r.warn("instance " + inst.id + " left its folder" + (inst.mounted ? " (still mounted)" : ""),
                    "the next start of hangar removes it");
+        }
     }
     if (owned) r.ok(std::to_string(owned) + " instance(s) run under a live server");
     if (left.empty()) r.ok("no instance left behind");

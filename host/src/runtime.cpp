@@ -24,6 +24,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -115,7 +116,35 @@ bool process_runs(pid_t pid, const char *name) {
     }
 }
 
+// "<sandbox pid> <pasta pid> <server pid>" as the runtime writes it; missing fields are -1.
+std::array<pid_t, 3> read_pids(const std::string &file) {
+    std::array<pid_t, 3> out{-1, -1, -1};
+    try {
+        auto fields = split(trim(read_file(file)), ' ');
+        for (std::size_t i = 0; i < fields.size() && i < out.size(); ++i)
+            out[i] = static_cast<pid_t>(std::stol(fields[i]));
+    } catch (const std::exception &) {
+        // no pid file, or a malformed one: nothing runs that we know of
+    }
+    return out;
+}
+
+bool agent_answers(const std::string &socket) {
+    try {
+        return unix_http_call(socket, "GET", "/_agent/health", "", 2000).status == 200;
+    } catch (const std::exception &) {
+        return false;
+    }
+}
+
 } // namespace
+
+void Runtime::write_pids(const Instance &inst) const {
+    write_file_atomic(pids_file(inst.id),
+                      std::to_string(inst.pid) + " " + std::to_string(inst.pasta_pid) + " " +
+                          std::to_string(::getpid()) + "\n",
+                      0600);
+}
 
 std::string Runtime::pids_file(const std::string &id) const {
     // Beside, not inside, the instance folder: the sandbox can write there, and must not steer
@@ -266,6 +295,11 @@ Runtime::Runtime(RuntimeOptions options, Poco::Logger &log) : opt_(std::move(opt
         ++it;
     }
     if (cgroup_roots_.empty()) cgroup_mode_ = "none";
+    // Instances outlive the server only where their cgroups can find every process of them
+    // (a restart adopts or kills them by it); elsewhere they die with it, as bwrap arranges.
+    outlive_ = opt_.use_bwrap && !cgroup_roots_.empty();
+    if (!outlive_)
+        log_.warning("instances end with the server (no cgroups to track them): sessions do not survive a restart");
     if (opt_.use_bwrap && opt_.isolated_network) {
         pasta_ports_ = sandbox::port_spec(opt_.allow_host_ports);
         route_batch_ = sandbox::route_batch(opt_.allow_private_networks, sandbox::host_addresses());
@@ -307,7 +341,14 @@ void Runtime::reap_orphans() {
         std::lock_guard lock(mutex_);
         for (auto &[id, inst] : instances_) {
             int status = 0;
-            if (inst.pid > 0 && ::waitpid(inst.pid, &status, WNOHANG) == inst.pid) {
+            if (inst.pid > 0 && inst.pidfd) {
+                // Adopted: not our child, its exit shows on the pidfd (init reaps it).
+                pollfd p{inst.pidfd->get(), POLLIN, 0};
+                if (::poll(&p, 1, 0) > 0) {
+                    log_.warning("adopted instance %s exited by itself", id);
+                    inst.pid = -1;
+                }
+            } else if (inst.pid > 0 && ::waitpid(inst.pid, &status, WNOHANG) == inst.pid) {
                 log_.warning("instance %s exited by itself (%s)", id,
                              std::string(WIFSIGNALED(status) ? "signal " + std::to_string(WTERMSIG(status))
                                                              : "status " + std::to_string(WEXITSTATUS(status))));
@@ -426,17 +467,11 @@ std::vector<std::string> Runtime::agent_ro_paths() const {
 }
 
 std::vector<std::string> Runtime::sandbox_argv(const Instance &inst) const {
-    std::vector<std::string> a = {"bwrap",
-                                  "--die-with-parent",
-                                  "--new-session",
-                                  "--unshare-pid",
-                                  "--unshare-ipc",
-                                  "--unshare-uts",
-                                  "--hostname",
-                                  "hangar",
-                                  "--unshare-user",
-                                  "--cap-drop",
-                                  "ALL"};
+    std::vector<std::string> a = {"bwrap",      "--new-session", "--unshare-pid",  "--unshare-ipc", "--unshare-uts",
+                                  "--hostname", "hangar",        "--unshare-user", "--cap-drop",    "ALL"};
+    // Tied to the server only where nothing else would find the sandbox's processes once it is
+    // gone; with cgroups, instances outlive a restart and the next start adopts them.
+    if (!outlive_) a.insert(a.begin() + 1, "--die-with-parent");
     if (opt_.isolated_network) a.insert(a.end(), {"--unshare-net", "--info-fd", "4", "--block-fd", "5"});
     a.insert(a.end(), {"--seccomp", "6"});
     auto ro = agent_ro_paths();
@@ -528,6 +563,17 @@ nlohmann::json Runtime::start(const nlohmann::json &spec) {
     const auto started = steady_ms();
     std::string id = spec.value("id", "");
     if (!valid_id(id)) throw std::runtime_error("invalid instance id");
+    if (spec.value("adopt", false)) {
+        std::lock_guard lock(mutex_);
+        auto it = instances_.find(id);
+        if (!unclaimed_.erase(id) || it == instances_.end() || it->second.pid <= 0)
+            throw std::runtime_error("instance " + id + " did not survive the server restart");
+        return {{"id", id},
+                {"socket", it->second.socket},
+                {"dir", it->second.dir},
+                {"pid", it->second.pid},
+                {"adopted", true}};
+    }
     Instance inst;
     inst.id = id;
     inst.dir = opt_.data_dir + "/instances/" + id;
@@ -644,6 +690,7 @@ nlohmann::json Runtime::start(const nlohmann::json &spec) {
     const uid_t uid = uid_;
     const gid_t gid = gid_;
     const pid_t server = ::getpid();
+    const bool die_with_server = !outlive_;
 
     pid_t pid = spawn([&]() -> pid_t {
                     pid_t child = ::fork();
@@ -666,10 +713,12 @@ nlohmann::json Runtime::start(const nlohmann::json &spec) {
                         ::dup2(moved[i], 3 + i);
                     ::syscall(SYS_close_range, 7, ~0U, 0);
                     child_becomes(drop, uid, gid);
-                    // Dies with the server from here on (after the uid change, which clears it);
-                    // bwrap's own --die-with-parent comes only once it runs, and a server killed
-                    // in between would otherwise leave this sandbox behind with no pid file.
-                    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+                    // Without cgroups: dies with the server from here on (after the uid change,
+                    // which clears it); bwrap's own --die-with-parent comes only once it runs, and
+                    // a server killed in between would otherwise leave this sandbox behind with no
+                    // pid file. With cgroups the sandbox may outlive the server: its cgroup, which
+                    // it joined above, finds it even without a pid file.
+                    if (die_with_server) ::prctl(PR_SET_PDEATHSIG, SIGKILL);
                     if (::getppid() != server) ::_exit(1);
                     ::execve(exec_path, argv.data(), envp.data());
                     ::_exit(127);
@@ -682,7 +731,7 @@ nlohmann::json Runtime::start(const nlohmann::json &spec) {
     }
     inst.pid = pid;
     // At once, so a restart after a crash finds and stops even a sandbox still starting.
-    write_file_atomic(pids_file(id), std::to_string(pid) + " -1\n", 0600);
+    write_pids(inst);
     ready_w.reset();
     info_w.reset();
     block_r.reset();
@@ -705,7 +754,7 @@ nlohmann::json Runtime::start(const nlohmann::json &spec) {
         if (::write(block_w.get(), "1", 1) != 1) fail("the sandbox exited during start-up");
     }
     block_w.reset();
-    write_file_atomic(pids_file(id), std::to_string(pid) + " " + std::to_string(inst.pasta_pid) + "\n", 0600);
+    write_pids(inst);
 
     // The agent writes "ready" once every plugin started (Chromium is up), or "error: ...".
     std::string line;
@@ -745,11 +794,17 @@ void Runtime::kill_instance(Instance &inst, bool graceful) {
             gone = wait_exit(inst.pid, 5000);
         }
         if (!gone) {
-            ::kill(inst.pid, SIGKILL); // --die-with-parent takes the whole sandbox with it
+            // An adopted sandbox is signalled through its pidfd: its pid is not ours to reuse.
+            if (inst.pidfd)
+                ::syscall(SYS_pidfd_send_signal, inst.pidfd->get(), SIGKILL, nullptr, 0);
+            else
+                ::kill(inst.pid, SIGKILL);
             wait_exit(inst.pid, 5000);
         }
         inst.pid = -1;
     }
+    // Without --die-with-parent, the sandbox's processes outlive bwrap; its cgroups hold them all.
+    if (!inst.id.empty()) kill_cgroup_processes(inst.id);
     // pasta ends with its namespace; killing it makes that certain.
     if (process_runs(inst.pasta_pid, "pasta")) ::kill(inst.pasta_pid, SIGKILL);
     inst.pasta_pid = -1;
@@ -831,30 +886,103 @@ void Runtime::copy_inputs(const nlohmann::json &spec, const std::string &dir) co
     }
 }
 
-void Runtime::cleanup_leftovers() {
+void Runtime::clean_leftover(const std::string &id) {
     std::error_code ec;
-    const auto ids = instance_ids_on_disk(opt_.data_dir + "/instances");
-    for (const auto &id : ids) {
-        try {
-            auto pids = split(trim(read_file(pids_file(id))), ' ');
-            if (!pids.empty() && process_runs(static_cast<pid_t>(std::stol(pids[0])), "bwrap")) {
-                ::kill(static_cast<pid_t>(std::stol(pids[0])), SIGKILL);
-                log_.information("killed leftover instance process %s", pids[0]);
-            }
-            if (pids.size() > 1 && process_runs(static_cast<pid_t>(std::stol(pids[1])), "pasta"))
-                ::kill(static_cast<pid_t>(std::stol(pids[1])), SIGKILL);
-        } catch (const std::exception &) {
-            // no pid file or the process is gone
-        }
-        // A sandbox that was still starting when its server died can outlive both its first
-        // process and bwrap's --die-with-parent; whatever of it runs is still in its cgroup.
-        kill_cgroup_processes(id);
-        detach_disk(id, opt_.data_dir + "/instances/" + id);
-        fs::remove_all(opt_.data_dir + "/instances/" + id, ec);
-        fs::remove(pids_file(id), ec);
-        remove_cgroups(id);
-        log_.information("removed leftover instance %s", id);
+    auto pids = read_pids(pids_file(id));
+    if (process_runs(pids[0], "bwrap")) {
+        ::kill(pids[0], SIGKILL);
+        log_.information("killed leftover instance process %d", static_cast<int>(pids[0]));
     }
+    if (process_runs(pids[1], "pasta")) ::kill(pids[1], SIGKILL);
+    // A sandbox that was still starting when its server died can outlive both its first
+    // process and bwrap's --die-with-parent; whatever of it runs is still in its cgroup.
+    kill_cgroup_processes(id);
+    detach_disk(id, opt_.data_dir + "/instances/" + id);
+    fs::remove_all(opt_.data_dir + "/instances/" + id, ec);
+    fs::remove(pids_file(id), ec);
+    remove_cgroups(id);
+    log_.information("removed leftover instance %s", id);
+}
+
+bool Runtime::in_own_cgroup(pid_t pid, const std::string &id) const {
+    // A pid file names a process; its cgroup says it is still that instance's, not a reused pid.
+    for (const auto &[_, root] : cgroup_roots_) {
+        std::string file = root;
+        file.append("/").append(id).append("/cgroup.procs");
+        try {
+            for (const auto &tok : split(read_file(file), '\n'))
+                if (std::atoi(tok.c_str()) == pid) return true;
+        } catch (const std::exception &) {
+            // no such cgroup
+        }
+    }
+    return false;
+}
+
+bool Runtime::try_adopt(const std::string &id, Instance &inst) {
+    if (!outlive_) return false;
+    auto pids = read_pids(pids_file(id));
+    // Its first process still runs bwrap in the instance's own cgroup, and its agent answers.
+    if (!process_runs(pids[0], "bwrap") || !in_own_cgroup(pids[0], id)) return false;
+    inst.id = id;
+    inst.dir = opt_.data_dir + "/instances/" + id;
+    inst.socket = inst.dir + "/agent.sock";
+    inst.pid = pids[0];
+    if (!agent_answers(inst.socket)) return false;
+    inst.pidfd = std::make_shared<UniqueFd>(static_cast<int>(::syscall(SYS_pidfd_open, inst.pid, 0)));
+    if (inst.pidfd->get() < 0) return false;
+    inst.pasta_pid = process_runs(pids[1], "pasta") ? pids[1] : -1;
+    for (const auto &[_, root] : cgroup_roots_) {
+        std::string path = root;
+        path.append("/").append(id);
+        if (fs::is_directory(path)) inst.cgroups.push_back(path);
+    }
+    std::error_code ec;
+    inst.disk = fs::exists(disk_image(id), ec);
+    return true;
+}
+
+void Runtime::adopt_or_clean_leftovers() {
+    for (const auto &id : instance_ids_on_disk(opt_.data_dir + "/instances")) {
+        Instance inst;
+        if (!try_adopt(id, inst)) {
+            clean_leftover(id);
+            continue;
+        }
+        write_pids(inst); // this server owns it now (hangar doctor reads the third field)
+        log_.information("adopted instance %s (sandbox pid %d)", id, static_cast<int>(inst.pid));
+        std::lock_guard lock(mutex_);
+        instances_[id] = inst;
+        unclaimed_.insert(id);
+    }
+}
+
+std::size_t Runtime::stop_unclaimed() {
+    std::vector<std::string> ids;
+    {
+        std::lock_guard lock(mutex_);
+        ids.assign(unclaimed_.begin(), unclaimed_.end());
+        unclaimed_.clear();
+    }
+    std::vector<std::thread> stoppers;
+    stoppers.reserve(ids.size());
+    for (const auto &id : ids) {
+        log_.information("stopping adopted instance %s: no session or pool holds it", id);
+        stoppers.emplace_back([this, id] { stop(id); });
+    }
+    for (auto &t : stoppers)
+        t.join();
+    return ids.size();
+}
+
+void Runtime::detach_all() {
+    if (!outlive_) return stop_all();
+    std::lock_guard lock(mutex_);
+    for (const auto &[id, inst] : instances_)
+        log_.information("leaving instance %s running for the next start (sandbox pid %d)", id,
+                         static_cast<int>(inst.pid));
+    instances_.clear();
+    unclaimed_.clear();
 }
 
 std::vector<InstanceOnDisk> survey_instances(const std::string &data_dir) {
@@ -873,18 +1001,25 @@ std::vector<InstanceOnDisk> survey_instances(const std::string &data_dir) {
         folder.append("/").append(id);
         inst.mounted = mounts.find(" " + folder + " ") != std::string::npos;
         try {
-            auto pids = split(trim(read_file(folder + ".pids")), ' ');
-            auto pid = pids.empty() ? -1 : static_cast<pid_t>(std::stol(pids[0]));
-            if (process_runs(pid, "bwrap")) {
-                inst.sandbox_pid = pid;
+            auto pids = read_pids(folder + ".pids");
+            if (process_runs(pids[0], "bwrap")) {
+                inst.sandbox_pid = pids[0];
                 // stat's fourth field, after the parenthesised name (which may hold spaces).
-                auto stat = read_file("/proc/" + std::to_string(pid) + "/stat");
+                auto stat = read_file("/proc/" + std::to_string(pids[0]) + "/stat");
                 auto fields = split(trim(stat.substr(stat.rfind(')') + 2)), ' ');
                 auto parent = fields.size() > 1 ? static_cast<pid_t>(std::stol(fields[1])) : -1;
-                if (process_runs(parent, "hangar")) inst.server_pid = parent;
+                if (process_runs(parent, "hangar")) {
+                    inst.server_pid = parent;
+                } else if (pids[2] > 0 && process_runs(pids[2], "hangar")) {
+                    // Started by an earlier server, adopted by the one the pid file names.
+                    inst.server_pid = pids[2];
+                    inst.adopted = true;
+                } else {
+                    inst.answers = agent_answers(folder + "/agent.sock");
+                }
             }
         } catch (const std::exception &) {
-            // no pid file, or the process went away while we looked
+            // the process went away while we looked
         }
         found.push_back(inst);
     }

@@ -14,6 +14,7 @@
 #include <functional>
 #include <future>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <string>
@@ -56,13 +57,26 @@ public:
 
     // Starts an instance and waits until its agent reported ready (all plugins started).
     // Returns {"id","socket","dir","pid"}; throws std::runtime_error with the agent's reason.
+    // {"id": X, "adopt": true} instead claims instance X, which a previous server left running
+    // and this start adopted ("adopted": true in the answer); it throws when X was not adopted.
     nlohmann::json start(const nlohmann::json &spec);
     void stop(const std::string &id);
     void stop_all();
+    // Forgets every instance without stopping it, for the next start to adopt (a planned restart).
+    // Only where instances outlive the server; otherwise they are stopped.
+    void detach_all();
+    // Whether instances outlive this process: each has its own cgroups, which find every process
+    // of it, so nothing ties them to the server (no --die-with-parent).
+    bool instances_outlive_server() const { return outlive_; }
+    // At start: adopts every instance a previous server left whose agent answers its socket, and
+    // kills and removes the others (and any folder, pid file or disk image left behind).
+    void adopt_or_clean_leftovers();
+    // Once every plugin started: stops the adopted instances no plugin claimed (warm spares, idle
+    // pool members, an instance whose session ended while its server was going down). Returns
+    // how many.
+    std::size_t stop_unclaimed();
     std::optional<std::string> socket_path(const std::string &id) const;
     std::optional<std::string> dir_path(const std::string &id) const;
-    // Kills and removes instances a previous run left behind (pid files).
-    void cleanup_leftovers();
     std::vector<std::string> running() const;
     std::string cgroup_mode() const { return cgroup_mode_; }
     // Whether instance folders are size-capped file systems (a quota is set and we may mount).
@@ -79,7 +93,15 @@ private:
         pid_t pasta_pid = -1;
         std::vector<std::string> cgroups; // one per hierarchy (v1) or one (v2)
         bool disk = false;                // dir is the mount point of <id>.disk
+        // Adopted from a previous server: not our child, so its exit shows on this pidfd.
+        std::shared_ptr<UniqueFd> pidfd;
     };
+    // Kills whatever of a leftover instance runs and removes its files.
+    void clean_leftover(const std::string &id);
+    // Whether the leftover instance `id` can be adopted; fills `inst` when so.
+    bool try_adopt(const std::string &id, Instance &inst);
+    bool in_own_cgroup(pid_t pid, const std::string &id) const;
+    void write_pids(const Instance &inst) const;
     // fork/exec happens on one long-lived thread: bwrap's --die-with-parent is tied to the
     // thread that forked it, and request threads come and go.
     std::future<pid_t> spawn(std::function<pid_t()> fn);
@@ -115,6 +137,8 @@ private:
     gid_t gid_ = 0;
     bool drop_privileges_ = false;
     bool disk_quota_ = false;
+    bool outlive_ = false;
+    std::set<std::string> unclaimed_; // adopted, not yet claimed by a plugin
     std::string cgroup_mode_ = "none";
     // v2: one root with every controller; v1: a root per hierarchy (memory, pids, cpu).
     std::vector<std::pair<std::string, std::string>> cgroup_roots_; // {controller, root}
@@ -136,6 +160,8 @@ struct InstanceOnDisk {
     std::string id;
     pid_t sandbox_pid = -1; // -1: no sandbox process runs
     pid_t server_pid = -1;  // the hangar process that owns the sandbox; -1: none (orphaned)
+    bool adopted = false;   // owned by a server that did not start it (adopted at its start)
+    bool answers = false;   // orphaned, but its agent answers: the next start adopts it
     bool mounted = false;   // its folder is still a mounted file system
 };
 std::vector<InstanceOnDisk> survey_instances(const std::string &data_dir);

@@ -109,6 +109,17 @@ void BrowsersPlugin::start_pools() {
         }
         pools_.emplace(p.id, std::move(p));
     }
+    // Leased sessions a restart kept (reap_orphans ended those whose instance was gone) still
+    // count toward their pool and go back to it on release. Idle members were stopped with the
+    // previous server and are built again.
+    for (const auto &row :
+         sql("SELECT id, pool_id FROM browsers_sessions WHERE deleted_at IS NULL AND pool_id IS NOT NULL")) {
+        auto it = pools_.find(row.value("pool_id", ""));
+        if (it == pools_.end()) continue;
+        auto id = row.at("id").get<std::string>();
+        it->second.leased.insert(id);
+        it->second.built_with[id] = it->second.launch;
+    }
     pool_filler_ = std::jthread([this](const std::stop_token &stop) { fill_pools(stop); });
 }
 

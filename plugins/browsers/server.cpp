@@ -191,8 +191,9 @@ void BrowsersPlugin::stop_server() {
     stop_spares();
     stop_pools();
     // The host ends every instance when it stops, so the sessions end now; recording it here keeps
-    // deleted_at and usage.uptime_ms true instead of "whenever the server next starts".
-    if (!config_bool("end_sessions_on_shutdown", true)) return;
+    // deleted_at and usage.uptime_ms true instead of "whenever the server next starts". A planned
+    // restart (the host says so) leaves them running: the next start adopts them.
+    if (!config_bool("end_sessions_on_shutdown", true) || config_bool("runtime.stopping_keeps_sessions", false)) return;
     std::vector<std::string> ids;
     for (const auto &row : sql("SELECT id FROM browsers_sessions WHERE deleted_at IS NULL"))
         ids.push_back(row.at("id").get<std::string>());
@@ -759,12 +760,39 @@ void BrowsersPlugin::sweep_idle() {
 }
 
 void BrowsersPlugin::reap_orphans() {
-    // Sessions still active from a previous run whose instance did not survive it.
+    // Sessions still active from a previous run: each claims the instance the host adopted for
+    // it (one whose agent answered); a session whose instance did not survive ends. Instances
+    // nobody claims (spares, idle pool members) the host stops once every plugin started.
     std::vector<std::string> gone;
-    for (const auto &row : sql("SELECT id FROM browsers_sessions WHERE deleted_at IS NULL")) {
+    const auto now = now_ms();
+    for (const auto &row : sql("SELECT id, project_id, profile_id, profile_save_changes FROM browsers_sessions WHERE "
+                               "deleted_at IS NULL")) {
         std::string id = row.at("id").get<std::string>();
-        bool alive = instance_socket(id) && instance_call(id, "GET", "/chromium", {}, 3000).status == 200;
-        if (!alive) gone.push_back(id);
+        bool alive = false;
+        try {
+            instance_start({{"id", id}, {"adopt", true}});
+            alive = instance_call(id, "GET", "/chromium", {}, 3000).status == 200;
+        } catch (const Error &) {
+            // not adopted: the instance is gone
+        }
+        if (!alive) {
+            gone.push_back(id);
+            continue;
+        }
+        // The profile lease lived in the previous server's memory: taken again, so the end of
+        // the session still saves the profile when it asked for that.
+        if (row.value("profile_id", json()).is_string()) try {
+                call("profiles.acquire", {{"project_id", row.at("project_id")},
+                                          {"id", row.at("profile_id")},
+                                          {"session_id", id},
+                                          {"save_changes", row.value("profile_save_changes", 0) != 0}});
+            } catch (const std::exception &e) {
+                warn("browser session " + id + ": its profile lease was not taken again: " + e.what());
+            }
+        // The idle timeout counts again from now: the time the server was down is not the
+        // client's idleness (it could not reach the browser then).
+        std::lock_guard lock(idle_mutex_);
+        idle_baseline_ms_[id] = now;
     }
     if (!gone.empty()) end_sessions(gone, "its instance did not survive a server restart");
 }

@@ -101,6 +101,9 @@ export async function startServer(opts = {}) {
     HANGAR_API_KEY: apiKey,
     // Keep the number of live Chromiums bounded and predictable in tests.
     HANGAR_WARM_SPARES: '0',
+    // A stop ends every session, so no test leaves browsers behind (a real server keeps them
+    // on SIGTERM for the next start to adopt; restart.test.mjs covers that).
+    HANGAR_KEEP_SESSIONS_ON_STOP: '0',
     HANGAR_SANDBOX_ALLOW_HOST_PORTS: ALLOWED_PORTS_SPEC,
     ...(opts.extraPluginDir ? { HANGAR_PLUGIN_DIR: opts.extraPluginDir } : {}),
     ...(opts.enablePlugins?.length ? { HANGAR_PLUGINS_ENABLE: opts.enablePlugins.join(',') } : {}),
