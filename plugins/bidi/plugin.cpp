@@ -37,8 +37,8 @@ public:
         // logged now and given as the close reason of each BiDi connection.
         try {
             node_ = proc::find_program(config("node", "node"));
-            dir_ = proc::runtime_dir(config("mapper_dir", ""), "bidi-mapper", "mapper.mjs",
-                                     HANGAR_BIDI_MAPPER_SOURCE_DIR);
+            dir_ =
+                proc::runtime_dir(config("mapper_dir", ""), "bidi-mapper", "mapper.mjs", HANGAR_BIDI_MAPPER_SOURCE_DIR);
             if (!std::filesystem::exists(dir_ + "/node_modules/chromium-bidi"))
                 throw std::runtime_error(dir_ + " has no node_modules (run `make setup`, or set mapper_dir)");
         } catch (const std::exception &e) {
@@ -103,7 +103,8 @@ private:
         auto deadline = std::chrono::steady_clock::now() + start_timeout_;
         char buf[256];
         while (out.find("ready\n") == std::string::npos) {
-            auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+            auto left =
+                std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
             if (left.count() <= 0 || !proc::wait_readable(ready.read.get(), left)) {
                 mapper_ = proc::Child(); // stopped and reaped
                 throw Error(504, "upstream_timeout", "the BiDi mapper did not start in time");
