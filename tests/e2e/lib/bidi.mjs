@@ -1,7 +1,7 @@
 // A minimal raw WebDriver BiDi client over one WebSocket, for the tests and the benchmarks: the
 // wire format is the spec's (commands {id, method, params}; answers {type: 'success' | 'error',
 // id, ...}; events {type: 'event', method, params}).
-import { openWebSocket, WebSocket } from './cdp.mjs';
+import { closeWebSocket, openWebSocket } from './cdp.mjs';
 
 export class BidiClient {
   /** @param {WebSocket} ws */
@@ -60,14 +60,6 @@ export class BidiClient {
   }
 
   close() {
-    return new Promise((resolve) => {
-      if (this.ws.readyState === WebSocket.CLOSED) return resolve();
-      this.ws.once('close', () => resolve());
-      this.ws.close();
-      setTimeout(() => {
-        this.ws.terminate();
-        resolve();
-      }, 2000).unref();
-    });
+    return closeWebSocket(this.ws);
   }
 }
