@@ -75,7 +75,23 @@ private:
             ws_reject(req, res, kInternalError, e.what());
             return;
         }
-        relay_unix(req, res, socket_, "/session");
+        relay_unix(req, res, socket_, mapper_path());
+    }
+
+    // The mapper dials the current Chromium's DevTools socket in this sandbox directly, which
+    // saves each BiDi command's CDP traffic a hop through the agent (bench/bidi); the agent's
+    // /cdp (its default) is for when Chromium is between restarts. A path with a query also keeps
+    // the public URL's jwt out of the mapper.
+    std::string mapper_path() const {
+        try {
+            json chromium = call("browsers.chromium", json::object());
+            if (chromium.value("port", json()).is_number() && chromium.value("ws_path", json()).is_string())
+                return "/session?port=" + std::to_string(chromium["port"].get<int>()) +
+                       "&path=" + chromium["ws_path"].get<std::string>();
+        } catch (const Error &) {
+            // no browsers service here: the agent's /cdp
+        }
+        return "/session?";
     }
 
     // Starts the mapper unless it runs, and returns once it listens.

@@ -1,7 +1,8 @@
 // WebDriver BiDi through `webdriver_ws_url`: a raw BiDi client (the spec's wire format over the
 // `ws` package) creates a session with session.new, finds the browsing context, navigates to a
 // local page and reads its title through script.evaluate; a bad token is refused before anything
-// runs in the instance; an open BiDi connection keeps the session from its idle timeout.
+// runs in the instance; a Chromium restart closes open BiDi sessions and the URL reaches the new
+// one; an open BiDi connection keeps the session from its idle timeout.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 
@@ -166,6 +167,29 @@ describe('webdriver_ws_url', () => {
     });
     // It ends with its browser.
     await waitFor(async () => mappers().length === 0, { timeoutMs: 15_000, what: 'the mapper to end with its browser' });
+  });
+
+  test('a Chromium restart closes open BiDi sessions; the same URL reaches the new Chromium', async () => {
+    await withBrowser({}, async (b) => {
+      const before = await BidiClient.connect(b.webdriver_ws_url);
+      try {
+        await before.start();
+        await client.browsers.update(b.session_id, { viewport: { width: 1024, height: 768 } });
+        const closed = await before.closedPromise;
+        assert.equal(closed.code, 1011, `closed with ${JSON.stringify(closed)}`);
+        assert.match(closed.reason, /Chromium restarted|session ended/);
+      } finally {
+        await before.close();
+      }
+      const after = await BidiClient.connect(b.webdriver_ws_url);
+      try {
+        const { context } = await after.start();
+        const r = await after.send('script.evaluate', { expression: 'innerWidth', target: { context }, awaitPromise: false });
+        assert.equal(r.result.value, 1024, 'the new Chromium, at the new viewport');
+      } finally {
+        await after.close();
+      }
+    });
   });
 
   test('an open BiDi connection keeps the session from its idle timeout', async () => {

@@ -4,7 +4,8 @@
 //
 //   node mapper.mjs <listen socket path> <CDP endpoint, e.g. ws+unix:/run/hangar/agent.sock:/cdp>
 //
-// Each BiDi connection opens its own CDP connection to the agent's /cdp route, which always dials
+// Each BiDi connection opens its own CDP connection: to the Chromium DevTools socket the agent
+// names in the upgrade's query (?port=&path=), else to the agent's /cdp route, which always dials
 // the current Chromium. Prints "ready" on stdout once it listens. The agent stops it (its process
 // group) when the instance ends.
 import { createServer } from 'node:http';
@@ -46,7 +47,7 @@ function send(ws, message) {
 }
 
 // One BiDi session: its client socket, its CDP socket and the mapper between them.
-async function serve(client) {
+async function serve(client, url) {
   const pending = []; // commands that arrive while the mapper starts
   let deliver = (command) => pending.push(command);
   let mapper = null;
@@ -82,7 +83,12 @@ async function serve(client) {
   client.on('error', () => close(1011, 'client error'));
 
   try {
-    cdp = new WebSocket(cdpEndpoint, { perMessageDeflate: false, maxPayload: 256 * 1024 * 1024 });
+    // The agent names the current Chromium's DevTools socket (port, path) when it knows it.
+    const query = new URL(url ?? '/', 'http://mapper').searchParams;
+    const port = Number(query.get('port'));
+    const path = query.get('path');
+    const endpoint = port > 0 && port < 65536 && path?.startsWith('/devtools/') ? `ws://127.0.0.1:${port}${path}` : cdpEndpoint;
+    cdp = new WebSocket(endpoint, { perMessageDeflate: false, maxPayload: 256 * 1024 * 1024 });
     await new Promise((resolve, reject) => {
       cdp.once('open', resolve);
       cdp.once('error', reject);
@@ -130,6 +136,6 @@ const http = createServer((req, res) => {
   res.end('WebDriver BiDi: upgrade to a WebSocket\n');
 });
 const wss = new WebSocketServer({ noServer: true, perMessageDeflate: false, maxPayload: 256 * 1024 * 1024 });
-http.on('upgrade', (req, socket, head) => wss.handleUpgrade(req, socket, head, (ws) => void serve(ws)));
+http.on('upgrade', (req, socket, head) => wss.handleUpgrade(req, socket, head, (ws) => void serve(ws, req.url)));
 http.listen(socketPath, () => process.stdout.write('ready\n'));
 
