@@ -13,7 +13,7 @@ export async function run({
   log = () => {},
   calls = Number(process.env.BENCH_BIDI_CALLS || 2000),
   warmup = Number(process.env.BENCH_BIDI_WARMUP || 200),
-  block = 200,
+  block = 20, // small blocks: on a loaded machine the noise then hits both sides alike
 } = {}) {
   const server = await startServer({ env: { HANGAR_WARM_SPARES: '0' } });
   let browser;
@@ -60,7 +60,7 @@ export async function run({
       const n = Math.min(block, calls - c.length);
       for (let i = 0; i < n; i++) c.push(await viaCdp());
       for (let i = 0; i < n; i++) b.push(await viaBidi());
-      log(`bidi ${c.length}/${calls} calls each`);
+      if (c.length % 200 === 0) log(`bidi ${c.length}/${calls} calls each`);
     }
   } finally {
     await bidi?.close();

@@ -3,8 +3,8 @@
 // The browsers plugin owns the public URL and its capability token, and relays an accepted
 // upgrade to this plugin's agent route /bidi, inside the browser's sandbox. There one long-lived
 // Node process (mapper/mapper.mjs, Google's chromium-bidi) serves every BiDi connection of this
-// browser on a unix socket, translating each to CDP over the agent's own /cdp route. See README.md
-// for why it is built so.
+// browser on a unix socket, translating each to CDP on its own connection to this Chromium's
+// DevTools socket. See README.md for why it is built so.
 #include <hangar/plugin.hpp>
 #include <hangar/process.hpp>
 
