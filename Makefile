@@ -1,7 +1,7 @@
 # Hangar: a thin wrapper over CMake and the Node test/bench tooling.
 #
-#   make setup      install what is missing (apt packages, npm packages for tests/e2e and the
-#                   Playwright executor); fast when done
+#   make setup      install what is missing (apt packages, npm packages for tests/e2e, the
+#                   Playwright executor and the BiDi mapper); fast when done
 #   make build      configure + build (incremental) into build/
 #   make run        setup + build + run `build/bin/hangar serve`
 #   make test       setup + build + CppUnit (ctest) + end-to-end suite + out-of-tree SDK example build
@@ -26,6 +26,7 @@ BUILD_TYPE   ?= RelWithDebInfo
 JOBS         ?= 2
 E2E_DIR      := tests/e2e
 PW_EXEC_DIR  := plugins/playwright/executor
+BIDI_DIR     := plugins/bidi/mapper
 E2E_TESTS    ?= $(sort $(wildcard $(E2E_DIR)/*.test.mjs))
 E2E_TIMEOUT  ?= 600000
 STAMP_DIR    := $(BUILD_DIR)/.stamps
@@ -86,7 +87,8 @@ setup-tun:
 
 # npm: `npm ci` when node_modules is missing or older than package-lock.json. Puppeteer-core and
 # playwright-core never download a browser; the tests use Debian's /usr/bin/chromium.
-setup-npm: $(E2E_DIR)/node_modules/.package-lock.json $(PW_EXEC_DIR)/node_modules/.package-lock.json
+setup-npm: $(E2E_DIR)/node_modules/.package-lock.json $(PW_EXEC_DIR)/node_modules/.package-lock.json \
+           $(BIDI_DIR)/node_modules/.package-lock.json
 
 $(E2E_DIR)/node_modules/.package-lock.json: $(E2E_DIR)/package-lock.json $(E2E_DIR)/package.json | setup-apt
 	cd $(E2E_DIR) && PUPPETEER_SKIP_DOWNLOAD=1 PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund --loglevel=error
@@ -95,6 +97,11 @@ $(E2E_DIR)/node_modules/.package-lock.json: $(E2E_DIR)/package-lock.json $(E2E_D
 # The playwright plugin's Node executor: playwright-core (CDP client) and esbuild (TypeScript).
 $(PW_EXEC_DIR)/node_modules/.package-lock.json: $(PW_EXEC_DIR)/package-lock.json $(PW_EXEC_DIR)/package.json | setup-apt
 	cd $(PW_EXEC_DIR) && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+# The bidi plugin's Node mapper: chromium-bidi (WebDriver BiDi over CDP) and ws.
+$(BIDI_DIR)/node_modules/.package-lock.json: $(BIDI_DIR)/package-lock.json $(BIDI_DIR)/package.json | setup-apt
+	cd $(BIDI_DIR) && npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
 # Python tools of the tests (schemathesis), pinned in tests/api/requirements.txt, in their own venv

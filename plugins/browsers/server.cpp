@@ -720,9 +720,11 @@ void BrowsersPlugin::cdp_json(Request &req, Response &res, const std::string &ag
     res.json(rewrite_devtools_json(body, ws_base(req.base_url()), token));
 }
 
+// WebDriver BiDi: the bidi plugin's agent route serves it inside the instance; the token is
+// checked first, so a bad one is refused before anything starts there.
 void BrowsersPlugin::webdriver_socket(Request &req, Response &res) {
-    session_from_token(req.query("jwt").value_or(""), "webdriver");
-    ws_reject(req, res, 4501, "WebDriver BiDi is not implemented in Hangar yet");
+    std::string sid = session_from_token(req.query("jwt").value_or(""), "webdriver");
+    relay_unix(req, res, agent_socket(sid), "/bidi", sid);
 }
 
 // ---- background ----------------------------------------------------------------------------------

@@ -46,23 +46,6 @@ std::string seconds(double value) {
     return out.str();
 }
 
-// A bare program name is looked up on PATH, as a shell would.
-std::string find_program(const std::string &name) {
-    if (name.find('/') != std::string::npos) return name;
-    const char *path = std::getenv("PATH");
-    std::string dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
-    std::size_t start = 0;
-    while (start <= dirs.size()) {
-        auto end = dirs.find(':', start);
-        auto dir = dirs.substr(start, end == std::string::npos ? std::string::npos : end - start);
-        auto candidate = (dir.empty() ? std::string(".") : dir) + "/" + name;
-        if (::access(candidate.c_str(), X_OK) == 0) return candidate;
-        if (end == std::string::npos) break;
-        start = end + 1;
-    }
-    throw std::runtime_error(name + " was not found on PATH");
-}
-
 // One running executor process. Answers are matched to calls by id; when the process ends every
 // waiting call fails at once, and the plugin starts a new executor for the next call.
 class Executor {
@@ -176,7 +159,7 @@ public:
         // A missing executor must not stop the instance (every other area still works): it is
         // logged now and named in each call's answer.
         try {
-            node_ = find_program(config("node", "node"));
+            node_ = proc::find_program(config("node", "node"));
             dir_ = executor_dir();
             if (!std::filesystem::exists(dir_ + "/node_modules/playwright-core"))
                 throw std::runtime_error(dir_ + " has no node_modules (run `make setup`, or set executor_dir)");
@@ -201,14 +184,8 @@ public:
 
 private:
     std::string executor_dir() const {
-        if (auto configured = config("executor_dir"); configured && !configured->empty()) return *configured;
-        std::error_code ec;
-        auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-        if (!ec) {
-            auto installed = exe.parent_path().parent_path() / "share/hangar/playwright-executor";
-            if (std::filesystem::exists(installed / "executor.mjs")) return installed.string();
-        }
-        return HANGAR_PLAYWRIGHT_EXECUTOR_SOURCE_DIR;
+        return proc::runtime_dir(config("executor_dir", ""), "playwright-executor", "executor.mjs",
+                                 HANGAR_PLAYWRIGHT_EXECUTOR_SOURCE_DIR);
     }
 
     static double timeout_sec(const json &body) {

@@ -1,11 +1,12 @@
 // CDP through Hangar's relay: Playwright (ws and http forms), Puppeteer, raw clients, reconnect
-// after a Chromium restart, the WebDriver placeholder, stealth.
+// after a Chromium restart, the WebDriver BiDi URL's token, stealth.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 
 import { chromium } from 'playwright-core';
 import puppeteer from 'puppeteer-core';
 
+import { BidiClient } from './lib/bidi.mjs';
 import { CdpClient, openWebSocket } from './lib/cdp.mjs';
 import { startServer, startTestPages, TEST_PAGE_TITLE } from './lib/server.mjs';
 
@@ -170,20 +171,20 @@ describe('capability URLs', () => {
     });
   });
 
-  test('webdriver_ws_url closes with a not-implemented reason', async () => {
+  test('webdriver_ws_url speaks WebDriver BiDi on its own token, not on the CDP one', async () => {
     await withBrowser({}, async (b) => {
       assert.match(b.webdriver_ws_url, /^wss?:\/\//);
-      const closed = await new Promise((resolve, reject) => {
-        openWebSocket(b.webdriver_ws_url, { timeoutMs: 10_000 }).then((ws) => {
-          const t = setTimeout(() => reject(new Error('webdriver socket stayed open')), 10_000);
-          ws.once('close', (code, reason) => {
-            clearTimeout(t);
-            resolve({ code, reason: reason.toString() });
-          });
-        }, reject);
-      });
-      assert.notEqual(closed.code, 1000, 'not a normal closure');
-      assert.match(closed.reason, /not.?implemented|webdriver|bidi/i, `close reason: ${JSON.stringify(closed)}`);
+      const bidi = await BidiClient.connect(b.webdriver_ws_url, { timeoutMs: 30_000 });
+      try {
+        const { session, contexts } = await bidi.start();
+        assert.equal(typeof session.sessionId, 'string');
+        assert.equal(contexts.length, 1);
+      } finally {
+        await bidi.close();
+      }
+      const wrong = new URL(b.webdriver_ws_url);
+      wrong.searchParams.set('jwt', new URL(b.cdp_ws_url).searchParams.get('jwt'));
+      await assert.rejects(openWebSocket(wrong.toString(), { timeoutMs: 10_000 }), (err) => err.statusCode === 401);
     });
   });
 });

@@ -23,7 +23,8 @@ contents=$(dpkg-deb -c "$deb")
 for f in ./usr/bin/hangar ./usr/lib/hangar/plugins/browsers.so ./usr/lib/hangar/plugins/computer.so \
          ./usr/lib/hangar/plugins/browsers.openapi.json \
          ./etc/hangar/hangar.ini ./etc/hangar/plugins.d/browsers.ini ./usr/lib/systemd/system/hangar.service \
-         ./usr/share/hangar/playwright-executor/executor.mjs; do
+         ./usr/share/hangar/playwright-executor/executor.mjs ./usr/share/hangar/bidi-mapper/mapper.mjs \
+         ./usr/share/hangar/bidi-mapper/node_modules/chromium-bidi/package.json; do
   grep -q " $f\$" <<<"$contents" || fail "$f missing from the .deb"
 done
 info=$(dpkg-deb -I "$deb")

@@ -1,10 +1,12 @@
 // Part of tests/package/run.sh: the staged `hangar serve` (HANGAR_BIN) answers the official SDK,
 // creates a real browser, loads the hello example from an extra folder, and loads page-archive
 // from its own plugin folder and etc/plugins.d (both put there by `cmake --install` of the example
-// built against the installed hangar-dev), which archives a real page as MHTML.
+// built against the installed hangar-dev), which archives a real page as MHTML; and WebDriver BiDi
+// through the installed share/hangar/bidi-mapper.
 import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
 
+import { BidiClient } from '../e2e/lib/bidi.mjs';
 import { startServer, startTestPages, TEST_PAGE_TITLE } from '../e2e/lib/server.mjs';
 
 // playwright-core is installed with the end-to-end tests' packages, not beside this file.
@@ -33,8 +35,16 @@ try {
   } finally {
     await browser.close();
   }
+  const bidi = await BidiClient.connect(b.webdriver_ws_url);
+  try {
+    const { context } = await bidi.start();
+    const r = await bidi.send('script.evaluate', { expression: 'document.title', target: { context }, awaitPromise: false });
+    assert.equal(r.result.value, TEST_PAGE_TITLE);
+  } finally {
+    await bidi.close();
+  }
   await server.client.browsers.deleteByID(b.session_id);
-  console.log('serve-check: browser created and deleted; hello answered; page-archive archived a real page');
+  console.log('serve-check: browser created and deleted; hello answered; page-archive archived a real page; BiDi read its title');
 } finally {
   await server.stop();
   await pages.close();

@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <stdexcept>
@@ -259,6 +260,42 @@ inline std::vector<std::string> environment_with(const std::vector<std::string> 
     }
     env.insert(env.end(), overrides.begin(), overrides.end());
     return env;
+}
+
+// A bare program name looked up on PATH, as a shell would; a name with a slash as it is.
+// Throws std::runtime_error when nothing on PATH is executable under that name.
+inline std::string find_program(const std::string &name) {
+    if (name.find('/') != std::string::npos) return name;
+    const char *path = std::getenv("PATH");
+    std::string dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
+    std::size_t start = 0;
+    while (start <= dirs.size()) {
+        auto end = dirs.find(':', start);
+        auto dir = dirs.substr(start, end == std::string::npos ? std::string::npos : end - start);
+        auto candidate = (dir.empty() ? std::string(".") : dir) + "/" + name;
+        if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+        if (end == std::string::npos) break;
+        start = end + 1;
+    }
+    throw std::runtime_error(name + " was not found on PATH");
+}
+
+// Where a plugin's runtime files (a Node program and its node_modules) are: `configured` when
+// set, else `<prefix>/share/hangar/<installed_name>` beside the running binary when it holds
+// `marker`, else `source_dir` (the source tree a development build came from).
+inline std::string runtime_dir(const std::string &configured, const std::string &installed_name,
+                               const std::string &marker, const std::string &source_dir) {
+    if (!configured.empty()) return configured;
+    char exe[4096];
+    auto n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        std::string bin(exe, static_cast<std::size_t>(n));
+        auto bin_dir = bin.substr(0, bin.find_last_of('/'));
+        auto prefix = bin_dir.substr(0, bin_dir.find_last_of('/'));
+        auto installed = prefix + "/share/hangar/" + installed_name;
+        if (::access((installed + "/" + marker).c_str(), R_OK) == 0) return installed;
+    }
+    return source_dir;
 }
 
 // Runs a short command to completion and returns its stdout (first 64 KiB), or nullopt when it

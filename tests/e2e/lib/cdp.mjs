@@ -93,16 +93,21 @@ export class CdpClient {
   }
 
   close() {
-    return new Promise((resolve) => {
-      if (this.ws.readyState === WebSocket.CLOSED) return resolve();
-      this.ws.once('close', () => resolve());
-      this.ws.close();
-      setTimeout(() => {
-        this.ws.terminate();
-        resolve();
-      }, 2000).unref();
-    });
+    return closeWebSocket(this.ws);
   }
+}
+
+/** Closes a WebSocket, forcibly after 2 s; resolves once it is closed. */
+export function closeWebSocket(ws) {
+  return new Promise((resolve) => {
+    if (ws.readyState === WebSocket.CLOSED) return resolve();
+    ws.once('close', () => resolve());
+    ws.close();
+    setTimeout(() => {
+      ws.terminate();
+      resolve();
+    }, 2000).unref();
+  });
 }
 
 /** Hides the capability token in messages. */

@@ -1,0 +1,141 @@
+// WebDriver BiDi for one browser instance: a WebSocket server on a unix socket whose every
+// connection is one BiDi session, translated to CDP by Google's chromium-bidi mapper running here
+// in Node (not in a tab of the browser, so no extra target is visible to CDP clients).
+//
+//   node mapper.mjs <listen socket path> <CDP endpoint, e.g. ws+unix:/run/hangar/agent.sock:/cdp>
+//
+// Each BiDi connection opens its own CDP connection: to the Chromium DevTools socket the agent
+// names in the upgrade's query (?port=&path=), else to the agent's /cdp route, which always dials
+// the current Chromium. Prints "ready" on stdout once it listens. The agent stops it (its process
+// group) when the instance ends.
+import { createServer } from 'node:http';
+import { unlinkSync } from 'node:fs';
+import WebSocket, { WebSocketServer } from 'ws';
+import { BidiServer } from 'chromium-bidi/out/Default/gen/src/bidiMapper/BidiMapper.js';
+import { MapperCdpConnection } from 'chromium-bidi/out/Default/gen/src/cdp/CdpConnection.js';
+import { BidiParser } from 'chromium-bidi/out/Default/gen/src/bidiTab/BidiParser.js';
+
+const [socketPath, cdpEndpoint] = process.argv.slice(2);
+if (!socketPath || !cdpEndpoint) {
+  process.stderr.write('usage: mapper.mjs <listen socket> <cdp endpoint>\n');
+  process.exit(2);
+}
+
+const kindOf = (v) => (v === null ? 'null' : Array.isArray(v) ? 'array' : typeof v);
+
+// The command checks a BiDi remote end does before a command reaches a module (the mapper's own
+// parser then checks each command's params).
+function parseCommand(text) {
+  let command;
+  try {
+    command = JSON.parse(text);
+  } catch {
+    return { error: 'the message is not JSON' };
+  }
+  if (kindOf(command) !== 'object') return { error: `a command is a JSON object, not ${kindOf(command)}` };
+  const id = Number.isSafeInteger(command.id) && command.id >= 0 ? command.id : null;
+  if (id === null) return { error: 'id must be an unsigned integer' };
+  if (typeof command.method !== 'string') return { id, error: 'method must be a string' };
+  if (kindOf(command.params) !== 'object') return { id, error: 'params must be an object' };
+  const channel = command['goog:channel'];
+  if (channel !== undefined && typeof channel !== 'string') return { id, error: 'goog:channel must be a string' };
+  return { command: { id, method: command.method, params: command.params, 'goog:channel': channel || undefined } };
+}
+
+function send(ws, message) {
+  if (ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify(message));
+}
+
+// One BiDi session: its client socket, its CDP socket and the mapper between them.
+async function serve(client, url) {
+  const pending = []; // commands that arrive while the mapper starts
+  let deliver = (command) => pending.push(command);
+  let mapper = null;
+  let cdp = null;
+  let closed = false;
+  const close = (code, reason) => {
+    if (closed) return;
+    closed = true;
+    try {
+      mapper?.close();
+    } catch {}
+    if (cdp && cdp.readyState <= WebSocket.OPEN) cdp.close();
+    if (client.readyState <= WebSocket.OPEN) client.close(code, reason);
+  };
+
+  client.on('message', (data) => {
+    const parsed = parseCommand(data.toString());
+    if (parsed.error) {
+      send(client, { type: 'error', id: parsed.id ?? null, error: 'invalid argument', message: parsed.error });
+      return;
+    }
+    const { command } = parsed;
+    // The browser belongs to the Hangar session, which ends through the API (or its timeout):
+    // ending the BiDi session closes this connection and leaves the browser running.
+    if (command.method === 'session.end') {
+      send(client, { type: 'success', id: command.id, result: {} });
+      close(1000, 'session ended');
+      return;
+    }
+    deliver(command);
+  });
+  client.on('close', () => close(1000, ''));
+  client.on('error', () => close(1011, 'client error'));
+
+  try {
+    // The agent names the current Chromium's DevTools socket (port, path) when it knows it.
+    const query = new URL(url ?? '/', 'http://mapper').searchParams;
+    const port = Number(query.get('port'));
+    const path = query.get('path');
+    const endpoint = port > 0 && port < 65536 && path?.startsWith('/devtools/') ? `ws://127.0.0.1:${port}${path}` : cdpEndpoint;
+    cdp = new WebSocket(endpoint, { perMessageDeflate: false, maxPayload: 256 * 1024 * 1024 });
+    await new Promise((resolve, reject) => {
+      cdp.once('open', resolve);
+      cdp.once('error', reject);
+    });
+    if (closed) return;
+    let onCdpMessage = null;
+    cdp.on('message', (data) => onCdpMessage?.(data.toString()));
+    cdp.on('close', () => close(1011, 'the browser connection closed (Chromium restarted or the session ended)'));
+    const connection = new MapperCdpConnection({
+      setOnMessage: (handler) => (onCdpMessage = handler),
+      sendMessage: (message) => {
+        if (cdp.readyState === WebSocket.OPEN) cdp.send(message);
+      },
+      close: () => cdp.close(),
+    });
+    let onBidiMessage = null;
+    mapper = await BidiServer.createAndStart(
+      {
+        setOnMessage: (handler) => (onBidiMessage = handler),
+        sendMessage: (message) => send(client, message),
+        close: () => {},
+      },
+      connection,
+      await connection.createBrowserSession(),
+      '', // no mapper tab to hide: the mapper runs here
+      new BidiParser(),
+    );
+    if (closed) {
+      mapper.close();
+      return;
+    }
+    deliver = (command) => onBidiMessage(command);
+    for (const command of pending.splice(0)) deliver(command);
+  } catch (err) {
+    process.stderr.write(`bidi: could not start a session: ${err?.message ?? err}\n`);
+    close(1011, 'could not reach the browser');
+  }
+}
+
+try {
+  unlinkSync(socketPath); // a socket left by an earlier mapper of this instance
+} catch {}
+const http = createServer((req, res) => {
+  res.writeHead(426, { 'content-type': 'text/plain' });
+  res.end('WebDriver BiDi: upgrade to a WebSocket\n');
+});
+const wss = new WebSocketServer({ noServer: true, perMessageDeflate: false, maxPayload: 256 * 1024 * 1024 });
+http.on('upgrade', (req, socket, head) => wss.handleUpgrade(req, socket, head, (ws) => void serve(ws, req.url)));
+http.listen(socketPath, () => process.stdout.write('ready\n'));
+

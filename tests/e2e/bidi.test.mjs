@@ -1,0 +1,224 @@
+// WebDriver BiDi through `webdriver_ws_url`: a raw BiDi client (the spec's wire format over the
+// `ws` package) creates a session with session.new, finds the browsing context, navigates to a
+// local page and reads its title through script.evaluate; a bad token is refused before anything
+// runs in the instance; a Chromium restart closes open BiDi sessions and the URL reaches the new
+// one; an open BiDi connection keeps the session from its idle timeout.
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+
+import { NotFoundError } from '@onkernel/sdk';
+
+import { BidiClient } from './lib/bidi.mjs';
+import { CdpClient, openWebSocket } from './lib/cdp.mjs';
+import { descendants, startServer, startTestPages, TEST_PAGE_TITLE, waitFor } from './lib/server.mjs';
+
+let server;
+let pages;
+let client;
+
+before(async () => {
+  server = await startServer();
+  client = server.client;
+  pages = await startTestPages();
+});
+
+after(async () => {
+  await pages?.close();
+  await server?.stop();
+});
+
+async function withBrowser(params, fn) {
+  const b = await client.browsers.create({ headless: true, ...params });
+  try {
+    return await fn(b);
+  } finally {
+    await client.browsers.deleteByID(b.session_id).catch(() => {});
+  }
+}
+
+async function exists(id) {
+  try {
+    await client.browsers.retrieve(id);
+    return true;
+  } catch (err) {
+    if (err instanceof NotFoundError) return false;
+    throw err;
+  }
+}
+
+/** The BiDi mapper processes (node mapper.mjs) under this server. */
+const mappers = () => descendants(server.pid).filter((p) => /mapper\.mjs/.test(p.cmd));
+
+/** The URL is refused with a 4xx before any upgrade. */
+async function assertRefused(url, what) {
+  const err = await openWebSocket(url, { timeoutMs: 10_000 }).then(
+    (ws) => {
+      ws.terminate();
+      assert.fail(`${what}: the WebSocket opened`);
+    },
+    (e) => e,
+  );
+  assert.ok(err.statusCode >= 400 && err.statusCode < 500, `${what}: refused with a 4xx, got ${err.statusCode ?? err.message}`);
+  return err;
+}
+
+describe('webdriver_ws_url', () => {
+  test('session.new, getTree, navigate to a local page, title through script.evaluate', async () => {
+    await withBrowser({}, async (b) => {
+      assert.match(b.webdriver_ws_url, /^ws:\/\/127\.0\.0\.1:\d+\/browser\/webdriver\?jwt=/);
+      const bidi = await BidiClient.connect(b.webdriver_ws_url);
+      try {
+        const session = await bidi.send('session.new', { capabilities: { alwaysMatch: { acceptInsecureCerts: true } } });
+        assert.equal(typeof session.sessionId, 'string');
+        assert.equal(session.capabilities.acceptInsecureCerts, true, 'the requested capability is granted');
+        assert.match(session.capabilities.userAgent, /Chrome/);
+
+        const { contexts } = await bidi.send('browsingContext.getTree', {});
+        assert.equal(contexts.length, 1, 'a fresh browser has one top-level context');
+        const context = contexts[0].context;
+
+        await bidi.send('session.subscribe', { events: ['browsingContext.load'] });
+        const nav = await bidi.send('browsingContext.navigate', { context, url: pages.url, wait: 'complete' });
+        assert.equal(nav.url, pages.url);
+        assert.ok(pages.hits.some((h) => h.url === '/'), 'the page came from our test server');
+        assert.ok(
+          bidi.events.some((e) => e.method === 'browsingContext.load' && e.params.url === pages.url),
+          'the subscribed load event arrived',
+        );
+
+        const title = await bidi.send('script.evaluate', {
+          expression: 'document.title',
+          target: { context },
+          awaitPromise: false,
+        });
+        assert.equal(title.type, 'success');
+        assert.deepEqual(title.result, { type: 'string', value: TEST_PAGE_TITLE });
+
+        // The mapper validates commands as a BiDi remote end does.
+        await assert.rejects(bidi.send('browsingContext.navigate', { context }), (err) => {
+          assert.equal(err.bidi.error, 'invalid argument');
+          return true;
+        });
+        await assert.rejects(bidi.send('no.such.command', {}), (err) => {
+          assert.equal(err.bidi.error, 'unknown command');
+          return true;
+        });
+        bidi.ws.send('not json');
+        await waitFor(async () => bidi.unmatched, { timeoutMs: 5_000, what: 'an error for a message that is not JSON' });
+        assert.equal(bidi.unmatched.error, 'invalid argument');
+
+        // The same browser over CDP, at the same time, sees the navigation; BiDi adds no target.
+        const cdp = await CdpClient.connect(b.cdp_ws_url);
+        try {
+          const { targetInfos } = await cdp.send('Target.getTargets');
+          const tabs = targetInfos.filter((t) => t.type === 'page');
+          assert.deepEqual(tabs.map((t) => t.url), [pages.url]);
+        } finally {
+          await cdp.close();
+        }
+
+        // session.end closes this connection and leaves the browser running.
+        await bidi.send('session.end', {});
+        const closed = await bidi.closedPromise;
+        assert.equal(closed.code, 1000);
+      } finally {
+        await bidi.close();
+      }
+      assert.ok(await exists(b.session_id), 'the Hangar session outlives the BiDi session');
+
+      // A second BiDi session on the same browser finds the page the first one left.
+      const again = await BidiClient.connect(b.webdriver_ws_url);
+      try {
+        const { context } = await again.start();
+        const r = await again.send('script.evaluate', { expression: 'location.href', target: { context }, awaitPromise: false });
+        assert.equal(r.result.value, pages.url);
+      } finally {
+        await again.close();
+      }
+    });
+  });
+
+  test('a bad or missing token is refused before anything runs in the instance', async () => {
+    await withBrowser({}, async (b) => {
+      const u = new URL(b.webdriver_ws_url);
+      const jwt = u.searchParams.get('jwt');
+      const tampered = new URL(u);
+      tampered.searchParams.set('jwt', jwt.slice(0, -4) + (jwt.endsWith('AAAA') ? 'BBBB' : 'AAAA'));
+      const err = await assertRefused(tampered.toString(), 'a tampered jwt');
+      assert.equal(err.statusCode, 401);
+      const missing = new URL(u);
+      missing.search = '';
+      assert.equal((await assertRefused(missing.toString(), 'no jwt')).statusCode, 401);
+      // The CDP token of the same session is not a WebDriver token.
+      const cdpJwt = new URL(b.cdp_ws_url).searchParams.get('jwt');
+      const wrongType = new URL(u);
+      wrongType.searchParams.set('jwt', cdpJwt);
+      assert.equal((await assertRefused(wrongType.toString(), 'a cdp jwt')).statusCode, 401);
+
+      // Nothing ran in the instance: the mapper starts only for an accepted connection.
+      assert.equal(mappers().length, 0, 'no BiDi mapper started for refused connections');
+      const bidi = await BidiClient.connect(b.webdriver_ws_url);
+      try {
+        await bidi.start();
+        assert.equal(mappers().length, 1, 'one mapper for an accepted connection');
+      } finally {
+        await bidi.close();
+      }
+    });
+    // It ends with its browser.
+    await waitFor(async () => mappers().length === 0, { timeoutMs: 15_000, what: 'the mapper to end with its browser' });
+  });
+
+  test('a Chromium restart closes open BiDi sessions; the same URL reaches the new Chromium', async () => {
+    await withBrowser({}, async (b) => {
+      const before = await BidiClient.connect(b.webdriver_ws_url);
+      try {
+        await before.start();
+        await client.browsers.update(b.session_id, { viewport: { width: 1024, height: 768 } });
+        const closed = await before.closedPromise;
+        assert.equal(closed.code, 1011, `closed with ${JSON.stringify(closed)}`);
+        assert.match(closed.reason, /Chromium restarted|session ended/);
+      } finally {
+        await before.close();
+      }
+      const after = await BidiClient.connect(b.webdriver_ws_url);
+      try {
+        const { context } = await after.start();
+        const r = await after.send('script.evaluate', { expression: 'innerWidth', target: { context }, awaitPromise: false });
+        assert.equal(r.result.value, 1024, 'the new Chromium, at the new viewport');
+      } finally {
+        await after.close();
+      }
+    });
+  });
+
+  test('an open BiDi connection keeps the session from its idle timeout', async () => {
+    const held = await client.browsers.create({ headless: true, timeout_seconds: 10 });
+    try {
+      const bidi = await BidiClient.connect(held.webdriver_ws_url);
+      const t0 = Date.now();
+      try {
+        const { context } = await bidi.start();
+        // Twice its timeout with no API call and no other connection.
+        await new Promise((r) => setTimeout(r, 22_000));
+        assert.ok(await exists(held.session_id), 'an open BiDi connection keeps the session alive');
+        const r = await bidi.send('script.evaluate', { expression: '6 * 7', target: { context }, awaitPromise: false });
+        assert.equal(r.result.value, 42);
+        assert.ok(Date.now() - t0 >= 20_000);
+      } finally {
+        await bidi.close();
+      }
+      // Once it closes, the idle clock runs again.
+      const closedAt = Date.now();
+      await waitFor(async () => !(await exists(held.session_id)), {
+        timeoutMs: 25_000,
+        intervalMs: 500,
+        what: 'the session to be deleted after its BiDi connection closed',
+      });
+      const gone = Date.now() - closedAt;
+      assert.ok(gone >= 8_000, `deleted ${gone} ms after the connection closed, not before its timeout`);
+    } finally {
+      await client.browsers.deleteByID(held.session_id).catch(() => {});
+    }
+  });
+});
