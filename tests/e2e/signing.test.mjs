@@ -5,7 +5,8 @@
 // request's headers. The signatures are checked by an independent verifier from npm
 // (`http-message-sig`, RFC 9421) against the key the server publishes in its directory, and the
 // keyid by `jsonwebkey-thumbprint` (RFC 7638): none of Hangar's code judges Hangar's headers.
-// Also: a signing browser served from a warm spare with a proxy (a live swap at hand-over).
+// Also: a pool whose browsers sign, and a signing browser served from a warm spare with a proxy
+// (a live swap at hand-over).
 // At most two browsers run at once (the spares part: one spare per kind, one of them taken).
 import { test, before, after, describe } from 'node:test';
 import assert from 'node:assert/strict';
@@ -167,6 +168,34 @@ describe('request signing and proxy CA bundles', () => {
     } finally {
       await cdp.close().catch(() => {});
       await kernel.browsers.deleteByID(b.session_id);
+    }
+  });
+
+  test('a pool with the web-bot-auth extension: its browsers sign from their start URL on', async () => {
+    const startPath = `/pool-start-${Date.now()}`;
+    const pool = await kernel.browserPools.create({
+      size: 1,
+      headless: true,
+      extensions: [{ name: 'web-bot-auth' }],
+      start_url: `http://127.0.0.1:${origin.port}${startPath}`,
+    });
+    try {
+      const b = await kernel.browserPools.acquire(pool.id, { acquire_timeout_seconds: 45 });
+      assert.ok(b?.session_id, 'a pooled browser');
+      const dir = await fetchDirectory(server.baseURL);
+      const start = await waitFor(() => origin.hits.find((h) => h.url === startPath), { what: 'the pool start URL request' });
+      await verifyHit(start, dir);
+      const cdp = await chromium.connectOverCDP(b.cdp_ws_url, { timeout: 30_000 });
+      try {
+        await cdp.contexts()[0].pages()[0].goto(`http://127.0.0.1:${origin.port}/pooled`);
+        const params = await verifyHit(origin.hits.find((h) => h.url === '/pooled'), dir);
+        assert.equal(params.keyid, dir.keys[0].kid, 'the same project key');
+      } finally {
+        await cdp.close().catch(() => {});
+      }
+      await kernel.browserPools.release(pool.id, { session_id: b.session_id, reuse: false });
+    } finally {
+      await kernel.browserPools.delete(pool.id, { force: true });
     }
   });
 
