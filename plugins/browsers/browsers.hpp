@@ -135,6 +135,23 @@ private:
     // not have) and hands their zips to the instance as inputs; returns their ids.
     std::vector<std::string> add_extension_inputs(json &spec, const std::string &project, const json &selectors) const;
 
+    // What the proxies plugin adds to a launch: whether the browser signs its requests (the
+    // web-bot-auth extension, or the operator's sign_requests) and the proxy's CA bundle, which
+    // the instance installs in its own trust store before Chromium starts (so such a browser
+    // never comes from a spare). 404 for another project's proxy; 501 for signing without the
+    // proxies plugin.
+    struct ProxyPlan {
+        bool sign = false;
+        std::optional<std::string> ca_bundle;
+        // The CA bundle into the instance spec, and the start URL held back while signing starts.
+        void apply(json &spec) const;
+    };
+    ProxyPlan proxy_plan(const std::string &project, const CreateOptions &o) const;
+    // Once the instance runs: its route and signing key; then, for a signing browser, the start
+    // URL held back so that its first request is signed too.
+    void proxy_handover(const std::string &instance, const std::string &project, const CreateOptions &o,
+                        const ProxyPlan &plan, const std::string &base_url) const;
+
     struct Pool {
         std::string id, org_id, project_id;
         std::vector<std::string> extension_ids; // what its browsers load (resolved from its config)

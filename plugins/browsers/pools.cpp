@@ -209,10 +209,14 @@ bool BrowsersPlugin::start_pool_instance(const std::string &id, const CreateOpti
             if (auto archive = lease.value("archive", json()); archive.is_string())
                 spec["inputs"] = {{"profile.tar.zst", archive}};
         }
+        ProxyPlan plan = proxy_plan(project, launch);
+        plan.apply(spec);
         add_extension_inputs(spec, project, launch.extensions);
         instance_start(spec);
-        if (launch.proxy_id)
-            call("proxies.attach", {{"project_id", project}, {"proxy_id", *launch.proxy_id}, {"instance_id", id}});
+        proxy_handover(id, project, launch, plan, {});
+        if (plan.sign && launch.start_url &&
+            instance_call(id, "POST", "/chromium/open", json{{"url", *launch.start_url}}.dump(), 10000).status != 200)
+            throw Error(502, "upstream_unavailable", "the pooled browser could not open the start URL");
         return true;
     } catch (const std::exception &e) {
         instance_stop(id);
@@ -314,8 +318,7 @@ void BrowsersPlugin::pool_create(Request &req, Response &res) {
     json body = req.json_body(false);
     if (!body.contains("size")) throw Error::invalid("size", "is required");
     auto settings = parse_pool(body);
-    if (settings.launch.proxy_id)
-        call("proxies.attach", {{"project_id", project}, {"proxy_id", *settings.launch.proxy_id}});
+    proxy_plan(project, settings.launch); // 404 for the proxy, 501 for signing without its plugin
     json unused;
     auto extension_ids = add_extension_inputs(unused, project, settings.launch.extensions); // 404 now, not at fill
     if (settings.launch.telemetry)
@@ -407,8 +410,7 @@ void BrowsersPlugin::pool_update(Request &req, Response &res) {
                 config[k] = val;
         }
         auto settings = parse_pool(config);
-        if (settings.launch.proxy_id)
-            call("proxies.attach", {{"project_id", project}, {"proxy_id", *settings.launch.proxy_id}});
+        proxy_plan(project, settings.launch);
         json unused;
         auto extension_ids = add_extension_inputs(unused, project, settings.launch.extensions);
         if (settings.launch.telemetry)

@@ -225,13 +225,49 @@ Session BrowsersPlugin::require(const std::string &project, const std::string &i
 std::vector<std::string> BrowsersPlugin::add_extension_inputs(json &spec, const std::string &project,
                                                               const json &selectors) const {
     std::vector<std::string> ids;
-    if (selectors.empty()) return ids;
+    json wanted = json::array();
+    for (const auto &e : selectors)
+        if (!is_signing_extension(e)) wanted.push_back(e); // built in: no folder to load
+    if (wanted.empty()) return ids;
     // Loaded at launch: the agent unpacks them before Chromium starts, so nothing restarts.
-    for (const auto &e : call("extensions.resolve", {{"project_id", project}, {"extensions", selectors}})) {
+    for (const auto &e : call("extensions.resolve", {{"project_id", project}, {"extensions", wanted}})) {
         spec["inputs"]["extension-" + e.at("name").get<std::string>() + ".zip"] = e.at("path");
         ids.push_back(e.value("id", ""));
     }
     return ids;
+}
+
+BrowsersPlugin::ProxyPlan BrowsersPlugin::proxy_plan(const std::string &project, const CreateOptions &o) const {
+    json in = {{"project_id", project}, {"sign", o.sign}};
+    if (o.proxy_id) in["proxy_id"] = *o.proxy_id;
+    json answer;
+    try {
+        answer = call("proxies.attach", in);
+    } catch (const Error &e) {
+        // A 404 naming the proxy is the caller's; one for the service is a missing plugin.
+        if (e.status() != 404 || o.proxy_id) throw;
+        if (o.sign)
+            throw Error::not_implemented("the web-bot-auth extension (request signing) needs the proxies plugin, "
+                                         "which is not enabled on this server");
+        return {};
+    }
+    ProxyPlan plan;
+    plan.sign = answer.value("sign", false);
+    if (auto ca = answer.value("ca_bundle", json()); ca.is_string()) plan.ca_bundle = ca.get<std::string>();
+    return plan;
+}
+
+void BrowsersPlugin::ProxyPlan::apply(json &spec) const {
+    if (ca_bundle) spec["proxy_ca"] = *ca_bundle;
+    if (sign) spec.erase("start_url"); // proxy_handover opens it once the signer runs
+}
+
+void BrowsersPlugin::proxy_handover(const std::string &instance, const std::string &project, const CreateOptions &o,
+                                    const ProxyPlan &plan, const std::string &base_url) const {
+    if (!o.proxy_id && !plan.sign) return;
+    json in = {{"project_id", project}, {"instance_id", instance}, {"sign", plan.sign}, {"base_url", base_url}};
+    if (o.proxy_id) in["proxy_id"] = *o.proxy_id;
+    call("proxies.attach", in);
 }
 
 json BrowsersPlugin::render(const Session &s, const Request &req) const {
@@ -466,7 +502,7 @@ void BrowsersPlugin::create(Request &req, Response &res) {
     }
 
     // 404 for a proxy that is not the project's (or was deleted) before anything starts.
-    if (opts.proxy_id) call("proxies.attach", {{"project_id", project}, {"proxy_id", *opts.proxy_id}});
+    ProxyPlan plan = proxy_plan(project, opts);
 
     AdmissionSlot slot = [&] {
         try {
@@ -490,12 +526,21 @@ void BrowsersPlugin::create(Request &req, Response &res) {
     }
 
     std::optional<std::string> spare;
-    if (spare_can_serve(opts)) spare = take_spare(opts.headless);
-    if (spare && opts.start_url &&
-        instance_call(*spare, "POST", "/chromium/open", json{{"url", *opts.start_url}}.dump(), 10000).status != 200) {
-        warn("a warm spare could not open the start URL; starting a browser instead");
-        instance_stop(*spare);
-        spare.reset();
+    if (spare_can_serve(opts) && !plan.ca_bundle) spare = take_spare(opts.headless);
+    if (spare) {
+        // Hand-over: the proxy is a live swap of the spare's route, signing starts before the
+        // start URL opens.
+        try {
+            proxy_handover(*spare, project, opts, plan, req.base_url());
+            if (opts.start_url &&
+                instance_call(*spare, "POST", "/chromium/open", json{{"url", *opts.start_url}}.dump(), 10000).status !=
+                    200)
+                throw Error::internal("the start URL did not open");
+        } catch (const std::exception &e) {
+            warn(std::string("a warm spare could not be handed over (") + e.what() + "); starting a browser instead");
+            instance_stop(*spare);
+            spare.reset();
+        }
     }
 
     Session s;
@@ -527,6 +572,7 @@ void BrowsersPlugin::create(Request &req, Response &res) {
         }
     } profile_lease;
     json spec = make_instance_spec(s.id, opts);
+    plan.apply(spec);
     add_extension_inputs(spec, project, opts.extensions);
     if (opts.profile) {
         json lease = call("profiles.acquire", profile_selector(project, s.id, *opts.profile));
@@ -547,8 +593,11 @@ void BrowsersPlugin::create(Request &req, Response &res) {
         } release{*cold_starts_};
         try {
             instance_start(spec);
-            if (opts.proxy_id)
-                call("proxies.attach", {{"project_id", project}, {"proxy_id", *opts.proxy_id}, {"instance_id", s.id}});
+            proxy_handover(s.id, project, opts, plan, req.base_url());
+            if (plan.sign && opts.start_url &&
+                instance_call(s.id, "POST", "/chromium/open", json{{"url", *opts.start_url}}.dump(), 10000).status !=
+                    200)
+                throw Error(502, "upstream_unavailable", "the browser could not open the start URL");
         } catch (...) {
             instance_stop(s.id); // idempotent; whatever half-started goes too
             throw;

@@ -300,6 +300,10 @@ json viewport_json(const Viewport &v) {
     return {{"width", v.width}, {"height", v.height}, {"refresh_rate", v.refresh_rate}};
 }
 
+bool is_signing_extension(const json &selector) {
+    return selector.is_object() && !selector.contains("id") && selector.value("name", json()) == kSigningExtension;
+}
+
 CreateOptions parse_create(const json &body) {
     if (!body.is_object()) throw Error::invalid("body", "must be a JSON object");
     Validation v;
@@ -340,10 +344,7 @@ CreateOptions parse_create(const json &body) {
                      (e.contains("name") && e["name"].is_string() &&
                       !e["name"].get_ref<const std::string &>().empty()));
                 if (!named) v.fail("extensions[" + std::to_string(i) + "]", "must be {id} or {name}");
-                // The built-in signing extension every project is meant to have (issue 18, part 5).
-                if (named && e.value("name", json()) == "web-bot-auth")
-                    unsupported.emplace_back("extension web-bot-auth (Web Bot Auth request signing: the per-project "
-                                             "Ed25519 key, its JWKS directory and the request signer)");
+                if (named && is_signing_extension(e)) o.sign = true;
             }
             o.extensions = *f;
         }

@@ -67,8 +67,10 @@ struct CreateOptions {
     std::optional<std::string> start_url;
     std::optional<json> chrome_policy; // an object, already checked
     std::optional<ProfileRef> profile;
-    // `extensions: [{id?|name?}]` as sent; the extensions plugin resolves them.
+    // `extensions: [{id?|name?}]` as sent; the extensions plugin resolves them, except the
+    // built-in `web-bot-auth` (request signing, the proxies plugin), which sets `sign`.
     json extensions = json::array();
+    bool sign = false;
     // A proxy of the project (the proxies plugin checks it and routes the instance through it).
     std::optional<std::string> proxy_id;
     // `telemetry` as sent (its shape checked); the telemetry plugin applies the rules of §2.5.
@@ -80,6 +82,11 @@ struct CreateOptions {
 // Validates a POST /browsers body. Throws Error 400 (every bad field in `details`) and, when the
 // body is valid but asks for something no loaded plugin provides yet, Error 501.
 CreateOptions parse_create(const json &body);
+
+// The built-in library extension every project has: the browser signs its requests (Web Bot
+// Auth, plugins/proxies). It is no extension folder, so nothing loads for it.
+inline constexpr const char *kSigningExtension = "web-bot-auth";
+bool is_signing_extension(const json &selector);
 
 struct UpdateOptions {
     // Outer optional: the field was sent. Inner nullopt: clear it ("" or null).

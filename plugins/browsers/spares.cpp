@@ -27,10 +27,13 @@ std::int64_t available_memory_mb() {
 } // namespace
 
 bool BrowsersPlugin::spare_can_serve(const CreateOptions &o) {
-    // name, tags and timeout_seconds live only in the session row, and a start_url is opened in
-    // the spare at hand-over; everything that changes how Chromium starts needs a cold start.
-    return !o.stealth && !o.kiosk_mode && o.viewport == Viewport{} && !o.chrome_policy && !o.profile &&
-           o.extensions.empty() && !o.proxy_id;
+    // name, tags and timeout_seconds live only in the session row, a start_url is opened in the
+    // spare at hand-over, and a proxy and request signing are live changes of its forwarder and
+    // signer (a proxy's CA bundle is not: the caller checks); everything that changes how
+    // Chromium starts needs a cold start.
+    bool only_signing =
+        std::all_of(o.extensions.begin(), o.extensions.end(), [](const json &e) { return is_signing_extension(e); });
+    return !o.stealth && !o.kiosk_mode && o.viewport == Viewport{} && !o.chrome_policy && !o.profile && only_signing;
 }
 
 void BrowsersPlugin::start_spares() {

@@ -7,14 +7,27 @@
 // and CA bundles are sealed with hangar::Secrets and only opened to hand a route to an instance.
 //
 // Instance role: one forwarding proxy per browser (forwarder.hpp) that Chromium is pointed at
-// once through the `proxies.forwarder` service; PUT /proxies/route swaps its upstream live.
+// once through the `proxies.forwarder` service; PUT /proxies/route swaps its upstream live. The
+// request signer (signer.hpp) and the proxy's CA bundle in the instance's NSS trust store.
+//
+// Request signing (Web Bot Auth): one Ed25519 key per project, made on first use, the secret half
+// sealed like passwords; the public keys at GET /.well-known/http-message-signatures-directory.
 #include "forwarder.hpp"
 #include "net.hpp"
 #include "proxies_model.hpp"
+#include "signer.hpp"
+#include "signing.hpp"
 
+#include <hangar/cdp.hpp>
 #include <hangar/plugin.hpp>
+#include <hangar/process.hpp>
 #include <hangar/resource.hpp>
 #include <hangar/secrets.hpp>
+
+#include <sodium.h>
+
+#include <algorithm>
+#include <fstream>
 
 #include <chrono>
 #include <map>
@@ -55,6 +68,17 @@ INSERT INTO secret_columns (owner, table_name, id_column, column_name) VALUES
     ('proxies', 'proxies_proxies', 'id', 'password_sealed'),
     ('proxies', 'proxies_proxies', 'id', 'ca_bundle_sealed');
 )sql"},
+    {2, R"sql(
+CREATE TABLE proxies_signing_keys (
+    project_id TEXT PRIMARY KEY,
+    public_key TEXT NOT NULL,
+    keyid TEXT NOT NULL,
+    secret_key_sealed TEXT NOT NULL,
+    created_at BIGINT NOT NULL
+);
+INSERT INTO secret_columns (owner, table_name, id_column, column_name) VALUES
+    ('proxies', 'proxies_signing_keys', 'project_id', 'secret_key_sealed');
+)sql"},
 };
 
 const char *const kManagedTypes[] = {"datacenter", "isp", "residential", "mobile"};
@@ -94,10 +118,42 @@ public:
         route("POST", "/proxies/{id}/check", [this](Request &q, Response &r) { check(q, r); });
 
         service("proxies.attach", [this](const json &in) { return attach(in); });
+
+        sign_requests_ = config_bool("sign_requests", false);
+        signature_ttl_ = static_cast<int>(std::clamp<std::int64_t>(config_int("signature_ttl_seconds", 60), 1, 86400));
+        signature_agent_ = config("signature_agent", config("server.public_url", ""));
+        while (!signature_agent_.empty() && signature_agent_.back() == '/')
+            signature_agent_.pop_back();
+        route(
+            "GET", proxies::signing::kDirectoryPath, [this](Request &, Response &r) { directory(r); },
+            HANGAR_ROUTE_PUBLIC);
     }
 
     void start_instance() override {
         json spec = instance_spec();
+        // Before Chromium starts (the browsers plugin depends on this one): it reads the trust
+        // store once, at start.
+        if (spec.is_object() && spec.contains("proxy_ca") && spec["proxy_ca"].is_string())
+            install_ca(spec["proxy_ca"].get<std::string>());
+        signer_ = std::make_unique<proxies::Signer>([this] {
+            json s = call("browsers.chromium", json::object());
+            if (!s.value("port", json()).is_number()) throw std::runtime_error("Chromium is not running");
+            return std::pair<int, std::string>(s["port"].get<int>(), s.value("ws_path", ""));
+        });
+        route("PUT", "/proxies/signing", [this](Request &q, Response &r) {
+            json body = q.json_body();
+            std::optional<proxies::SigningKey> key;
+            if (auto it = body.find("secret_key"); it != body.end() && it->is_string()) {
+                key.emplace();
+                key->secret_key = hangar::cdp::base64_decode(it->get<std::string>());
+                key->keyid = body.value("keyid", "");
+                key->agent = body.value("agent", "");
+                key->ttl_seconds = body.value("ttl_seconds", 60);
+            }
+            if (!signer_->set_key(std::move(key), std::chrono::seconds(10)))
+                throw Error(502, "upstream_unavailable", "Chromium did not take request interception for signing");
+            r.json({{"signing", body.contains("secret_key")}, {"signed", signer_->signed_count()}});
+        });
         bool asked = spec.is_object() && spec.contains("proxy");
         // Without a proxy at create, a forwarder still runs so a later PATCH can swap one in live.
         if (!asked && !config_bool("forward_all", true)) return;
@@ -118,7 +174,10 @@ public:
         });
     }
 
-    void stop_instance() override { forwarder_.reset(); }
+    void stop_instance() override {
+        signer_.reset();
+        forwarder_.reset();
+    }
 
 private:
     // ---- store ----
@@ -275,24 +334,137 @@ private:
 
     // {project_id, proxy_id, instance_id?}: 404 unless proxy_id ("" = direct) is a live proxy of
     // the project; with instance_id, that instance's forwarder takes the route now.
+    //
+    // `sign` (the browser asked for the web-bot-auth extension) or the operator's sign_requests:
+    // the answer says `sign`, and with instance_id that instance signs from now on with the
+    // project's key. Without instance_id the answer also carries the proxy's `ca_bundle`, which
+    // the instance installs in its trust store before Chromium starts. A missing `proxy_id`
+    // leaves the route as it is.
     json attach(const json &in) {
         std::string project = in.value("project_id", "");
-        std::string proxy_id = in.value("proxy_id", "");
+        bool has_proxy = in.contains("proxy_id") && in["proxy_id"].is_string();
+        std::string proxy_id = has_proxy ? in["proxy_id"].get<std::string>() : "";
+        // Only a launch or hand-over names `sign`; a swap or a release leaves signing as it is.
+        bool sign = in.contains("sign") && (in.value("sign", false) || sign_requests_);
+        json out = {{"proxy_id", proxy_id}, {"sign", sign}};
         json route = {{"upstream", nullptr}, {"bypass_hosts", json::array()}};
         if (!proxy_id.empty()) {
             json row = require(project, proxy_id);
-            route["upstream"] = upstream_of(row).to_json();
+            Upstream u = upstream_of(row);
+            if (!u.ca_bundle.empty()) out["ca_bundle"] = u.ca_bundle;
+            route["upstream"] = u.to_json();
             route["bypass_hosts"] = json::parse(row.at("bypass_hosts").get<std::string>());
         }
         std::string instance = in.value("instance_id", "");
-        if (instance.empty()) return {{"proxy_id", proxy_id}};
-        auto answer = instance_call(instance, "PUT", "/proxies/route", route.dump(), 10000);
-        if (answer.status != 200)
-            throw Error(502, "upstream_unavailable",
-                        "the browser's forwarding proxy did not take the new route (status " +
-                            std::to_string(answer.status) + ")");
-        json reply = json::parse(answer.body, nullptr, false);
-        return {{"proxy_id", proxy_id}, {"swap_us", reply.is_object() ? reply.value("swap_us", 0) : 0}};
+        if (instance.empty()) return out;
+        if (has_proxy) {
+            auto answer = instance_call(instance, "PUT", "/proxies/route", route.dump(), 10000);
+            if (answer.status != 200)
+                throw Error(502, "upstream_unavailable",
+                            "the browser's forwarding proxy did not take the new route (status " +
+                                std::to_string(answer.status) + ")");
+            json reply = json::parse(answer.body, nullptr, false);
+            out["swap_us"] = reply.is_object() ? reply.value("swap_us", 0) : 0;
+        }
+        if (sign) {
+            auto key = signing_key(project);
+            std::string agent = agent_url(in.value("base_url", ""));
+            if (!proxies::signing::valid_agent(agent))
+                throw Error::internal("request signing needs the server's public URL ([server] public_url, or "
+                                      "signature_agent in proxies.ini)");
+            json body = {{"secret_key", proxies::signing::base64(key.secret_key)},
+                         {"keyid", key.keyid},
+                         {"agent", agent},
+                         {"ttl_seconds", signature_ttl_}};
+            auto answer = instance_call(instance, "PUT", "/proxies/signing", body.dump(), 15000);
+            if (answer.status != 200)
+                throw Error(502, "upstream_unavailable",
+                            "the browser did not start signing its requests (status " + std::to_string(answer.status) +
+                                ")");
+        }
+        return out;
+    }
+
+    // ---- request signing ----
+
+    struct ProjectKey {
+        std::string public_key;
+        std::string secret_key;
+        std::string keyid;
+    };
+
+    // The project's key, made on first use. Two first uses at once both insert (the second does
+    // nothing) and then read the one row that won.
+    ProjectKey signing_key(const std::string &project) {
+        auto read = [&]() -> std::optional<ProjectKey> {
+            json rows = sql("SELECT * FROM proxies_signing_keys WHERE project_id = ?", {project});
+            if (rows.empty()) return std::nullopt;
+            ProjectKey k;
+            k.public_key = hangar::cdp::base64_decode(rows[0].at("public_key").get<std::string>());
+            k.keyid = rows[0].at("keyid").get<std::string>();
+            k.secret_key = secrets_->open(rows[0].at("secret_key_sealed").get<std::string>());
+            return k;
+        };
+        if (auto k = read()) return *k;
+        auto pair = proxies::signing::generate();
+        sql("INSERT INTO proxies_signing_keys (project_id, public_key, keyid, secret_key_sealed, created_at) VALUES "
+            "(?, ?, ?, ?, ?) ON CONFLICT (project_id) DO NOTHING",
+            {project, proxies::signing::base64(pair.public_key), proxies::signing::thumbprint(pair.public_key),
+             secrets_->seal(pair.secret_key), hangar::now_ms()});
+        sodium_memzero(pair.secret_key.data(), pair.secret_key.size());
+        if (auto k = read()) return *k;
+        throw Error::internal("the project's signing key could not be stored");
+    }
+
+    // Signature-Agent: the origin whose directory holds the keys. The operator's setting, else
+    // the URL the client reached the API at (pools fill without a request: the last one seen).
+    std::string agent_url(std::string base_url) {
+        while (!base_url.empty() && base_url.back() == '/')
+            base_url.pop_back();
+        if (!signature_agent_.empty()) return signature_agent_;
+        std::lock_guard lock(agent_mutex_);
+        if (!base_url.empty()) last_base_url_ = base_url;
+        if (!last_base_url_.empty()) return last_base_url_;
+        return "http://" + config("server.listen", "127.0.0.1:8080");
+    }
+
+    // Every project's public key: a verifier finds the one a request names by its keyid.
+    void directory(Response &res) {
+        json keys = json::array();
+        for (const auto &row : sql("SELECT public_key FROM proxies_signing_keys ORDER BY created_at, project_id"))
+            keys.push_back(
+                proxies::signing::public_jwk(hangar::cdp::base64_decode(row.at("public_key").get<std::string>())));
+        res.header("Cache-Control", "max-age=300");
+        res.body(proxies::signing::kDirectoryMediaType, json{{"keys", keys}}.dump());
+    }
+
+    // The proxy's CA bundle as trusted roots of this instance only: an NSS database in the
+    // instance's home, which is where Chromium on Linux looks (~/.pki/nssdb), made with certutil
+    // (Debian libnss3-tools). One nickname per certificate: certutil -A takes the first of a file.
+    void install_ca(const std::string &pem) {
+        std::string db_dir = instance_home_dir() + "/.pki/nssdb";
+        hangar::proc::make_dirs(db_dir);
+        std::string db = "sql:" + db_dir;
+        std::string work = instance_run_dir() + "/proxy-ca";
+        hangar::proc::make_dirs(work);
+        auto certutil = config("certutil_path", "/usr/bin/certutil");
+        if (!hangar::proc::run_capture(certutil, {"-N", "-d", db, "--empty-password"}, std::chrono::seconds(10))) {
+            warn("the proxy's CA bundle was not installed: certutil could not create the trust store");
+            return;
+        }
+        const std::string begin = "-----BEGIN CERTIFICATE-----", end = "-----END CERTIFICATE-----";
+        int n = 0;
+        for (std::size_t at = pem.find(begin); at != std::string::npos; at = pem.find(begin, at + 1)) {
+            auto stop = pem.find(end, at);
+            if (stop == std::string::npos) break;
+            std::string file = work + "/ca-" + std::to_string(n) + ".pem";
+            std::ofstream(file) << pem.substr(at, stop + end.size() - at) << "\n";
+            auto out = hangar::proc::run_capture(
+                certutil, {"-A", "-d", db, "-n", "hangar-proxy-ca-" + std::to_string(n), "-t", "C,,", "-i", file},
+                std::chrono::seconds(10));
+            if (!out) warn("a certificate of the proxy's CA bundle was not installed");
+            ++n;
+        }
     }
 
     std::unique_ptr<hangar::Secrets> secrets_;
@@ -302,6 +474,12 @@ private:
     std::mutex rng_mutex_;
     std::mt19937_64 rng_{std::random_device{}()};
     std::unique_ptr<proxies::Forwarder> forwarder_;
+    std::unique_ptr<proxies::Signer> signer_;
+    bool sign_requests_ = false;
+    int signature_ttl_ = 60;
+    std::string signature_agent_;
+    std::mutex agent_mutex_;
+    std::string last_base_url_;
 };
 
 } // namespace

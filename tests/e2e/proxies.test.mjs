@@ -379,14 +379,5 @@ describe('proxies', () => {
         await kernel.browserPools.delete(pool.id, { force: true });
       }
     });
-
-    test('the web-bot-auth library extension answers 501 naming what is missing', async () => {
-      const err = await kernel.browsers.create({ headless: true, extensions: [{ name: 'web-bot-auth' }] }).then(
-        () => assert.fail('created'),
-        (e) => e,
-      );
-      assert.equal(err.status, 501);
-      assert.match(err.error.message, /web-bot-auth.*request signing/);
-    });
   });
 });

@@ -176,7 +176,10 @@ public:
         CPPUNIT_ASSERT(!parse_create(parse(R"({"proxy_id":""})")).proxy_id);
         CPPUNIT_ASSERT_EQUAL(std::size_t(1), parse_create(parse(R"({"extensions":[{"name":"x"}]})")).extensions.size());
         expect_error([] { parse_create(parse(R"({"extensions":[{}]})")); }, 400, "extensions[0]");
-        expect_error([] { parse_create(parse(R"({"extensions":[{"name":"web-bot-auth"}]})")); }, 501);
+        // The built-in signing extension sets `sign`; one with an id is an uploaded extension.
+        CPPUNIT_ASSERT(parse_create(parse(R"({"extensions":[{"name":"web-bot-auth"}]})")).sign);
+        CPPUNIT_ASSERT(!parse_create(parse(R"({"extensions":[{"id":"x","name":"web-bot-auth"}]})")).sign);
+        CPPUNIT_ASSERT(!parse_create(parse(R"({"extensions":[{"name":"x"}]})")).sign);
         // Telemetry is the telemetry plugin's: the model only says whether it would capture.
         CPPUNIT_ASSERT(parse_create(parse(R"({"telemetry":{"enabled":true}})")).telemetry_captures);
         CPPUNIT_ASSERT(parse_create(parse(R"({"telemetry":{"browser":{"console":{}}}})")).telemetry_captures);

@@ -178,6 +178,25 @@ export function selfSignedCert(dir) {
   return { cert, key, pem: readFileSync(cert, 'utf8') };
 }
 
+/**
+ * A test certificate authority and a server certificate for 127.0.0.1 it signed: {ca (PEM),
+ * cert, key} (paths of the server's). What a TLS-intercepting proxy's users install.
+ */
+export function testCa(dir) {
+  const p = (f) => join(dir, f);
+  const run = (args) => execFileSync('openssl', args, { stdio: 'ignore' });
+  run(['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '2',
+    '-subj', '/CN=Hangar Test Intercepting CA', '-addext', 'basicConstraints=critical,CA:TRUE',
+    '-addext', 'keyUsage=critical,keyCertSign,cRLSign', '-keyout', p('ca-key.pem'), '-out', p('ca.pem')]);
+  run(['req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-subj', '/CN=127.0.0.1',
+    '-keyout', p('site-key.pem'), '-out', p('site.csr')]);
+  writeFileSync(p('site.ext'), 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n');
+  run(['x509', '-req', '-in', p('site.csr'), '-CA', p('ca.pem'), '-CAkey', p('ca-key.pem'), '-CAcreateserial',
+    '-days', '2', '-extfile', p('site.ext'), '-out', p('site-cert.pem')]);
+  chmodSync(p('site-key.pem'), 0o600);
+  return { ca: readFileSync(p('ca.pem'), 'utf8'), cert: p('site-cert.pem'), key: p('site-key.pem') };
+}
+
 /** stunnel4 terminating TLS on its own port and passing the stream to `targetPort`. */
 export async function startStunnel(dir, { targetPort, cert, key }) {
   const port = await allowedPort();

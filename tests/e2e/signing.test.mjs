@@ -1,0 +1,238 @@
+// Request signing (Web Bot Auth, plugin `proxies`) and a proxy's CA bundle in the browser's own
+// trust store, through the official SDK and Playwright against real servers started here:
+// tinyproxy (the proxy), stunnel4 terminating HTTPS with a certificate of a test CA (the site a
+// TLS-intercepting proxy would present), and a plain origin behind both that records every
+// request's headers. The signatures are checked by an independent verifier from npm
+// (`http-message-sig`, RFC 9421) against the key the server publishes in its directory, and the
+// keyid by `jsonwebkey-thumbprint` (RFC 7638): none of Hangar's code judges Hangar's headers.
+// Also: a pool whose browsers sign, and a signing browser served from a warm spare with a proxy
+// (a live swap at hand-over).
+// At most two browsers run at once (the spares part: one spare per kind, one of them taken).
+import { test, before, after, describe } from 'node:test';
+import assert from 'node:assert/strict';
+import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { webcrypto as nodeCrypto } from 'node:crypto';
+
+import { chromium } from 'playwright-core';
+import { component, verifySignature, webcrypto } from 'http-message-sig';
+import { jwkThumbprint } from 'jsonwebkey-thumbprint';
+
+import { startServer, repoRoot, waitFor } from './lib/server.mjs';
+import { startOrigin, startTinyproxy, startStunnel, testCa } from './lib/proxy-servers.mjs';
+
+const DIRECTORY = '/.well-known/http-message-signatures-directory';
+
+async function fetchDirectory(baseURL) {
+  const res = await fetch(baseURL + DIRECTORY); // no API key: the directory is public
+  assert.equal(res.status, 200);
+  assert.match(res.headers.get('content-type'), /^application\/http-message-signatures-directory\+json/);
+  return res.json();
+}
+
+// RFC 9421 verification of one recorded request, by the npm verifier, with the key the
+// directory lists under the request's keyid. Returns the verified signature's parameters.
+async function verifyHit(hit, directory, scheme = 'http') {
+  const fields = [];
+  for (const [name, value] of Object.entries(hit.headers)) fields.push({ name, value: String(value) });
+  const message = { kind: 'request', method: 'GET', targetUri: `${scheme}://${hit.host}${hit.url}`, fields };
+  const verified = await verifySignature(message, {
+    policy: {
+      algorithms: ['ed25519'],
+      requiredComponents: ['@authority', component('signature-agent', { key: 'sig1' })],
+      requiredParameters: ['created', 'expires', 'keyid', 'tag'],
+      maxAge: 300,
+      clockSkew: 5,
+      validate: (sig) => sig.parameters.tag === 'web-bot-auth',
+    },
+    resolveVerifier: async (candidate) => {
+      const jwk = directory.keys.find((k) => k.kid === candidate.parameters.keyid);
+      assert.ok(jwk, `the directory lists keyid ${candidate.parameters.keyid}`);
+      const key = await nodeCrypto.subtle.importKey('jwk', { kty: jwk.kty, crv: jwk.crv, x: jwk.x }, { name: 'Ed25519' }, true, ['verify']);
+      return webcrypto.verifier(key);
+    },
+  });
+  return verified.parameters;
+}
+
+const thumbprint = (jwk) =>
+  jwkThumbprint(jwk, (b) => nodeCrypto.subtle.digest('SHA-256', b), (b) => Buffer.from(b).toString('base64url'));
+
+const isSigned = (hit) => 'signature' in hit.headers || 'signature-input' in hit.headers || 'signature-agent' in hit.headers;
+
+describe('request signing and proxy CA bundles', () => {
+  let scratch, origin, tiny, site, ca, conf, server, kernel;
+
+  before(async () => {
+    scratch = mkdtempSync(join(tmpdir(), 'hangar-signing-'));
+    chmodSync(scratch, 0o755); // the agent reads the configuration as the sandbox user
+    origin = await startOrigin();
+    tiny = await startTinyproxy(scratch, { originPort: origin.port });
+    ca = testCa(scratch);
+    site = await startStunnel(scratch, { targetPort: origin.port, cert: ca.cert, key: ca.key });
+
+    conf = join(scratch, 'etc');
+    mkdirSync(join(conf, 'plugins.d'), { recursive: true });
+    const etc = join(repoRoot, 'etc');
+    copyFileSync(join(etc, 'hangar.ini'), join(conf, 'hangar.ini'));
+    for (const f of readdirSync(join(etc, 'plugins.d'))) copyFileSync(join(etc, 'plugins.d', f), join(conf, 'plugins.d', f));
+    writeFileSync(join(conf, 'plugins.d', 'proxies.ini'), '[proxies]\nenabled = true\nsignature_ttl_seconds = 120\n');
+    for (const d of [conf, join(conf, 'plugins.d')]) chmodSync(d, 0o755);
+    server = await startServer({ env: { HANGAR_CONFIG: join(conf, 'hangar.ini') } });
+    kernel = server.client;
+  });
+
+  after(async () => {
+    await server?.stop();
+    for (const s of [tiny, site]) await s?.stop();
+    await origin?.close();
+    if (scratch) rmSync(scratch, { recursive: true, force: true });
+  });
+
+  test('the directory is public, typed, and empty before any project signs', async () => {
+    const dir = await fetchDirectory(server.baseURL);
+    assert.deepEqual(dir, { keys: [] });
+  });
+
+  test('a web-bot-auth browser signs every request, its start URL and HTTPS through a proxy with its CA bundle', async () => {
+    const proxy = await kernel.proxies.create({
+      type: 'custom', protocol: 'http', name: 'intercepting', config: { host: '127.0.0.1', port: tiny.port, ca_bundle: ca.ca },
+    });
+    const startPath = `/start-${Date.now()}`;
+    const b = await kernel.browsers.create({
+      headless: true,
+      proxy_id: proxy.id,
+      extensions: [{ name: 'web-bot-auth' }],
+      start_url: `http://127.0.0.1:${origin.port}${startPath}`,
+      timeout_seconds: 120,
+    });
+    const cdp = await chromium.connectOverCDP(b.cdp_ws_url, { timeout: 30_000 });
+    try {
+      const dir = await fetchDirectory(server.baseURL);
+      assert.equal(dir.keys.length, 1, 'one key for the one project that signs');
+      const jwk = dir.keys[0];
+      assert.equal(jwk.kty, 'OKP');
+      assert.equal(jwk.crv, 'Ed25519');
+      assert.equal(jwk.kid, await thumbprint(jwk), 'kid is the RFC 7638 thumbprint');
+      assert.ok(!('d' in jwk), 'no private part');
+
+      // The start URL was held back until the signer ran: its request is signed too.
+      const start = await waitFor(() => origin.hits.find((h) => h.url === startPath), { what: 'the start URL request' });
+      const startParams = await verifyHit(start, dir);
+      assert.equal(startParams.keyid, jwk.kid);
+
+      const page = cdp.contexts()[0].pages()[0];
+      await page.goto(`http://127.0.0.1:${origin.port}/plain?subs=2`);
+      const hits = origin.hits.filter((h) => h.url.startsWith('/plain') || h.url.startsWith('/sub/'));
+      assert.ok(hits.length >= 3, 'the page and its two images');
+      for (const hit of hits) {
+        const params = await verifyHit(hit, dir);
+        assert.equal(params.keyid, jwk.kid);
+        assert.equal(params.tag, 'web-bot-auth');
+        assert.ok(params.expires > params.created);
+        assert.equal(hit.headers['signature-agent'], `sig1="${server.baseURL}"`, 'Signature-Agent names the directory origin');
+      }
+      const n1 = hits[0].headers['signature-input'].match(/nonce="([^"]+)"/)?.[1];
+      const n2 = hits[1].headers['signature-input'].match(/nonce="([^"]+)"/)?.[1];
+      assert.ok(n1 && n2 && n1 !== n2, 'a fresh nonce per request');
+
+      // HTTPS: the site's certificate is from the proxy's CA, trusted in this browser only;
+      // the headers were set before Chromium encrypted the request.
+      await page.goto(`https://127.0.0.1:${site.port}/secure`);
+      assert.equal(await page.title(), 'origin 127.0.0.1/secure');
+      const secure = origin.hits.find((h) => h.url === '/secure');
+      assert.equal(secure.host, `127.0.0.1:${site.port}`);
+      const params = await verifyHit(secure, dir, 'https');
+      assert.equal(params.keyid, jwk.kid);
+
+      // A signature does not verify for another authority (the verifier really checks).
+      const moved = { ...secure, host: `127.0.0.1:${site.port + 1}` };
+      await assert.rejects(verifyHit(moved, dir, 'https'), /verification failed/i);
+    } finally {
+      await cdp.close().catch(() => {});
+      await kernel.browsers.deleteByID(b.session_id);
+    }
+  });
+
+  test('without the extension nothing is signed, and without the CA bundle the site is not trusted', async () => {
+    const proxy = await kernel.proxies.create({ type: 'custom', protocol: 'http', config: { host: '127.0.0.1', port: tiny.port } });
+    const b = await kernel.browsers.create({ headless: true, proxy_id: proxy.id, timeout_seconds: 120 });
+    const cdp = await chromium.connectOverCDP(b.cdp_ws_url, { timeout: 30_000 });
+    try {
+      const page = cdp.contexts()[0].pages()[0];
+      await page.goto(`http://127.0.0.1:${origin.port}/unsigned`);
+      const hit = origin.hits.find((h) => h.url === '/unsigned');
+      assert.ok(hit && !isSigned(hit), 'no signature headers');
+      await assert.rejects(page.goto(`https://127.0.0.1:${site.port}/untrusted`), /ERR_CERT_AUTHORITY_INVALID/);
+    } finally {
+      await cdp.close().catch(() => {});
+      await kernel.browsers.deleteByID(b.session_id);
+    }
+  });
+
+  test('a pool with the web-bot-auth extension: its browsers sign from their start URL on', async () => {
+    const startPath = `/pool-start-${Date.now()}`;
+    const pool = await kernel.browserPools.create({
+      size: 1,
+      headless: true,
+      extensions: [{ name: 'web-bot-auth' }],
+      start_url: `http://127.0.0.1:${origin.port}${startPath}`,
+    });
+    try {
+      const b = await kernel.browserPools.acquire(pool.id, { acquire_timeout_seconds: 45 });
+      assert.ok(b?.session_id, 'a pooled browser');
+      const dir = await fetchDirectory(server.baseURL);
+      const start = await waitFor(() => origin.hits.find((h) => h.url === startPath), { what: 'the pool start URL request' });
+      await verifyHit(start, dir);
+      const cdp = await chromium.connectOverCDP(b.cdp_ws_url, { timeout: 30_000 });
+      try {
+        await cdp.contexts()[0].pages()[0].goto(`http://127.0.0.1:${origin.port}/pooled`);
+        const params = await verifyHit(origin.hits.find((h) => h.url === '/pooled'), dir);
+        assert.equal(params.keyid, dir.keys[0].kid, 'the same project key');
+      } finally {
+        await cdp.close().catch(() => {});
+      }
+      await kernel.browserPools.release(pool.id, { session_id: b.session_id, reuse: false });
+    } finally {
+      await kernel.browserPools.delete(pool.id, { force: true });
+    }
+  });
+
+  test('a signing browser with a proxy is served from a warm spare: a live swap and signing at hand-over', async () => {
+    const spares = await startServer({
+      env: { HANGAR_CONFIG: join(conf, 'hangar.ini'), HANGAR_WARM_SPARES: '1', HANGAR_WARM_SPARES_MAX: '1' },
+    });
+    try {
+      // Instance folders whose agent is up (its socket exists once every plugin started).
+      const instances = () =>
+        readdirSync(join(spares.dataDir, 'instances'), { withFileTypes: true })
+          .filter((e) => e.isDirectory() && existsSync(join(spares.dataDir, 'instances', e.name, 'agent.sock')))
+          .map((e) => e.name);
+      const ready = await waitFor(() => (instances().length === 2 ? instances() : null), { timeoutMs: 90_000, what: 'two warm spares' });
+      await new Promise((r) => setTimeout(r, 1000)); // the filler files a started spare right after
+      const proxy = await spares.client.proxies.create({ type: 'custom', protocol: 'http', config: { host: '127.0.0.1', port: tiny.port } });
+      const b = await spares.client.browsers.create({ headless: true, proxy_id: proxy.id, extensions: [{ name: 'web-bot-auth' }] });
+      try {
+        assert.ok(ready.includes(b.session_id), `session ${b.session_id} is one of the spares ${ready}`);
+        assert.equal(b.proxy_id, proxy.id);
+        const cdp = await chromium.connectOverCDP(b.cdp_ws_url, { timeout: 30_000 });
+        try {
+          const page = cdp.contexts()[0].pages()[0];
+          // Only tinyproxy resolves *.hangar.test: the page loading proves the swapped route.
+          await page.goto(`http://spare.hangar.test:${origin.port}/from-spare`);
+          assert.equal(await page.title(), 'origin spare.hangar.test/from-spare');
+          const hit = origin.hits.find((h) => h.url === '/from-spare' || h.url.endsWith('/from-spare'));
+          const params = await verifyHit({ ...hit, url: '/from-spare' }, await fetchDirectory(spares.baseURL));
+          assert.equal(params.tag, 'web-bot-auth');
+        } finally {
+          await cdp.close().catch(() => {});
+        }
+      } finally {
+        await spares.client.browsers.deleteByID(b.session_id);
+      }
+    } finally {
+      await spares.stop();
+    }
+  });
+});
