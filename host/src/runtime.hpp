@@ -61,6 +61,8 @@ public:
     void stop_all();
     std::optional<std::string> socket_path(const std::string &id) const;
     std::optional<std::string> dir_path(const std::string &id) const;
+    // The directory of a running instance's memory cgroup and the cgroup version (1 or 2).
+    std::optional<std::pair<std::string, int>> memory_cgroup(const std::string &id) const;
     // Kills and removes instances a previous run left behind (pid files).
     void cleanup_leftovers();
     std::vector<std::string> running() const;
