@@ -6,7 +6,8 @@ import { CdpClient, launchChromium, now, runStandalone, startServer, summary } f
 
 export const GOAL_RATIO = 1.15;
 
-async function evaluator(wsUrl) {
+/** A raw CDP client attached to the first page: once() times one Runtime.evaluate("1+1"). */
+export async function evaluator(wsUrl) {
   const cdp = await CdpClient.connect(wsUrl);
   const sessionId = await cdp.attachToPage();
   const once = async () => {

@@ -6,12 +6,17 @@
 //      of one core; baseline: the same with telemetry off.
 //   3. events/s one session sustains without a drop: the page writes console lines as fast as it
 //      can; the archive must hold all of them and no monitor_dropped.
+//   4. the CDP relay's round trip (Runtime.evaluate "1+1") on a connection the relay observer
+//      watches (opened with control+connection on: it reads each command's method and records
+//      cdp_command) vs one it does not (opened with telemetry off: a plain byte relay), in
+//      alternating blocks on the same browser. Goal: p50 watched ≤ 1.05 × p50 plain.
 import { readdirSync, readFileSync } from 'node:fs';
 import http from 'node:http';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 
 import { listenAllowed } from '../tests/e2e/lib/server.mjs';
+import { evaluator } from './cdp.mjs';
 import { now, runStandalone, startServer, summary } from './lib.mjs';
 
 // Playwright is installed for the end-to-end tests; the bench borrows it.
@@ -83,11 +88,18 @@ function agentPid(server, sid) {
 
 const cpuTicks = (pid) => tree().cpu.get(pid) ?? 0;
 
-export async function run({ log = () => {}, loads = Number(process.env.BENCH_TELEMETRY_LOADS || 60), block = 10 } = {}) {
+export async function run({
+  log = () => {},
+  loads = Number(process.env.BENCH_TELEMETRY_LOADS || 60),
+  block = 10,
+  calls = Number(process.env.BENCH_TELEMETRY_CDP_CALLS || 2000),
+} = {}) {
   const site = await startSite();
   const server = await startServer({ env: { HANGAR_WARM_SPARES: '0' } });
   const client = server.client;
-  const on = { browser: { network: {}, page: {}, console: {} } };
+  // BENCH_TELEMETRY_CATEGORIES=network (say) tells which category costs what.
+  const cats = (process.env.BENCH_TELEMETRY_CATEGORIES || 'network,page,console').split(',');
+  const on = { browser: Object.fromEntries(cats.map((c) => [c, {}])) };
   let session;
   let browser;
   try {
@@ -158,10 +170,36 @@ export async function run({ log = () => {}, loads = Number(process.env.BENCH_TEL
     const rate = flood.length / spanS;
     log(`flood: ${flood.length}/${lines} events in ${spanS.toFixed(2)} s, ${dropped} dropped`);
 
+    // 4. CDP round trip through the relay, observed vs not
+    await client.browsers.update(sid, { telemetry: { enabled: true } }); // control + connection
+    const watched = await evaluator(session.cdp_ws_url);
+    await client.browsers.update(sid, { telemetry: { enabled: false } });
+    const plain = await evaluator(session.cdp_ws_url);
+    await client.browsers.update(sid, { telemetry: { enabled: true } }); // cdp_command recorded
+    const rtt = { watched: [], plain: [] };
+    try {
+      for (let i = 0; i < 200; i++) {
+        await watched.once();
+        await plain.once();
+      }
+      while (rtt.watched.length < calls) {
+        for (let i = 0; i < 200; i++) rtt.plain.push(await plain.once());
+        for (let i = 0; i < 200; i++) rtt.watched.push(await watched.once());
+        log(`relay observer ${rtt.watched.length}/${calls} calls each`);
+      }
+    } finally {
+      await watched.close();
+      await plain.close();
+    }
+    const commands = (await client.browsers.telemetry.events(sid, { since: '10m', category: ['control'], limit: 1 })).getPaginatedItems();
+    if (!commands.length) throw new Error('the watched connection recorded no cdp_command');
+    const sW = summary(rtt.watched);
+    const sP = summary(rtt.plain);
+
     return [
       {
         name: 'telemetry',
-        metric: 'p50 page load, network+page+console on (ms)',
+        metric: `p50 page load, ${cats.join('+')} on (ms)`,
         value: sOn.p50,
         baseline: sOff.p50,
         ratio: sOn.p50 / sOff.p50,
@@ -172,6 +210,17 @@ export async function run({ log = () => {}, loads = Number(process.env.BENCH_TEL
       { name: 'telemetry', metric: 'p95 page load on (ms)', value: sOn.p95, baseline: sOff.p95, ratio: sOn.p95 / sOff.p95, goal: '', met: null },
       { name: 'telemetry', metric: 'agent CPU, busy page (% of a core)', value: cpuOn, baseline: cpuOff, ratio: cpuOn / Math.max(cpuOff, 0.01), goal: '', met: null },
       { name: 'telemetry', metric: `events/s, ${lines} console lines, dropped ${dropped}`, value: rate, baseline: null, ratio: null, goal: '', met: dropped === 0 && flood.length === lines ? null : false },
+      {
+        name: 'telemetry',
+        metric: 'p50 CDP Runtime.evaluate RTT, relay observer on (ms)',
+        value: sW.p50,
+        baseline: sP.p50,
+        ratio: sW.p50 / sP.p50,
+        goal: `≤ ${GOAL_RATIO}×`,
+        met: sW.p50 / sP.p50 <= GOAL_RATIO,
+        note: `${calls} sequential calls each; baseline: a connection opened with telemetry off (not observed)`,
+      },
+      { name: 'telemetry', metric: 'p99 CDP RTT, relay observer on (ms)', value: sW.p99, baseline: sP.p99, ratio: sW.p99 / sP.p99, goal: '', met: null },
     ];
   } finally {
     await browser?.close().catch(() => {});

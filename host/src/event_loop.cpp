@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <optional>
 #include <system_error>
 #include <vector>
 
@@ -53,6 +54,14 @@ struct EventLoop::Conn {
     std::function<void()> on_close;
     std::shared_ptr<SseConnection> sse;
     bool close_after_flush = false;
+    std::unique_ptr<SpliceWatcher> watcher;
+    std::optional<SpliceEnd> end; // the first side seen to end
+
+    void ended(int side, bool error) {
+        if (!end)
+            end = side == 0 ? (error ? SpliceEnd::client_error : SpliceEnd::client_close)
+                            : (error ? SpliceEnd::upstream_error : SpliceEnd::upstream_close);
+    }
 };
 
 EventLoop::EventLoop() : epoll_(::epoll_create1(EPOLL_CLOEXEC)), wake_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
@@ -84,7 +93,8 @@ void EventLoop::post(std::function<void()> fn) {
     [[maybe_unused]] auto n = ::write(wake_.get(), &one, sizeof one);
 }
 
-void EventLoop::splice(UniqueFd a, UniqueFd b, std::string to_b, std::string to_a, std::function<void()> on_close) {
+void EventLoop::splice(UniqueFd a, UniqueFd b, std::string to_b, std::string to_a, std::function<void()> on_close,
+                       std::unique_ptr<SpliceWatcher> watcher) {
     auto conn = std::make_shared<Conn>();
     conn->id = next_id_++;
     conn->a = std::move(a);
@@ -92,6 +102,7 @@ void EventLoop::splice(UniqueFd a, UniqueFd b, std::string to_b, std::string to_
     conn->ab = std::move(to_b);
     conn->ba = std::move(to_a);
     conn->on_close = std::move(on_close);
+    conn->watcher = std::move(watcher);
     open_count_++;
     post([this, conn] {
         auto owned = std::make_unique<Conn>(std::move(*conn));
@@ -166,6 +177,7 @@ void EventLoop::close_conn(std::uint64_t id) {
     conn->a.reset();
     conn->b.reset();
     open_count_--;
+    if (conn->watcher) conn->watcher->closed(stopping_ ? SpliceEnd::shutdown : conn->end.value_or(SpliceEnd::shutdown));
     if (conn->on_close) conn->on_close();
 }
 
@@ -196,27 +208,37 @@ void EventLoop::handle(Conn &c, std::uint32_t events, int side) {
     bool &from_eof = side == 0 ? c.a_eof : c.b_eof;
 
     if (events & EPOLLOUT) {
-        if (!write_some(from, incoming)) return close_conn(id);
+        if (!write_some(from, incoming)) {
+            c.ended(side, true);
+            return close_conn(id);
+        }
     }
     if ((events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP)) && !from_eof && outgoing.empty()) {
         char buf[kChunk];
         while (true) {
             ssize_t n = ::recv(from, buf, sizeof buf, MSG_DONTWAIT);
             if (n > 0) {
+                if (c.watcher) c.watcher->bytes(side == 0, buf, static_cast<std::size_t>(n));
                 outgoing.assign(buf, static_cast<std::size_t>(n));
-                if (!write_some(to, outgoing)) return close_conn(id);
+                if (!write_some(to, outgoing)) {
+                    c.ended(1 - side, true);
+                    return close_conn(id);
+                }
                 if (!outgoing.empty() || static_cast<std::size_t>(n) < sizeof buf) break;
                 continue;
             }
             if (n == 0) {
                 from_eof = true;
+                c.ended(side, false);
                 break;
             }
             if (errno == EINTR) continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+            c.ended(side, errno != ECONNRESET);
             return close_conn(id);
         }
     } else if ((events & (EPOLLERR | EPOLLHUP)) && !(events & EPOLLIN)) {
+        c.ended(side, (events & EPOLLERR) != 0);
         return close_conn(id);
     }
     // WebSocket, SSE and Connection: close responses have no use for half-open connections:

@@ -46,6 +46,18 @@ UniqueFd loop_fd(int fd);
 
 class EventLoop;
 
+// Why a splice ended, from the loop's side: which side ended (or failed) first.
+enum class SpliceEnd { client_close, client_error, upstream_close, upstream_error, shutdown };
+
+// Sees the bytes of one splice as they are read, without changing them, and its end
+// (relay observers, relay_watch.hpp). Called on the loop thread only.
+class SpliceWatcher {
+public:
+    virtual ~SpliceWatcher() = default;
+    virtual void bytes(bool from_client, const char *data, std::size_t len) = 0;
+    virtual void closed(SpliceEnd end) = 0;
+};
+
 // One server-sent-events connection. Frames may be queued from any thread.
 class SseConnection {
 public:
@@ -77,7 +89,8 @@ public:
     // Splices bytes between `a` and `b` until both directions end. `to_b`/`to_a` are written
     // first (a request head for the upstream, bytes already read from the client). `on_close`
     // runs on the loop thread when the pair is gone.
-    void splice(UniqueFd a, UniqueFd b, std::string to_b, std::string to_a, std::function<void()> on_close);
+    void splice(UniqueFd a, UniqueFd b, std::string to_b, std::string to_a, std::function<void()> on_close,
+                std::unique_ptr<SpliceWatcher> watcher = nullptr);
     // Takes an SSE client socket; `head` is the HTTP response head to send first.
     std::shared_ptr<SseConnection> add_sse(UniqueFd fd, std::string head);
 

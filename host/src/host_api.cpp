@@ -492,6 +492,23 @@ int ws_bridge_unix(hangar_request *req, hangar_response *res, hangar_str socket,
     }
 }
 
+int relay_observe(hangar_plugin_ctx *ctx, hangar_str prefix, hangar_relay_fn fn, void *user) {
+    if (!fn) return -1;
+    return guarded(nullptr, [&] {
+        ctx->core->relay_observers.add(ctx->plugin->name, st(prefix), fn, user);
+        return 0;
+    });
+}
+
+int instance_cgroup(hangar_plugin_ctx *ctx, hangar_str id, hangar_buf *out) {
+    if (!ctx->core->runtime) return -1;
+    return guarded(nullptr, [&] {
+        auto cg = ctx->core->runtime->memory_cgroup(st(id));
+        if (!cg) return -1;
+        return fill(out, json{{"path", cg->first}, {"version", cg->second}}.dump());
+    });
+}
+
 int instance_spec(hangar_plugin_ctx *ctx, hangar_buf *out) {
     return guarded(nullptr, [&] {
         if (ctx->core->instance_dir.empty()) return -1;
@@ -552,6 +569,8 @@ const hangar_host_v1 kHostTable = {
     instance_dir,
     req_headers,
     stream_send_with_id,
+    relay_observe,
+    instance_cgroup,
 };
 
 } // namespace

@@ -153,6 +153,7 @@ void PluginManager::stop_all() {
         auto &rec = **it;
         if (rec.started) {
             core_.services.remove_owned_by(rec.name);
+            core_.relay_observers.remove_owned_by(rec.name);
             rec.desc.stop(rec.desc.state);
             rec.started = false;
         }

@@ -191,8 +191,15 @@ int relay(hangar_request &req, hangar_response &res, const Upstream &up, const s
             core.activity.begin(activity_key);
             on_close = [&core, activity_key] { core.activity.end(activity_key); };
         }
+        // Observers (relay_watch.hpp) see the bytes as the loop copies them; what was read or
+        // answered before the splice (never the request head) is shown to them first.
+        auto watcher = core.relay_observers.open(activity_key, target_uri(req, path), req.path, upgrade);
+        if (watcher) {
+            watcher->bytes(true, buffered.data(), buffered.size());
+            watcher->bytes(false, to_client.data(), to_client.size());
+        }
         core.loop.splice(std::move(client), std::move(ufd), std::move(to_upstream), std::move(to_client),
-                         std::move(on_close));
+                         std::move(on_close), std::move(watcher));
         return 0;
     }
 

@@ -24,6 +24,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <filesystem>
@@ -860,6 +861,19 @@ std::optional<std::string> Runtime::dir_path(const std::string &id) const {
     auto it = instances_.find(id);
     if (it == instances_.end() || it->second.pid <= 0) return std::nullopt;
     return it->second.dir;
+}
+
+std::optional<std::pair<std::string, int>> Runtime::memory_cgroup(const std::string &id) const {
+    std::lock_guard lock(mutex_);
+    auto it = instances_.find(id);
+    if (it == instances_.end() || it->second.pid <= 0) return std::nullopt;
+    for (const auto &[controller, root] : cgroup_roots_) {
+        if (controller != "all" && controller != "memory") continue;
+        std::string path = root + "/" + id;
+        if (std::find(it->second.cgroups.begin(), it->second.cgroups.end(), path) != it->second.cgroups.end())
+            return std::make_pair(path, controller == "all" ? 2 : 1);
+    }
+    return std::nullopt;
 }
 
 // A plugin hands the agent host files (a profile archive, extension zips) through the spec:

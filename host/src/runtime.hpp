@@ -77,6 +77,8 @@ public:
     std::size_t stop_unclaimed();
     std::optional<std::string> socket_path(const std::string &id) const;
     std::optional<std::string> dir_path(const std::string &id) const;
+    // The directory of a running instance's memory cgroup and the cgroup version (1 or 2).
+    std::optional<std::pair<std::string, int>> memory_cgroup(const std::string &id) const;
     std::vector<std::string> running() const;
     std::string cgroup_mode() const { return cgroup_mode_; }
     // Whether instance folders are size-capped file systems (a quota is set and we may mount).

@@ -11,7 +11,11 @@
 #include "telemetry_model.hpp"
 
 #include <hangar/plugin.hpp>
+#include <hangar/process.hpp>
 #include <hangar/resource.hpp>
+
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <signal.h>
 
@@ -20,12 +24,14 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <fstream>
 #include <limits>
 #include <list>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -48,6 +54,8 @@ const hangar_migration kMigrations[] = {
 };
 
 constexpr std::size_t kPullLimit = 2000;
+constexpr std::size_t kMaxPosted = 10000; // server-side events waiting for one agent
+constexpr std::chrono::milliseconds kPostCoalesce{20};
 constexpr int kDefaultPage = 100, kMaxPage = 1000;
 constexpr std::int64_t kDefaultSinceUs = std::int64_t{5} * 60 * 1'000'000;
 
@@ -76,8 +84,49 @@ private:
         Selection selection;
     };
     std::map<std::string, Live> live_; // sessions with an agent to pull from
+    bool captures(const std::string &sid, const char *category);
     void api_call(const json &in);
     std::int64_t retention_us_ = 0;
+
+    // Events seen by the server (API calls, relayed CDP and live-view connections) wait here
+    // and are posted to their agent's ring in batches by one thread, so neither a request
+    // thread nor the host's event loop ever waits for an agent.
+    void post(const std::string &sid, json event);
+    void send_posted(const std::stop_token &stop);
+    std::mutex outbox_mutex_;
+    std::condition_variable_any outbox_cv_;
+    std::map<std::string, std::vector<json>> outbox_;
+    std::jthread sender_;
+
+    // `connection` and `cdp_command`, from the host's relay observer (relay_observe).
+    std::uint32_t relay_event(const RelayEvent &e, bool cdp);
+    struct WatchedRelay {
+        std::string sid;
+        bool cdp;
+        std::string live_view_id;
+    };
+    std::mutex relays_mutex_;
+    std::map<std::uint64_t, WatchedRelay> relays_;
+
+    // `system_oom_kill`: each live session's cgroup OOM kill counter.
+    void watch_oom();
+    void emit_oom(const std::string &sid, const json &data);
+    struct Proc {
+        long pid = 0; // as the sandbox sees it
+        std::string name;
+        long rss_kb = 0;
+    };
+    struct OomWatch {
+        std::uint64_t kills = 0;
+        std::uint64_t pending = 0; // counted, not reported yet (waiting one poll for the kernel log)
+        int pending_polls = 0;
+        std::map<long, Proc> procs;      // at the last poll, by host pid
+        std::map<long, Proc> candidates; // at the last poll before the counter rose
+    };
+    std::mutex oom_mutex_;
+    std::map<std::string, OomWatch> oom_;
+    std::map<long, KernelOomKill> kernel_kills_; // from /dev/kmsg, by host pid, not matched yet
+    hangar::proc::Fd kmsg_;
 
     // ---- instance ----
     void emit(json event);
@@ -109,6 +158,15 @@ void TelemetryPlugin::start_server() {
         api_call(in);
         return json::object();
     });
+    sender_ = std::jthread([this](const std::stop_token &st) { send_posted(st); });
+    observe_relays("/cdp", [this](const RelayEvent &e) { return relay_event(e, true); });
+    observe_relays("/liveview/ws", [this](const RelayEvent &e) { return relay_event(e, false); });
+    // The kernel log names an OOM kill's victim; without it (not root) the cgroup's process list
+    // of the poll before stands in.
+    kmsg_ = hangar::proc::Fd(::open("/dev/kmsg", O_RDONLY | O_NONBLOCK | O_CLOEXEC));
+    if (kmsg_) ::lseek(kmsg_.get(), 0, SEEK_END);
+    every(static_cast<std::uint32_t>(std::clamp<std::int64_t>(config_int("oom_poll_ms", 1000), 50, 60000)),
+          [this] { watch_oom(); });
     route(
         "GET", "/browsers/{id}/telemetry/stream",
         [this](Request &q, Response &r) { relay_to_session(q, r, "/telemetry/stream"); }, HANGAR_ROUTE_STREAMING);
@@ -120,7 +178,106 @@ void TelemetryPlugin::start_server() {
 }
 
 void TelemetryPlugin::stop_server() {
+    sender_ = {}; // posts what is queued, then stops
     pull_all();
+}
+
+bool TelemetryPlugin::captures(const std::string &sid, const char *category) {
+    std::lock_guard lock(live_mutex_);
+    auto it = live_.find(sid);
+    return it != live_.end() && it->second.selection.count(category) > 0;
+}
+
+void TelemetryPlugin::post(const std::string &sid, json event) {
+    {
+        std::lock_guard lock(outbox_mutex_);
+        auto &queued = outbox_[sid];
+        if (queued.size() >= kMaxPosted) return; // an agent this far behind: its ring counts the loss
+        queued.push_back(std::move(event));
+    }
+    outbox_cv_.notify_one();
+}
+
+void TelemetryPlugin::send_posted(const std::stop_token &stop) {
+    while (true) {
+        std::map<std::string, std::vector<json>> batch;
+        {
+            std::unique_lock lock(outbox_mutex_);
+            outbox_cv_.wait(lock, stop, [this] { return !outbox_.empty(); });
+            if (outbox_.empty() && stop.stop_requested()) return;
+            // A burst (a CDP client's commands) becomes one post instead of one per event.
+            outbox_cv_.wait_for(lock, stop, kPostCoalesce, [] { return false; });
+            batch.swap(outbox_);
+        }
+        for (auto &[sid, events] : batch) {
+            auto r = instance_call(sid, "POST", "/telemetry/event", json{{"events", std::move(events)}}.dump(), 2000);
+            if (r.status >= 300 && r.status != 404)
+                warn("telemetry of browser session " + sid + " not posted: " + r.body);
+        }
+        if (stop.stop_requested()) {
+            std::lock_guard lock(outbox_mutex_);
+            if (outbox_.empty()) return;
+        }
+    }
+}
+
+// A CDP client (agent paths /cdp, /cdp/devtools/…) or a live viewer (/liveview/ws) through the
+// server's relay. Relays of sessions capturing neither `connection` nor `control` when they open
+// are not watched at all: their bytes are spliced with nothing read out of them.
+std::uint32_t TelemetryPlugin::relay_event(const RelayEvent &e, bool cdp) {
+    const std::int64_t ts = now_us();
+    if (e.kind == HANGAR_RELAY_OPENED) {
+        if (cdp && !(e.path == "/cdp" || e.path.starts_with("/cdp/") || e.path.starts_with("/cdp?"))) return 0;
+        std::string sid(e.activity_key);
+        bool connection = captures(sid, "connection");
+        bool control = cdp && captures(sid, "control");
+        if (!connection && !control) return 0;
+        WatchedRelay w{sid, cdp, {}};
+        if (!cdp) {
+            // The viewer's link identifies its live-view session across reconnects; the link is a
+            // capability, so only a digest of it is shown.
+            w.live_view_id = "lv_" + hangar::telemetry::digest_hex(e.client_path);
+        }
+        if (connection) {
+            json data = cdp ? json(nullptr) : json{{"session_id", w.live_view_id}};
+            post(sid, make_event("connection", cdp ? "cdp_connect" : "live_view_connect", ts, "kernel_api",
+                                 cdp ? "cdp_proxy" : "live_view", data));
+        }
+        {
+            std::lock_guard lock(relays_mutex_);
+            relays_[e.relay_id] = std::move(w);
+        }
+        return HANGAR_RELAY_WATCH_CLOSE | (cdp ? std::uint32_t{HANGAR_RELAY_WATCH_MESSAGES} : 0u);
+    }
+    WatchedRelay w;
+    {
+        std::lock_guard lock(relays_mutex_);
+        auto it = relays_.find(e.relay_id);
+        if (it == relays_.end()) return 0;
+        if (e.kind == HANGAR_RELAY_CLOSED) {
+            w = std::move(it->second);
+            relays_.erase(it);
+        } else {
+            w = it->second;
+        }
+    }
+    if (e.kind == HANGAR_RELAY_MESSAGE) {
+        // The method's name only: the observer never hands over the rest of the message.
+        if (captures(w.sid, "control"))
+            post(w.sid, make_event("control", "cdp_command", ts, "cdp", e.method, {{"method", std::string(e.method)}}));
+        return 0;
+    }
+    if (!captures(w.sid, "connection")) return 0;
+    if (w.cdp) {
+        post(w.sid, make_event("connection", "cdp_disconnect", ts, "kernel_api", "cdp_proxy",
+                               {{"duration_ms", e.duration_ms},
+                                {"message_count", e.message_count},
+                                {"reason", disconnect_reason(e.reason)}}));
+    } else {
+        post(w.sid, make_event("connection", "live_view_disconnect", ts, "kernel_api", "live_view",
+                               {{"duration_ms", e.duration_ms}, {"session_id", w.live_view_id}}));
+    }
+    return 0;
 }
 
 json TelemetryPlugin::session_op(const json &in) {
@@ -228,8 +385,7 @@ void TelemetryPlugin::api_call(const json &in) {
     json data = {{"duration_ms", in.value("duration_ms", 0)}, {"operation_id", operation},
                  {"request_id", in.value("request_id", "")},  {"status", status},
                  {"method", in.value("method", "")},          {"route", path}};
-    json event = make_event("control", "api_call", now_us(), "kernel_api", {}, data);
-    instance_call(sid, "POST", "/telemetry/event", json{{"event", event}}.dump(), 2000);
+    post(sid, make_event("control", "api_call", now_us(), "kernel_api", {}, data));
 }
 
 void TelemetryPlugin::pull(const std::string &sid) {
@@ -392,6 +548,126 @@ void TelemetryPlugin::events(Request &req, Response &res) {
     res.json(items);
 }
 
+namespace {
+std::string read_text(const std::string &path) {
+    std::ifstream in(path);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+std::string status_field(const std::string &status, const std::string &key) {
+    auto at = status.find("\n" + key + ":");
+    if (at == std::string::npos) return {};
+    at += key.size() + 2;
+    auto end = status.find('\n', at);
+    std::string v = status.substr(at, end == std::string::npos ? std::string::npos : end - at);
+    v.erase(0, v.find_first_not_of(" \t"));
+    return v;
+}
+} // namespace
+
+// `system_oom_kill`, watched by the server: the sandbox mounts no /sys, so the instance cannot
+// read its own cgroup. Each poll reads the oom_kill counter of every capturing session's memory
+// cgroup (memory.events on v2, memory.oom_control on v1) and its process list; a kill is
+// described from the kernel log when the server may read it, else by the largest process of the
+// poll before that is gone.
+void TelemetryPlugin::watch_oom() {
+    std::set<std::string> ids;
+    {
+        std::lock_guard lock(live_mutex_);
+        for (const auto &[id, l] : live_)
+            if (l.selection.count("system")) ids.insert(id);
+    }
+    std::lock_guard lock(oom_mutex_);
+    if (kmsg_) {
+        char buf[8192];
+        while (true) {
+            ssize_t n = ::read(kmsg_.get(), buf, sizeof buf);
+            if (n < 0 && (errno == EPIPE || errno == EINTR)) continue; // overwritten records: go on
+            if (n <= 0) break;
+            parse_kernel_oom_line(std::string_view(buf, static_cast<std::size_t>(n)), kernel_kills_);
+        }
+        while (kernel_kills_.size() > 64)
+            kernel_kills_.erase(kernel_kills_.begin());
+    }
+    std::erase_if(oom_, [&](const auto &kv) { return !ids.count(kv.first); });
+    for (const auto &sid : ids) {
+        auto cg = instance_cgroup(sid);
+        if (!cg) continue;
+        const std::string dir = cg->value("path", "");
+        auto count =
+            oom_kill_count(read_text(dir + (cg->value("version", 1) == 2 ? "/memory.events" : "/memory.oom_control")));
+        if (!count) continue;
+        std::map<long, Proc> procs;
+        std::istringstream pids(read_text(dir + "/cgroup.procs"));
+        for (long host_pid = 0; pids >> host_pid;) {
+            std::string status = read_text("/proc/" + std::to_string(host_pid) + "/status");
+            if (status.empty()) continue;
+            Proc p;
+            p.name = status_field("\n" + status, "Name");
+            std::string ns = status_field(status, "NSpid");
+            auto last = ns.find_last_of(" \t");
+            p.pid = std::atol((last == std::string::npos ? ns : ns.substr(last + 1)).c_str());
+            if (p.pid == 0) p.pid = host_pid;
+            p.rss_kb = std::atol(status_field(status, "VmRSS").c_str());
+            procs.emplace(host_pid, std::move(p));
+        }
+        auto [it, fresh] = oom_.try_emplace(sid);
+        OomWatch &w = it->second;
+        if (fresh) w.kills = *count; // kills before capture began are not this session's events
+        if (*count > w.kills) {
+            w.pending += *count - w.kills;
+            w.candidates = w.procs;
+        }
+        w.kills = *count;
+        if (w.pending > 0) {
+            // Top tasks: the largest processes before the kill (what the OOM killer chose among).
+            std::vector<Proc> by_rss;
+            for (const auto &[_, p] : w.candidates)
+                by_rss.push_back(p);
+            std::sort(by_rss.begin(), by_rss.end(), [](const Proc &a, const Proc &b) { return a.rss_kb > b.rss_kb; });
+            json top = json::array();
+            for (std::size_t i = 0; i < by_rss.size() && i < 5; ++i)
+                top.push_back({{"name", by_rss[i].name}, {"pid", by_rss[i].pid}, {"rss_kb", by_rss[i].rss_kb}});
+            auto report = [&](long pid, std::string name, long rss_kb, const std::string &constraint) {
+                if (name.size() > 15) name.resize(15);
+                json data = {{"pid", pid}, {"process_name", name}, {"rss_kb", rss_kb}, {"constraint", constraint}};
+                if (!top.empty()) data["top_tasks"] = top;
+                emit_oom(sid, data);
+                --w.pending;
+            };
+            for (auto k = kernel_kills_.begin(); k != kernel_kills_.end() && w.pending > 0;) {
+                const auto &kill = k->second;
+                if (kill.rss_kb < 0 || !kill.task_memcg.ends_with("/" + sid)) {
+                    ++k;
+                    continue;
+                }
+                auto seen = w.candidates.find(kill.pid);
+                report(seen != w.candidates.end() ? seen->second.pid : kill.pid, kill.name,
+                       kill.rss_kb > 0 || seen == w.candidates.end() ? kill.rss_kb : seen->second.rss_kb,
+                       kill.constraint.empty() ? "memcg" : kill.constraint);
+                k = kernel_kills_.erase(k);
+            }
+            if (w.pending > 0 && !fresh && w.pending_polls++ > 0) {
+                // No kernel record: the largest processes that are gone, then unnamed ones.
+                for (const auto &p : by_rss) {
+                    if (w.pending == 0) break;
+                    bool gone = std::none_of(procs.begin(), procs.end(),
+                                             [&](const auto &kv) { return kv.second.pid == p.pid; });
+                    if (gone) report(p.pid, p.name, p.rss_kb, "memcg");
+                }
+                while (w.pending > 0)
+                    report(0, "unknown", 0, "memcg");
+            }
+            if (w.pending == 0) w.pending_polls = 0;
+        }
+        w.procs = std::move(procs);
+    }
+}
+
+void TelemetryPlugin::emit_oom(const std::string &sid, const json &data) {
+    post(sid, make_event("system", "system_oom_kill", now_us(), "local_process", "memory_cgroup", data));
+}
+
 // ================================ instance half ==================================================
 
 void TelemetryPlugin::start_instance() {
@@ -439,6 +715,11 @@ void TelemetryPlugin::start_instance() {
     // Events produced outside the agent's own collectors (the server's view of API calls).
     route("POST", "/telemetry/event", [this](Request &req, Response &res) {
         json body = req.json_body(false);
+        if (body.contains("events") && body["events"].is_array()) {
+            for (auto &e : body["events"])
+                if (e.is_object()) emit(std::move(e));
+            return res.no_content();
+        }
         if (!body.contains("event") || !body["event"].is_object()) throw Error::invalid("event", "is required");
         emit(body["event"]);
         res.no_content();

@@ -257,4 +257,96 @@ std::int64_t category_mask(const std::set<std::string> &cats) {
     return m;
 }
 
+// ---- connection and system events -----------------------------------------------------------
+
+std::string digest_hex(std::string_view text) {
+    std::uint64_t h = 1469598103934665603ULL;
+    for (unsigned char c : text) {
+        h ^= c;
+        h *= 1099511628211ULL;
+    }
+    static const char *const kHex = "0123456789abcdef";
+    std::string out(16, '0');
+    for (int i = 15; i >= 0; --i, h >>= 4)
+        out[static_cast<std::size_t>(i)] = kHex[h & 0xf];
+    return out;
+}
+
+std::string disconnect_reason(std::string_view host_reason) {
+    if (host_reason == "client_close" || host_reason == "client_error") return "client_close";
+    // Chromium's side ended: it restarted (or the session is going away); the client reconnects.
+    if (host_reason == "upstream_close") return "upstream_changed";
+    if (host_reason == "upstream_error") return "upstream_error";
+    return "context_cancelled"; // the server is stopping
+}
+
+namespace {
+std::optional<long> number_after(std::string_view text, std::string_view key) {
+    auto at = text.find(key);
+    if (at == std::string_view::npos) return std::nullopt;
+    at += key.size();
+    long v = 0;
+    auto [end, ec] = std::from_chars(text.data() + at, text.data() + text.size(), v);
+    if (ec != std::errc()) return std::nullopt;
+    return v;
+}
+
+std::string field(std::string_view text, std::string_view key) {
+    auto at = text.find(key);
+    if (at == std::string_view::npos) return {};
+    at += key.size();
+    auto end = text.find_first_of(",\n ", at);
+    return std::string(text.substr(at, end == std::string_view::npos ? std::string_view::npos : end - at));
+}
+} // namespace
+
+std::optional<std::uint64_t> oom_kill_count(std::string_view text) {
+    std::size_t at = 0;
+    while (at < text.size()) {
+        auto end = text.find('\n', at);
+        auto line = text.substr(at, end == std::string_view::npos ? std::string_view::npos : end - at);
+        if (line.rfind("oom_kill ", 0) == 0) {
+            std::uint64_t v = 0;
+            auto [p, ec] = std::from_chars(line.data() + 9, line.data() + line.size(), v);
+            if (ec == std::errc()) return v;
+        }
+        if (end == std::string_view::npos) break;
+        at = end + 1;
+    }
+    return std::nullopt;
+}
+
+bool parse_kernel_oom_line(std::string_view record, std::map<long, KernelOomKill> &kills) {
+    // /dev/kmsg records are "<prio>,<seq>,<usec>,<flags>;<message>".
+    auto semi = record.find(';');
+    std::string_view msg = semi == std::string_view::npos ? record : record.substr(semi + 1);
+    if (auto at = msg.find("oom-kill:"); at != std::string_view::npos) {
+        auto pid = number_after(msg, ",pid=");
+        if (!pid) return false;
+        auto &k = kills[*pid];
+        k.pid = *pid;
+        k.name = field(msg, ",task=");
+        k.task_memcg = field(msg, "task_memcg=");
+        std::string c = field(msg, "constraint=");
+        k.constraint = c == "CONSTRAINT_MEMCG"           ? "memcg"
+                       : c == "CONSTRAINT_CPUSET"        ? "cpuset"
+                       : c == "CONSTRAINT_MEMORY_POLICY" ? "memory_policy"
+                                                         : "none";
+        return true;
+    }
+    if (auto at = msg.find("Killed process "); at != std::string_view::npos) {
+        auto pid = number_after(msg, "Killed process ");
+        if (!pid) return false;
+        auto &k = kills[*pid];
+        k.pid = *pid;
+        auto open = msg.find('(', at), close = msg.find(')', at);
+        if (k.name.empty() && open != std::string_view::npos && close != std::string_view::npos && close > open)
+            k.name = std::string(msg.substr(open + 1, close - open - 1));
+        k.rss_kb = number_after(msg, "anon-rss:").value_or(0) + number_after(msg, "file-rss:").value_or(0) +
+                   number_after(msg, "shmem-rss:").value_or(0);
+        return true;
+    }
+    return false;
+}
+
 } // namespace hangar::telemetry

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -77,6 +78,28 @@ struct Truncated {
 };
 // Cuts `body` to the limit of its kind on a UTF-8 character boundary; nullopt for binaries.
 std::optional<Truncated> truncate_body(std::string_view mime_type, std::string_view body);
+
+// ---- connection and system events -----------------------------------------------------------
+
+// A stable 16-hex-digit digest (FNV-1a 64): a live-view session id from its link, which is a
+// capability and is never shown itself.
+std::string digest_hex(std::string_view text);
+// The host's relay close reason as cdp_disconnect's `reason` (client_close | upstream_changed |
+// upstream_error | context_cancelled).
+std::string disconnect_reason(std::string_view host_reason);
+// The `oom_kill` counter of a cgroup's memory.events (v2) or memory.oom_control (v1) text.
+std::optional<std::uint64_t> oom_kill_count(std::string_view text);
+// What the kernel log says about one OOM kill: the "oom-kill:" summary line (constraint, the
+// victim's cgroup, task and pid) and the "Killed process" line (pid, name, RSS).
+struct KernelOomKill {
+    long pid = 0;
+    std::string name;
+    std::string constraint; // none | memcg | cpuset | memory_policy
+    std::string task_memcg; // the victim's cgroup as the kernel names it ("/hangar/<id>")
+    long rss_kb = -1;       // anon + file + shmem, -1 until the "Killed process" line
+};
+// Folds one /dev/kmsg record into `kills` (keyed by pid); false when it is not about an OOM kill.
+bool parse_kernel_oom_line(std::string_view record, std::map<long, KernelOomKill> &kills);
 
 // ---- events -------------------------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ import { after, before, describe, test } from 'node:test';
 import { BadRequestError, NotFoundError } from '@onkernel/sdk';
 import { chromium } from 'playwright-core';
 
+import { openWebSocket } from './lib/cdp.mjs';
 import { listenAllowed, rejectsWith, startServer, waitFor } from './lib/server.mjs';
 
 let server;
@@ -283,6 +284,127 @@ describe('capture from a real page', () => {
     await rejectsWith(client.browsers.telemetry.stream(id, {}), NotFoundError);
     await rejectsWith(client.browsers.telemetry.events('no-such-session', {}), NotFoundError);
     id = null;
+  });
+});
+
+describe('connections and CDP commands (headful)', () => {
+  const PARAM_SECRET = 'param-secret-never-recorded';
+
+  test('cdp_connect, cdp_command names without params, cdp_disconnect with reason, live view connect/disconnect', async () => {
+    const b = await client.browsers.create({ headless: false, telemetry: { enabled: true } });
+    const id = b.session_id;
+    try {
+      // Playwright, then a raw CDP client with a command whose parameters carry a secret.
+      const pw = await chromium.connectOverCDP(b.cdp_ws_url, { timeout: 30_000 });
+      const pg = pw.contexts()[0].pages()[0];
+      assert.equal(await pg.evaluate((s) => s.length, PARAM_SECRET), PARAM_SECRET.length);
+      await pw.close();
+      const ws = await openWebSocket(b.cdp_ws_url);
+      const answered = new Promise((resolve) => ws.once('message', resolve));
+      ws.send(JSON.stringify({ id: 1, method: 'Browser.getVersion', params: { note: PARAM_SECRET } }));
+      await answered;
+      ws.close();
+
+      // A live viewer: the noVNC WebSocket of the session's live view link.
+      const viewer = await openWebSocket(`${b.browser_live_view_url.replace(/^http/, 'ws')}/ws`);
+      await new Promise((resolve) => viewer.once('message', resolve)); // the RFB greeting
+      await new Promise((r) => setTimeout(r, 300));
+      viewer.close();
+
+      let events = [];
+      const of = (type) => events.filter((e) => e.event.type === type).map((e) => e.event);
+      await waitFor(
+        async () => {
+          events = await allEvents(id, { category: ['connection', 'control'] });
+          return of('cdp_disconnect').length >= 2 && of('live_view_disconnect').length >= 1 &&
+            of('cdp_command').some((e) => e.data.method === 'Browser.getVersion');
+        },
+        { what: 'connection events', timeoutMs: 20_000 },
+      );
+      assert.equal(of('cdp_connect').length, 2, JSON.stringify(of('cdp_connect')));
+      for (const e of of('cdp_connect')) assert.equal(e.category, 'connection');
+      const disconnects = of('cdp_disconnect');
+      assert.equal(disconnects.length, 2);
+      for (const d of disconnects) {
+        assert.equal(d.data.reason, 'client_close', JSON.stringify(d));
+        assert.ok(d.data.message_count > 0 && d.data.duration_ms >= 0, JSON.stringify(d));
+      }
+      assert.equal(disconnects[1].data.message_count, 2, 'the raw client: one command, one answer');
+      const commands = of('cdp_command');
+      assert.ok(commands.length > 2, `${commands.length} commands`);
+      for (const c of commands) {
+        assert.equal(c.category, 'control');
+        assert.deepEqual(Object.keys(c.data), ['method'], 'names only, never parameters');
+      }
+      const methods = commands.map((c) => c.data.method);
+      assert.ok(methods.includes('Runtime.callFunctionOn'), methods.join(', '));
+      // Connect, the commands, then the disconnect, in that order for each client.
+      const order = events.map((e) => e.event.type).filter((t) => t.startsWith('cdp_'));
+      assert.equal(order[0], 'cdp_connect');
+      assert.equal(order.at(-1), 'cdp_disconnect');
+      assert.ok(!JSON.stringify(events).includes(PARAM_SECRET), 'no parameter is recorded');
+
+      const [lvc] = of('live_view_connect');
+      const [lvd] = of('live_view_disconnect');
+      assert.match(lvc.data.session_id, /^lv_[0-9a-f]{16}$/);
+      assert.equal(lvd.data.session_id, lvc.data.session_id);
+      assert.ok(lvd.data.duration_ms >= 300, JSON.stringify(lvd));
+      assert.ok(!JSON.stringify(events).includes(new URL(b.browser_live_view_url).pathname.split('/').at(-1)),
+        'the live view link is not shown');
+    } finally {
+      await client.browsers.deleteByID(id).catch(() => {});
+    }
+  });
+
+  test('a session capturing neither connection nor control is relayed without observation', async () => {
+    const b = await client.browsers.create({ headless: true, telemetry: { browser: { console: {} } } });
+    try {
+      await client.browsers.update(b.session_id, { telemetry: { browser: { connection: { enabled: false }, control: { enabled: false } } } });
+      const ws = await openWebSocket(b.cdp_ws_url);
+      const answered = new Promise((resolve) => ws.once('message', resolve));
+      ws.send(JSON.stringify({ id: 1, method: 'Browser.getVersion' }));
+      await answered;
+      ws.close();
+      await new Promise((r) => setTimeout(r, 1500));
+      const events = await allEvents(b.session_id, { category: ['connection', 'control'] });
+      assert.deepEqual(events.map((e) => e.event.type).filter((t) => t.startsWith('cdp_')), []);
+    } finally {
+      await client.browsers.deleteByID(b.session_id).catch(() => {});
+    }
+  });
+});
+
+describe('system_oom_kill', () => {
+  test('a process allocating past the instance memory limit is reported with its pid, name and RSS', async () => {
+    // Its own server: the memory limit applies to every instance it starts.
+    const small = await startServer({ env: { HANGAR_SANDBOX_MEMORY_LIMIT_MB: '768' } });
+    try {
+      const b = await small.client.browsers.create({ headless: true, telemetry: { enabled: true } });
+      const hog = 'import time\nkeep = []\nwhile True:\n    keep.append(b"x" * (16 << 20))\n    time.sleep(0.1)\n';
+      const spawned = await small.client.browsers.process.spawn(b.session_id, { command: 'python3', args: ['-c', hog] });
+      let oom;
+      await waitFor(
+        async () => {
+          const events = [];
+          for await (const e of small.client.browsers.telemetry.events(b.session_id, { since: '10m', category: ['system'] })) {
+            events.push(e);
+          }
+          oom = events.find((e) => e.event.type === 'system_oom_kill');
+          return oom;
+        },
+        { what: 'system_oom_kill', timeoutMs: 30_000 },
+      );
+      assert.equal(oom.event.category, 'system');
+      assert.equal(oom.event.data.process_name, 'python3');
+      assert.equal(oom.event.data.pid, spawned.pid, 'the pid as the sandbox sees it');
+      assert.ok(oom.event.data.rss_kb > 100_000, JSON.stringify(oom.event.data));
+      assert.equal(oom.event.data.constraint, 'memcg');
+      const status = await small.client.browsers.process.status(spawned.process_id, { id: b.session_id });
+      assert.notEqual(status.state, 'running');
+      await small.client.browsers.deleteByID(b.session_id);
+    } finally {
+      await small.stop();
+    }
   });
 });
 

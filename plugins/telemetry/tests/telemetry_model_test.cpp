@@ -42,6 +42,8 @@ class TelemetryModelTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(timeBounds);
     CPPUNIT_TEST(truncation);
     CPPUNIT_TEST(ringDropsOldestAndSaysSo);
+    CPPUNIT_TEST(oomCounterAndKernelLog);
+    CPPUNIT_TEST(connectionHelpers);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -156,6 +158,39 @@ public:
         auto tail = ring.after(all[1]["seq"].get<std::uint64_t>(), 100);
         CPPUNIT_ASSERT_EQUAL(std::size_t(2), tail.size());
         CPPUNIT_ASSERT_EQUAL(all[2]["seq"], tail[0]["seq"]);
+    }
+
+    void oomCounterAndKernelLog() {
+        CPPUNIT_ASSERT_EQUAL(std::uint64_t{3}, oom_kill_count("low 0\nhigh 0\nmax 12\noom 3\noom_kill 3\n").value());
+        CPPUNIT_ASSERT_EQUAL(std::uint64_t{1}, oom_kill_count("oom_kill_disable 0\nunder_oom 0\noom_kill 1\n").value());
+        CPPUNIT_ASSERT(!oom_kill_count("oom_kill_disable 0\nunder_oom 0\n"));
+        std::map<long, KernelOomKill> kills;
+        CPPUNIT_ASSERT(!parse_kernel_oom_line("6,100,5,-;eth0: link up", kills));
+        CPPUNIT_ASSERT(parse_kernel_oom_line(
+            "6,101,5,-;oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0,"
+            "oom_memcg=/hangar/abc,task_memcg=/hangar/abc,task=python3,pid=4242,uid=1000",
+            kills));
+        CPPUNIT_ASSERT_EQUAL(-1L, kills[4242].rss_kb);
+        CPPUNIT_ASSERT(parse_kernel_oom_line(
+            "3,102,5,-;Memory cgroup out of memory: Killed process 4242 (python3) total-vm:900000kB, "
+            "anon-rss:500000kB, file-rss:2000kB, shmem-rss:0kB, UID:1000 pgtables:1200kB oom_score_adj:0",
+            kills));
+        const auto &k = kills.at(4242);
+        CPPUNIT_ASSERT_EQUAL(std::string("python3"), k.name);
+        CPPUNIT_ASSERT_EQUAL(std::string("memcg"), k.constraint);
+        CPPUNIT_ASSERT_EQUAL(std::string("/hangar/abc"), k.task_memcg);
+        CPPUNIT_ASSERT_EQUAL(502000L, k.rss_kb);
+    }
+
+    void connectionHelpers() {
+        CPPUNIT_ASSERT_EQUAL(std::string("client_close"), disconnect_reason("client_close"));
+        CPPUNIT_ASSERT_EQUAL(std::string("client_close"), disconnect_reason("client_error"));
+        CPPUNIT_ASSERT_EQUAL(std::string("upstream_changed"), disconnect_reason("upstream_close"));
+        CPPUNIT_ASSERT_EQUAL(std::string("upstream_error"), disconnect_reason("upstream_error"));
+        CPPUNIT_ASSERT_EQUAL(std::string("context_cancelled"), disconnect_reason("shutdown"));
+        CPPUNIT_ASSERT_EQUAL(std::size_t{16}, digest_hex("/browser/live/abc/ws").size());
+        CPPUNIT_ASSERT_EQUAL(digest_hex("/browser/live/abc/ws"), digest_hex("/browser/live/abc/ws"));
+        CPPUNIT_ASSERT(digest_hex("/browser/live/abc/ws") != digest_hex("/browser/live/abd/ws"));
     }
 };
 

@@ -90,6 +90,43 @@ typedef int (*hangar_service_fn)(void *user, hangar_str in_json, hangar_buf *out
 
 typedef void (*hangar_timer_fn)(void *user);
 
+/* Relay observation (relay_observe, appended in ABI 1). */
+typedef enum hangar_relay_event_kind {
+    HANGAR_RELAY_OPENED = 1,  /* a relay started splicing (request thread) */
+    HANGAR_RELAY_MESSAGE = 2, /* a client→upstream WebSocket text message naming a top-level "method" */
+    HANGAR_RELAY_CLOSED = 3   /* both sides are closed */
+} hangar_relay_event_kind;
+
+/* What an observer answers to HANGAR_RELAY_OPENED, OR-ed; 0 = nothing more from this relay. */
+enum {
+    HANGAR_RELAY_WATCH_CLOSE = 1u << 0, /* HANGAR_RELAY_CLOSED with the reason and duration */
+    /* Also read the WebSocket framing of an upgrade: HANGAR_RELAY_MESSAGE for every client text
+     * message whose JSON object has a top-level "method" string (the value only: the rest of
+     * the message is skipped, never parsed or kept), and message_count on close. Compressed
+     * (permessage-deflate) messages are counted but not read. */
+    HANGAR_RELAY_WATCH_MESSAGES = 1u << 1
+};
+
+typedef struct hangar_relay_event {
+    uint32_t struct_size;    /* sizeof(hangar_relay_event) as the host knows it */
+    uint32_t kind;           /* hangar_relay_event_kind */
+    uint64_t relay_id;       /* unique per relay in this process, the same in all its events */
+    hangar_str activity_key; /* as passed to relay_unix/relay_tcp (a session id), may be empty */
+    hangar_str path;         /* the upstream path, with its query */
+    hangar_str client_path;  /* the path the client asked for (may carry a capability token) */
+    hangar_str method;       /* MESSAGE: the "method" value (at most 256 bytes, else not reported) */
+    /* CLOSED: "client_close" (the client sent a WebSocket close or ended first), "upstream_close",
+     * "client_error", "upstream_error" (a socket error on that side), "shutdown" (the host stops) */
+    hangar_str reason;
+    uint64_t message_count; /* CLOSED: WebSocket data messages relayed both ways (WATCH_MESSAGES) */
+    uint64_t duration_ms;   /* CLOSED: since OPENED */
+} hangar_relay_event;
+
+/* Called on the request thread for OPENED and on the host's event loop for MESSAGE and CLOSED:
+ * it must not block (queue and return). Borrowed strings live until it returns. The answer
+ * counts for OPENED only (HANGAR_RELAY_WATCH_* flags). */
+typedef uint32_t (*hangar_relay_fn)(void *user, const hangar_relay_event *event);
+
 /* ---- what the host offers (passed to hangar_plugin_init; borrowed for the plugin's lifetime) */
 
 typedef struct hangar_host_v1 {
@@ -235,6 +272,17 @@ typedef struct hangar_host_v1 {
     /* Queues one SSE frame with an `id:` line ("id: <id>\ndata: <json>\n\n"), for streams a
      * client resumes with Last-Event-ID. Returns -1 once the client has gone. */
     int (*stream_send_with_id)(hangar_stream *stream, hangar_str id, hangar_str json);
+    /* Watches the relays this process splices (relay_unix/relay_tcp upgrades and event streams)
+     * whose upstream path starts with `path_prefix`, from any plugin: `fn` gets HANGAR_RELAY_OPENED
+     * for each, and what its answer asks for afterwards (see hangar_relay_event). Register during
+     * `start`; a stopped plugin is called no more. The relay stays a byte relay: with no watcher
+     * asking for messages, nothing is read out of the bytes. */
+    int (*relay_observe)(hangar_plugin_ctx *ctx, hangar_str path_prefix, hangar_relay_fn fn, void *user);
+    /* The directory of a running instance's memory cgroup (server role; v2: the instance's one
+     * cgroup, v1: its memory-hierarchy cgroup) as JSON {"path","version":1|2}, for reading its
+     * counters (memory.events / memory.oom_control, memory.current, cgroup.procs). Returns -1
+     * when the instance is not running or the machine gives it no memory cgroup. */
+    int (*instance_cgroup)(hangar_plugin_ctx *ctx, hangar_str id, hangar_buf *out);
 } hangar_host_v1;
 
 /* ---- what the plugin declares (filled by hangar_plugin_init) ------------------------------- */

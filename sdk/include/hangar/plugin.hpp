@@ -449,6 +449,35 @@ protected:
         timers_.push_back(t);
     }
 
+    // One event of a relay this process splices (see hangar_relay_event). The views live while
+    // the observer runs.
+    struct RelayEvent {
+        std::uint32_t kind; // HANGAR_RELAY_OPENED / _MESSAGE / _CLOSED
+        std::uint64_t relay_id;
+        std::string_view activity_key, path, client_path, method, reason;
+        std::uint64_t message_count, duration_ms;
+    };
+    // Answers HANGAR_RELAY_WATCH_* flags to OPENED; runs on the event loop for the rest, so it
+    // must not block. Register in start().
+    using RelayObserver = std::function<std::uint32_t(const RelayEvent &)>;
+    void observe_relays(std::string_view path_prefix, RelayObserver fn) {
+        if (host_->struct_size < offsetof(hangar_host_v1, relay_observe) + sizeof(void *))
+            throw std::runtime_error("this host cannot observe relays");
+        auto &entry = relay_observers_.emplace_back(std::move(fn));
+        auto trampoline = [](void *user, const hangar_relay_event *e) -> std::uint32_t {
+            try {
+                RelayEvent ev{e->kind,         e->relay_id,          view(e->activity_key),
+                              view(e->path),   view(e->client_path), view(e->method),
+                              view(e->reason), e->message_count,     e->duration_ms};
+                return (*static_cast<RelayObserver *>(user))(ev);
+            } catch (...) {
+                return 0; // an observer must never unwind into the host
+            }
+        };
+        if (host_->relay_observe(ctx_, str(path_prefix), trampoline, &entry) != 0)
+            throw std::runtime_error("could not observe relays under " + std::string(path_prefix));
+    }
+
     using Service = std::function<json(const json &)>;
     void service(std::string_view name, Service fn) {
         auto &entry = services_.emplace_back(ServiceEntry{this, std::move(fn)});
@@ -539,6 +568,15 @@ protected:
         Buf out(host_);
         if (host_->instance_dir(ctx_, str(id), out.get()) != 0) return std::nullopt;
         return out.str();
+    }
+    // {"path","version"} of a running instance's memory cgroup (hangar_host_v1::instance_cgroup).
+    std::optional<json> instance_cgroup(std::string_view id) const {
+        if (host_->struct_size < offsetof(hangar_host_v1, instance_cgroup) + sizeof(void *)) return std::nullopt;
+        Buf out(host_);
+        if (host_->instance_cgroup(ctx_, str(id), out.get()) != 0) return std::nullopt;
+        auto parsed = json::parse(out.str(), nullptr, false);
+        if (parsed.is_discarded()) return std::nullopt;
+        return parsed;
     }
     json instance_spec() const {
         Buf out(host_);
@@ -638,6 +676,7 @@ private:
     std::list<ServiceEntry> services_;
     std::list<std::function<void()>> timer_fns_;
     std::vector<hangar_timer *> timers_;
+    std::list<RelayObserver> relay_observers_;
 };
 
 namespace detail {
