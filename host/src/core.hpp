@@ -6,6 +6,7 @@
 #include "auth.hpp"
 #include "config.hpp"
 #include "event_loop.hpp"
+#include "metrics.hpp"
 #include "router.hpp"
 #include "store.hpp"
 #include "tokens.hpp"
@@ -129,6 +130,7 @@ struct HostCore {
     std::mutex router_mutex; // routes are added during start only; guards against late adds
     ActivityTracker activity;
     Services services;
+    Metrics metrics; // GET /metrics (metrics.cpp)
     std::size_t max_body_bytes = 64u << 20;
     std::string public_url;
     // Plugins that exist but are switched off, for a 404 that names them, and known API areas.

@@ -79,7 +79,7 @@ public:
     // runs on the loop thread when the pair is gone.
     void splice(UniqueFd a, UniqueFd b, std::string to_b, std::string to_a, std::function<void()> on_close);
     // Takes an SSE client socket; `head` is the HTTP response head to send first.
-    std::shared_ptr<SseConnection> add_sse(UniqueFd fd, std::string head);
+    std::shared_ptr<SseConnection> add_sse(UniqueFd fd, std::string head, std::function<void()> on_close = {});
 
     std::size_t connection_count() const { return open_count_.load(); }
     void stop(); // closes every connection; idempotent

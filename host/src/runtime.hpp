@@ -64,6 +64,8 @@ public:
     // Kills and removes instances a previous run left behind (pid files).
     void cleanup_leftovers();
     std::vector<std::string> running() const;
+    // Each running instance and its cgroup folders (one per hierarchy), for /metrics.
+    std::vector<std::pair<std::string, std::vector<std::string>>> instance_cgroups() const;
     std::string cgroup_mode() const { return cgroup_mode_; }
     // Whether instance folders are size-capped file systems (a quota is set and we may mount).
     bool disk_quota() const { return disk_quota_; }
