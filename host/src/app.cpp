@@ -378,7 +378,8 @@ private:
         auto metrics_server = make_metrics_server(core, cfg->get("metrics.listen", ""), metrics_port);
         if (metrics_server) {
             metrics_server->start();
-            log.information("metrics (no key) on %s, port %hu", cfg->get("metrics.listen", ""), metrics_port);
+            log.information("metrics (no key) on %s, port %s", cfg->get("metrics.listen", ""),
+                            std::to_string(metrics_port));
             std::cout << "hangar metrics on port " << metrics_port << std::endl;
         }
         core.metrics.ready = true;

@@ -144,13 +144,16 @@ void check_cgroups(Report &r) {
     if (missing.empty())
         r.ok("cgroup v1: memory, pids and cpu limits apply to each instance");
     else
-        r.warn("cgroup v1 without a writable " + [&] {
-            std::string names;
-            for (const auto &m : missing)
-                names += (names.empty() ? "" : ", ") + m;
-            return names;
-        }() + " hierarchy: instances run without those limits",
-               "run the server as root, or mount the missing cgroup controllers");
+        r.warn(
+            "cgroup v1 without a writable " +
+                [&] {
+                    std::string names;
+                    for (const auto &m : missing)
+                        names += (names.empty() ? "" : ", ") + m;
+                    return names;
+                }() +
+                " hierarchy: instances run without those limits",
+            "run the server as root, or mount the missing cgroup controllers");
     if (!fs::exists("/sys/fs/cgroup/cpu/cpuacct.usage"))
         r.ok("no cpuacct in the cpu hierarchy: /metrics sums each instance's CPU time from /proc instead");
 }

@@ -281,8 +281,8 @@ hangar_stream *sse_open(hangar_response *r) {
         head += "\r\n";
         auto *core = r->core;
         core->metrics.connection_opened("sse");
-        auto conn = core->loop.add_sse(std::move(fd), std::move(head),
-                                       [core] { core->metrics.connection_closed("sse"); });
+        auto conn =
+            core->loop.add_sse(std::move(fd), std::move(head), [core] { core->metrics.connection_closed("sse"); });
         return new hangar_stream{conn};
     } catch (const std::exception &) {
         return nullptr;
@@ -440,7 +440,9 @@ int instance_start(hangar_plugin_ctx *ctx, hangar_str spec, hangar_buf *out, han
     return guarded(err, [&] {
         if (!ctx->core->runtime) throw std::runtime_error("instances can only be started by the server");
         auto started = std::chrono::steady_clock::now();
-        auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(); };
+        auto seconds = [&] {
+            return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+        };
         try {
             auto answer = ctx->core->runtime->start(json::parse(sv(spec))).dump();
             ctx->core->metrics.observe_instance_start(seconds(), true);

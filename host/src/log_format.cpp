@@ -12,14 +12,22 @@ namespace {
 
 const char *level_name(Poco::Message::Priority p) {
     switch (p) {
-    case Poco::Message::PRIO_FATAL: return "fatal";
-    case Poco::Message::PRIO_CRITICAL: return "critical";
-    case Poco::Message::PRIO_ERROR: return "error";
-    case Poco::Message::PRIO_WARNING: return "warning";
-    case Poco::Message::PRIO_NOTICE: return "notice";
-    case Poco::Message::PRIO_INFORMATION: return "information";
-    case Poco::Message::PRIO_DEBUG: return "debug";
-    default: return "trace";
+    case Poco::Message::PRIO_FATAL:
+        return "fatal";
+    case Poco::Message::PRIO_CRITICAL:
+        return "critical";
+    case Poco::Message::PRIO_ERROR:
+        return "error";
+    case Poco::Message::PRIO_WARNING:
+        return "warning";
+    case Poco::Message::PRIO_NOTICE:
+        return "notice";
+    case Poco::Message::PRIO_INFORMATION:
+        return "information";
+    case Poco::Message::PRIO_DEBUG:
+        return "debug";
+    default:
+        return "trace";
     }
 }
 

@@ -15,6 +15,7 @@
 
 #include <array>
 #include <charconv>
+#include <cstdlib>
 #include <fstream>
 #include <optional>
 #include <sstream>
@@ -185,7 +186,7 @@ void Metrics::observe_request(const std::string &method, const std::string *rout
     key.append(1, '\n').append(r).append(1, '\n').append(s);
     std::lock_guard lock(mutex_);
     auto it = requests_.find(key);
-    if (it == requests_.end()) it = requests_.emplace(key, RequestSeries{method, r, s, {}}).first;
+    if (it == requests_.end()) it = requests_.emplace(key, RequestSeries{method, r, s, hangar::metrics::Histogram()}).first;
     it->second.latency.observe(seconds);
 }
 
@@ -220,7 +221,8 @@ std::string Metrics::render(HostCore &core) const {
         json req = family("hangar_http_request_duration_seconds", "histogram",
                           "API request latency by method, route pattern and status");
         for (const auto &[_, s] : requests_)
-            req["samples"].push_back(s.latency.sample({{"method", s.method}, {"route", s.route}, {"status", s.status}}));
+            req["samples"].push_back(
+                s.latency.sample({{"method", s.method}, {"route", s.route}, {"status", s.status}}));
         families.push_back(std::move(req));
         json starts = family("hangar_instance_start_seconds", "histogram",
                              "time from an instance start request to its agent reporting ready (cold starts)");
@@ -239,8 +241,8 @@ std::string Metrics::render(HostCore &core) const {
                               {sample(json::object(), static_cast<double>(core.loop.connection_count()))}));
     families.push_back(family("hangar_ready", "gauge", "1 once the server listens with its plugins started",
                               {sample(json::object(), ready.load() ? 1 : 0)}));
-    families.push_back(family("hangar_build_info", "gauge", "the running Hangar version",
-                              {sample({{"version", HANGAR_VERSION}}, 1)}));
+    families.push_back(
+        family("hangar_build_info", "gauge", "the running Hangar version", {sample({{"version", HANGAR_VERSION}}, 1)}));
 
     json loaded = family("hangar_plugin_loaded", "gauge", "1 for each plugin in the state it is in");
     for (const auto &p : plugins)
@@ -250,7 +252,8 @@ std::string Metrics::render(HostCore &core) const {
     if (core.runtime) {
         json cpu = family("hangar_instance_cpu_seconds_total", "counter",
                           "CPU time used by each running instance (its cgroup)");
-        json mem = family("hangar_instance_memory_bytes", "gauge", "memory charged to each running instance (its cgroup)");
+        json mem =
+            family("hangar_instance_memory_bytes", "gauge", "memory charged to each running instance (its cgroup)");
         auto cgroups = core.runtime->instance_cgroups();
         for (const auto &[id, dirs] : cgroups) {
             auto u = cgroup_usage(dirs);

@@ -22,8 +22,9 @@ json BrowsersPlugin::metrics_families() const {
     json families = json::array();
 
     // Every project's sessions: the metrics are the operator's, who sees the whole server.
-    json active = family("hangar_browser_sessions_active", "gauge",
-                         "browser sessions not yet deleted, by kind (headless or headful) and whether a pool lent them");
+    json active =
+        family("hangar_browser_sessions_active", "gauge",
+               "browser sessions not yet deleted, by kind (headless or headful) and whether a pool lent them");
     std::map<std::pair<bool, bool>, double> counts = {
         {{true, false}, 0}, {{false, false}, 0}, {{true, true}, 0}, {{false, true}, 0}};
     for (const auto &row : sql("SELECT headless, pool_id IS NOT NULL AS pooled, COUNT(*) AS n FROM browsers_sessions "
@@ -42,8 +43,8 @@ json BrowsersPlugin::metrics_families() const {
         std::lock_guard lock(metrics_mutex_);
         for (const char *source : {"spare", "cold", "pool"}) {
             auto it = create_seconds_.find(source);
-            creates["samples"].push_back(
-                sample({{"source", source}}, it == create_seconds_.end() ? 0.0 : static_cast<double>(it->second.count())));
+            creates["samples"].push_back(sample(
+                {{"source", source}}, it == create_seconds_.end() ? 0.0 : static_cast<double>(it->second.count())));
             if (it != create_seconds_.end()) latency["samples"].push_back(it->second.sample({{"source", source}}));
         }
     }
@@ -69,12 +70,14 @@ json BrowsersPlugin::metrics_families() const {
 
     // Pools by id (a pool's name is the tenant's words; its id is an opaque handle).
     json pool_size = family("hangar_pool_size", "gauge", "the configured size of each browser pool");
-    json pool_browsers = family("hangar_pool_browsers", "gauge", "browsers of each pool by state (idle, leased, starting)");
+    json pool_browsers =
+        family("hangar_pool_browsers", "gauge", "browsers of each pool by state (idle, leased, starting)");
     {
         std::lock_guard lock(pools_mutex_);
         for (const auto &[id, p] : pools_) {
             pool_size["samples"].push_back(sample({{"pool", id}}, p.size));
-            pool_browsers["samples"].push_back(sample({{"pool", id}, {"state", "idle"}}, static_cast<double>(p.idle.size())));
+            pool_browsers["samples"].push_back(
+                sample({{"pool", id}, {"state", "idle"}}, static_cast<double>(p.idle.size())));
             pool_browsers["samples"].push_back(
                 sample({{"pool", id}, {"state", "leased"}}, static_cast<double>(p.leased.size())));
             pool_browsers["samples"].push_back(sample({{"pool", id}, {"state", "starting"}}, p.starting));

@@ -122,7 +122,8 @@ void BrowsersPlugin::start_server() {
     route("DELETE", "/browsers", [](Request &q, Response &) {
         auto id = q.query("persistent_id");
         if (!id || id->empty()) throw Error::invalid("persistent_id", "is required");
-        throw Error(404, "not_found", "no browser has the persistent id " + *id + " (Hangar has no persistent browsers)");
+        throw Error(404, "not_found",
+                    "no browser has the persistent id " + *id + " (Hangar has no persistent browsers)");
     });
 
     // Capability-token routes: the jwt is the credential, no API key.

@@ -631,7 +631,8 @@ private:
                 if (!file) v.fail(f.label + "[file]", "required");
                 std::string dest;
                 try {
-                    dest = checked_path(f.label + "[dest_path]", dest_part ? std::string(dest_part->data) : std::string());
+                    dest =
+                        checked_path(f.label + "[dest_path]", dest_part ? std::string(dest_part->data) : std::string());
                 } catch (const Error &e) {
                     v.fail(f.label + "[dest_path]", e.details().empty() ? e.what() : e.details()[0].message);
                 }

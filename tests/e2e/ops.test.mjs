@@ -100,7 +100,8 @@ describe('operations: metrics, health, JSON logs', () => {
 
     const session = await client.browsers.create({ headless: true, timeout_seconds: 120 });
     // The pool's capacity and this browser fill the project's limit of 2.
-    await assert.rejects(client.browsers.create({ headless: true }), (e) => e.status === 429);
+    // One attempt: the SDK would otherwise retry the 429 twice, and each refusal counts.
+    await assert.rejects(client.browsers.create({ headless: true }, { maxRetries: 0 }), (e) => e.status === 429);
 
     const browser = await chromium.connectOverCDP(session.cdp_ws_url);
     const sse = new AbortController();

@@ -102,9 +102,12 @@ inline std::vector<IndexedElement> indexed_parts(const std::vector<Part> &parts,
                    std::all_of(d.begin(), d.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
         };
         auto field_of = [](std::string_view rest) -> std::string {
-            if (rest.size() > 2 && rest.front() == '[' && rest.back() == ']') rest = rest.substr(1, rest.size() - 2);
-            else if (rest.size() > 1 && rest.front() == '.') rest.remove_prefix(1);
-            else return {};
+            if (rest.size() > 2 && rest.front() == '[' && rest.back() == ']')
+                rest = rest.substr(1, rest.size() - 2);
+            else if (rest.size() > 1 && rest.front() == '.')
+                rest.remove_prefix(1);
+            else
+                return {};
             return rest.find_first_of("[].") == std::string_view::npos ? std::string(rest) : std::string();
         };
         if (n.size() > 1 && n.front() == '[') {
