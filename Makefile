@@ -6,6 +6,7 @@
 #   make run        setup + build + run `build/bin/hangar serve`
 #   make test       setup + build + CppUnit (ctest) + end-to-end suite + out-of-tree SDK example build
 #   make test-asan  the CppUnit suites under ASan+UBSan, in build-asan/
+#   make test-python  the Python SDK (PyPI kernel) conformance suite, tests/python (part of `make test`)
 #   make test-api   schemathesis against GET /openapi.json, CI-sized (part of `make test`)
 #   make test-fuzz  schemathesis at full size (≥ 10,000 requests) and each libFuzzer target 10 min
 #   make test-fuzz-smoke  each libFuzzer target for 30 s (CI)
@@ -43,14 +44,15 @@ FUZZ_DIR     ?= build-fuzz
 FUZZ_TARGETS := multipart zip json_body fs_path cdp_token
 FUZZ_SECONDS ?= 600
 API_VENV     := tests/api/.venv
+PY_VENV      := tests/python/.venv
 API_EXAMPLES ?= 8
 
 FORMAT_DIRS  := host plugins sdk tests/unit tests/sdk tests/fuzz
 
-.PHONY: setup setup-apt setup-tun setup-npm setup-venv setup-fuzz test-api test-fuzz test-fuzz-smoke fuzz-build setup-package package package-test build run test test-unit test-e2e test-sdk-example test-asan bench format lint clean
+.PHONY: setup setup-apt setup-tun setup-npm setup-venv setup-pyvenv setup-fuzz test-api test-python test-fuzz test-fuzz-smoke fuzz-build setup-package package package-test build run test test-unit test-e2e test-sdk-example test-asan bench format lint clean
 
 # ---- setup ------------------------------------------------------------------------------------
-setup: setup-apt setup-tun setup-npm setup-venv
+setup: setup-apt setup-tun setup-npm setup-venv setup-pyvenv
 
 # apt: only when a package is missing (dpkg-query first; `apt-get update` only then). Node 20 comes
 # with the machine; Debian's nodejs is only a fallback when there is no `node` at all. The stamp
@@ -113,6 +115,14 @@ $(API_VENV)/.stamp: tests/api/requirements.txt | setup-apt
 	$(API_VENV)/bin/pip install -q --disable-pip-version-check -r tests/api/requirements.txt
 	@touch $@
 
+# The official Python SDK (PyPI kernel) and pytest, pinned in tests/python/requirements.txt.
+setup-pyvenv: $(PY_VENV)/.stamp
+
+$(PY_VENV)/.stamp: tests/python/requirements.txt | setup-apt
+	[ -x $(PY_VENV)/bin/python ] || /usr/bin/python3 -m venv $(PY_VENV)
+	$(PY_VENV)/bin/pip install -q --disable-pip-version-check -r tests/python/requirements.txt
+	@touch $@
+
 setup-fuzz: setup-apt
 	@missing=""; for p in $(FUZZ_APT_PACKAGES); do \
 	  dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
@@ -133,7 +143,7 @@ run: setup build
 # ---- tests ------------------------------------------------------------------------------------
 test: setup build
 	@# -k: run every stage even when an earlier one fails, then fail.
-	@$(MAKE) --no-print-directory -k test-unit test-sdk-example test-e2e test-api
+	@$(MAKE) --no-print-directory -k test-unit test-sdk-example test-e2e test-python test-api
 
 test-unit:
 	cd $(BUILD_DIR) && ctest --output-on-failure -j1
@@ -146,6 +156,10 @@ test-e2e: setup-npm
 	cd $(E2E_DIR) && HANGAR_BIN=$(abspath $(BUILD_DIR))/bin/hangar \
 	  HANGAR_SDK_EXAMPLE_DIR=$(abspath $(BUILD_DIR))/sdk-example \
 	  node --test --test-concurrency=1 --test-timeout=$(E2E_TIMEOUT) $(notdir $(E2E_TESTS))
+
+# pytest's exit status is the stage's: a failure (1) or no test collected (5) fails `make test`.
+test-python: setup-pyvenv
+	cd tests/python && HANGAR_BIN=$(abspath $(BUILD_DIR))/bin/hangar .venv/bin/python -m pytest -q -p no:cacheprovider
 
 test-asan: setup-apt
 	@[ -f $(ASAN_DIR)/CMakeCache.txt ] || cmake -S . -B $(ASAN_DIR) -DCMAKE_BUILD_TYPE=Debug -DHANGAR_SANITIZE=ON

@@ -3,6 +3,8 @@
 #include "core.hpp"
 #include "doctor.hpp"
 #include "http.hpp"
+#include "log_format.hpp"
+#include "metrics.hpp"
 #include "openapi.hpp"
 #include "plugins.hpp"
 #include "runtime.hpp"
@@ -63,8 +65,12 @@ Args parse_args(int argc, char **argv) {
     return a;
 }
 
-void setup_logging(const std::string &level) {
-    Poco::AutoPtr<Poco::PatternFormatter> fmt(new Poco::PatternFormatter("%Y-%m-%d %H:%M:%S.%i %p %s: %t"));
+void setup_logging(const std::string &level, const std::string &format) {
+    Poco::AutoPtr<Poco::Formatter> fmt;
+    if (format == "json")
+        fmt = new JsonLogFormatter;
+    else
+        fmt = new Poco::PatternFormatter("%Y-%m-%d %H:%M:%S.%i %p %s: %t");
     Poco::AutoPtr<Poco::ConsoleChannel> console(new Poco::ConsoleChannel(std::cerr));
     Poco::AutoPtr<Poco::FormattingChannel> channel(new Poco::FormattingChannel(fmt, console));
     Poco::Logger::root().setChannel(channel);
@@ -157,6 +163,19 @@ std::string openapi_document(HostCore &core, const PluginManager &plugins) {
     for (const auto &c : conflicts)
         core.log.warning("openapi: %s", c);
     return doc.dump();
+}
+
+// What /metrics reports of each plugin: started, failed to start, refused (wrong ABI) or
+// switched off in its ini.
+std::vector<Metrics::PluginState> plugin_states(const HostCore &core, const PluginManager &plugins) {
+    std::vector<Metrics::PluginState> out;
+    for (const auto &p : plugins.plugins())
+        out.push_back({p->name, p->started ? "started" : "failed"});
+    for (const auto &r : plugins.refused())
+        out.push_back({r.name, "refused"});
+    for (const auto &name : core.disabled_plugins)
+        out.push_back({name, "disabled"});
+    return out;
 }
 
 std::vector<std::string> plugin_dirs(const Config &cfg, const std::string &exe) {
@@ -254,7 +273,7 @@ private:
         auto env = Config::process_environment();
         std::string explicit_path = option("config", env.count("HANGAR_CONFIG") ? env["HANGAR_CONFIG"] : "");
         auto cfg = std::make_unique<Config>(find_config_file(explicit_path, exe), env);
-        setup_logging(cfg->get("logging.level", "information"));
+        setup_logging(cfg->get("logging.level", "information"), cfg->get("logging.format", "text"));
         return cfg;
     }
 
@@ -328,10 +347,13 @@ private:
                          },
                          nullptr, HANGAR_ROUTE_PUBLIC});
 
+        add_ops_routes(core, host_record());
+
         PluginManager plugins(core);
         plugins.load(dirs, enabled);
         // Plugins claimed the adopted instances they hold a session for; the rest go.
         runtime.stop_unclaimed();
+        core.metrics.set_plugins(plugin_states(core, plugins));
         std::string openapi = openapi_document(core, plugins);
         core.router.add("GET", "/openapi.json",
                         {&host_record(),
@@ -359,9 +381,19 @@ private:
         std::string host = listen.substr(0, listen.rfind(':'));
         std::cout << "hangar listening on http://" << (host == "0.0.0.0" ? "127.0.0.1" : host) << ":" << port
                   << std::endl;
+        std::uint16_t metrics_port = 0;
+        auto metrics_server = make_metrics_server(core, cfg->get("metrics.listen", ""), metrics_port);
+        if (metrics_server) {
+            metrics_server->start();
+            log.information("metrics (no key) on %s, port %s", cfg->get("metrics.listen", ""),
+                            std::to_string(metrics_port));
+            std::cout << "hangar metrics on port " << metrics_port << std::endl;
+        }
+        core.metrics.ready = true;
 
         Termination term;
         int sig = term.wait();
+        core.metrics.ready = false;
         // SIGTERM (systemctl stop/restart, a package upgrade) is a planned restart: sessions stay
         // running for the next start to adopt, unless the operator said otherwise. SIGINT (Ctrl-C
         // at a terminal) and SIGQUIT end every session.
@@ -370,6 +402,7 @@ private:
         core.stopping_keeps_sessions = keep;
         log.information(keep ? "shutting down; sessions keep running for the next start"
                              : "shutting down; ending every session");
+        if (metrics_server) metrics_server->stop();
         server->stop();
         core.loop.stop();
         core.bridges.stop();

@@ -125,14 +125,17 @@ std::variant<Caller, AuthFailure> Auth::authenticate(const std::optional<std::st
 
     std::string wanted = project_header ? trim(*project_header) : "";
     if (!wanted.empty()) {
-        auto p = store_.exec("SELECT id FROM projects WHERE id = ? AND org_id = ? AND deleted_at IS NULL",
-                             {wanted, caller.org_id});
+        // By id, or by name (the Python SDK's `project` option sends X-Kernel-Project: <name>).
+        auto p = store_.exec("SELECT id FROM projects WHERE (id = ? OR name = ?) AND org_id = ? AND deleted_at IS NULL "
+                             "ORDER BY id = ? DESC LIMIT 1",
+                             {wanted, wanted, caller.org_id, wanted});
         if (p.empty()) return AuthFailure{404, "not_found", "project " + wanted + " not found"};
-        if (caller.project_scoped && wanted != key_project)
+        std::string resolved = p[0]["id"];
+        if (caller.project_scoped && resolved != key_project)
             return AuthFailure{403, "forbidden",
                                "this API key is scoped to project " + key_project + " and cannot act on project " +
                                    wanted};
-        caller.project_id = wanted;
+        caller.project_id = resolved;
     } else if (caller.project_scoped) {
         caller.project_id = key_project;
     } else {

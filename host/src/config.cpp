@@ -23,6 +23,8 @@ const std::map<std::string, std::string> kEnvKeys = {
     {"HANGAR_PLUGIN_DIR", "plugins.extra_dirs"},
     {"HANGAR_PUBLIC_URL", "server.public_url"},
     {"HANGAR_LOG_LEVEL", "logging.level"},
+    {"HANGAR_LOG_FORMAT", "logging.format"},
+    {"HANGAR_METRICS_LISTEN", "metrics.listen"},
     {"HANGAR_WARM_SPARES", "browsers.warm_spares"},
     {"HANGAR_WARM_SPARES_MAX", "browsers.warm_spares_max"},
     {"HANGAR_WARM_SPARES_WINDOW_SECONDS", "browsers.spares_window_seconds"},

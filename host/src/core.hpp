@@ -7,6 +7,7 @@
 #include "config.hpp"
 #include "event_loop.hpp"
 #include "relay_watch.hpp"
+#include "metrics.hpp"
 #include "router.hpp"
 #include "store.hpp"
 #include "tokens.hpp"
@@ -134,6 +135,7 @@ struct HostCore {
     ActivityTracker activity;
     Services services;
     RelayObservers relay_observers;
+    Metrics metrics; // GET /metrics (metrics.cpp)
     std::size_t max_body_bytes = 64u << 20;
     std::string public_url;
     // Plugins that exist but are switched off, for a 404 that names them, and known API areas.

@@ -7,6 +7,13 @@
 #include "plugins.hpp"
 #include "runtime.hpp"
 
+#include <Poco/Net/HTTPClientSession.h>
+#include <Poco/Net/HTTPRequest.h>
+#include <Poco/Net/HTTPResponse.h>
+#include <Poco/Net/NetException.h>
+#include <Poco/Net/ServerSocket.h>
+#include <Poco/Net/SocketAddress.h>
+
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
@@ -16,6 +23,7 @@
 #include <array>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <set>
@@ -67,6 +75,87 @@ std::pair<int, std::string> run(const std::vector<std::string> &argv) {
 
 bool executable(const std::string &path) {
     return ::access(path.c_str(), X_OK) == 0;
+}
+
+// Whether a Hangar server answers GET /healthz at host:port (the address is taken by us, then).
+bool hangar_answers(const std::string &host, std::uint16_t port) {
+    try {
+        Poco::Net::HTTPClientSession session(host == "0.0.0.0" ? "127.0.0.1" : host, port);
+        session.setTimeout(Poco::Timespan(2, 0));
+        Poco::Net::HTTPRequest req(Poco::Net::HTTPRequest::HTTP_GET, "/healthz", Poco::Net::HTTPMessage::HTTP_1_1);
+        session.sendRequest(req);
+        Poco::Net::HTTPResponse res;
+        std::string body;
+        std::getline(session.receiveResponse(res), body);
+        return res.getStatus() == Poco::Net::HTTPResponse::HTTP_OK && body.find("\"ok\"") != std::string::npos;
+    } catch (const std::exception &) {
+        return false;
+    }
+}
+
+// A listen address the server will bind: free, or already ours, or taken by something else.
+void check_port(Report &r, const std::string &listen, const std::string &what) {
+    Poco::Net::SocketAddress addr;
+    try {
+        addr = Poco::Net::SocketAddress(listen);
+    } catch (const std::exception &e) {
+        r.fail(what + " address '" + listen + "' is not host:port (" + e.what() + ")", "set it like 127.0.0.1:8080");
+        return;
+    }
+    if (addr.port() == 0) {
+        r.ok(what + " on " + listen + ": the server picks a free port and prints it");
+        return;
+    }
+    try {
+        Poco::Net::ServerSocket probe;
+        probe.bind(addr, true, false);
+        r.ok(what + " address " + listen + " is free");
+    } catch (const Poco::Net::NetException &e) {
+        if (hangar_answers(addr.host().toString(), addr.port()))
+            r.ok("a Hangar server already answers on " + listen + " (" + what + ")");
+        else
+            r.fail(what + " address " + listen + " cannot be bound: " + e.displayText(),
+                   "stop what listens there (ss -ltnp) or choose another address");
+    }
+}
+
+// What limits instances get: the server puts each in a cgroup of its own under <root>/hangar.
+void check_cgroups(Report &r) {
+    auto writable = [](const std::string &root) {
+        return ::access((root + "/hangar").c_str(), W_OK) == 0 || ::access(root.c_str(), W_OK) == 0;
+    };
+    std::string v2 = "/sys/fs/cgroup/cgroup.controllers";
+    std::ifstream controllers(v2);
+    std::string line;
+    std::getline(controllers, line);
+    if (line.find("memory") != std::string::npos) {
+        if (writable("/sys/fs/cgroup"))
+            r.ok("cgroup v2 (" + line + "): memory, task and CPU limits apply to each instance");
+        else
+            r.warn("cgroup v2, but /sys/fs/cgroup is not writable: instances run without memory and CPU limits",
+                   "run the server as root, or delegate a cgroup subtree to the hangar user (systemd Delegate=yes)");
+        return;
+    }
+    std::vector<std::string> usable, missing;
+    for (const char *controller : {"memory", "pids", "cpu"}) {
+        std::string root = std::string("/sys/fs/cgroup/") + controller;
+        (fs::is_directory(root) && writable(root) ? usable : missing).emplace_back(controller);
+    }
+    if (missing.empty())
+        r.ok("cgroup v1: memory, pids and cpu limits apply to each instance");
+    else
+        r.warn(
+            "cgroup v1 without a writable " +
+                [&] {
+                    std::string names;
+                    for (const auto &m : missing)
+                        names += (names.empty() ? "" : ", ") + m;
+                    return names;
+                }() +
+                " hierarchy: instances run without those limits",
+            "run the server as root, or mount the missing cgroup controllers");
+    if (!fs::exists("/sys/fs/cgroup/cpu/cpuacct.usage"))
+        r.ok("no cpuacct in the cpu hierarchy: /metrics sums each instance's CPU time from /proc instead");
 }
 
 } // namespace
@@ -137,6 +226,13 @@ int doctor(Config &cfg, const std::string &exe, const std::vector<std::string> &
         r.ok(novnc + " (noVNC)");
     else
         r.fail(novnc + "/core/rfb.js is missing: live view pages cannot load", "apt-get install novnc");
+
+    std::cout << "ports\n";
+    check_port(r, cfg.get("server.listen", "127.0.0.1:8080"), "API");
+    if (auto metrics = cfg.get("metrics.listen", ""); !metrics.empty()) check_port(r, metrics, "metrics");
+
+    std::cout << "cgroups\n";
+    check_cgroups(r);
 
     std::cout << "data\n";
     std::string data = fs::absolute(cfg.get("server.data_dir", ".data")).lexically_normal().string();

@@ -112,7 +112,7 @@ void EventLoop::splice(UniqueFd a, UniqueFd b, std::string to_b, std::string to_
     });
 }
 
-std::shared_ptr<SseConnection> EventLoop::add_sse(UniqueFd fd, std::string head) {
+std::shared_ptr<SseConnection> EventLoop::add_sse(UniqueFd fd, std::string head, std::function<void()> on_close) {
     auto id = next_id_++;
     std::shared_ptr<SseConnection> sse(new SseConnection(*this, id));
     {
@@ -125,6 +125,7 @@ std::shared_ptr<SseConnection> EventLoop::add_sse(UniqueFd fd, std::string head)
     conn->id = id;
     conn->a = std::move(fd);
     conn->sse = sse;
+    conn->on_close = std::move(on_close);
     open_count_++;
     post([this, conn] {
         auto owned = std::make_unique<Conn>(std::move(*conn));

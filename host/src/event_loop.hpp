@@ -92,7 +92,7 @@ public:
     void splice(UniqueFd a, UniqueFd b, std::string to_b, std::string to_a, std::function<void()> on_close,
                 std::unique_ptr<SpliceWatcher> watcher = nullptr);
     // Takes an SSE client socket; `head` is the HTTP response head to send first.
-    std::shared_ptr<SseConnection> add_sse(UniqueFd fd, std::string head);
+    std::shared_ptr<SseConnection> add_sse(UniqueFd fd, std::string head, std::function<void()> on_close = {});
 
     std::size_t connection_count() const { return open_count_.load(); }
     void stop(); // closes every connection; idempotent

@@ -7,6 +7,7 @@
 
 #include <Poco/Timer.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -280,7 +281,10 @@ hangar_stream *sse_open(hangar_response *r) {
         for (const auto &[k, v] : r->headers)
             head.append(k).append(": ").append(v).append("\r\n");
         head += "\r\n";
-        auto conn = r->core->loop.add_sse(std::move(fd), std::move(head));
+        auto *core = r->core;
+        core->metrics.connection_opened("sse");
+        auto conn =
+            core->loop.add_sse(std::move(fd), std::move(head), [core] { core->metrics.connection_closed("sse"); });
         return new hangar_stream{conn};
     } catch (const std::exception &) {
         return nullptr;
@@ -437,7 +441,18 @@ int token_verify(hangar_plugin_ctx *ctx, hangar_str token, hangar_buf *out) {
 int instance_start(hangar_plugin_ctx *ctx, hangar_str spec, hangar_buf *out, hangar_buf *err) {
     return guarded(err, [&] {
         if (!ctx->core->runtime) throw std::runtime_error("instances can only be started by the server");
-        return fill(out, ctx->core->runtime->start(json::parse(sv(spec))).dump());
+        auto started = std::chrono::steady_clock::now();
+        auto seconds = [&] {
+            return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+        };
+        try {
+            auto answer = ctx->core->runtime->start(json::parse(sv(spec))).dump();
+            ctx->core->metrics.observe_instance_start(seconds(), true);
+            return fill(out, answer);
+        } catch (...) {
+            ctx->core->metrics.observe_instance_start(seconds(), false);
+            throw;
+        }
     });
 }
 

@@ -193,6 +193,7 @@ public:
 
     void handleRequest(Poco::Net::HTTPServerRequest &http, Poco::Net::HTTPServerResponse &httpRes) override {
         auto started = steady_ms();
+        auto started_precise = std::chrono::steady_clock::now();
         hangar_request req{&core_, http,  http.getMethod(), {}, {}, {}, {}, {}, "{}", random_token(16), {}, 0, {},
                            false,  false, nullptr,          {}};
         hangar_response res{&core_, &req, httpRes, 0, {}, {}, {}, {}, false, false};
@@ -231,6 +232,9 @@ public:
         }
         int status = res.taken_over ? 101 : (res.status ? res.status : (res.body.empty() ? 204 : 200));
         auto duration = steady_ms() - started;
+        core_.metrics.observe_request(
+            req.method, req.route, status,
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - started_precise).count());
         if (core_.audit && req.caller) audit(req, status, duration);
         if (!req.browser_session.empty()) report_api_call(req, status, duration);
         if (core_.log.information())
@@ -327,7 +331,10 @@ private:
     bool authenticate(hangar_request &req, hangar_response &res) {
         std::optional<std::string> authz, project;
         if (req.http.has("Authorization")) authz = req.http.get("Authorization");
-        if (req.http.has("X-Kernel-Project-Id")) project = req.http.get("X-Kernel-Project-Id");
+        if (req.http.has("X-Kernel-Project-Id"))
+            project = req.http.get("X-Kernel-Project-Id");
+        else if (req.http.has("X-Kernel-Project"))
+            project = req.http.get("X-Kernel-Project"); // the Python SDK's `project` (a name or an id)
         auto result = core_.auth->authenticate(authz, project);
         if (auto *fail = std::get_if<AuthFailure>(&result)) {
             set_error(res, fail->status, fail->code, fail->message);

@@ -2,6 +2,7 @@
 // are spliced byte for byte in the event loop (frames are never parsed, so CDP pays only the
 // copy); plain requests are forwarded on the request thread and the answer copied back.
 #include "http.hpp"
+#include "metrics.hpp"
 #include "util.hpp"
 
 #include <Poco/Net/HTTPClientSession.h>
@@ -186,11 +187,13 @@ int relay(hangar_request &req, hangar_response &res, const Upstream &up, const s
             }
             to_upstream = buffered;
         }
-        std::function<void()> on_close;
-        if (!activity_key.empty()) {
-            core.activity.begin(activity_key);
-            on_close = [&core, activity_key] { core.activity.end(activity_key); };
-        }
+        if (!activity_key.empty()) core.activity.begin(activity_key);
+        std::string kind = core.role == HANGAR_ROLE_SERVER ? connection_kind(req) : std::string();
+        if (!kind.empty()) core.metrics.connection_opened(kind);
+        std::function<void()> on_close = [&core, activity_key, kind] {
+            if (!activity_key.empty()) core.activity.end(activity_key);
+            if (!kind.empty()) core.metrics.connection_closed(kind);
+        };
         // Observers (relay_watch.hpp) see the bytes as the loop copies them; what was read or
         // answered before the splice (never the request head) is shown to them first.
         auto watcher = core.relay_observers.open(activity_key, target_uri(req, path), req.path, upgrade);
@@ -410,11 +413,13 @@ int ws_bridge(hangar_request &req, hangar_response &res, const std::string &sock
     try {
         Poco::Net::WebSocket ws(req.http, res.http);
         res.taken_over = true;
-        std::function<void()> on_end;
-        if (!activity_key.empty()) {
-            core.activity.begin(activity_key);
-            on_end = [&core, activity_key] { core.activity.end(activity_key); };
-        }
+        if (!activity_key.empty()) core.activity.begin(activity_key);
+        std::string kind = core.role == HANGAR_ROLE_SERVER ? connection_kind(req) : std::string();
+        if (!kind.empty()) core.metrics.connection_opened(kind);
+        std::function<void()> on_end = [&core, activity_key, kind] {
+            if (!activity_key.empty()) core.activity.end(activity_key);
+            if (!kind.empty()) core.metrics.connection_closed(kind);
+        };
         core.bridges.start(ws, upstream, std::move(on_end));
     } catch (const Poco::Net::WebSocketException &e) {
         set_error(res, 400, "bad_request", std::string("a WebSocket upgrade is required: ") + e.what());

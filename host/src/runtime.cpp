@@ -849,6 +849,15 @@ std::vector<std::string> Runtime::running() const {
     return ids;
 }
 
+std::vector<std::pair<std::string, std::vector<std::string>>> Runtime::instance_cgroups() const {
+    std::lock_guard lock(mutex_);
+    std::vector<std::pair<std::string, std::vector<std::string>>> out;
+    out.reserve(instances_.size());
+    for (const auto &[id, inst] : instances_)
+        out.emplace_back(id, inst.cgroups);
+    return out;
+}
+
 std::optional<std::string> Runtime::socket_path(const std::string &id) const {
     std::lock_guard lock(mutex_);
     auto it = instances_.find(id);

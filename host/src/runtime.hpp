@@ -80,6 +80,8 @@ public:
     // The directory of a running instance's memory cgroup and the cgroup version (1 or 2).
     std::optional<std::pair<std::string, int>> memory_cgroup(const std::string &id) const;
     std::vector<std::string> running() const;
+    // Each running instance and its cgroup folders (one per hierarchy), for /metrics.
+    std::vector<std::pair<std::string, std::vector<std::string>>> instance_cgroups() const;
     std::string cgroup_mode() const { return cgroup_mode_; }
     // Whether instance folders are size-capped file systems (a quota is set and we may mount).
     bool disk_quota() const { return disk_quota_; }

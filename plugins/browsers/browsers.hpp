@@ -7,6 +7,7 @@
 #include "curl.hpp"
 #include "session_model.hpp"
 
+#include <hangar/metrics.hpp>
 #include <hangar/plugin.hpp>
 
 #include <atomic>
@@ -120,7 +121,7 @@ private:
     int warm_spares_max_ = 0; // the cap per kind
     std::chrono::seconds spares_window_{120};
     std::int64_t spares_min_free_mb_ = 2048; // beyond the minimum, only while this much memory is free
-    std::mutex spares_mutex_;
+    mutable std::mutex spares_mutex_;
     std::condition_variable_any spares_cv_;
     std::map<bool, std::deque<std::string>> spares_; // headless → ready instance ids
     std::map<bool, SpareDemand> spare_demand_;
@@ -202,6 +203,16 @@ private:
     std::atomic<std::uint64_t> pools_epoch_{0};
     std::map<std::string, Pool> pools_;
     std::jthread pool_filler_;
+
+    // ---- metrics (metrics.cpp): the `browsers.metrics` service the host's /metrics renders ----
+    void start_metrics();
+    json metrics_families() const;
+    // A session handed out: `source` is spare, cold or pool; `started` when its request began.
+    void count_create(const char *source, std::chrono::steady_clock::time_point started);
+    std::atomic<std::uint64_t> deletes_{0};
+    std::atomic<std::uint64_t> admission_rejections_{0};
+    mutable std::mutex metrics_mutex_;
+    std::map<std::string, hangar::metrics::Histogram> create_seconds_; // by source
 
     // ---- instance role (instance.cpp) ----
     void start_instance() override;

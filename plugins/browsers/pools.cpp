@@ -331,6 +331,7 @@ void BrowsersPlugin::pool_create(Request &req, Response &res) {
     const int cap = session_cap(req);
     if (cap > 0 && unpooled_active(project) + pooled_capacity_locked(project) + settings.size > cap) {
         res.header("Retry-After", "2");
+        ++admission_rejections_;
         throw Error(429, "rate_limited",
                     "this pool would take the project past its limit of " + std::to_string(cap) +
                         " browsers (pool capacity counts whether or not browsers are acquired)");
@@ -423,6 +424,7 @@ void BrowsersPlugin::pool_update(Request &req, Response &res) {
             settings.size > p.size && cap > 0 &&
             unpooled_active(project) + pooled_capacity_locked(project) - p.size + settings.size > cap) {
             res.header("Retry-After", "2");
+            ++admission_rejections_;
             throw Error(429, "rate_limited",
                         "this size would take the project past its limit of " + std::to_string(cap) + " browsers");
         }
@@ -499,6 +501,7 @@ void BrowsersPlugin::pool_flush(Request &req, Response &res) {
 }
 
 void BrowsersPlugin::pool_acquire(Request &req, Response &res) {
+    const auto started = Clock::now();
     std::string project = req.project();
     json body = req.json_body(true);
     json lease_body = json::object();
@@ -608,6 +611,7 @@ void BrowsersPlugin::pool_acquire(Request &req, Response &res) {
         std::lock_guard lock(idle_mutex_);
         idle_baseline_ms_[s.id] = now_ms(); // the pool's timeout runs from the lease
     }
+    count_create("pool", started);
     activity(s.id);
     telemetry_after_start({{"op", "acquire"},
                            {"session_id", id},

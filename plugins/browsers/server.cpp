@@ -92,10 +92,12 @@ BrowsersPlugin::AdmissionSlot BrowsersPlugin::admit(const std::string &project, 
         }
         auto it = admitting_.find(project);
         int starting = it == admitting_.end() ? 0 : it->second;
-        if (active + starting >= cap)
+        if (active + starting >= cap) {
+            ++admission_rejections_;
             throw Error(429, "rate_limited",
                         "this project already has " + std::to_string(active + starting) + " browsers (limit " +
                             std::to_string(cap) + "); delete one or try again later");
+        }
     }
     admitting_[project]++;
     return {*this, project};
@@ -107,12 +109,22 @@ void BrowsersPlugin::start_server() {
         static_cast<std::ptrdiff_t>(std::clamp<std::int64_t>(config_int("max_parallel_starts", 2), 1, 64)));
     token_grace_seconds_ = static_cast<std::uint32_t>(config_int("token_grace_seconds", token_grace_seconds_));
     reap_orphans();
+    start_metrics();
 
     route("POST", "/browsers", [this](Request &q, Response &r) { create(q, r); });
     route("GET", "/browsers", [this](Request &q, Response &r) { list(q, r); });
     route("GET", "/browsers/{id_or_name}", [this](Request &q, Response &r) { retrieve(q, r); });
     route("PATCH", "/browsers/{id_or_name}", [this](Request &q, Response &r) { update(q, r); });
     route("DELETE", "/browsers/{id_or_name}", [this](Request &q, Response &r) { remove(q, r); });
+    // Kernel's retired persistence: the Go SDK and the CLI (`kernel browsers delete`) still send
+    // DELETE /browsers?persistent_id=X. No Hangar browser has a persistent id (create answers
+    // `persistence` with 501), so it is never found; the CLI takes that 404 as "already gone".
+    route("DELETE", "/browsers", [](Request &q, Response &) {
+        auto id = q.query("persistent_id");
+        if (!id || id->empty()) throw Error::invalid("persistent_id", "is required");
+        throw Error(404, "not_found",
+                    "no browser has the persistent id " + *id + " (Hangar has no persistent browsers)");
+    });
 
     // Capability-token routes: the jwt is the credential, no API key.
     constexpr auto open = HANGAR_ROUTE_PUBLIC | HANGAR_ROUTE_STREAMING;
@@ -378,6 +390,7 @@ bool BrowsersPlugin::mark_deleted(const std::string &id, std::int64_t at) {
     std::lock_guard lock(delete_mutex_);
     if (sql("SELECT id FROM browsers_sessions WHERE id = ? AND deleted_at IS NULL", {id}).empty()) return false;
     sql("UPDATE browsers_sessions SET deleted_at = ? WHERE id = ? AND deleted_at IS NULL", {at, id});
+    ++deletes_;
     return true;
 }
 
@@ -488,6 +501,7 @@ void BrowsersPlugin::attach_profile(const Session &s, const ProfileRef &ref) {
 // ---- handlers ------------------------------------------------------------------------------------
 
 void BrowsersPlugin::create(Request &req, Response &res) {
+    const auto started = std::chrono::steady_clock::now();
     std::string project = req.project();
     json caller = req.caller();
     CreateOptions opts = parse_create(req.json_body(true));
@@ -613,6 +627,7 @@ void BrowsersPlugin::create(Request &req, Response &res) {
         throw;
     }
     profile_lease.plugin = nullptr; // the session holds it now; its end gives it back
+    count_create(spare ? "spare" : "cold", started);
     {
         std::lock_guard lock(idle_mutex_);
         idle_baseline_ms_[s.id] = now_ms(); // idle time counts from "ready", not from the request

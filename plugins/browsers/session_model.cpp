@@ -361,6 +361,9 @@ CreateOptions parse_create(const json &body) {
     bool gpu = false;
     check_bool(v, body, "gpu", gpu);
     if (gpu) unsupported.emplace_back("gpu");
+    // Kernel's retired persistence (the Go SDK and CLI still send it): ignoring it would hand out
+    // a fresh browser where the caller asked to resume one.
+    if (const json *p = field(body, "persistence"); p && !p->is_null()) unsupported.emplace_back("persistence");
 
     v.throw_if_failed("invalid browser options");
     if (!unsupported.empty()) throw_not_implemented(unsupported);

@@ -293,21 +293,18 @@ private:
     void load_into_browser(Request &req, Response &res) {
         req.require_entitlement("extensions");
         auto parts = hangar::parse_multipart(req);
-        // extensions[<i>][name] / extensions[<i>][zip_file], in index order.
-        // At most 6 index digits, so the index always fits an int (a part with more is not ours).
-        static const std::regex part_name(R"(^extensions\[(\d{1,6})\]\[(name|zip_file)\]$)");
-        std::map<int, std::pair<const hangar::Part *, const hangar::Part *>> items;
-        for (const auto &p : parts) {
-            std::smatch m;
-            if (!std::regex_match(p.name, m, part_name)) continue;
-            auto &slot = items[std::stoi(m[1])];
-            (m[2] == "name" ? slot.first : slot.second) = &p;
+        // extensions[<i>][name] / extensions[<i>][zip_file] (or the Go SDK's forms), in index order.
+        std::vector<std::pair<const hangar::Part *, const hangar::Part *>> items;
+        for (const auto &e : hangar::indexed_parts(parts, "extensions")) {
+            auto field = [&](const char *k) { return e.fields.count(k) ? e.fields.at(k) : nullptr; };
+            items.emplace_back(field("name"), field("zip_file"));
         }
         Validation v;
         if (items.empty()) v.fail("extensions", "is required: parts extensions[i][name] and extensions[i][zip_file]");
         std::size_t total = 0;
         std::set<std::string> seen;
-        for (const auto &[i, item] : items) {
+        for (std::size_t i = 0; i < items.size(); ++i) {
+            const auto &item = items[i];
             std::string at = "extensions[" + std::to_string(i) + "]";
             if (!item.first) v.fail(at + ".name", "is required");
             if (!item.second) v.fail(at + ".zip_file", "is required");
@@ -333,7 +330,7 @@ private:
             call("browsers.session", {{"project_id", caller.value("project_id", "")}, {"id", req.param("id")}});
         std::string sid = session.value("session_id", "");
         auto busy = activity(sid);
-        for (const auto &[i, item] : items) {
+        for (const auto &item : items) {
             auto r =
                 instance_call(sid, "PUT", "/extensions/" + std::string(item.first->data), item.second->data, 60000);
             if (r.status != 204)

@@ -621,31 +621,22 @@ private:
         });
         route("POST", "/fs/upload", [](hangar::Request &req, hangar::Response &res) {
             auto parts = parse_multipart(req);
-            std::map<std::string, std::pair<std::string, const Part *>> files; // index -> (dest, file)
-            for (const auto &p : parts) {
-                if (p.name.rfind("files[", 0) != 0) continue;
-                auto close = p.name.find(']');
-                if (close == std::string::npos) continue;
-                std::string idx = p.name.substr(6, close - 6);
-                std::string key = p.name.substr(close + 1);
-                if (key == "[dest_path]")
-                    files[idx].first = std::string(p.data);
-                else if (key == "[file]")
-                    files[idx].second = &p;
-            }
+            auto files = hangar::indexed_parts(parts, "files");
             if (files.empty()) throw Error::invalid("files", "at least one file is required");
             hangar::Validation v;
             std::vector<std::pair<std::string, std::string_view>> todo;
-            for (auto &[idx, f] : files) {
-                std::string field = "files[" + idx + "]";
-                if (!f.second) v.fail(field + "[file]", "required");
+            for (const auto &f : files) {
+                const Part *file = f.fields.count("file") ? f.fields.at("file") : nullptr;
+                const Part *dest_part = f.fields.count("dest_path") ? f.fields.at("dest_path") : nullptr;
+                if (!file) v.fail(f.label + "[file]", "required");
                 std::string dest;
                 try {
-                    dest = checked_path(field + "[dest_path]", f.first);
+                    dest =
+                        checked_path(f.label + "[dest_path]", dest_part ? std::string(dest_part->data) : std::string());
                 } catch (const Error &e) {
-                    v.fail(field + "[dest_path]", e.details().empty() ? e.what() : e.details()[0].message);
+                    v.fail(f.label + "[dest_path]", e.details().empty() ? e.what() : e.details()[0].message);
                 }
-                if (f.second && !dest.empty()) todo.emplace_back(dest, f.second->data);
+                if (file && !dest.empty()) todo.emplace_back(dest, file->data);
             }
             v.throw_if_failed();
             for (auto &[dest, data] : todo)

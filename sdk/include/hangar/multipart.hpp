@@ -4,7 +4,9 @@
 
 #include <hangar/plugin.hpp>
 
+#include <algorithm>
 #include <cctype>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -76,6 +78,73 @@ inline const Part *find_part(const std::vector<Part> &parts, std::string_view na
     for (const auto &p : parts)
         if (p.name == name) return &p;
     return nullptr;
+}
+
+// The elements of an array of objects sent as parts, each a field → part map, in index order.
+// Every encoding the Kernel SDKs use is read: `files[0][dest_path]` (TypeScript, Python),
+// `files.0.dest_path` and `files[0].dest_path` (Go, indices), and the index-less `files.dest_path`
+// / `files[][dest_path]` (Go's default "comma" form), where the n-th occurrence of a field
+// belongs to the n-th element. At most 6 index digits: a longer index is not an element.
+struct IndexedElement {
+    std::string label; // "files[0]", for error messages
+    std::map<std::string, const Part *, std::less<>> fields;
+};
+inline std::vector<IndexedElement> indexed_parts(const std::vector<Part> &parts, std::string_view array) {
+    std::map<long, IndexedElement> indexed;
+    std::vector<IndexedElement> positional;
+    for (const auto &p : parts) {
+        std::string_view n = p.name;
+        if (n.substr(0, array.size()) != array) continue;
+        n.remove_prefix(array.size());
+        std::string index, field;
+        auto digits = [](std::string_view d) {
+            return !d.empty() && d.size() <= 6 &&
+                   std::all_of(d.begin(), d.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+        };
+        auto field_of = [](std::string_view rest) -> std::string {
+            if (rest.size() > 2 && rest.front() == '[' && rest.back() == ']')
+                rest = rest.substr(1, rest.size() - 2);
+            else if (rest.size() > 1 && rest.front() == '.')
+                rest.remove_prefix(1);
+            else
+                return {};
+            return rest.find_first_of("[].") == std::string_view::npos ? std::string(rest) : std::string();
+        };
+        if (n.size() > 1 && n.front() == '[') {
+            auto close = n.find(']');
+            if (close == std::string_view::npos) continue;
+            index = std::string(n.substr(1, close - 1));
+            field = field_of(n.substr(close + 1));
+        } else if (n.size() > 1 && n.front() == '.') {
+            auto dot = n.find_first_of(".[", 1);
+            auto first = n.substr(1, dot == std::string_view::npos ? std::string_view::npos : dot - 1);
+            if (digits(first) && dot != std::string_view::npos) {
+                index = std::string(first);
+                field = field_of(n.substr(dot));
+            } else {
+                field = field_of(n);
+            }
+        }
+        if (field.empty()) continue;
+        if (index.empty()) {
+            // Index-less: a field the latest element already has starts the next element.
+            if (positional.empty() || positional.back().fields.count(field)) positional.emplace_back();
+            positional.back().fields[field] = &p;
+        } else if (digits(index)) {
+            auto &e = indexed[std::stol(index)];
+            e.fields[field] = &p;
+        }
+    }
+    std::vector<IndexedElement> out;
+    for (auto &[i, e] : indexed) {
+        e.label = std::string(array) + "[" + std::to_string(i) + "]";
+        out.push_back(std::move(e));
+    }
+    for (auto &e : positional) {
+        e.label = std::string(array) + "[" + std::to_string(out.size()) + "]";
+        out.push_back(std::move(e));
+    }
+    return out;
 }
 
 } // namespace hangar

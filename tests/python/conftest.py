@@ -1,0 +1,166 @@
+"""Fixtures of the Python SDK conformance suite: the real `hangar serve`, started the way
+tests/e2e/lib/server.mjs starts it (fresh temp data dir, 127.0.0.1:0, random key, readiness from
+the server's own "hangar listening on" line), and the official `kernel` clients pointed at it.
+
+At most two browsers are alive at once: `browser` (one headless session shared by the module
+that asks for it) plus one a test makes and deletes itself.
+"""
+
+from __future__ import annotations
+
+import http.server
+import os
+import re
+import secrets
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+import kernel
+
+REPO = Path(__file__).resolve().parents[2]
+HANGAR_BIN = os.environ.get("HANGAR_BIN") or str(REPO / "build" / "bin" / "hangar")
+# Host loopback ports an instance may reach (the same span as the e2e suite).
+ALLOWED_PORTS = (21000, 21199)
+LISTEN_RE = re.compile(r"hangar listening on (http://127\.0\.0\.1:(\d+))")
+PAGE_TITLE = "Hangar Python page"
+
+
+class Server:
+    def __init__(self, base_url: str, api_key: str, data_dir: str, proc: subprocess.Popen[str], output: list[str]):
+        self.base_url = base_url
+        self.api_key = api_key
+        self.data_dir = data_dir
+        self.proc = proc
+        self._output = output
+
+    def output(self) -> str:
+        return "".join(self._output)
+
+    def admin(self, *args: str) -> str:
+        env = dict(os.environ, HANGAR_DATA_DIR=self.data_dir, HANGAR_API_KEY=self.api_key)
+        return subprocess.run([HANGAR_BIN, "admin", *args], env=env, capture_output=True, text=True, check=True,
+                              timeout=30).stdout.strip()
+
+
+@pytest.fixture(scope="session")
+def server() -> Iterator[Server]:
+    if not os.path.exists(HANGAR_BIN):
+        pytest.exit(f"{HANGAR_BIN} does not exist: build first (make build)", returncode=2)
+    data_dir = tempfile.mkdtemp(prefix="hangar-py-")
+    api_key = "sk_test_" + secrets.token_hex(24)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KERNEL_")}
+    env.update(
+        HANGAR_LISTEN="127.0.0.1:0",
+        HANGAR_DATA_DIR=data_dir,
+        HANGAR_API_KEY=api_key,
+        HANGAR_WARM_SPARES="0",
+        HANGAR_SANDBOX_ALLOW_HOST_PORTS=f"{ALLOWED_PORTS[0]}-{ALLOWED_PORTS[1]}",
+    )
+    proc = subprocess.Popen([HANGAR_BIN, "serve"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, bufsize=1)
+    output: list[str] = []
+    ready = threading.Event()
+    base: list[str] = []
+
+    def pump() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            output.append(line)
+            m = LISTEN_RE.search(line)
+            if m and not ready.is_set():
+                base.append(m.group(1))
+                ready.set()
+        ready.set()
+
+    threading.Thread(target=pump, daemon=True).start()
+    if not ready.wait(60) or not base:
+        proc.kill()
+        shutil.rmtree(data_dir, ignore_errors=True)
+        pytest.exit("hangar did not print its listening line:\n" + "".join(output), returncode=2)
+    srv = Server(base[0], api_key, data_dir, proc, output)
+    try:
+        yield srv
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def client(server: Server) -> kernel.Kernel:
+    return kernel.Kernel(api_key=server.api_key, base_url=server.base_url, timeout=120, max_retries=0)
+
+
+@pytest.fixture(scope="session")
+def async_client(server: Server) -> kernel.AsyncKernel:
+    return kernel.AsyncKernel(api_key=server.api_key, base_url=server.base_url, timeout=120, max_retries=0)
+
+
+@pytest.fixture(scope="module")
+def browser(client: kernel.Kernel) -> Iterator[object]:
+    """One headless session for a whole module (a second browser may live beside it)."""
+    session = client.browsers.create(headless=True, timeout_seconds=300)
+    try:
+        yield session
+    finally:
+        try:
+            client.browsers.delete_by_id(session.session_id)
+        except kernel.NotFoundError:
+            pass
+
+
+class _Pages(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:  # noqa: N802 (the stdlib's name)
+        body = f"<!doctype html><html><head><title>{PAGE_TITLE}</title></head><body><h1>hi</h1></body></html>"
+        self.send_response(200)
+        self.send_header("content-type", "text/html; charset=utf-8")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body.encode())
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture(scope="session")
+def page_url() -> Iterator[str]:
+    """A page on a host port the instances may reach."""
+    for port in range(ALLOWED_PORTS[0] + 150, ALLOWED_PORTS[1] + 1):
+        try:
+            srv = http.server.ThreadingHTTPServer(("127.0.0.1", port), _Pages)
+        except OSError:
+            continue
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        try:
+            yield f"http://127.0.0.1:{port}/"
+        finally:
+            srv.shutdown()
+        return
+    raise RuntimeError("no free port for the page server")
+
+
+def wait_for(fn, timeout: float = 30, interval: float = 0.25, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    last: Exception | None = None
+    while True:
+        try:
+            v = fn()
+            if v:
+                return v
+        except Exception as e:  # noqa: BLE001 (retried until the deadline)
+            last = e
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}" + (f": {last}" if last else ""))
+        time.sleep(interval)
