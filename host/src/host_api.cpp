@@ -150,6 +150,7 @@ int config_get(hangar_plugin_ctx *ctx, hangar_str key, hangar_buf *out) {
     // The data dir as the host resolved it (absolute, default applied), for files such as the
     // secrets key that plugins keep there.
     if (k == "server.data_dir" && !ctx->core->data_dir.empty()) return fill(out, ctx->core->data_dir);
+    if (k == "server.bound_listen" && !ctx->core->bound_listen.empty()) return fill(out, ctx->core->bound_listen);
     if (auto v = cfg.get(ctx->plugin->name + "." + k)) return fill(out, *v);
     if (auto v = cfg.get(k)) return fill(out, *v);
     return -1;

@@ -79,7 +79,11 @@ private:
         pid_t pasta_pid = -1;
         std::vector<std::string> cgroups; // one per hierarchy (v1) or one (v2)
         bool disk = false;                // dir is the mount point of <id>.disk
+        // Read-only binds a plugin asked for in the spec ("binds": [{source, target}]): a folder
+        // of the data dir (an app's unpacked code) shown at a path under /srv.
+        std::vector<std::pair<std::string, std::string>> ro_binds;
     };
+    std::vector<std::pair<std::string, std::string>> spec_binds(const nlohmann::json &spec) const;
     // fork/exec happens on one long-lived thread: bwrap's --die-with-parent is tied to the
     // thread that forked it, and request threads come and go.
     std::future<pid_t> spawn(std::function<pid_t()> fn);
