@@ -77,7 +77,8 @@ async function registries(entry) {
   const found = [];
   let dir;
   try {
-    dir = path.dirname(createRequire(entry).resolve('@onkernel/sdk/package.json'));
+    // The package's main file sits at its root (package.json itself is not exported).
+    dir = path.dirname(createRequire(entry).resolve('@onkernel/sdk'));
   } catch {
     return found;
   }
