@@ -385,7 +385,8 @@ private:
         std::string runner = body.value("runner_dir", "");
         std::vector<std::string> env = {"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + instance_home_dir(),
                                         "LANG=C.UTF-8", "NODE_ENV=production", "TMPDIR=/tmp"};
-        for (auto &[k, v] : body.value("env", json::object()).items())
+        const json vars = body.value("env", json::object()); // kept alive for items()
+        for (const auto &[k, v] : vars.items())
             env.push_back(k + "=" + v.get<std::string>());
         auto log = proc::open_log(run_dir + "/logs/app.log");
         auto result = proc::make_pipe();
@@ -890,7 +891,13 @@ private:
         tail_stop = true;
         if (tail.joinable()) tail.join();
         json parsed = r.status == 200 ? json::parse(r.body, nullptr, false) : json(nullptr);
-        if (!parsed.is_object()) return {{"ok", false}, {"error", "the app's sandbox stopped"}};
+        if (!parsed.is_object()) {
+            json agent = json::parse(r.body, nullptr, false);
+            std::string why = agent.is_object() ? agent.value("message", r.body) : r.body;
+            return {{"ok", false},
+                    {"error", "the app's sandbox stopped (" + std::to_string(r.status) + (why.empty() ? "" : ": ") +
+                                  why.substr(0, 500) + ")"}};
+        }
         return parsed;
     }
 
