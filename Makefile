@@ -28,6 +28,7 @@ JOBS         ?= 2
 E2E_DIR      := tests/e2e
 PW_EXEC_DIR  := plugins/playwright/executor
 BIDI_DIR     := plugins/bidi/mapper
+APPS_RUNNER_DIR := plugins/apps/runner
 E2E_TESTS    ?= $(sort $(wildcard $(E2E_DIR)/*.test.mjs))
 E2E_TIMEOUT  ?= 600000
 STAMP_DIR    := $(BUILD_DIR)/.stamps
@@ -90,7 +91,8 @@ setup-tun:
 # npm: `npm ci` when node_modules is missing or older than package-lock.json. Puppeteer-core and
 # playwright-core never download a browser; the tests use Debian's /usr/bin/chromium.
 setup-npm: $(E2E_DIR)/node_modules/.package-lock.json $(PW_EXEC_DIR)/node_modules/.package-lock.json \
-           $(BIDI_DIR)/node_modules/.package-lock.json
+           $(BIDI_DIR)/node_modules/.package-lock.json \
+           $(APPS_RUNNER_DIR)/node_modules/.package-lock.json
 
 $(E2E_DIR)/node_modules/.package-lock.json: $(E2E_DIR)/package-lock.json $(E2E_DIR)/package.json | setup-apt
 	cd $(E2E_DIR) && PUPPETEER_SKIP_DOWNLOAD=1 PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund --loglevel=error
@@ -104,6 +106,11 @@ $(PW_EXEC_DIR)/node_modules/.package-lock.json: $(PW_EXEC_DIR)/package-lock.json
 # The bidi plugin's Node mapper: chromium-bidi (WebDriver BiDi over CDP) and ws.
 $(BIDI_DIR)/node_modules/.package-lock.json: $(BIDI_DIR)/package-lock.json $(BIDI_DIR)/package.json | setup-apt
 	cd $(BIDI_DIR) && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+# The apps plugin's runner: tsx (runs a deployed app's TypeScript entrypoint).
+$(APPS_RUNNER_DIR)/node_modules/.package-lock.json: $(APPS_RUNNER_DIR)/package-lock.json $(APPS_RUNNER_DIR)/package.json | setup-apt
+	cd $(APPS_RUNNER_DIR) && npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
 # Python tools of the tests (schemathesis), pinned in tests/api/requirements.txt, in their own venv

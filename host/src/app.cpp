@@ -379,6 +379,7 @@ private:
         server->start();
         auto listen = cfg->get("server.listen", "127.0.0.1:8080");
         std::string host = listen.substr(0, listen.rfind(':'));
+        core.bound_listen = (host == "0.0.0.0" ? "127.0.0.1" : host) + ":" + std::to_string(port);
         std::cout << "hangar listening on http://" << (host == "0.0.0.0" ? "127.0.0.1" : host) << ":" << port
                   << std::endl;
         std::uint16_t metrics_port = 0;

@@ -118,7 +118,9 @@ struct HostCore {
     hangar_role role;
     Config &config;
     Poco::Logger &log;
-    std::string data_dir;     // server role
+    std::string data_dir; // server role
+    // host:port the API listens on once bound (port 0 resolved); plugins read `server.bound_listen`.
+    std::string bound_listen;
     std::string instance_dir; // instance role
     std::unique_ptr<Store> store;
     std::unique_ptr<Auth> auth;

@@ -492,6 +492,8 @@ std::vector<std::string> Runtime::sandbox_argv(const Instance &inst) const {
     a.insert(a.end(), {"--bind", inst.dir, "/run/hangar", "--bind", inst.dir + "/home", "/home/kernel"});
     if (fs::is_directory("/etc/chromium/policies/managed"))
         a.insert(a.end(), {"--ro-bind", inst.dir + "/policy", "/etc/chromium/policies/managed"});
+    for (const auto &[source, target] : inst.ro_binds)
+        a.insert(a.end(), {"--ro-bind", source, target});
     a.insert(a.end(), {"--remount-ro", "/", "--setenv", "HOME", "/home/kernel", "--setenv", "USER", "kernel",
                        "--setenv", "TMPDIR", "/tmp", "--chdir", "/home/kernel", "--"});
     return a;
@@ -578,6 +580,7 @@ nlohmann::json Runtime::start(const nlohmann::json &spec) {
     Instance inst;
     inst.id = id;
     inst.dir = opt_.data_dir + "/instances/" + id;
+    inst.ro_binds = spec_binds(spec);
     inst.socket = inst.dir + "/agent.sock";
     {
         std::lock_guard lock(mutex_);
@@ -661,9 +664,15 @@ nlohmann::json Runtime::start(const nlohmann::json &spec) {
     for (const auto &d : opt_.plugin_dirs)
         dirs += (dirs.empty() ? "" : ":") + d;
     args.push_back("--plugin-dirs=" + dirs);
+    // A spec may name the plugins its agent needs ("plugins": ["apps"]): an app's sandbox runs
+    // no Chromium. Only enabled plugins can be named.
+    std::set<std::string> wanted;
+    if (auto it = spec.find("plugins"); it != spec.end() && it->is_array())
+        for (const auto &p : *it)
+            if (p.is_string()) wanted.insert(p.get<std::string>());
     std::string enabled;
     for (const auto &p : opt_.enabled_plugins)
-        enabled += (enabled.empty() ? "" : ",") + p;
+        if (!spec.contains("plugins") || wanted.count(p)) enabled += (enabled.empty() ? "" : ",") + p;
     args.push_back("--plugins=" + enabled);
 
     // Everything the child needs is prepared before fork: after it, only async-signal-safe calls.
@@ -883,6 +892,27 @@ std::optional<std::pair<std::string, int>> Runtime::memory_cgroup(const std::str
             return std::make_pair(path, controller == "all" ? 2 : 1);
     }
     return std::nullopt;
+}
+
+std::vector<std::pair<std::string, std::string>> Runtime::spec_binds(const nlohmann::json &spec) const {
+    std::vector<std::pair<std::string, std::string>> binds;
+    auto it = spec.find("binds");
+    if (it == spec.end() || it->is_null()) return binds;
+    if (!it->is_array()) throw std::runtime_error("spec binds must be an array of {source, target}");
+    // Only folders of the data dir's blobs (what plugins own), never the database or secrets, and
+    // only below /srv, which the sandbox root otherwise lacks.
+    const std::string blobs = fs::path(opt_.data_dir + "/blobs").lexically_normal().string();
+    for (const auto &b : *it) {
+        std::string source = fs::path(b.value("source", "")).lexically_normal().string();
+        std::string target = fs::path(b.value("target", "")).lexically_normal().string();
+        if (!under(source, blobs) || source == blobs || source.find("/../") != std::string::npos ||
+            !fs::is_directory(source))
+            throw std::runtime_error("spec bind source must be a folder of the data dir's blobs");
+        if (!target.starts_with("/srv/") || target.find("/..") != std::string::npos)
+            throw std::runtime_error("spec bind target must be a path under /srv");
+        binds.emplace_back(source, target);
+    }
+    return binds;
 }
 
 // A plugin hands the agent host files (a profile archive, extension zips) through the spec:

@@ -99,7 +99,11 @@ private:
         bool disk = false;                // dir is the mount point of <id>.disk
         // Adopted from a previous server: not our child, so its exit shows on this pidfd.
         std::shared_ptr<UniqueFd> pidfd;
+        // Read-only binds a plugin asked for in the spec ("binds": [{source, target}]): a folder
+        // of the data dir (an app's unpacked code) shown at a path under /srv.
+        std::vector<std::pair<std::string, std::string>> ro_binds;
     };
+    std::vector<std::pair<std::string, std::string>> spec_binds(const nlohmann::json &spec) const;
     // Kills whatever of a leftover instance runs and removes its files.
     void clean_leftover(const std::string &id);
     // Whether the leftover instance `id` can be adopted; fills `inst` when so.

@@ -45,6 +45,7 @@ private:
     std::optional<Session> find(const std::string &project, const std::string &id_or_name, bool include_deleted) const;
     Session require(const std::string &project, const std::string &id_or_name, bool include_deleted) const;
     json render(const Session &s, const Request &req) const;
+    json render(const Session &s, const std::string &base_url) const;
     // The session a capability token names, checked: 401 for a bad token, 404 once it ended.
     std::string session_from_token(const std::string &token, const char *type) const;
     // The session of a base_url route ({session_id} and its jwt): 401 unless they match.

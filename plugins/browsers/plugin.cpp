@@ -61,6 +61,11 @@ ALTER TABLE browsers_sessions ADD COLUMN pool_id TEXT;
     {4, R"sql(
 ALTER TABLE browsers_sessions ADD COLUMN proxy_id TEXT;
 )sql"},
+    // The app invocation a session was created in (plugin apps): listed and ended with it.
+    {5, R"sql(
+ALTER TABLE browsers_sessions ADD COLUMN invocation_id TEXT;
+CREATE INDEX browsers_sessions_invocation ON browsers_sessions (invocation_id) WHERE invocation_id IS NOT NULL;
+)sql"},
 };
 
 } // namespace

@@ -180,6 +180,31 @@ void BrowsersPlugin::start_server() {
                     {"viewport", {{"width", s.viewport.width}, {"height", s.viewport.height}}}};
     });
 
+    // For the apps plugin: the browsers created in one invocation ({project_id, invocation_id,
+    // base_url}), rendered as the API renders them; with "delete": true they are ended first
+    // (the invocation ended or its browsers were deleted) and the list is empty.
+    service("browsers.by_invocation", [this](const json &in) {
+        auto rows = sql("SELECT * FROM browsers_sessions WHERE project_id = ? AND invocation_id = ? AND deleted_at "
+                        "IS NULL ORDER BY created_at",
+                        {in.value("project_id", ""), in.value("invocation_id", "")});
+        json out = json::array();
+        bool remove = in.value("delete", false);
+        for (const auto &row : rows) {
+            Session s = session_from_row(row);
+            if (remove) {
+                if (!mark_deleted(s.id, now_ms())) continue;
+                {
+                    std::lock_guard lock(idle_mutex_);
+                    idle_baseline_ms_.erase(s.id);
+                }
+                stop_session_instance(s.id);
+            } else {
+                out.push_back(render(s, in.value("base_url", "")));
+            }
+        }
+        return json{{"browsers", out}};
+    });
+
     route("POST", "/browser_pools", [this](Request &q, Response &r) { pool_create(q, r); });
     route("GET", "/browser_pools", [this](Request &q, Response &r) { pool_list(q, r); });
     route("GET", "/browser_pools/{id_or_name}", [this](Request &q, Response &r) {
@@ -283,21 +308,24 @@ void BrowsersPlugin::proxy_handover(const std::string &instance, const std::stri
 }
 
 json BrowsersPlugin::render(const Session &s, const Request &req) const {
-    std::string base = ws_base(req.base_url());
+    return render(s, req.base_url());
+}
+
+json BrowsersPlugin::render(const Session &s, const std::string &base_url) const {
+    std::string base = ws_base(base_url);
     std::uint32_t ttl = static_cast<std::uint32_t>(s.timeout_seconds) + token_grace_seconds_;
     Links links{cdp_ws_url(base, token_sign({{"sid", s.id}, {"typ", "cdp"}}, ttl)),
                 webdriver_ws_url(base, token_sign({{"sid", s.id}, {"typ", "webdriver"}}, ttl))};
     json out = render_session(s, links, now_ms());
     // Where the SDK sends curl and telemetry/stream directly (with the jwt of cdp_ws_url).
-    out["base_url"] = req.base_url() + "/browser/vm/" + s.id;
+    out["base_url"] = base_url + "/browser/vm/" + s.id;
     // Headful sessions can be watched when the liveview plugin is enabled (it signs the link).
     if (!s.headless && !s.deleted_ms) {
         try {
-            out["browser_live_view_url"] = call("liveview.url", {{"session_id", s.id},
-                                                                 {"project_id", s.project_id},
-                                                                 {"ttl_seconds", ttl},
-                                                                 {"base_url", req.base_url()}})
-                                               .at("url");
+            out["browser_live_view_url"] =
+                call("liveview.url",
+                     {{"session_id", s.id}, {"project_id", s.project_id}, {"ttl_seconds", ttl}, {"base_url", base_url}})
+                    .at("url");
         } catch (const std::exception &) {
             // liveview is switched off: no link
         }
@@ -355,8 +383,8 @@ void BrowsersPlugin::insert(const Session &s) {
     json policy = s.chrome_policy ? json(s.chrome_policy->dump()) : json(nullptr);
     sql("INSERT INTO browsers_sessions (id, org_id, project_id, key_id, name, created_at, deleted_at, timeout_seconds, "
         "headless, stealth, kiosk_mode, viewport_width, viewport_height, viewport_refresh_rate, start_url, tags, "
-        "chrome_policy, profile_id, profile_save_changes, pool_id, proxy_id) VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, "
-        "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "chrome_policy, profile_id, profile_save_changes, pool_id, proxy_id, invocation_id) VALUES (?, ?, ?, ?, ?, ?, "
+        "NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         {s.id,
          s.org_id,
          s.project_id,
@@ -376,7 +404,8 @@ void BrowsersPlugin::insert(const Session &s) {
          opt(s.profile_id),
          s.profile_save_changes ? 1 : 0,
          opt(s.pool_id),
-         opt(s.proxy_id)});
+         opt(s.proxy_id),
+         opt(s.invocation_id)});
     if (s.tags) write_tags(s.id, *s.tags);
 }
 
@@ -517,6 +546,8 @@ void BrowsersPlugin::create(Request &req, Response &res) {
 
     // 404 for a proxy that is not the project's (or was deleted) before anything starts.
     ProxyPlan plan = proxy_plan(project, opts);
+    // The apps plugin says whether the invocation is the project's and still running (404 if not).
+    if (opts.invocation_id) call("apps.invocation_active", {{"project_id", project}, {"id", *opts.invocation_id}});
 
     AdmissionSlot slot = [&] {
         try {
@@ -572,6 +603,7 @@ void BrowsersPlugin::create(Request &req, Response &res) {
     s.tags = opts.tags;
     s.chrome_policy = opts.chrome_policy;
     s.proxy_id = opts.proxy_id;
+    s.invocation_id = opts.invocation_id;
 
     // A lease on the profile for as long as the session lives; given back if the create fails.
     struct ProfileLease {

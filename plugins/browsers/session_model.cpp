@@ -349,11 +349,10 @@ CreateOptions parse_create(const json &body) {
             o.extensions = *f;
         }
     }
-    std::optional<std::string> invocation_id;
     check_string(v, body, "proxy_id", o.proxy_id, 255);
     if (o.proxy_id && o.proxy_id->empty()) o.proxy_id.reset();
-    check_string(v, body, "invocation_id", invocation_id, 255);
-    if (invocation_id && !invocation_id->empty()) unsupported.emplace_back("invocation_id");
+    check_string(v, body, "invocation_id", o.invocation_id, 255);
+    if (o.invocation_id && o.invocation_id->empty()) o.invocation_id.reset();
     if (const json *f = field(body, "telemetry")) {
         o.telemetry_captures = check_telemetry(v, *f, false);
         o.telemetry = *f;
@@ -451,6 +450,7 @@ Session session_from_row(const json &row) {
     s.profile_id = text("profile_id");
     s.pool_id = text("pool_id");
     s.proxy_id = text("proxy_id");
+    s.invocation_id = text("invocation_id");
     s.profile_save_changes = integer("profile_save_changes", 0) != 0;
     return s;
 }

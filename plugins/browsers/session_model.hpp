@@ -73,6 +73,7 @@ struct CreateOptions {
     bool sign = false;
     // A proxy of the project (the proxies plugin checks it and routes the instance through it).
     std::optional<std::string> proxy_id;
+    std::optional<std::string> invocation_id; // an app invocation it belongs to (ends with it)
     // `telemetry` as sent (its shape checked); the telemetry plugin applies the rules of §2.5.
     // `captures`: it would start capture, which needs that plugin.
     std::optional<json> telemetry;
@@ -124,6 +125,7 @@ struct Session {
     bool profile_save_changes = false;
     std::optional<std::string> pool_id;  // acquired from this browser pool
     std::optional<std::string> proxy_id; // the proxy its traffic goes through now (a swap changes it)
+    std::optional<std::string> invocation_id;
 
     bool active() const { return !deleted_ms.has_value(); }
 };

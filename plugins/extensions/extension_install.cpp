@@ -60,34 +60,7 @@ void install_extension(std::string_view zip, const std::string &dir, const std::
             if (!path.empty()) fs::remove_all(path, ec);
         }
     } cleanup{staging};
-    fs::create_directories(staging);
-    // Each file is written as it is read, 64 KiB at a time.
-    std::ofstream out;
-    fs::path target;
-    auto close_file = [&] {
-        if (!out.is_open()) return;
-        out.close();
-        if (!out) throw std::runtime_error("cannot write " + target.string());
-    };
-    hangar::walk_zip(zip, limits, [&](const hangar::ZipEntry &it) -> hangar::ZipChunkSink {
-        close_file();
-        if (!strip.empty() && it.rel.rfind(strip, 0) != 0) return {};
-        std::string rel = it.rel.substr(strip.size());
-        if (rel.empty()) return {};
-        target = fs::path(staging) / rel;
-        if (it.dir) {
-            fs::create_directories(target);
-            return {};
-        }
-        fs::create_directories(target.parent_path());
-        out.open(target, std::ios::binary | std::ios::trunc);
-        if (!out) throw std::runtime_error("cannot write " + target.string());
-        return [&](std::string_view chunk) {
-            out.write(chunk.data(), static_cast<std::streamsize>(chunk.size()));
-            if (!out) throw std::runtime_error("cannot write " + target.string());
-        };
-    });
-    close_file();
+    hangar::unzip_to(zip, staging, limits, "zip_file", strip);
     // The new folder takes the name in one rename; the old one (if any) is moved aside first.
     std::string final_path = dir + "/" + name;
     std::string old = dir + "/.old-" + name + "-" + random_suffix();

@@ -11,6 +11,7 @@
 
 #include <hangar/plugin.hpp>
 #include <hangar/resource.hpp>
+#include <hangar/secrets.hpp>
 
 #include <Poco/DeflatingStream.h>
 
@@ -33,18 +34,7 @@ using hangar::Response;
 constexpr std::int64_t kDayMs = 86400LL * 1000;
 constexpr std::int64_t kDefaultGraceDays = 7;
 
-std::string sha256_hex(std::string_view data) {
-    unsigned char digest[crypto_hash_sha256_BYTES];
-    crypto_hash_sha256(digest, reinterpret_cast<const unsigned char *>(data.data()), data.size());
-    static constexpr char hex[] = "0123456789abcdef";
-    std::string out;
-    out.reserve(sizeof digest * 2);
-    for (unsigned char c : digest) {
-        out.push_back(hex[c >> 4]);
-        out.push_back(hex[c & 0xF]);
-    }
-    return out;
-}
+using hangar::secrets::sha256_hex;
 
 json null_if_empty(const json &v) {
     return v.is_null() || (v.is_string() && v.get_ref<const std::string &>().empty()) ? json(nullptr) : v;

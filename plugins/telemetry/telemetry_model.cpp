@@ -116,46 +116,7 @@ Selection selection_from_json(const json &rendered) {
     return s;
 }
 
-// ---- time bounds --------------------------------------------------------------------------------
-
-namespace {
-
-std::optional<std::int64_t> parse_duration_us(std::string_view t) {
-    if (t.empty()) return std::nullopt;
-    std::int64_t total = 0;
-    while (!t.empty()) {
-        std::size_t digits = 0;
-        while (digits < t.size() && (std::isdigit(static_cast<unsigned char>(t[digits])) || t[digits] == '.'))
-            ++digits;
-        if (digits == 0) return std::nullopt;
-        double value = 0;
-        auto [ptr, ec] = std::from_chars(t.data(), t.data() + digits, value);
-        if (ec != std::errc() || ptr != t.data() + digits) return std::nullopt;
-        t.remove_prefix(digits);
-        std::size_t unit_len = 0;
-        while (unit_len < t.size() && std::isalpha(static_cast<unsigned char>(t[unit_len])))
-            ++unit_len;
-        std::string_view unit = t.substr(0, unit_len);
-        t.remove_prefix(unit_len);
-        double scale = 0;
-        if (unit == "h")
-            scale = 3600e6;
-        else if (unit == "m")
-            scale = 60e6;
-        else if (unit == "s")
-            scale = 1e6;
-        else if (unit == "ms")
-            scale = 1e3;
-        else if (unit == "us" || unit == "µs")
-            scale = 1;
-        else
-            return std::nullopt;
-        total += static_cast<std::int64_t>(value * scale);
-    }
-    return total;
-}
-
-} // namespace
+// Time bounds (`since`/`until`): hangar::parse_time_bound in the SDK's resource.hpp.
 
 std::int64_t now_us() {
     return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
@@ -164,12 +125,6 @@ std::int64_t now_us() {
 
 bool any_cdp(const Selection &s) {
     return std::any_of(s.begin(), s.end(), [](const std::string &c) { return is_cdp_category(c); });
-}
-
-std::optional<std::int64_t> parse_time_bound(std::string_view text, std::int64_t now_us) {
-    if (auto t = hangar::parse_rfc3339_us(text)) return t;
-    if (auto d = parse_duration_us(text)) return now_us - *d;
-    return std::nullopt;
 }
 
 // ---- bodies -------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <hangar/plugin.hpp>
+#include <hangar/resource.hpp>
 
 #include <cstdint>
 #include <deque>
@@ -62,7 +63,7 @@ bool any_cdp(const Selection &s);
 
 // RFC 3339 ("2026-05-01T10:00:00Z", fractions and offsets allowed) or a Go-style duration
 // before `now_us` ("5m", "1h30m", "90s", "250ms"). Returns Unix microseconds; nullopt if neither.
-std::optional<std::int64_t> parse_time_bound(std::string_view text, std::int64_t now_us);
+using hangar::parse_time_bound;
 
 // ---- network bodies -----------------------------------------------------------------------------
 

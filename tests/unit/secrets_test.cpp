@@ -37,6 +37,7 @@ void plugin_table(hangar::host::Store &store) {
 class SecretsTest : public CppUnit::TestFixture {
     CPPUNIT_TEST_SUITE(SecretsTest);
     CPPUNIT_TEST(testRoundTripWithFreshNonces);
+    CPPUNIT_TEST(testSha256Hex);
     CPPUNIT_TEST(testWrongKeyFails);
     CPPUNIT_TEST(testTamperedValueFails);
     CPPUNIT_TEST(testKeyFileCreatedOnceWith0600);
@@ -47,6 +48,14 @@ class SecretsTest : public CppUnit::TestFixture {
     CPPUNIT_TEST_SUITE_END();
 
 public:
+    // FIPS 180-2 test vectors: how keys are stored and archives checksummed (apps, org).
+    void testSha256Hex() {
+        CPPUNIT_ASSERT_EQUAL(std::string("e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"),
+                             hangar::secrets::sha256_hex(""));
+        CPPUNIT_ASSERT_EQUAL(std::string("ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"),
+                             hangar::secrets::sha256_hex("abc"));
+    }
+
     void testRoundTripWithFreshNonces() {
         secrets::Keyring ring(secrets::Key::generate());
         std::string a = ring.seal("p4ssw0rd"), b = ring.seal("p4ssw0rd");

@@ -8,6 +8,7 @@
 #include <sys/random.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <chrono>
@@ -117,6 +118,49 @@ inline std::optional<std::int64_t> parse_rfc3339_us(std::string_view s) {
     tm.tm_min = min;
     tm.tm_sec = sec;
     return (static_cast<std::int64_t>(::timegm(&tm)) - offset_s) * 1'000'000 + frac_us;
+}
+
+// A duration such as "5m", "1h30m", "90s", "1.5h" in microseconds (nullopt when it is not one).
+inline std::optional<std::int64_t> parse_duration_us(std::string_view t) {
+    if (t.empty()) return std::nullopt;
+    std::int64_t total = 0;
+    while (!t.empty()) {
+        std::size_t digits = 0;
+        while (digits < t.size() && (std::isdigit(static_cast<unsigned char>(t[digits])) || t[digits] == '.'))
+            ++digits;
+        if (digits == 0) return std::nullopt;
+        double value = 0;
+        auto [ptr, ec] = std::from_chars(t.data(), t.data() + digits, value);
+        if (ec != std::errc() || ptr != t.data() + digits) return std::nullopt;
+        t.remove_prefix(digits);
+        std::size_t unit_len = 0;
+        while (unit_len < t.size() && std::isalpha(static_cast<unsigned char>(t[unit_len])))
+            ++unit_len;
+        std::string_view unit = t.substr(0, unit_len);
+        t.remove_prefix(unit_len);
+        double scale = 0;
+        if (unit == "h")
+            scale = 3600e6;
+        else if (unit == "m")
+            scale = 60e6;
+        else if (unit == "s")
+            scale = 1e6;
+        else if (unit == "ms")
+            scale = 1e3;
+        else if (unit == "us" || unit == "µs")
+            scale = 1;
+        else
+            return std::nullopt;
+        total += static_cast<std::int64_t>(value * scale);
+    }
+    return total;
+}
+
+// A time bound as clients send `since`/`until`: RFC 3339 or a duration back from `now_us`.
+inline std::optional<std::int64_t> parse_time_bound(std::string_view text, std::int64_t now_us) {
+    if (auto t = parse_rfc3339_us(text)) return t;
+    if (auto d = parse_duration_us(text)) return now_us - *d;
+    return std::nullopt;
 }
 
 // Kernel's rule for user-chosen names of profiles, extensions and pools: 1-255 of [A-Za-z0-9._-].

@@ -52,6 +52,20 @@ inline void init() {
     if (sodium_init() < 0) throw Error("libsodium could not be initialised");
 }
 
+// Lower-case hex SHA-256 (how API keys are stored, and archive checksums).
+inline std::string sha256_hex(std::string_view data) {
+    unsigned char digest[crypto_hash_sha256_BYTES];
+    crypto_hash_sha256(digest, reinterpret_cast<const unsigned char *>(data.data()), data.size());
+    static constexpr char hex[] = "0123456789abcdef";
+    std::string out;
+    out.reserve(sizeof digest * 2);
+    for (unsigned char c : digest) {
+        out.push_back(hex[c >> 4]);
+        out.push_back(hex[c & 0xF]);
+    }
+    return out;
+}
+
 // The key file to use: the configured one (`[secrets] key_file`, HANGAR_SECRETS_KEY_FILE), else
 // `<data dir>/secrets.key`.
 inline std::string key_file(const std::optional<std::string> &configured, const std::optional<std::string> &data_dir) {

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -118,6 +119,48 @@ inline void read_zip(std::string_view bytes, const ZipLimits &limits, const std:
         },
         field);
     flush();
+}
+
+// walk_zip writing every entry under `dest` (created), each file as it is read, 64 KiB at a
+// time; entries outside `strip` (a leading folder, with its slash) are skipped and the prefix
+// is cut from the others. Files keep their archive's execute bits and are readable by all (an
+// instance's unprivileged user reads them); folders are 0755.
+inline void unzip_to(std::string_view bytes, const std::string &dest, const ZipLimits &limits,
+                     const std::string &field = "zip_file", const std::string &strip = "") {
+    namespace fs = std::filesystem;
+    fs::create_directories(dest);
+    std::ofstream out;
+    fs::path target;
+    mode_t mode = 0644;
+    auto close_file = [&] {
+        if (!out.is_open()) return;
+        out.close();
+        if (!out) throw std::runtime_error("cannot write " + target.string());
+        fs::permissions(target, static_cast<fs::perms>((mode & 0755) | 0644), fs::perm_options::replace);
+    };
+    walk_zip(
+        bytes, limits,
+        [&](const ZipEntry &it) -> ZipChunkSink {
+            close_file();
+            if (!strip.empty() && it.rel.rfind(strip, 0) != 0) return {};
+            std::string rel = it.rel.substr(strip.size());
+            if (rel.empty()) return {};
+            target = fs::path(dest) / rel;
+            if (it.dir) {
+                fs::create_directories(target);
+                return {};
+            }
+            fs::create_directories(target.parent_path());
+            out.open(target, std::ios::binary | std::ios::trunc);
+            if (!out) throw std::runtime_error("cannot write " + target.string());
+            mode = it.mode;
+            return [&](std::string_view chunk) {
+                out.write(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+                if (!out) throw std::runtime_error("cannot write " + target.string());
+            };
+        },
+        field);
+    close_file();
 }
 
 } // namespace hangar

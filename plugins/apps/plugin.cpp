@@ -1,0 +1,1306 @@
+// Apps, deployments and invocations (kernel-api.md §2.6–2.8, [1]–[13]; kernel-behaviour.md §19).
+//
+// Server half: the API, the store, builds (npm on the host, with --ignore-scripts: no code of the
+// app runs outside a sandbox) and one sandboxed instance per registry read and per invocation.
+// Instance half (inside that sandbox, the agent loads only this plugin): runs the Node runner
+// (runner/runner.mjs) once and answers with its result line.
+#include <hangar/multipart.hpp>
+#include <hangar/plugin.hpp>
+#include <hangar/process.hpp>
+#include <hangar/resource.hpp>
+#include <hangar/secrets.hpp>
+#include <hangar/zip.hpp>
+
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <regex>
+#include <set>
+#include <thread>
+
+namespace hangar::apps {
+
+namespace fs = std::filesystem;
+using hangar::Error;
+using hangar::json;
+using hangar::Request;
+using hangar::Response;
+
+namespace {
+
+constexpr const char *kRegion = "aws.us-east-1a";
+constexpr std::size_t kMaxEvents = 20000;    // per deployment / invocation, kept for replay
+constexpr std::size_t kMaxLogLine = 65536;   // §19.3: log lines truncated at 64 KiB
+constexpr const char *kAppRoot = "/srv/app"; // where an invocation's sandbox sees the code
+
+const hangar_migration kMigrations[] = {
+    {1, R"sql(
+CREATE TABLE apps_deployments (
+    id TEXT PRIMARY KEY, project_id TEXT NOT NULL, org_id TEXT, app_name TEXT, version TEXT NOT NULL,
+    status TEXT NOT NULL, status_reason TEXT, entrypoint_rel_path TEXT NOT NULL, env_vars TEXT,
+    source_checksum TEXT, actions TEXT, app_version_id TEXT, key_id TEXT, api_key TEXT, force INTEGER NOT NULL DEFAULT 0,
+    created_at TEXT NOT NULL, updated_at TEXT);
+CREATE INDEX apps_deployments_project ON apps_deployments (project_id, app_name, version, status);
+CREATE TABLE apps_invocations (
+    id TEXT PRIMARY KEY, project_id TEXT NOT NULL, deployment_id TEXT NOT NULL, app_name TEXT NOT NULL,
+    action_name TEXT NOT NULL, version TEXT NOT NULL, status TEXT NOT NULL, status_reason TEXT, payload TEXT,
+    output TEXT, started_at TEXT NOT NULL, finished_at TEXT);
+CREATE INDEX apps_invocations_project ON apps_invocations (project_id, started_at);
+INSERT INTO secret_columns (owner, table_name, id_column, column_name) VALUES ('apps', 'apps_deployments', 'id', 'env_vars');
+INSERT INTO secret_columns (owner, table_name, id_column, column_name) VALUES ('apps', 'apps_deployments', 'id', 'api_key');
+)sql"},
+};
+
+// RFC 3339 with nanoseconds (the Invocation's started_at is documented so).
+std::string ts(std::int64_t ms) {
+    auto text = rfc3339(ms);
+    return text.substr(0, text.size() - 1) + "000000Z";
+}
+
+json text_or_null(const json &row, const char *key) {
+    auto it = row.find(key);
+    return it == row.end() || it->is_null() ? json(nullptr) : *it;
+}
+
+bool terminal_invocation(const std::string &s) {
+    return s == "succeeded" || s == "failed";
+}
+bool terminal_deployment(const std::string &s) {
+    return s == "running" || s == "failed" || s == "stopped";
+}
+
+// One resource's events, kept for late subscribers (a follow replays from the start) and sent
+// live to the open streams; closed once the resource reached a terminal state.
+class EventLog {
+public:
+    void emit(json event) {
+        std::lock_guard lock(m_);
+        if (events_.size() < kMaxEvents) events_.push_back(event);
+        send_all(event);
+    }
+    void subscribe(std::unique_ptr<SseStream> stream, std::int64_t since_ms) {
+        std::lock_guard lock(m_);
+        for (const auto &e : events_) {
+            if (e.value("event", "") == "log" && since_ms > 0) {
+                auto t = parse_rfc3339_us(e.value("timestamp", ""));
+                if (t && *t / 1000 < since_ms) continue;
+            }
+            if (!stream->send(e)) return;
+        }
+        if (!closed_) subs_.push_back(std::move(stream));
+    }
+    void heartbeat() {
+        std::lock_guard lock(m_);
+        if (!subs_.empty()) send_all({{"event", "sse_heartbeat"}, {"timestamp", rfc3339(now_ms())}});
+    }
+    void close() {
+        std::lock_guard lock(m_);
+        if (!closed_) closed_ms_ = now_ms();
+        closed_ = true;
+        subs_.clear(); // ends each response
+    }
+    // Closed for longer than `ms`: its replay may go (a later follow replays the final state).
+    bool stale(std::int64_t ms) const {
+        std::lock_guard lock(m_);
+        return closed_ && now_ms() - closed_ms_ > ms;
+    }
+    bool closed() const {
+        std::lock_guard lock(m_);
+        return closed_;
+    }
+
+private:
+    void send_all(const json &e) {
+        std::erase_if(subs_, [&](auto &s) { return !s->send(e); });
+    }
+    mutable std::mutex m_;
+    std::vector<json> events_;
+    std::vector<std::unique_ptr<SseStream>> subs_;
+    bool closed_ = false;
+    std::int64_t closed_ms_ = 0;
+};
+
+// Splices connections from a unix socket in an instance folder to the server's own TCP address,
+// so code in the sandbox (its own network namespace) reaches the API. RAII: the destructor stops
+// accepting, closes every connection and joins the threads.
+class ApiBridge {
+public:
+    ApiBridge(const std::string &socket_path, std::string upstream) : upstream_(std::move(upstream)) {
+        listen_ = proc::Fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+        sockaddr_un addr{};
+        addr.sun_family = AF_UNIX;
+        if (socket_path.size() >= sizeof addr.sun_path) throw std::runtime_error("socket path too long");
+        std::strncpy(addr.sun_path, socket_path.c_str(), sizeof addr.sun_path - 1);
+        ::unlink(socket_path.c_str());
+        if (::bind(listen_.get(), reinterpret_cast<sockaddr *>(&addr), sizeof addr) != 0 ||
+            ::listen(listen_.get(), 64) != 0)
+            throw proc::detail::sys_error("cannot listen on " + socket_path);
+        ::chmod(socket_path.c_str(), 0666); // the sandbox's unprivileged user connects
+        accept_thread_ = std::thread([this] { accept_loop(); });
+    }
+    ApiBridge(const ApiBridge &) = delete;
+    ApiBridge &operator=(const ApiBridge &) = delete;
+    ~ApiBridge() {
+        stop_ = true;
+        if (accept_thread_.joinable()) accept_thread_.join();
+        std::vector<std::thread> threads;
+        {
+            std::lock_guard lock(m_);
+            for (int fd : open_fds_)
+                ::shutdown(fd, SHUT_RDWR);
+            threads.swap(threads_);
+        }
+        for (auto &t : threads)
+            t.join();
+    }
+
+private:
+    void accept_loop() {
+        while (!stop_) {
+            if (!proc::wait_readable(listen_.get(), std::chrono::milliseconds(200))) continue;
+            int c = ::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC);
+            if (c < 0) continue;
+            std::lock_guard lock(m_);
+            threads_.emplace_back([this, c] { splice(proc::Fd(c)); });
+        }
+    }
+    int connect_upstream() const {
+        auto colon = upstream_.rfind(':');
+        std::string host = upstream_.substr(0, colon), port = upstream_.substr(colon + 1);
+        addrinfo hints{}, *res = nullptr;
+        hints.ai_socktype = SOCK_STREAM;
+        if (::getaddrinfo(host.c_str(), port.c_str(), &hints, &res) != 0) return -1;
+        int fd = ::socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd >= 0 && ::connect(fd, res->ai_addr, res->ai_addrlen) != 0) {
+            ::close(fd);
+            fd = -1;
+        }
+        ::freeaddrinfo(res);
+        return fd;
+    }
+    void splice(proc::Fd client) {
+        proc::Fd up(connect_upstream());
+        if (up.get() < 0) return;
+        {
+            std::lock_guard lock(m_);
+            open_fds_.insert(client.get());
+            open_fds_.insert(up.get());
+        }
+        pollfd p[2] = {{client.get(), POLLIN, 0}, {up.get(), POLLIN, 0}};
+        char buf[65536];
+        bool done = false;
+        while (!done && !stop_) {
+            if (::poll(p, 2, 500) < 0 && errno != EINTR) break;
+            for (int i = 0; i < 2 && !done; ++i) {
+                if (!(p[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+                ssize_t n = ::read(p[i].fd, buf, sizeof buf);
+                if (n <= 0) {
+                    done = true;
+                    break;
+                }
+                for (ssize_t off = 0; off < n;) {
+                    ssize_t w = ::write(p[1 - i].fd, buf + off, static_cast<std::size_t>(n - off));
+                    if (w <= 0) {
+                        done = true;
+                        break;
+                    }
+                    off += w;
+                }
+            }
+        }
+        std::lock_guard lock(m_);
+        open_fds_.erase(client.get());
+        open_fds_.erase(up.get());
+    }
+
+    std::string upstream_;
+    proc::Fd listen_;
+    std::atomic<bool> stop_{false};
+    std::thread accept_thread_;
+    std::mutex m_;
+    std::vector<std::thread> threads_;
+    std::set<int> open_fds_;
+};
+
+struct Deployment {
+    std::string id, project_id, org_id, version, status, entrypoint, created_at;
+    std::optional<std::string> app_name;
+};
+
+struct RunningInvocation {
+    std::string instance_id;
+    std::atomic<bool> cancelled{false};
+    std::string cancel_reason;
+    std::mutex m;
+    std::condition_variable done_cv;
+    bool done = false;
+    std::atomic<bool> finished{false}; // its thread is about to return
+};
+
+bool valid_env_key(const std::string &k) {
+    static const std::regex re("^[A-Za-z_][A-Za-z0-9_]*$");
+    return std::regex_match(k, re);
+}
+
+} // namespace
+
+class AppsPlugin : public Plugin {
+public:
+    using Plugin::Plugin;
+
+    void start_server() override {
+        secrets_ = std::make_unique<Secrets>(secrets::key_file(config("secrets.key_file"), config("server.data_dir")));
+        max_archive_bytes_ = static_cast<std::size_t>(config_int("max_archive_bytes", 200ll << 20));
+        max_unpacked_bytes_ = static_cast<std::uint64_t>(config_int("max_unpacked_bytes", 1ll << 30));
+        max_payload_bytes_ = static_cast<std::size_t>(config_int("max_payload_bytes", 4718592));
+        sync_timeout_ms_ = config_int("sync_timeout_seconds", 100) * 1000;
+        build_timeout_ms_ = config_int("build_timeout_seconds", 600) * 1000;
+        max_per_project_ = config_int("max_concurrent_invocations_per_project", 50);
+        max_per_app_ = config_int("max_concurrent_invocations_per_app", 20);
+        npm_ = config("npm", "/usr/bin/npm");
+        // What a restart interrupted cannot go on: builds and invocations end with a reason.
+        sql("UPDATE apps_deployments SET status = 'failed', status_reason = 'the server restarted during the build', "
+            "updated_at = ? WHERE status IN ('queued', 'in_progress')",
+            json::array({rfc3339(now_ms())}));
+        sql("UPDATE apps_invocations SET status = 'failed', status_reason = 'the server restarted while it ran', "
+            "finished_at = ? WHERE status IN ('queued', 'running')",
+            json::array({ts(now_ms())}));
+
+        route("POST", "/deployments", [this](Request &q, Response &r) { create_deployment(q, r); });
+        route("GET", "/deployments", [this](Request &q, Response &r) { list_deployments(q, r); });
+        route("GET", "/deployments/{id}", [this](Request &q, Response &r) {
+            r.json(render_deployment(require_deployment(q.project(), q.param("id"))));
+        });
+        route("DELETE", "/deployments/{id}", [this](Request &q, Response &r) { delete_deployment(q, r); });
+        route(
+            "GET", "/deployments/{id}/events",
+            [this](Request &q, Response &r) {
+                auto row = require_deployment(q.project(), q.param("id"));
+                follow(q, r, resource_log("deployment", row));
+            },
+            HANGAR_ROUTE_STREAMING);
+        route("GET", "/apps", [this](Request &q, Response &r) { list_apps(q, r); });
+
+        route("POST", "/invocations", [this](Request &q, Response &r) { create_invocation(q, r); });
+        route("GET", "/invocations", [this](Request &q, Response &r) { list_invocations(q, r); });
+        route("GET", "/invocations/{id}", [this](Request &q, Response &r) {
+            r.json(render_invocation(require_invocation(q.project(), q.param("id"))));
+        });
+        route("PATCH", "/invocations/{id}", [this](Request &q, Response &r) { update_invocation(q, r); });
+        route(
+            "GET", "/invocations/{id}/events",
+            [this](Request &q, Response &r) {
+                auto row = require_invocation(q.project(), q.param("id"));
+                follow(q, r, resource_log("invocation", row));
+            },
+            HANGAR_ROUTE_STREAMING);
+        route("GET", "/invocations/{id}/browsers", [this](Request &q, Response &r) {
+            auto row = require_invocation(q.project(), q.param("id"));
+            r.json(call("browsers.by_invocation",
+                        {{"project_id", q.project()}, {"invocation_id", row.at("id")}, {"base_url", q.base_url()}}));
+        });
+        route("DELETE", "/invocations/{id}/browsers", [this](Request &q, Response &r) {
+            auto row = require_invocation(q.project(), q.param("id"));
+            delete_browsers(q.project(), row.at("id").get<std::string>());
+            r.no_content();
+        });
+
+        // For browsers: may a browser be created in this invocation? 404 unless it is the
+        // project's and not finished.
+        service("apps.invocation_active", [this](const json &in) {
+            auto row = require_invocation(in.value("project_id", ""), in.value("id", ""));
+            if (terminal_invocation(row.value("status", "")))
+                throw Error::conflict("invocation " + row.value("id", "") + " has finished");
+            return json{{"id", row.at("id")}};
+        });
+
+        event_retention_ms_ = config_int("event_retention_seconds", 3600) * 1000;
+        every(15000, [this] {
+            std::lock_guard lock(logs_mutex_);
+            std::erase_if(logs_, [&](const auto &kv) { return kv.second->stale(event_retention_ms_); });
+            for (auto &[_, log] : logs_)
+                log->heartbeat();
+        });
+        builder_ = std::thread([this] { build_loop(); });
+    }
+
+    void stop_server() override {
+        {
+            std::lock_guard lock(build_mutex_);
+            stopping_ = true;
+        }
+        build_cv_.notify_all();
+        if (builder_.joinable()) builder_.join();
+        std::vector<std::shared_ptr<RunningInvocation>> running;
+        {
+            std::lock_guard lock(runs_mutex_);
+            for (auto &[_, r] : runs_)
+                running.push_back(r);
+        }
+        for (auto &r : running) {
+            r->cancel_reason = "the server is stopping";
+            r->cancelled = true;
+            instance_stop(r->instance_id);
+        }
+        decltype(workers_) workers;
+        {
+            std::lock_guard lock(runs_mutex_);
+            workers.swap(workers_);
+        }
+        for (auto &[_, t] : workers)
+            if (t.joinable()) t.join();
+        std::lock_guard lock(logs_mutex_);
+        for (auto &[_, log] : logs_)
+            log->close();
+    }
+
+    // ---- instance half --------------------------------------------------------------------------
+
+    void start_instance() override {
+        route("POST", "/apps/run", [this](Request &q, Response &r) { r.json(run_here(q.json_body(false))); });
+    }
+
+private:
+    // Runs the runner once in this sandbox: {job, env, timeout_ms} → its result line.
+    json run_here(const json &body) {
+        std::string run_dir = instance_run_dir();
+        std::string job_file = run_dir + "/job.json";
+        {
+            std::ofstream out(job_file, std::ios::trunc);
+            out << body.at("job").dump();
+        }
+        std::string runner = body.value("runner_dir", "");
+        std::vector<std::string> env = {"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + instance_home_dir(),
+                                        "LANG=C.UTF-8", "NODE_ENV=production", "TMPDIR=/tmp"};
+        const json vars = body.value("env", json::object()); // kept alive for items()
+        for (const auto &[k, v] : vars.items())
+            env.push_back(k + "=" + v.get<std::string>());
+        auto log = proc::open_log(run_dir + "/logs/app.log");
+        auto result = proc::make_pipe();
+        auto child = proc::Child::spawn(
+            {body.value("node", "/usr/bin/node"),
+             {"--import", "file://" + runner + "/node_modules/tsx/dist/loader.mjs", runner + "/runner.mjs", job_file},
+             env,
+             log.get(),
+             log.get(),
+             {{result.write.get(), 3}}});
+        result.write.reset();
+        std::string line;
+        auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(body.value("timeout_ms", 900000));
+        char buf[65536];
+        while (true) {
+            auto left =
+                std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+            if (left.count() <= 0) return {{"ok", false}, {"timeout", true}, {"error", "timed out"}};
+            if (!proc::wait_readable(result.read.get(), left)) continue;
+            ssize_t n = ::read(result.read.get(), buf, sizeof buf);
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) break;
+            line.append(buf, static_cast<std::size_t>(n));
+        }
+        child.stop(std::chrono::milliseconds(2000));
+        json parsed = json::parse(line, nullptr, false);
+        if (parsed.is_object()) return parsed;
+        return {{"ok", false}, {"error", "the app process ended (" + child.exit_description() + ") without a result"}};
+    }
+
+    // ---- events ---------------------------------------------------------------------------------
+
+    std::shared_ptr<EventLog> log_for(const std::string &key, bool *created = nullptr) {
+        std::lock_guard lock(logs_mutex_);
+        auto &slot = logs_[key];
+        if (created) *created = !slot;
+        if (!slot) slot = std::make_shared<EventLog>();
+        return slot;
+    }
+
+    // A resource seen after a restart (or evicted) has no events left: its state stands for them.
+    // `kind` is "deployment" or "invocation".
+    std::shared_ptr<EventLog> resource_log(const std::string &kind, const json &row) {
+        bool created = false;
+        bool deployment = kind == "deployment";
+        auto log = log_for((deployment ? "d/" : "i/") + row.at("id").get<std::string>(), &created);
+        std::string status = row.value("status", "");
+        if (created && (deployment ? terminal_deployment(status) : terminal_invocation(status))) {
+            log->emit({{"event", kind + "_state"},
+                       {kind, deployment ? render_deployment(row) : render_invocation(row)},
+                       {"timestamp", rfc3339(now_ms())}});
+            log->close();
+        }
+        return log;
+    }
+
+    void follow(Request &req, Response &res, const std::shared_ptr<EventLog> &log) {
+        std::int64_t since = 0;
+        if (auto s = req.query("since"); s && !s->empty()) {
+            auto t = parse_time_bound(*s, now_ms() * 1000);
+            if (!t) throw Error::invalid("since", "must be an RFC 3339 time or a duration such as 5m");
+            since = *t / 1000;
+        }
+        log->subscribe(res.sse(), since);
+    }
+
+    static json log_event(std::string message) {
+        if (message.size() > kMaxLogLine) message.resize(kMaxLogLine);
+        return {{"event", "log"}, {"message", std::move(message)}, {"timestamp", rfc3339(now_ms())}};
+    }
+
+    // ---- deployments ----------------------------------------------------------------------------
+
+    json redacted(const json &row) const {
+        json env = json::object();
+        if (auto sealed = row.find("env_vars"); sealed != row.end() && sealed->is_string()) {
+            json vars = json::parse(secrets_->open(sealed->get<std::string>()), nullptr, false);
+            if (vars.is_object())
+                for (auto &[k, _] : vars.items())
+                    env[k] = ""; // API-key callers see the keys only (§2.6)
+        }
+        return env;
+    }
+
+    json render_deployment(const json &row) const {
+        json out = {{"id", row.at("id")},
+                    {"created_at", row.at("created_at")},
+                    {"region", kRegion},
+                    {"status", row.at("status")},
+                    {"entrypoint_rel_path", row.at("entrypoint_rel_path")},
+                    {"env_vars", redacted(row)},
+                    {"source_type", "file"},
+                    {"updated_at", text_or_null(row, "updated_at")}};
+        if (auto c = text_or_null(row, "source_checksum"); !c.is_null()) out["source_checksum"] = c;
+        if (auto s = text_or_null(row, "status_reason"); !s.is_null()) out["status_reason"] = s;
+        return out;
+    }
+
+    json require_deployment(const std::string &project, const std::string &id) const {
+        auto rows = sql("SELECT * FROM apps_deployments WHERE id = ? AND project_id = ?", {id, project});
+        if (rows.empty()) throw Error::not_found("deployment not found: " + id);
+        return rows[0];
+    }
+
+    void create_deployment(Request &req, Response &res) {
+        std::string project = req.project();
+        auto parts = parse_multipart(req);
+        if (find_part(parts, "source"))
+            throw Error::bad_request(
+                "source_type github is not available: this server fetches no code from outside; upload a zip as "
+                "`file` (kernel deploy <entrypoint>)",
+                {{"invalid_input", "source: GitHub deployments are not supported by this server"}});
+        Validation v;
+        const auto *file = find_part(parts, "file");
+        std::string entrypoint, version = "latest";
+        bool force = false;
+        if (!file || file->data.empty()) v.fail("file", "required: a zip of the app's folder");
+        if (auto *e = find_part(parts, "entrypoint_rel_path")) entrypoint = std::string(e->data);
+        fs::path ep = fs::path(entrypoint).lexically_normal();
+        if (entrypoint.empty())
+            v.fail("entrypoint_rel_path", "required: the entrypoint's path inside the archive");
+        else if (ep.is_absolute() || *ep.begin() == "..")
+            v.fail("entrypoint_rel_path", "must be a relative path inside the archive");
+        if (auto *p = find_part(parts, "version"); p && !p->data.empty()) version = std::string(p->data);
+        if (version.size() > 255) v.fail("version", "at most 255 characters");
+        if (auto *p = find_part(parts, "force")) force = p->data == "true" || p->data == "1";
+        if (auto *p = find_part(parts, "region"); p && !p->data.empty() && p->data != kRegion)
+            v.fail("region", std::string("must be ") + kRegion);
+        json env = json::object();
+        for (const auto &p : parts) {
+            if (!p.name.starts_with("env_vars[") || !p.name.ends_with("]")) continue;
+            std::string key = p.name.substr(9, p.name.size() - 10);
+            if (!valid_env_key(key)) {
+                v.fail(p.name, "an environment variable name is letters, digits and _ (not starting with a digit)");
+                continue;
+            }
+            if (key == "KERNEL_API_KEY" || key == "KERNEL_BASE_URL" || key == "ENTRYPOINT_RELPATH")
+                continue; // reserved
+            env[key] = std::string(p.data);
+        }
+        v.throw_if_failed("invalid deployment");
+        if (file->data.size() > max_archive_bytes_)
+            throw Error(413, "payload_too_large",
+                        "the archive is larger than " + std::to_string(max_archive_bytes_) +
+                            " bytes (max_archive_bytes)");
+        // Checked now (names, links, size, entry count), so a bad archive is a 400, not a build.
+        walk_zip(file->data, {100000, max_unpacked_bytes_}, nullptr, "file");
+
+        std::string id = "dep_" + new_id(20);
+        auto dir = blob_path("deployments/" + id + "/source.zip");
+        if (!dir) throw Error(500, "internal", "no blob storage");
+        blob_put("deployments/" + id + "/source.zip", file->data);
+        auto now = rfc3339(now_ms());
+        sql("INSERT INTO apps_deployments (id, project_id, org_id, version, status, entrypoint_rel_path, env_vars, "
+            "source_checksum, force, created_at, updated_at) VALUES (?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?)",
+            {id, project, req.caller().value("org_id", ""), version, ep.string(), secrets_->seal(env.dump()),
+             secrets::sha256_hex(file->data), force ? 1 : 0, now, now});
+        auto row = require_deployment(project, id);
+        auto log = log_for("d/" + id);
+        log->emit({{"event", "deployment_state"}, {"deployment", render_deployment(row)}, {"timestamp", now}});
+        {
+            std::lock_guard lock(build_mutex_);
+            build_queue_.push_back({id, req.base_url()});
+        }
+        build_cv_.notify_one();
+        res.json(render_deployment(row));
+    }
+
+    void list_deployments(Request &req, Response &res) {
+        Validation v;
+        auto paging = parse_paging(req, v);
+        auto app = req.query("app_name"), ver = req.query("app_version"), query = req.query("query");
+        if (ver && !ver->empty() && (!app || app->empty())) v.fail("app_version", "only together with app_name");
+        v.throw_if_failed("invalid deployment query");
+        std::string q = "SELECT * FROM apps_deployments WHERE project_id = ?";
+        json params = json::array({req.project()});
+        if (app && !app->empty()) {
+            q += " AND app_name = ?";
+            params.push_back(*app);
+        }
+        if (ver && !ver->empty()) {
+            q += " AND version = ?";
+            params.push_back(*ver);
+        }
+        if (query && !query->empty()) {
+            q += " AND (id = ? OR app_name LIKE ?)";
+            params.push_back(*query);
+            params.push_back("%" + *query + "%");
+        }
+        q += " ORDER BY created_at DESC, id LIMIT ? OFFSET ?";
+        params.push_back(paging.limit + 1);
+        params.push_back(paging.offset);
+        auto rows = sql(q, params);
+        bool more = rows.size() > static_cast<std::size_t>(paging.limit);
+        json out = json::array();
+        for (std::size_t i = 0; i < rows.size() && i < static_cast<std::size_t>(paging.limit); ++i)
+            out.push_back(render_deployment(rows[i]));
+        res.page(out, paging.offset, more);
+    }
+
+    void delete_deployment(Request &req, Response &res) {
+        auto row = require_deployment(req.project(), req.param("id"));
+        std::string id = row.at("id");
+        std::string status = row.value("status", "");
+        if (status != "failed" && status != "stopped") {
+            set_deployment(id, "stopped", "deleted");
+            fail_invocations_of(id, "deployment " + id + " was deleted");
+        }
+        release_key(id);
+        res.no_content();
+    }
+
+    void set_deployment(const std::string &id, const std::string &status, const std::string &reason) {
+        sql("UPDATE apps_deployments SET status = ?, status_reason = ?, updated_at = ? WHERE id = ?",
+            {status, reason.empty() ? json(nullptr) : json(reason), rfc3339(now_ms()), id});
+        auto rows = sql("SELECT * FROM apps_deployments WHERE id = ?", json::array({id}));
+        if (rows.empty()) return;
+        auto log = log_for("d/" + id);
+        log->emit({{"event", "deployment_state"},
+                   {"deployment", render_deployment(rows[0])},
+                   {"timestamp", rfc3339(now_ms())}});
+        if (terminal_deployment(status)) log->close();
+    }
+
+    // Keys of deployments that ended are refused once none of their invocations runs.
+    void release_key(const std::string &deployment_id) {
+        auto rows = sql("SELECT key_id, status FROM apps_deployments WHERE id = ?", json::array({deployment_id}));
+        if (rows.empty() || rows[0].at("key_id").is_null() || rows[0].value("status", "") == "running") return;
+        auto busy = sql("SELECT id FROM apps_invocations WHERE deployment_id = ? AND status IN ('queued', 'running')",
+                        json::array({deployment_id}));
+        if (!busy.empty()) return;
+        sql("UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL",
+            {rfc3339(now_ms()), rows[0].at("key_id")});
+    }
+
+    // ---- builds ---------------------------------------------------------------------------------
+
+    struct BuildJob {
+        std::string id, base_url;
+    };
+
+    void build_loop() {
+        while (true) {
+            BuildJob job;
+            {
+                std::unique_lock lock(build_mutex_);
+                build_cv_.wait(lock, [&] { return stopping_ || !build_queue_.empty(); });
+                if (stopping_) return;
+                job = build_queue_.front();
+                build_queue_.pop_front();
+            }
+            std::string reason;
+            try {
+                reason = build(job);
+            } catch (const std::exception &e) {
+                reason = std::string("the build failed: ") + e.what();
+            }
+            auto rows = sql("SELECT status FROM apps_deployments WHERE id = ?", json::array({job.id}));
+            if (rows.empty() || rows[0].value("status", "") == "stopped") continue; // deleted meanwhile
+            if (!reason.empty()) {
+                auto log = log_for("d/" + job.id);
+                log->emit(log_event(reason));
+                log->emit({{"event", "error"},
+                           {"error", {{"code", "deployment_failed"}, {"message", reason}}},
+                           {"timestamp", rfc3339(now_ms())}});
+                set_deployment(job.id, "failed", reason);
+                release_key(job.id);
+            }
+        }
+    }
+
+    // Runs a build command on the host with its output as log events; "" or why it failed.
+    std::string run_logged(const std::string &id, const std::string &cwd, const std::vector<std::string> &args,
+                           std::int64_t timeout_ms) {
+        auto log = log_for("d/" + id);
+        auto out = proc::make_pipe();
+        auto env = proc::environment_with({"NODE_ENV=development", "npm_config_update_notifier=false"});
+        std::string cmd = "cd '" + cwd + "' && exec";
+        for (const auto &a : args)
+            cmd += " '" + a + "'";
+        log->emit(log_event("$ " + [&] {
+            std::string s;
+            for (const auto &a : args)
+                s += (s.empty() ? "" : " ") + a;
+            return s;
+        }()));
+        auto child = proc::Child::spawn({"/bin/sh", {"-c", cmd}, env, out.write.get(), out.write.get(), {}});
+        out.write.reset();
+        std::string pending;
+        char buf[8192];
+        auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+        while (true) {
+            auto left =
+                std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+            if (left.count() <= 0) return args[0] + " took longer than " + std::to_string(timeout_ms / 1000) + " s";
+            if (!proc::wait_readable(out.read.get(), std::min(left, std::chrono::milliseconds(1000)))) continue;
+            ssize_t n = ::read(out.read.get(), buf, sizeof buf);
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) break;
+            pending.append(buf, static_cast<std::size_t>(n));
+            for (auto nl = pending.find('\n'); nl != std::string::npos; nl = pending.find('\n')) {
+                if (nl > 0) log->emit(log_event(pending.substr(0, nl)));
+                pending.erase(0, nl + 1);
+            }
+        }
+        if (!pending.empty()) log->emit(log_event(pending));
+        child.stop(std::chrono::milliseconds(5000));
+        auto how = child.exit_description();
+        return how == "exit code 0" ? "" : args[0] + " failed (" + how + ")";
+    }
+
+    std::string build(const BuildJob &job) {
+        auto row = sql("SELECT * FROM apps_deployments WHERE id = ?", json::array({job.id}));
+        if (row.empty() || row[0].value("status", "") != "queued") return "";
+        json dep = row[0];
+        set_deployment(job.id, "in_progress", "");
+        auto log = log_for("d/" + job.id);
+        std::string base = *blob_path("deployments/" + job.id + "/source.zip");
+        std::string ddir = fs::path(base).parent_path().string();
+        std::string src = ddir + "/src";
+        std::string zip;
+        {
+            std::ifstream in(base, std::ios::binary);
+            zip.assign(std::istreambuf_iterator<char>(in), {});
+        }
+        unzip_to(zip, src, {100000, max_unpacked_bytes_}, "file");
+        fs::remove(base);
+        std::string entry = dep.value("entrypoint_rel_path", "");
+        if (!fs::is_regular_file(src + "/" + entry))
+            return "the entrypoint " + entry +
+                   " is not in the archive (entrypoint_rel_path is relative to the zip's root)";
+        std::string ext = fs::path(entry).extension().string();
+        if (ext == ".py")
+            return "Python apps are not supported by this server yet (not_implemented: a venv per deployment, pip "
+                   "install and the Python runner); deploy a TypeScript or JavaScript app";
+        if (ext != ".ts" && ext != ".mts" && ext != ".js" && ext != ".mjs" && ext != ".cjs" && ext != ".cts")
+            return "the entrypoint " + entry + " is neither TypeScript/JavaScript nor Python";
+        if (!fs::exists(src + "/package.json"))
+            return "no package.json at the root of the archive (a TypeScript/JavaScript app needs one, with a "
+                   "package-lock.json)";
+        if (fs::exists(src + "/package-lock.json")) {
+            // --ignore-scripts: install scripts would be the app's code running on the host.
+            auto why =
+                run_logged(job.id, src, {npm_, "ci", "--ignore-scripts", "--no-audit", "--no-fund"}, build_timeout_ms_);
+            if (!why.empty()) return "installing dependencies failed: " + why;
+        } else if (fs::exists(src + "/node_modules")) {
+            log->emit(log_event("no package-lock.json: using the node_modules in the archive"));
+        } else {
+            return "package.json has no package-lock.json beside it (npm ci needs the lockfile; bun.lock and "
+                   "pnpm-lock.yaml are not supported here)";
+        }
+        // The sandbox's unprivileged user reads the code: folders traversable up to it.
+        for (fs::path p = src; p.string().size() > config("server.data_dir", "").size(); p = p.parent_path())
+            ::chmod(p.c_str(), 0755);
+        std::error_code ec;
+        for (auto it = fs::recursive_directory_iterator(src, ec); it != fs::recursive_directory_iterator(); ++it) {
+            auto perms = it->symlink_status().permissions();
+            if (it->is_symlink()) continue;
+            fs::permissions(it->path(),
+                            perms | fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read |
+                                (it->is_directory()
+                                     ? fs::perms::owner_exec | fs::perms::group_exec | fs::perms::others_exec
+                                     : fs::perms::none),
+                            ec);
+        }
+
+        // The deployment's own key (§19.2): scoped to the project, minted before the entrypoint
+        // first runs (its `new Kernel()` needs one), refused once the deployment has ended and
+        // nothing runs on it.
+        std::string project = dep.value("project_id", "");
+        std::string plaintext = "hgr_" + new_id(40), key_id = "key_" + new_id(20);
+        sql("INSERT INTO api_keys (id, org_id, project_id, name, key_hash, created_at, masked_key) VALUES (?, ?, ?, ?, "
+            "?, ?, ?)",
+            {key_id, dep.value("org_id", ""), project, "deployment " + job.id, secrets::sha256_hex(plaintext),
+             rfc3339(now_ms()), "hgr_****" + plaintext.substr(plaintext.size() - 4)});
+        sql("UPDATE apps_deployments SET key_id = ?, api_key = ? WHERE id = ?",
+            {key_id, secrets_->seal(plaintext), job.id});
+
+        log->emit(log_event("reading the app registry from " + entry));
+        json env = json::parse(secrets_->open(dep.value("env_vars", std::string())), nullptr, false);
+        if (!env.is_object()) env = json::object();
+        env["KERNEL_API_KEY"] = plaintext;
+        env["KERNEL_BASE_URL"] = job.base_url;
+        env["ENTRYPOINT_RELPATH"] = entry;
+        json result =
+            run_in_sandbox("reg-" + new_id(16), job.id, {{"mode", "describe"}, {"entrypoint", entry}}, env,
+                           job.base_url, 120000, [&](const std::string &line) { log->emit(log_event(line)); });
+        if (!result.value("ok", false))
+            return "importing the entrypoint failed: " + result.value("error", std::string("unknown error"));
+        auto apps = result.value("apps", json::array());
+        if (apps.empty() || !apps[0].is_object())
+            return "the entrypoint registers no app: call kernel.app('<name>') and .action('<name>', handler) from "
+                   "@onkernel/sdk";
+        if (apps.size() > 1)
+            log->emit(
+                log_event("the entrypoint registers more than one app; " + apps[0].value("name", "") + " is deployed"));
+        std::string app_name = apps[0].value("name", "");
+        json actions = json::array();
+        for (const auto &a : apps[0].value("actions", json::array()))
+            actions.push_back({{"name", a.value("name", "")}, {"input_schema", nullptr}, {"output_schema", nullptr}});
+
+        std::string version = dep.value("version", "latest");
+        auto existing = sql("SELECT id FROM apps_deployments WHERE project_id = ? AND app_name = ? AND version = ? "
+                            "AND status = 'running' AND id <> ?",
+                            {project, app_name, version, job.id});
+        if (!existing.empty() && version != "latest" && dep.value("force", 0) == 0)
+            return "version " + version + " of app " + app_name + " already exists: deploy with force to overwrite it";
+
+        std::string version_id = "appv_" + new_id(20);
+        sql("UPDATE apps_deployments SET app_name = ?, actions = ?, app_version_id = ? WHERE id = ?",
+            {app_name, actions.dump(), version_id, job.id});
+        for (const auto &old : existing) {
+            std::string oid = old.at("id");
+            set_deployment(oid, "stopped", "superseded by deployment " + job.id);
+            release_key(oid);
+        }
+        log->emit({{"event", "app_version_summary"},
+                   {"id", version_id},
+                   {"app_name", app_name},
+                   {"version", version},
+                   {"region", kRegion},
+                   {"actions", actions},
+                   {"timestamp", rfc3339(now_ms())}});
+        set_deployment(job.id, "running", "");
+        return "";
+    }
+
+    // One sandboxed instance running the runner once. The instance is stopped when this returns
+    // (or when a cancel stops it first: the call then fails and `cancelled` says why).
+    json run_in_sandbox(const std::string &instance_id, const std::string &deployment_id, json job, const json &env,
+                        const std::string &base_url, std::int64_t timeout_ms,
+                        const std::function<void(const std::string &)> &on_log = {}) {
+        std::string src =
+            fs::path(*blob_path("deployments/" + deployment_id + "/source.zip")).parent_path().string() + "/src";
+        json spec = {{"id", instance_id},
+                     {"plugins", json::array({"apps"})},
+                     {"binds", json::array({{{"source", src}, {"target", kAppRoot}}})}};
+        struct Stop {
+            const AppsPlugin *p;
+            std::string id;
+            ~Stop() { p->instance_stop(id); }
+        } stop{this, instance_id};
+        instance_start(spec);
+        auto dir = instance_dir(instance_id);
+        if (!dir) return {{"ok", false}, {"error", "the sandbox ended before the app started"}};
+        std::optional<ApiBridge> bridge;
+        auto upstream = config("server.bound_listen", "");
+        std::uint16_t port = 0;
+        if (!upstream.empty()) {
+            bridge.emplace(*dir + "/api.sock", upstream);
+            port = static_cast<std::uint16_t>(std::stoi(upstream.substr(upstream.rfind(':') + 1)));
+        }
+        job["app_dir"] = kAppRoot;
+        job["api_socket"] = "/run/hangar/api.sock";
+        // Inside, the runner listens on the port the URLs name (the base URL the client used, so
+        // cdp_ws_url and KERNEL_BASE_URL agree) and forwards to the bridge.
+        auto url_port = [&]() -> std::uint16_t {
+            static const std::regex re(R"(^https?://(127\.0\.0\.1|localhost|\[::1\]):(\d+))");
+            std::smatch m;
+            if (std::regex_search(base_url, m, re)) return static_cast<std::uint16_t>(std::stoi(m[2].str()));
+            return port;
+        }();
+        if (url_port) job["api_port"] = url_port;
+        // The log file, read from the host side as the app writes it.
+        std::atomic<bool> tail_stop{false};
+        std::thread tail;
+        if (on_log)
+            tail = std::thread([&, path = *dir + "/logs/app.log"] {
+                std::string pending;
+                std::ifstream in;
+                char buf[8192];
+                while (true) {
+                    bool last = tail_stop.load();
+                    if (!in.is_open()) in.open(path, std::ios::binary);
+                    if (in.is_open()) {
+                        in.clear();
+                        while (in.read(buf, sizeof buf) || in.gcount() > 0) {
+                            pending.append(buf, static_cast<std::size_t>(in.gcount()));
+                            if (in.eof()) break;
+                        }
+                        for (auto nl = pending.find('\n'); nl != std::string::npos; nl = pending.find('\n')) {
+                            on_log(pending.substr(0, nl));
+                            pending.erase(0, nl + 1);
+                        }
+                        if (pending.size() > kMaxLogLine) {
+                            on_log(pending);
+                            pending.clear();
+                        }
+                    }
+                    if (last) break;
+                    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+                }
+                if (!pending.empty()) on_log(pending);
+            });
+        json body = {{"job", job},
+                     {"env", env},
+                     {"timeout_ms", timeout_ms},
+                     {"runner_dir", runner_dir()},
+                     {"node", config("node", "/usr/bin/node")}};
+        auto r = instance_call(instance_id, "POST", "/apps/run", body.dump(),
+                               static_cast<std::uint32_t>(timeout_ms + 10000));
+        tail_stop = true;
+        if (tail.joinable()) tail.join();
+        json parsed = r.status == 200 ? json::parse(r.body, nullptr, false) : json(nullptr);
+        if (!parsed.is_object()) {
+            json agent = json::parse(r.body, nullptr, false);
+            std::string why = agent.is_object() ? agent.value("message", r.body) : r.body;
+            return {{"ok", false},
+                    {"error", "the app's sandbox stopped (" + std::to_string(r.status) + (why.empty() ? "" : ": ") +
+                                  why.substr(0, 500) + ")"}};
+        }
+        return parsed;
+    }
+
+    std::string runner_dir() const {
+        if (auto configured = config("runner_dir"); configured && !configured->empty()) return *configured;
+        std::error_code ec;
+        auto exe = fs::read_symlink("/proc/self/exe", ec);
+        if (!ec) {
+            auto installed = exe.parent_path().parent_path() / "share/hangar/apps-runner";
+            if (fs::exists(installed / "runner.mjs")) return installed.string();
+        }
+        return HANGAR_APPS_RUNNER_SOURCE_DIR;
+    }
+
+    // ---- apps -----------------------------------------------------------------------------------
+
+    void list_apps(Request &req, Response &res) {
+        Validation v;
+        auto paging = parse_paging(req, v);
+        v.throw_if_failed("invalid app query");
+        std::string q = "SELECT * FROM apps_deployments WHERE project_id = ? AND status = 'running'";
+        json params = json::array({req.project()});
+        for (auto [param, column] : {std::pair{"app_name", "app_name"}, std::pair{"version", "version"}})
+            if (auto val = req.query(param); val && !val->empty()) {
+                q += std::string(" AND ") + column + " = ?";
+                params.push_back(*val);
+            }
+        if (auto query = req.query("query"); query && !query->empty()) {
+            q += " AND app_name LIKE ?";
+            params.push_back("%" + *query + "%");
+        }
+        q += " ORDER BY app_name, version LIMIT ? OFFSET ?";
+        params.push_back(paging.limit + 1);
+        params.push_back(paging.offset);
+        auto rows = sql(q, params);
+        bool more = rows.size() > static_cast<std::size_t>(paging.limit);
+        json out = json::array();
+        for (std::size_t i = 0; i < rows.size() && i < static_cast<std::size_t>(paging.limit); ++i) {
+            const auto &r = rows[i];
+            out.push_back({{"id", r.at("app_version_id")},
+                           {"app_name", r.at("app_name")},
+                           {"version", r.at("version")},
+                           {"region", kRegion},
+                           {"deployment", r.at("id")},
+                           {"actions", json::parse(r.value("actions", std::string("[]")))},
+                           {"env_vars", redacted(r)}});
+        }
+        res.page(out, paging.offset, more);
+    }
+
+    // ---- invocations ----------------------------------------------------------------------------
+
+    json render_invocation(const json &row) const {
+        json out = {{"id", row.at("id")},
+                    {"action_name", row.at("action_name")},
+                    {"app_name", row.at("app_name")},
+                    {"version", row.at("version")},
+                    {"status", row.at("status")},
+                    {"started_at", row.at("started_at")},
+                    {"finished_at", text_or_null(row, "finished_at")}};
+        for (const char *k : {"payload", "output", "status_reason"})
+            if (auto val = text_or_null(row, k); !val.is_null()) out[k] = val;
+        return out;
+    }
+
+    json require_invocation(const std::string &project, const std::string &id) const {
+        auto rows = sql("SELECT * FROM apps_invocations WHERE id = ? AND project_id = ?", {id, project});
+        if (rows.empty()) throw Error::not_found("invocation not found: " + id);
+        return rows[0];
+    }
+
+    void create_invocation(Request &req, Response &res) {
+        std::string project = req.project();
+        json body = req.json_body(false);
+        Validation v;
+        auto str = [&](const char *k, bool required) -> std::string {
+            auto it = body.find(k);
+            if (it == body.end() || it->is_null()) {
+                if (required) v.fail(k, "required");
+                return "";
+            }
+            if (!it->is_string() || it->get_ref<const std::string &>().empty()) {
+                v.fail(k, "must be a non-empty string");
+                return "";
+            }
+            return it->get<std::string>();
+        };
+        std::string app = str("app_name", true), action = str("action_name", true), version = str("version", false);
+        if (version.empty()) version = "latest";
+        bool async = false;
+        if (auto it = body.find("async"); it != body.end() && !it->is_null()) {
+            if (!it->is_boolean())
+                v.fail("async", "must be a boolean");
+            else
+                async = it->get<bool>();
+        }
+        std::int64_t timeout_s = 900;
+        if (auto it = body.find("async_timeout_seconds"); it != body.end() && !it->is_null()) {
+            if (!it->is_number())
+                v.fail("async_timeout_seconds", "must be a number");
+            else if (!async)
+                v.fail("async_timeout_seconds", "only with async: true");
+            else {
+                double t = it->get<double>();
+                if (t < 10 || t > 3600)
+                    v.fail("async_timeout_seconds", "must be between 10 and 3600");
+                else
+                    timeout_s = static_cast<std::int64_t>(t);
+            }
+        }
+        json payload = nullptr;
+        if (auto it = body.find("payload"); it != body.end() && !it->is_null()) {
+            if (!it->is_string()) {
+                v.fail("payload", "must be a string holding JSON");
+            } else {
+                const auto &text = it->get_ref<const std::string &>();
+                if (text.size() > max_payload_bytes_)
+                    throw Error(413, "payload_too_large",
+                                "payload is larger than " + std::to_string(max_payload_bytes_) + " bytes");
+                if (!text.empty() && json::parse(text, nullptr, false).is_discarded())
+                    v.fail("payload", "is not valid JSON");
+                payload = text;
+            }
+        }
+        v.throw_if_failed("invalid invocation");
+
+        auto deps = sql("SELECT * FROM apps_deployments WHERE project_id = ? AND app_name = ? AND version = ? AND "
+                        "status = 'running' ORDER BY created_at DESC LIMIT 1",
+                        {project, app, version});
+        if (deps.empty()) throw Error::not_found("app " + app + " version " + version + " not found");
+        json dep = deps[0];
+        bool known = false;
+        for (const auto &a : json::parse(dep.value("actions", std::string("[]"))))
+            known = known || a.value("name", "") == action;
+        if (!known) throw Error::not_found("action " + action + " not found in app " + app + " version " + version);
+
+        std::string id = new_id(24);
+        std::shared_ptr<RunningInvocation> run = std::make_shared<RunningInvocation>();
+        run->instance_id = "inv-" + id;
+        {
+            // The caps (config; the project's max_concurrent_invocations when set): over → 429 now.
+            std::lock_guard lock(runs_mutex_);
+            auto count = [&](const std::string &where, const json &params) {
+                return sql("SELECT COUNT(*) AS n FROM apps_invocations WHERE status IN ('queued', 'running') AND " +
+                               where,
+                           params)[0]
+                    .value("n", 0);
+            };
+            std::int64_t project_cap = max_per_project_;
+            auto p = sql("SELECT max_concurrent_invocations AS m FROM projects WHERE id = ?", json::array({project}));
+            if (!p.empty() && p[0].at("m").is_number() && p[0].at("m").get<std::int64_t>() > 0)
+                project_cap = p[0].at("m").get<std::int64_t>();
+            std::string over;
+            if (project_cap > 0 && count("project_id = ?", json::array({project})) >= project_cap)
+                over = "the project runs " + std::to_string(project_cap) + " invocations already (its limit)";
+            else if (max_per_app_ > 0 && count("project_id = ? AND app_name = ?", {project, app}) >= max_per_app_)
+                over = "app " + app + " runs " + std::to_string(max_per_app_) + " invocations already (its limit)";
+            if (!over.empty()) {
+                res.header("Retry-After", "5");
+                res.header("x-should-retry", "false");
+                res.json({{"code", "rate_limited"}, {"message", over}}, 429);
+                return;
+            }
+            sql("INSERT INTO apps_invocations (id, project_id, deployment_id, app_name, action_name, version, status, "
+                "payload, started_at) VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, ?)",
+                {id, project, dep.at("id"), app, action, version, payload, ts(now_ms())});
+            runs_[id] = run;
+        }
+        auto log = log_for("i/" + id);
+        log->emit({{"event", "invocation_state"},
+                   {"invocation", render_invocation(require_invocation(project, id))},
+                   {"timestamp", rfc3339(now_ms())}});
+        std::int64_t limit_ms = async ? timeout_s * 1000 : 3600 * 1000;
+        {
+            // Threads of finished invocations are joined here (they hold their stacks until then).
+            std::lock_guard lock(runs_mutex_);
+            for (auto &[r, t] : workers_)
+                if (r->finished && t.joinable()) t.join();
+            std::erase_if(workers_, [](const auto &w) { return !w.second.joinable(); });
+            workers_.emplace_back(run, std::thread([this, id, project, dep, run, limit_ms, base = req.base_url()] {
+                                      invoke(id, project, dep, run, limit_ms, base);
+                                  }));
+        }
+        if (async) {
+            res.json({{"id", id}, {"action_name", action}, {"status", "queued"}}, 202);
+            return;
+        }
+        {
+            std::unique_lock lock(run->m);
+            run->done_cv.wait_for(lock, std::chrono::milliseconds(sync_timeout_ms_), [&] { return run->done; });
+        }
+        auto row = require_invocation(project, id);
+        json out = {{"id", id}, {"action_name", action}, {"status", row.at("status")}};
+        if (auto o = text_or_null(row, "output"); !o.is_null()) out["output"] = o;
+        if (auto s = text_or_null(row, "status_reason"); !s.is_null())
+            out["status_reason"] = s;
+        else if (!terminal_invocation(row.value("status", "")))
+            out["status_reason"] = "still running after " + std::to_string(sync_timeout_ms_ / 1000) +
+                                   " s; follow GET /invocations/" + id + "/events";
+        res.json(out);
+    }
+
+    void invoke(const std::string &id, const std::string &project, const json &dep,
+                const std::shared_ptr<RunningInvocation> &run, std::int64_t limit_ms, const std::string &base_url) {
+        auto log = log_for("i/" + id);
+        std::string status = "failed", reason, output;
+        bool has_output = false;
+        try {
+            sql("UPDATE apps_invocations SET status = 'running' WHERE id = ? AND status = 'queued'", json::array({id}));
+            auto row = require_invocation(project, id);
+            if (row.value("status", "") == "running") {
+                log->emit({{"event", "invocation_state"},
+                           {"invocation", render_invocation(row)},
+                           {"timestamp", rfc3339(now_ms())}});
+                json env = json::parse(secrets_->open(dep.value("env_vars", std::string())), nullptr, false);
+                if (!env.is_object()) env = json::object();
+                env["KERNEL_API_KEY"] = secrets_->open(dep.value("api_key", std::string()));
+                env["KERNEL_BASE_URL"] = base_url;
+                env["ENTRYPOINT_RELPATH"] = dep.value("entrypoint_rel_path", "");
+                json job = {{"mode", "invoke"},
+                            {"entrypoint", dep.value("entrypoint_rel_path", "")},
+                            {"app_name", row.at("app_name")},
+                            {"action_name", row.at("action_name")},
+                            {"invocation_id", id}};
+                if (auto p = text_or_null(row, "payload"); !p.is_null()) job["payload"] = p;
+                json result = run_in_sandbox(run->instance_id, dep.at("id"), job, env, base_url, limit_ms,
+                                             [&](const std::string &line) { log->emit(log_event(line)); });
+                if (run->cancelled) {
+                    reason = run->cancel_reason;
+                } else if (result.value("ok", false)) {
+                    status = "succeeded";
+                    output = result.value("output", "null");
+                    has_output = true;
+                } else if (result.value("timeout", false)) {
+                    reason = "timed out after " + std::to_string(limit_ms / 1000) + " s (async_timeout_seconds)";
+                } else {
+                    reason = result.value("error", std::string("the action failed"));
+                }
+            }
+        } catch (const std::exception &e) {
+            reason = run->cancelled ? run->cancel_reason : std::string("the invocation could not run: ") + e.what();
+        }
+        // A PATCH may have finished it already; the first terminal state stays.
+        sql("UPDATE apps_invocations SET status = ?, status_reason = ?, output = ?, finished_at = ? WHERE id = ? AND "
+            "status IN ('queued', 'running')",
+            {status, reason.empty() ? json(nullptr) : json(reason), has_output ? json(output) : json(nullptr),
+             ts(now_ms()), id});
+        finish(id, project);
+        {
+            std::lock_guard lock(run->m);
+            run->done = true;
+        }
+        run->done_cv.notify_all();
+        std::lock_guard lock(runs_mutex_);
+        runs_.erase(id);
+        run->finished = true;
+    }
+
+    // After an invocation reached its terminal state: its browsers go, its events close.
+    void finish(const std::string &id, const std::string &project) {
+        delete_browsers(project, id);
+        auto row = require_invocation(project, id);
+        auto log = log_for("i/" + id);
+        if (!log->closed()) {
+            if (row.value("status", "") == "failed" && row.contains("status_reason") &&
+                row["status_reason"].is_string())
+                log->emit({{"event", "error"},
+                           {"error", {{"code", "invocation_failed"}, {"message", row["status_reason"]}}},
+                           {"timestamp", rfc3339(now_ms())}});
+            log->emit({{"event", "invocation_state"},
+                       {"invocation", render_invocation(row)},
+                       {"timestamp", rfc3339(now_ms())}});
+            log->close();
+        }
+        release_key(row.value("deployment_id", ""));
+    }
+
+    void delete_browsers(const std::string &project, const std::string &id) {
+        try {
+            call("browsers.by_invocation", {{"project_id", project}, {"invocation_id", id}, {"delete", true}});
+        } catch (const Error &e) {
+            if (e.status() != 404) throw; // no browsers plugin: nothing to delete
+        }
+    }
+
+    void update_invocation(Request &req, Response &res) {
+        std::string project = req.project();
+        json body = req.json_body(false);
+        auto row = require_invocation(project, req.param("id"));
+        std::string id = row.at("id");
+        Validation v;
+        std::string status = body.value("status", json()).is_string() ? body["status"].get<std::string>() : "";
+        if (status != "succeeded" && status != "failed") v.fail("status", "must be succeeded or failed");
+        json output = nullptr;
+        if (auto it = body.find("output"); it != body.end() && !it->is_null()) {
+            if (!it->is_string() || json::parse(it->get<std::string>(), nullptr, false).is_discarded())
+                v.fail("output", "must be a string holding JSON");
+            else
+                output = *it;
+        }
+        v.throw_if_failed("invalid invocation update");
+        if (!terminal_invocation(row.value("status", ""))) {
+            std::string reason = status == "failed" ? "cancelled" : "";
+            sql("UPDATE apps_invocations SET status = ?, status_reason = ?, output = COALESCE(?, output), finished_at "
+                "= ? "
+                "WHERE id = ? AND status IN ('queued', 'running')",
+                {status, reason.empty() ? json(nullptr) : json(reason), output, ts(now_ms()), id});
+            stop_run(id, status == "failed" ? "cancelled" : "finished by PATCH");
+            finish(id, project);
+        }
+        res.json(render_invocation(require_invocation(project, id)));
+    }
+
+    void stop_run(const std::string &id, const std::string &reason) {
+        std::shared_ptr<RunningInvocation> run;
+        {
+            std::lock_guard lock(runs_mutex_);
+            if (auto it = runs_.find(id); it != runs_.end()) run = it->second;
+        }
+        if (!run) return;
+        run->cancel_reason = reason;
+        run->cancelled = true;
+        instance_stop(run->instance_id);
+    }
+
+    void fail_invocations_of(const std::string &deployment_id, const std::string &reason) {
+        auto rows = sql("SELECT id, project_id FROM apps_invocations WHERE deployment_id = ? AND status IN ('queued', "
+                        "'running')",
+                        json::array({deployment_id}));
+        for (const auto &r : rows) {
+            std::string id = r.at("id");
+            sql("UPDATE apps_invocations SET status = 'failed', status_reason = ?, finished_at = ? WHERE id = ? AND "
+                "status IN ('queued', 'running')",
+                {reason, ts(now_ms()), id});
+            stop_run(id, reason);
+            finish(id, r.at("project_id"));
+        }
+    }
+
+    void list_invocations(Request &req, Response &res) {
+        Validation v;
+        auto paging = parse_paging(req, v);
+        std::string q = "SELECT * FROM apps_invocations WHERE project_id = ?";
+        json params = json::array({req.project()});
+        for (auto [param, column] : {std::pair{"app_name", "app_name"}, std::pair{"action_name", "action_name"},
+                                     std::pair{"version", "version"}, std::pair{"deployment_id", "deployment_id"},
+                                     std::pair{"status", "status"}})
+            if (auto val = req.query(param); val && !val->empty()) {
+                q += std::string(" AND ") + column + " = ?";
+                params.push_back(*val);
+            }
+        if (auto s = req.query("status");
+            s && !s->empty() && *s != "queued" && *s != "running" && *s != "succeeded" && *s != "failed")
+            v.fail("status", "must be queued, running, succeeded or failed");
+        if (auto s = req.query("since"); s && !s->empty()) {
+            auto t = parse_time_bound(*s, now_ms() * 1000);
+            if (!t)
+                v.fail("since", "must be an RFC 3339 time or a duration such as 5m");
+            else {
+                q += " AND started_at >= ?";
+                params.push_back(ts(*t / 1000));
+            }
+        }
+        if (auto query = req.query("query"); query && !query->empty()) {
+            q += " AND (id = ? OR app_name LIKE ? OR action_name LIKE ?)";
+            params.push_back(*query);
+            params.push_back("%" + *query + "%");
+            params.push_back("%" + *query + "%");
+        }
+        v.throw_if_failed("invalid invocation query");
+        q += " ORDER BY started_at DESC, id LIMIT ? OFFSET ?";
+        params.push_back(paging.limit + 1);
+        params.push_back(paging.offset);
+        auto rows = sql(q, params);
+        bool more = rows.size() > static_cast<std::size_t>(paging.limit);
+        json out = json::array();
+        for (std::size_t i = 0; i < rows.size() && i < static_cast<std::size_t>(paging.limit); ++i)
+            out.push_back(render_invocation(rows[i]));
+        res.page(out, paging.offset, more);
+    }
+
+    std::unique_ptr<Secrets> secrets_;
+    std::size_t max_archive_bytes_ = 0, max_payload_bytes_ = 0;
+    std::uint64_t max_unpacked_bytes_ = 0;
+    std::int64_t event_retention_ms_ = 3600000;
+    std::int64_t sync_timeout_ms_ = 100000, build_timeout_ms_ = 600000, max_per_project_ = 50, max_per_app_ = 20;
+    std::string npm_;
+
+    std::mutex logs_mutex_;
+    std::map<std::string, std::shared_ptr<EventLog>> logs_;
+
+    std::mutex build_mutex_;
+    std::condition_variable build_cv_;
+    std::deque<BuildJob> build_queue_;
+    bool stopping_ = false;
+    std::thread builder_;
+
+    std::mutex runs_mutex_;
+    std::map<std::string, std::shared_ptr<RunningInvocation>> runs_;
+    std::vector<std::pair<std::shared_ptr<RunningInvocation>, std::thread>> workers_;
+};
+
+} // namespace hangar::apps
+
+HANGAR_PLUGIN(hangar::apps::AppsPlugin, "apps", "0.1.0", "browsers?", hangar::apps::kMigrations,
+              sizeof(hangar::apps::kMigrations) / sizeof(hangar::apps::kMigrations[0]))

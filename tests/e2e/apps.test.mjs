@@ -1,0 +1,258 @@
+// Apps, deployments and invocations through the official SDK: the TypeScript fixture app
+// (tests/fixtures/apps/ts-app) is zipped, deployed (npm ci from its lockfile on the host, the
+// registry read in a sandbox), and its actions run, each invocation in its own sandbox whose
+// `new Kernel()` reaches this server: one creates a browser with invocation_id, opens a page the
+// test serves and returns its title. Sync and async invocations, events with replay, cancel
+// (its browser goes), timeout, thrown errors, env vars (redacted in responses), the bad-input
+// rules, a redeploy superseding the previous deployment.
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import { execFileSync } from 'node:child_process';
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { after, before, test } from 'node:test';
+
+import { BadRequestError, NotFoundError, toFile } from '@onkernel/sdk';
+
+import { TEST_PAGE_TITLE, rejectsWith, startServer, startTestPages, waitFor } from './lib/server.mjs';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const fixture = join(here, '../fixtures/apps/ts-app');
+const scratch = mkdtempSync(join(tmpdir(), 'hangar-apps-test-'));
+
+let server;
+let client;
+let pages;
+let deployment;
+
+function zipDir(dir) {
+  const out = join(scratch, `${Math.random().toString(36).slice(2)}.zip`);
+  execFileSync('zip', ['-qr', out, '.', '-x', 'node_modules/*'], { cwd: dir });
+  return readFileSync(out);
+}
+
+function zipFiles(files) {
+  const dir = mkdtempSync(join(scratch, 'src-'));
+  for (const [name, content] of Object.entries(files)) {
+    mkdirSync(join(dir, name, '..'), { recursive: true });
+    writeFileSync(join(dir, name), content);
+  }
+  return zipDir(dir);
+}
+
+async function collect(stream) {
+  const events = [];
+  for await (const e of stream) events.push(e);
+  return events;
+}
+
+async function deploy(zip, params = {}) {
+  const created = await client.deployments.create({
+    file: await toFile(zip, 'app.zip'),
+    entrypoint_rel_path: 'index.ts',
+    ...params,
+  });
+  const events = await collect(await client.deployments.follow(created.id));
+  return { created, events, final: await client.deployments.retrieve(created.id) };
+}
+
+before(async () => {
+  server = await startServer();
+  client = server.client;
+  pages = await startTestPages();
+});
+
+after(async () => {
+  await pages?.close();
+  await server?.stop();
+  rmSync(scratch, { recursive: true, force: true });
+});
+
+test('a TypeScript app deploys: queued → in_progress → running, build logs, the registry read', async () => {
+  const zip = zipDir(fixture);
+  const { created, events, final } = await deploy(zip, { env_vars: { GREETING: 'hello' } });
+  assert.equal(created.status, 'queued');
+  assert.equal(created.region, 'aws.us-east-1a');
+  assert.equal(created.source_type, 'file');
+  assert.equal(created.entrypoint_rel_path, 'index.ts');
+  assert.equal(created.source_checksum, createHash('sha256').update(zip).digest('hex'));
+  assert.deepEqual(created.env_vars, { GREETING: '' }, 'values are redacted for API-key callers');
+
+  const states = events.filter((e) => e.event === 'deployment_state').map((e) => e.deployment.status);
+  assert.deepEqual(states, ['queued', 'in_progress', 'running'], JSON.stringify(events.slice(-5)));
+  assert.ok(events.some((e) => e.event === 'log' && /npm ci/.test(e.message)), 'npm output is streamed');
+  const summary = events.find((e) => e.event === 'app_version_summary');
+  assert.equal(summary.app_name, 'fixture-ts');
+  assert.equal(summary.version, 'latest');
+  assert.deepEqual(summary.actions.map((a) => a.name).sort(), ['boom', 'env', 'hold', 'title']);
+  assert.equal(final.status, 'running');
+  deployment = final;
+
+  // a late follower gets the whole history and the stream ends
+  const replay = await collect(await client.deployments.follow(created.id));
+  assert.equal(replay.at(-1).deployment.status, 'running');
+
+  const apps = [];
+  for await (const a of client.apps.list({ app_name: 'fixture-ts' })) apps.push(a);
+  assert.equal(apps.length, 1);
+  assert.equal(apps[0].deployment, created.id);
+  assert.equal(apps[0].version, 'latest');
+  assert.deepEqual(apps[0].env_vars, { GREETING: '' });
+  const listed = [];
+  for await (const d of client.deployments.list({ app_name: 'fixture-ts' })) listed.push(d.id);
+  assert.deepEqual(listed, [created.id]);
+});
+
+test('sync invocations: output JSON-encoded, env vars and the deployment key reach the action', async () => {
+  const inv = await client.invocations.create({ app_name: 'fixture-ts', action_name: 'env', version: 'latest' });
+  assert.equal(inv.status, 'succeeded', inv.status_reason);
+  assert.deepEqual(JSON.parse(inv.output), { greeting: 'hello', has_key: true });
+  const got = await client.invocations.retrieve(inv.id);
+  assert.equal(got.app_name, 'fixture-ts');
+  assert.equal(got.action_name, 'env');
+  assert.equal(got.status, 'succeeded');
+  assert.match(got.started_at, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z$/);
+  assert.ok(got.finished_at);
+});
+
+test('an action creates a browser in its invocation, opens a local page and returns its title', async () => {
+  const inv = await client.invocations.create({
+    app_name: 'fixture-ts',
+    action_name: 'title',
+    version: 'latest',
+    payload: JSON.stringify({ url: pages.url }),
+  });
+  assert.equal(inv.status, 'succeeded', inv.status_reason);
+  const out = JSON.parse(inv.output);
+  assert.equal(out.title, TEST_PAGE_TITLE);
+  // the browser ended with the invocation
+  assert.deepEqual((await client.invocations.listBrowsers(inv.id)).browsers, []);
+  const b = await client.browsers.retrieve(out.session_id, { include_deleted: true });
+  assert.ok(b.deleted_at, 'the invocation’s browser was deleted when it ended');
+  // its logs, replayed to a late follower, end with the terminal state
+  const events = await collect(await client.invocations.follow(inv.id));
+  assert.ok(events.some((e) => e.event === 'log' && e.message.includes(out.session_id)), JSON.stringify(events));
+  assert.equal(events.at(-1).event, 'invocation_state');
+  assert.equal(events.at(-1).invocation.status, 'succeeded');
+});
+
+test('async invocation: 202 queued, browsers listed while it runs, cancel kills it and deletes them', async () => {
+  const inv = await client.invocations.create({
+    app_name: 'fixture-ts',
+    action_name: 'hold',
+    version: 'latest',
+    async: true,
+    payload: JSON.stringify({ seconds: 120 }),
+  });
+  assert.equal(inv.status, 'queued');
+  const following = collect(await client.invocations.follow(inv.id));
+  const browsers = await waitFor(async () => {
+    const list = (await client.invocations.listBrowsers(inv.id)).browsers;
+    return list.length === 1 ? list : null;
+  }, { timeoutMs: 60_000, what: 'the invocation’s browser' });
+  assert.ok(browsers[0].cdp_ws_url);
+  const listed = [];
+  for await (const i of client.invocations.list({ status: 'running', app_name: 'fixture-ts' })) listed.push(i.id);
+  assert.ok(listed.includes(inv.id));
+
+  const cancelled = await client.invocations.update(inv.id, { status: 'failed' });
+  assert.equal(cancelled.status, 'failed');
+  const events = await following;
+  assert.equal(events.at(-1).invocation.status, 'failed');
+  assert.deepEqual((await client.invocations.listBrowsers(inv.id)).browsers, []);
+  const b = await client.browsers.retrieve(browsers[0].session_id, { include_deleted: true });
+  assert.ok(b.deleted_at);
+});
+
+test('a thrown error fails the invocation with its message; async_timeout_seconds stops it', async () => {
+  const boom = await client.invocations.create({
+    app_name: 'fixture-ts',
+    action_name: 'boom',
+    version: 'latest',
+    payload: JSON.stringify({ message: 'it broke' }),
+  });
+  assert.equal(boom.status, 'failed');
+  assert.match(boom.status_reason, /it broke/);
+
+  const slow = await client.invocations.create({
+    app_name: 'fixture-ts',
+    action_name: 'hold',
+    version: 'latest',
+    async: true,
+    async_timeout_seconds: 10,
+    payload: JSON.stringify({ seconds: 120 }),
+  });
+  const events = await collect(await client.invocations.follow(slow.id));
+  const last = events.at(-1).invocation;
+  assert.equal(last.status, 'failed');
+  assert.match(last.status_reason, /timed out/);
+});
+
+test('bad input: unknown ids, apps and actions, payloads, archives', async () => {
+  const nf = await rejectsWith(client.invocations.retrieve('nope'), NotFoundError);
+  assert.equal(nf.error.message, 'invocation not found: nope');
+  await rejectsWith(client.invocations.follow('nope'), NotFoundError);
+  const app = await rejectsWith(
+    client.invocations.create({ app_name: 'missing', action_name: 'x', version: 'latest' }),
+    NotFoundError,
+  );
+  assert.match(app.message, /app missing version latest not found/);
+  await rejectsWith(
+    client.invocations.create({ app_name: 'fixture-ts', action_name: 'nope', version: 'latest' }),
+    NotFoundError,
+  );
+  await rejectsWith(
+    client.invocations.create({ app_name: 'fixture-ts', action_name: 'env', version: 'latest', payload: '{not json' }),
+    BadRequestError,
+  );
+  await rejectsWith(
+    client.invocations.create({ app_name: 'fixture-ts', action_name: 'env', version: 'latest', async_timeout_seconds: 5, async: true }),
+    BadRequestError,
+  );
+  const big = await server.fetch('/invocations', {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ app_name: 'fixture-ts', action_name: 'env', version: 'latest', payload: JSON.stringify('x'.repeat(5_000_000)) }),
+  });
+  assert.equal(big.status, 413);
+
+  // a zip entry escaping the folder, and a missing file: 400 at once
+  const evil = join(scratch, 'evil.zip');
+  execFileSync('python3', ['-c', `import zipfile; z = zipfile.ZipFile(${JSON.stringify(evil)}, 'w'); z.writestr('../escape.ts', 'x'); z.close()`]);
+  await rejectsWith(
+    client.deployments.create({ file: await toFile(readFileSync(evil), 'evil.zip'), entrypoint_rel_path: 'index.ts' }),
+    BadRequestError,
+  );
+  await rejectsWith(client.deployments.create({ entrypoint_rel_path: 'index.ts' }), BadRequestError);
+
+  // an entrypoint not in the archive, and no lockfile: failed with a reason
+  const missing = await deploy(zipFiles({ 'package.json': '{}', 'other.ts': '' }));
+  assert.equal(missing.final.status, 'failed');
+  assert.match(missing.final.status_reason, /index\.ts is not in the archive/);
+  const nolock = await deploy(zipFiles({ 'package.json': '{"type":"module"}', 'index.ts': '' }));
+  assert.equal(nolock.final.status, 'failed');
+  assert.match(nolock.final.status_reason, /package-lock\.json/);
+});
+
+test('a redeploy of the same version supersedes the previous deployment', async () => {
+  const dir = join(scratch, 'redeploy');
+  cpSync(fixture, dir, { recursive: true, filter: (src) => !src.includes('node_modules') });
+  const { final } = await deploy(zipDir(dir));
+  assert.equal(final.status, 'running', final.status_reason);
+  const old = await client.deployments.retrieve(deployment.id);
+  assert.equal(old.status, 'stopped');
+  assert.match(old.status_reason, /superseded/);
+  const inv = await client.invocations.create({ app_name: 'fixture-ts', action_name: 'env', version: 'latest' });
+  assert.equal(inv.status, 'succeeded');
+  // env vars are the new deployment's (none given)
+  assert.deepEqual(JSON.parse(inv.output), { greeting: null, has_key: true });
+
+  await client.deployments.delete(final.id);
+  assert.equal((await client.deployments.retrieve(final.id)).status, 'stopped');
+  await rejectsWith(
+    client.invocations.create({ app_name: 'fixture-ts', action_name: 'env', version: 'latest' }),
+    NotFoundError,
+  );
+});
