@@ -32,6 +32,8 @@ private:
     void stop_server() override;
 
     void create(Request &req, Response &res);
+    json create_session(const json &body, const std::string &project, const json &caller, const std::string &base_url);
+    void remove_session(const std::string &project, const std::string &id_or_name);
     void retrieve(Request &req, Response &res);
     void update(Request &req, Response &res);
     void list(Request &req, Response &res);
@@ -44,6 +46,7 @@ private:
     std::optional<Session> find(const std::string &project, const std::string &id_or_name, bool include_deleted) const;
     Session require(const std::string &project, const std::string &id_or_name, bool include_deleted) const;
     json render(const Session &s, const Request &req) const;
+    json render(const Session &s, const std::string &base_url) const;
     // The session a capability token names, checked: 401 for a bad token, 404 once it ended.
     std::string session_from_token(const std::string &token, const char *type) const;
     // The session of a base_url route ({session_id} and its jwt): 401 unless they match.

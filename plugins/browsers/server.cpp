@@ -168,6 +168,19 @@ void BrowsersPlugin::start_server() {
                     {"viewport", {{"width", s.viewport.width}, {"height", s.viewport.height}}}};
     });
 
+    // For plugins that run browsers of their own (managed auth): the body of POST /browsers plus
+    // the caller's project, org and the API base URL -> the session as POST /browsers renders it.
+    service("browsers.create", [this](const json &in) {
+        json caller = in.value("caller", json::object());
+        caller["project_id"] = in.value("project_id", "");
+        return create_session(in.value("body", json::object()), in.value("project_id", ""), caller,
+                              in.value("base_url", ""));
+    });
+    service("browsers.delete", [this](const json &in) {
+        remove_session(in.value("project_id", ""), in.value("id", ""));
+        return json::object();
+    });
+
     route("POST", "/browser_pools", [this](Request &q, Response &r) { pool_create(q, r); });
     route("GET", "/browser_pools", [this](Request &q, Response &r) { pool_list(q, r); });
     route("GET", "/browser_pools/{id_or_name}", [this](Request &q, Response &r) {
@@ -234,20 +247,24 @@ std::vector<std::string> BrowsersPlugin::add_extension_inputs(json &spec, const 
 }
 
 json BrowsersPlugin::render(const Session &s, const Request &req) const {
-    std::string base = ws_base(req.base_url());
+    return render(s, req.base_url());
+}
+
+json BrowsersPlugin::render(const Session &s, const std::string &base_url) const {
+    std::string base = ws_base(base_url);
     std::uint32_t ttl = static_cast<std::uint32_t>(s.timeout_seconds) + token_grace_seconds_;
     Links links{cdp_ws_url(base, token_sign({{"sid", s.id}, {"typ", "cdp"}}, ttl)),
                 webdriver_ws_url(base, token_sign({{"sid", s.id}, {"typ", "webdriver"}}, ttl))};
     json out = render_session(s, links, now_ms());
     // Where the SDK sends curl and telemetry/stream directly (with the jwt of cdp_ws_url).
-    out["base_url"] = req.base_url() + "/browser/vm/" + s.id;
+    out["base_url"] = base_url + "/browser/vm/" + s.id;
     // Headful sessions can be watched when the liveview plugin is enabled (it signs the link).
     if (!s.headless && !s.deleted_ms) {
         try {
             out["browser_live_view_url"] = call("liveview.url", {{"session_id", s.id},
                                                                  {"project_id", s.project_id},
                                                                  {"ttl_seconds", ttl},
-                                                                 {"base_url", req.base_url()}})
+                                                                 {"base_url", base_url}})
                                                .at("url");
         } catch (const std::exception &) {
             // liveview is switched off: no link
@@ -453,7 +470,20 @@ void BrowsersPlugin::attach_profile(const Session &s, const ProfileRef &ref) {
 void BrowsersPlugin::create(Request &req, Response &res) {
     std::string project = req.project();
     json caller = req.caller();
-    CreateOptions opts = parse_create(req.json_body(true));
+    json body = req.json_body(true);
+    try {
+        res.json(create_session(body, project, caller, req.base_url()));
+    } catch (const Error &e) {
+        if (e.status() == 429) res.header("Retry-After", "2");
+        throw;
+    }
+}
+
+// POST /browsers, and the browsers.create service other plugins start their browsers through
+// (managed auth), so both get the same admission, profile lease and telemetry.
+json BrowsersPlugin::create_session(const json &body, const std::string &project, const json &caller,
+                                    const std::string &base_url) {
+    CreateOptions opts = parse_create(body);
     if (opts.telemetry) telemetry({{"op", "check"}, {"request", *opts.telemetry}}, opts.telemetry_captures);
     if (opts.chrome_policy) {
         // The local runtime binds the instance's policy dir over this directory only when it
@@ -467,14 +497,8 @@ void BrowsersPlugin::create(Request &req, Response &res) {
     // 404 for a proxy that is not the project's (or was deleted) before anything starts.
     if (opts.proxy_id) call("proxies.attach", {{"project_id", project}, {"proxy_id", *opts.proxy_id}});
 
-    AdmissionSlot slot = [&] {
-        try {
-            return admit(project, session_cap(req));
-        } catch (const Error &e) {
-            if (e.status() == 429) res.header("Retry-After", "2");
-            throw;
-        }
-    }();
+    AdmissionSlot slot =
+        admit(project, static_cast<int>(caller.value("max_concurrent_sessions", max_browsers_per_project_)));
     NameReservation reservation;
     if (opts.name) {
         std::lock_guard lock(names_mutex_);
@@ -571,7 +595,7 @@ void BrowsersPlugin::create(Request &req, Response &res) {
     if (opts.telemetry)
         telemetry_after_start(
             {{"op", "create"}, {"session_id", s.id}, {"project_id", project}, {"request", *opts.telemetry}});
-    res.json(render(s, req));
+    return render(s, base_url);
 }
 
 void BrowsersPlugin::retrieve(Request &req, Response &res) {
@@ -687,15 +711,18 @@ void BrowsersPlugin::list(Request &req, Response &res) {
 }
 
 void BrowsersPlugin::remove(Request &req, Response &res) {
-    Session s = require(req.project(), req.param("id_or_name"), false);
-    if (!mark_deleted(s.id, now_ms()))
-        throw Error::not_found("browser session \"" + req.param("id_or_name") + "\" not found");
+    remove_session(req.project(), req.param("id_or_name"));
+    res.no_content();
+}
+
+void BrowsersPlugin::remove_session(const std::string &project, const std::string &id_or_name) {
+    Session s = require(project, id_or_name, false);
+    if (!mark_deleted(s.id, now_ms())) throw Error::not_found("browser session \"" + id_or_name + "\" not found");
     {
         std::lock_guard lock(idle_mutex_);
         idle_baseline_ms_.erase(s.id);
     }
     stop_session_instance(s.id); // returns once the profile is saved and every process is gone
-    res.no_content();
 }
 
 void BrowsersPlugin::cdp_browser_socket(Request &req, Response &res) {
