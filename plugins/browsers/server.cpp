@@ -261,11 +261,10 @@ json BrowsersPlugin::render(const Session &s, const std::string &base_url) const
     // Headful sessions can be watched when the liveview plugin is enabled (it signs the link).
     if (!s.headless && !s.deleted_ms) {
         try {
-            out["browser_live_view_url"] = call("liveview.url", {{"session_id", s.id},
-                                                                 {"project_id", s.project_id},
-                                                                 {"ttl_seconds", ttl},
-                                                                 {"base_url", base_url}})
-                                               .at("url");
+            out["browser_live_view_url"] =
+                call("liveview.url",
+                     {{"session_id", s.id}, {"project_id", s.project_id}, {"ttl_seconds", ttl}, {"base_url", base_url}})
+                    .at("url");
         } catch (const std::exception &) {
             // liveview is switched off: no link
         }

@@ -89,9 +89,9 @@ struct Discovered {
     std::vector<PageField> fields;
     std::vector<Kind> kinds;
     bool login_form = false;
-    json mfa = json::array();       // {type, label, selector}
-    json sso = json::array();       // {provider, label, selector (xpath), css}
-    json accounts = json::array();  // {id, label, selector}
+    json mfa = json::array();      // {type, label, selector}
+    json sso = json::array();      // {provider, label, selector (xpath), css}
+    json accounts = json::array(); // {id, label, selector}
     json login_links = json::array();
 };
 
@@ -126,7 +126,9 @@ Discovered analyse(const json &raw) {
         std::string label = b.value("label", "");
         if (label.empty()) continue;
         if (auto provider = sso_provider_of_label(label); !provider.empty()) {
-            d.sso.push_back({{"provider", provider}, {"label", label}, {"selector", b.value("xpath", "")},
+            d.sso.push_back({{"provider", provider},
+                             {"label", label},
+                             {"selector", b.value("xpath", "")},
                              {"css", b.value("selector", "")}});
             continue;
         }
@@ -170,10 +172,10 @@ public:
         page_.navigate(s_.start_url);
         settle("");
         Outcome out;
-        bool acted = false;          // something was submitted or clicked
-        bool last_totp = false;      // the last submit carried a stored-secret TOTP code
+        bool acted = false;     // something was submitted or clicked
+        bool last_totp = false; // the last submit carried a stored-secret TOTP code
         bool totp_retried = false;
-        bool user_supplied = false;  // the last submit used values the user typed
+        bool user_supplied = false; // the last submit used values the user typed
         std::string last_sig;
         int repeats = 0;
         for (int step = 0; step < s_.max_steps; ++step) {
@@ -349,8 +351,10 @@ private:
                 for (const auto &df : what.value("discovered_fields", json::array()))
                     if (df.value("selector", "") == f.value("observed_selector", "")) name = df.value("name", "");
                 std::string value;
-                if (user_.count(id)) value = user_[id];
-                else if (!name.empty() && user_.count(name)) value = user_[name];
+                if (user_.count(id))
+                    value = user_[id];
+                else if (!name.empty() && user_.count(name))
+                    value = user_[name];
                 if (!value.empty() && (type == "identifier" || type == "password" || type == "text"))
                     learned_[ref] = value;
             }

@@ -50,8 +50,8 @@ struct Outcome {
     bool success = false;
     std::string error_code, error_message, website_error;
     std::string post_login_url;
-    json plan = json::object();           // learned steps: selectors and kinds, never values
-    json learned = json::object();        // values the user typed that may be saved (no codes)
+    json plan = json::object();    // learned steps: selectors and kinds, never values
+    json learned = json::object(); // values the user typed that may be saved (no codes)
 };
 
 struct EngineSettings {

@@ -25,11 +25,15 @@ bool contains_any(const std::string &haystack, std::initializer_list<const char 
 }
 
 // kernel-api.md §2.17: always allowed without listing.
-constexpr std::array<const char *, 17> kIdentityProviders = {
-    "accounts.google.com", "login.microsoftonline.com", "login.live.com", "*.okta.com", "*.oktapreview.com",
-    "*.auth0.com",         "*.us.auth0.com",            "*.eu.auth0.com", "*.au.auth0.com", "appleid.apple.com",
-    "github.com",          "www.facebook.com",          "www.linkedin.com", "*.amazoncognito.com", "*.onelogin.com",
-    "*.pingone.com",       "*.pingidentity.com"};
+constexpr std::array<const char *, 17> kIdentityProviders = {"accounts.google.com", "login.microsoftonline.com",
+                                                             "login.live.com",      "*.okta.com",
+                                                             "*.oktapreview.com",   "*.auth0.com",
+                                                             "*.us.auth0.com",      "*.eu.auth0.com",
+                                                             "*.au.auth0.com",      "appleid.apple.com",
+                                                             "github.com",          "www.facebook.com",
+                                                             "www.linkedin.com",    "*.amazoncognito.com",
+                                                             "*.onelogin.com",      "*.pingone.com",
+                                                             "*.pingidentity.com"};
 
 bool host_matches(const std::string &host, const std::string &pattern) {
     if (pattern.starts_with("*.")) {
@@ -354,8 +358,7 @@ Submit parse_submit(const json &body) {
         throw Error(400, "invalid_submit",
                     "submit needs one of fields, field_values, selected_choice_id, mfa_option_id, sign_in_option_id, "
                     "sso_button_selector or sso_provider");
-    if (kinds.size() > 1)
-        throw Error(400, "invalid_submit", "submit exactly one kind of input at a time");
+    if (kinds.size() > 1) throw Error(400, "invalid_submit", "submit exactly one kind of input at a time");
     return kinds.front();
 }
 

@@ -19,7 +19,7 @@ struct Settings {
     std::optional<std::string> profile_name;
     std::optional<std::string> login_url; // "" clears on update
     std::optional<std::vector<std::string>> allowed_domains;
-    std::optional<json> credential;        // CredentialRef, or null to clear
+    std::optional<json> credential; // CredentialRef, or null to clear
     std::optional<bool> save_credentials;
     std::optional<bool> health_checks;
     std::optional<int> health_check_interval;

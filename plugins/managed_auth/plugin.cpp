@@ -66,10 +66,24 @@ CREATE INDEX managed_auth_timeline_connection ON managed_auth_timeline (connecti
 };
 
 // ManagedAuth's flow fields: null until a flow ran (kernel-api.md §2.17).
-constexpr const char *kFlowFields[] = {
-    "browser_session_id", "choices",       "discovered_fields", "error_code", "error_message", "external_action_message",
-    "fields",             "flow_expires_at", "flow_status",     "flow_step",  "flow_type",     "hosted_url",
-    "live_view_url",      "mfa_options",   "pending_sso_buttons", "sign_in_options", "sso_provider", "website_error"};
+constexpr const char *kFlowFields[] = {"browser_session_id",
+                                       "choices",
+                                       "discovered_fields",
+                                       "error_code",
+                                       "error_message",
+                                       "external_action_message",
+                                       "fields",
+                                       "flow_expires_at",
+                                       "flow_status",
+                                       "flow_step",
+                                       "flow_type",
+                                       "hosted_url",
+                                       "live_view_url",
+                                       "mfa_options",
+                                       "pending_sso_buttons",
+                                       "sign_in_options",
+                                       "sso_provider",
+                                       "website_error"};
 
 bool terminal(const std::string &status) {
     return status == "SUCCESS" || status == "FAILED" || status == "EXPIRED" || status == "CANCELED";
@@ -172,6 +186,7 @@ public:
             end_from_outside(*f, "CANCELED", "server_stopping", "the server is stopping");
         for (auto &f : all)
             if (f->thread.joinable()) f->thread.join();
+        if (health_thread_.joinable()) health_thread_.join();
         std::lock_guard lock(subs_mutex_);
         subs_.clear();
     }
@@ -185,7 +200,8 @@ public:
 private:
     json page_op(const json &body) {
         json s = call("browsers.chromium", json::object());
-        if (!s.contains("port") || !s.at("port").is_number()) throw Error(503, "unavailable", "Chromium is not running");
+        if (!s.contains("port") || !s.at("port").is_number())
+            throw Error(503, "unavailable", "Chromium is not running");
         int port = s.at("port").get<int>();
         hangar::cdp::Connection c(port, hangar::cdp::first_page_path(port), 5s);
         std::string op = body.value("op", "");
@@ -194,7 +210,8 @@ private:
             std::this_thread::sleep_for(100ms);
             while (hangar::cdp::Clock::now() < deadline) {
                 try {
-                    json r = c.call("Runtime.evaluate", {{"expression", "document.readyState"}, {"returnByValue", true}});
+                    json r =
+                        c.call("Runtime.evaluate", {{"expression", "document.readyState"}, {"returnByValue", true}});
                     if (r["result"].value("value", "") == "complete") return;
                 } catch (const hangar::cdp::Failure &f) {
                     if (f.timed_out()) throw;
@@ -206,8 +223,8 @@ private:
             json r = c.call("Runtime.evaluate",
                             {{"expression", expression}, {"returnByValue", true}, {"awaitPromise", true}});
             if (r.contains("exceptionDetails"))
-                throw Error(422, "page_script_failed", "the page script threw: " +
-                                                           r["exceptionDetails"].value("text", std::string("error")));
+                throw Error(422, "page_script_failed",
+                            "the page script threw: " + r["exceptionDetails"].value("text", std::string("error")));
             return r["result"].value("value", json());
         };
         if (op == "navigate") {
@@ -322,12 +339,13 @@ private:
                                         {"proxy_id", ""}});
         if (s.proxy) stored["proxy_id"] = proxy_id_of(project, *s.proxy);
         std::lock_guard lock(create_mutex_);
-        if (!sql("SELECT id FROM managed_auth_connections WHERE project_id = ? AND domain = ? AND LOWER(profile_name) = "
+        if (!sql("SELECT id FROM managed_auth_connections WHERE project_id = ? AND domain = ? AND LOWER(profile_name) "
+                 "= "
                  "LOWER(?)",
                  {project, *s.domain, *s.profile_name})
                  .empty())
-            throw Error::conflict("an auth connection for profile \"" + *s.profile_name + "\" and domain " +
-                                  *s.domain + " already exists");
+            throw Error::conflict("an auth connection for profile \"" + *s.profile_name + "\" and domain " + *s.domain +
+                                  " already exists");
         call("profiles.ensure",
              {{"project_id", project}, {"org_id", caller.value("org_id", "")}, {"name", *s.profile_name}});
         std::string id = hangar::new_id();
@@ -379,8 +397,16 @@ private:
     void remove(Request &req, Response &res) {
         json row = require(req.project(), req.param("id"));
         std::string id = row.at("id").get<std::string>();
-        if (auto f = current_flow(id))
+        if (auto f = current_flow(id)) {
             end_from_outside(*f, "CANCELED", "connection_deleted", "the auth connection was deleted");
+            std::lock_guard lock(flows_mutex_);
+            retired_.push_back(f); // joined later; the connection no longer names it
+            flows_.erase(id);
+        }
+        {
+            std::lock_guard lock(subs_mutex_);
+            subs_.erase(id); // followers' streams end with the connection
+        }
         sql("DELETE FROM managed_auth_connections WHERE id = ?", {id});
         sql("DELETE FROM managed_auth_timeline WHERE connection_id = ?", {id});
         res.no_content();
@@ -433,7 +459,7 @@ private:
         if (auto it = body.find("record_session"); it != body.end() && !it->is_null() && !it->is_boolean())
             throw Error::invalid("record_session", "must be a boolean");
         bool record = body.value("record_session", json()).is_boolean() ? body.at("record_session").get<bool>()
-                                                                         : s.value("record_session", false);
+                                                                        : s.value("record_session", false);
         if (record)
             throw Error::not_implemented("record_session is not implemented for auth flows yet: log in with "
                                          "record_session false");
@@ -442,9 +468,20 @@ private:
             if (!it->is_object()) throw Error::invalid("proxy", "must be {id} or {name}");
             proxy_id = proxy_id_of(project, *it);
         }
-        json telemetry = body.contains("browser_telemetry") ? body.at("browser_telemetry")
-                                                            : s.value("browser_telemetry", json());
+        json telemetry =
+            body.contains("browser_telemetry") ? body.at("browser_telemetry") : s.value("browser_telemetry", json());
+        // Background re-auths after a health check start their browsers as this caller would.
+        s["base_url"] = req.base_url();
+        sql("UPDATE managed_auth_connections SET settings = ? WHERE id = ?", {s.dump(), id});
+        res.json(start_flow(row, req.caller(), req.base_url(), proxy_id, telemetry));
+    }
 
+    // Starts a login (or re-auth) flow: its browser now, the engine on a thread of its own.
+    json start_flow(const json &row, const json &caller, const std::string &base_url, const std::string &proxy_id,
+                    const json &telemetry) {
+        json s = parse_or(row, "settings", json::object());
+        std::string id = row.at("id").get<std::string>();
+        std::string project = row.at("project_id").get<std::string>();
         // A new login supersedes whatever flow is still running.
         if (auto old = current_flow(id); old && !old->done)
             end_from_outside(*old, "CANCELED", "flow_superseded", "a newer login() superseded this flow");
@@ -453,9 +490,9 @@ private:
         flow->id = hangar::new_id();
         flow->connection_id = id;
         flow->project = project;
-        flow->caller = req.caller();
-        flow->org = flow->caller.value("org_id", "");
-        flow->base_url = req.base_url();
+        flow->caller = caller;
+        flow->org = row.at("org_id").get<std::string>();
+        flow->base_url = base_url;
         json plan = parse_or(row, "plan", json());
         json credential = s.value("credential", json());
         flow->type = plan.is_object() && credential.is_object() ? "REAUTH" : "LOGIN";
@@ -469,10 +506,9 @@ private:
                              {"profile", {{"name", row.at("profile_name")}, {"save_changes", false}}}};
         if (!proxy_id.empty()) browser_body["proxy_id"] = proxy_id;
         if (telemetry.is_object()) browser_body["telemetry"] = telemetry;
-        json browser = call("browsers.create", {{"project_id", project},
-                                                {"caller", flow->caller},
-                                                {"base_url", flow->base_url},
-                                                {"body", browser_body}});
+        json browser = call(
+            "browsers.create",
+            {{"project_id", project}, {"caller", flow->caller}, {"base_url", flow->base_url}, {"body", browser_body}});
         flow->session_id = browser.value("session_id", "");
         std::string hosted = flow->base_url + "/auth/connections/" + id + "/hosted?code=" + flow->handoff_code;
         flow->state = {{"flow_status", "IN_PROGRESS"},
@@ -513,7 +549,85 @@ private:
                     {"handoff_code", flow->handoff_code}};
         if (browser.value("browser_live_view_url", json()).is_string())
             out["live_view_url"] = browser["browser_live_view_url"];
-        res.json(out);
+        return out;
+    }
+
+    // ---- health checks -----------------------------------------------------------------------------
+
+    // Connections whose check is due, one at a time on the health thread: a headless browser on
+    // the profile opens the logged-in page; a login form there means the session is gone.
+    void schedule_health_checks(std::int64_t now) {
+        if (health_busy_) return;
+        for (const auto &row : sql("SELECT * FROM managed_auth_connections WHERE status = 'AUTHENTICATED'")) {
+            json s = parse_or(row, "settings", json::object());
+            if (!s.value("health_checks", true)) continue;
+            std::int64_t last = row.value("last_auth_check_at", json()).is_number()
+                                    ? row.at("last_auth_check_at").get<std::int64_t>()
+                                    : row.at("updated_at").get<std::int64_t>();
+            if (now < last + static_cast<std::int64_t>(s.value("health_check_interval", 3600)) * 1000) continue;
+            if (auto f = current_flow(row.at("id").get<std::string>()); f && !f->done) continue;
+            health_busy_ = true;
+            if (health_thread_.joinable()) health_thread_.join();
+            health_thread_ = std::jthread([this, row] {
+                try {
+                    health_check(row);
+                } catch (const std::exception &e) {
+                    warn("health check of auth connection " + row.value("id", std::string()) + " failed: " + e.what());
+                }
+                health_busy_ = false;
+            });
+            return;
+        }
+    }
+
+    void health_check(const json &row) {
+        std::string id = row.at("id").get<std::string>();
+        std::string project = row.at("project_id").get<std::string>();
+        json s = parse_or(row, "settings", json::object());
+        json caller = {{"project_id", project}, {"org_id", row.at("org_id")}};
+        json body = {{"stealth", true},
+                     {"headless", true},
+                     {"timeout_seconds", 120},
+                     {"profile", {{"name", row.at("profile_name")}, {"save_changes", false}}}};
+        if (s.value("proxy_id", "") != "") body["proxy_id"] = s.at("proxy_id");
+        json browser =
+            call("browsers.create",
+                 {{"project_id", project}, {"caller", caller}, {"base_url", s.value("base_url", "")}, {"body", body}});
+        std::string session = browser.value("session_id", "");
+        bool logged_in = false;
+        try {
+            InstancePage page(*this, session);
+            std::string url =
+                row.value("post_login_url", json()).is_string() ? row.at("post_login_url").get<std::string>()
+                : s.value("login_url", "").empty()              ? "https://" + row.at("domain").get<std::string>() + "/"
+                                                                : s.value("login_url", "");
+            page.navigate(url);
+            std::this_thread::sleep_for(500ms); // a client-side redirect to the login page
+            json d = page.eval(kDiscoverScript);
+            logged_in = d.is_object() && !shows_login_form(d);
+        } catch (...) {
+            call("browsers.delete", {{"project_id", project}, {"id", session}});
+            throw;
+        }
+        call("browsers.delete", {{"project_id", project}, {"id", session}});
+        auto now = hangar::now_ms();
+        std::string previous = row.at("status").get<std::string>();
+        std::string observed = logged_in ? "AUTHENTICATED" : "NEEDS_AUTH";
+        sql("UPDATE managed_auth_connections SET status = ?, last_auth_check_at = ? WHERE id = ?", {observed, now, id});
+        sql("INSERT INTO managed_auth_timeline (id, connection_id, type, status, step, data, created_at, updated_at) "
+            "VALUES (?, ?, 'health_check', ?, NULL, ?, ?, ?)",
+            {hangar::new_id(), id, observed,
+             json{{"previous_status", previous}, {"browser_session_id", session}, {"telemetry_captured", false}}.dump(),
+             now, now});
+        info("health check of auth connection " + id + ": " + observed);
+        if (logged_in || !s.value("auto_reauth", true)) return;
+        Reauth r = reauth_status(s.value("credential", json()), row.value("plan", json()).is_string(),
+                                 parse_or(row, "plan", json()));
+        if (!r.can) return;
+        auto fresh = sql("SELECT * FROM managed_auth_connections WHERE id = ?", {id});
+        if (fresh.empty()) return;
+        start_flow(fresh.front(), caller, s.value("base_url", ""), s.value("proxy_id", ""),
+                   s.value("browser_telemetry", json()));
     }
 
     // The connection a request may see: its project's with an API key; with a flow JWT, the
@@ -537,7 +651,8 @@ private:
             throw Error(410, "flow_superseded", "this login flow was superseded by a newer one");
         std::lock_guard lock(flow->m);
         std::string status = flow->state.value("flow_status", "");
-        if (status == "EXPIRED" || flow->ended == "EXPIRED") throw Error(410, "flow_expired", "this login flow expired");
+        if (status == "EXPIRED" || flow->ended == "EXPIRED")
+            throw Error(410, "flow_expired", "this login flow expired");
         if (flow->done || !flow->ended.empty())
             throw Error(410, "flow_ended", "this login flow is over (" + (status.empty() ? flow->ended : status) + ")");
     }
@@ -550,8 +665,7 @@ private:
         if (!flow) throw Error(401, "invalid_handoff_code", "the handoff code is not valid");
         {
             std::lock_guard lock(flow->m);
-            if (code != flow->handoff_code)
-                throw Error(401, "invalid_handoff_code", "the handoff code is not valid");
+            if (code != flow->handoff_code) throw Error(401, "invalid_handoff_code", "the handoff code is not valid");
             if (flow->handoff_used)
                 throw Error(401, "handoff_code_used", "the handoff code was used already; start a new login");
         }
@@ -620,6 +734,7 @@ private:
                                          : "the login flow ran out of time");
         }
         heartbeat(now);
+        schedule_health_checks(now);
     }
 
     // Merges `patch` into the flow's state, stores it, updates the timeline and tells followers.
@@ -632,8 +747,11 @@ private:
             snapshot = f.state;
         }
         auto now = hangar::now_ms();
-        sql("UPDATE managed_auth_connections SET flow = ?, updated_at = ? WHERE id = ?",
-            {snapshot.dump(), now, f.connection_id});
+        // A superseded flow still finishes its timeline entry, but the connection shows the new one.
+        bool current = current_flow(f.connection_id).get() == &f;
+        if (current)
+            sql("UPDATE managed_auth_connections SET flow = ?, updated_at = ? WHERE id = ?",
+                {snapshot.dump(), now, f.connection_id});
         json data = {{"browser_session_id", f.session_id}};
         for (const char *k : {"error_code", "error_message", "website_error"})
             if (snapshot.value(k, json()).is_string()) data[k] = snapshot[k];
@@ -642,10 +760,11 @@ private:
         if (status == "EXPIRED") step = "EXPIRED";
         auto old = sql("SELECT data FROM managed_auth_timeline WHERE id = ?", {f.id});
         if (!old.empty())
-            data["telemetry_captured"] = parse_or(old.front(), "data", json::object()).value("telemetry_captured", false);
+            data["telemetry_captured"] =
+                parse_or(old.front(), "data", json::object()).value("telemetry_captured", false);
         sql("UPDATE managed_auth_timeline SET status = ?, step = ?, data = ?, updated_at = ? WHERE id = ?",
             {status, step, data.dump(), now, f.id});
-        broadcast(f.connection_id, snapshot, terminal(status));
+        if (current) broadcast(f.connection_id, snapshot, terminal(status));
     }
 
     class Run final : public FlowHost {
@@ -660,8 +779,8 @@ private:
 
         Submit await_input(const json &awaiting) override {
             json patch = {{"flow_step", "AWAITING_INPUT"}};
-            for (const char *k : {"discovered_fields", "fields", "choices", "mfa_options", "pending_sso_buttons",
-                                  "sign_in_options"})
+            for (const char *k :
+                 {"discovered_fields", "fields", "choices", "mfa_options", "pending_sso_buttons", "sign_in_options"})
                 patch[k] = awaiting.value(k, json());
             {
                 std::lock_guard lock(f_->m);
@@ -753,9 +872,8 @@ private:
             }
         } catch (const FlowEnded &) {
             std::lock_guard lock(flow->m);
-            final_patch = {{"flow_status", flow->ended},
-                           {"error_code", flow->ended_code},
-                           {"error_message", flow->ended_message}};
+            final_patch = {
+                {"flow_status", flow->ended}, {"error_code", flow->ended_code}, {"error_message", flow->ended_message}};
         } catch (const std::exception &e) {
             final_patch = {{"flow_status", "FAILED"}, {"error_code", "flow_error"}, {"error_message", e.what()}};
         }
@@ -787,9 +905,10 @@ private:
         json row = rows.front();
         json s = parse_or(row, "settings", json::object());
         if (s.value("save_credentials", true) && !out.learned.empty()) {
-            std::string name = credential.is_object() && credential.contains("name")
-                                   ? credential.value("name", "")
-                                   : row.at("profile_name").get<std::string>() + "-" + row.at("domain").get<std::string>();
+            std::string name =
+                credential.is_object() && credential.contains("name")
+                    ? credential.value("name", "")
+                    : row.at("profile_name").get<std::string>() + "-" + row.at("domain").get<std::string>();
             call("credentials.merge", {{"project_id", f.project},
                                        {"org_id", f.org},
                                        {"name", name},
@@ -856,10 +975,12 @@ private:
     std::mutex create_mutex_;
     std::mutex flows_mutex_;
     std::map<std::string, std::shared_ptr<Flow>> flows_; // connection id -> its newest flow
-    std::list<std::shared_ptr<Flow>> retired_;            // superseded flows whose threads may still run
+    std::list<std::shared_ptr<Flow>> retired_;           // superseded flows whose threads may still run
     std::mutex subs_mutex_;
     std::map<std::string, std::vector<std::shared_ptr<hangar::SseStream>>> subs_;
     std::int64_t last_heartbeat_ms_ = 0;
+    std::atomic<bool> health_busy_{false};
+    std::jthread health_thread_;
 };
 
 } // namespace

@@ -294,8 +294,8 @@ private:
         auto now = hangar::now_ms();
         sql("UPDATE profiles_profiles SET saved = 1, updated_at = ?, last_used_at = ? WHERE id = ?",
             {now, now, profile_id});
-        info("saved profile " + profile_id + " from browser session " + session + " (" +
-             std::to_string(r.body.size()) + " bytes)");
+        info("saved profile " + profile_id + " from browser session " + session + " (" + std::to_string(r.body.size()) +
+             " bytes)");
     }
 
     std::mutex names_mutex_;

@@ -4,6 +4,9 @@
 // plus one ordinary browser for the "the profile is logged in" check.
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { after, before, describe, test } from 'node:test';
 
@@ -11,7 +14,7 @@ import { BadRequestError, ConflictError, NotFoundError } from '@onkernel/sdk';
 import { chromium } from 'playwright-core';
 
 import { PASSWORD, SMS_CODE, TOTP_SECRET, USER, startSites, totp } from '../fixtures/sites/sites.mjs';
-import { rejectsWith, startServer } from './lib/server.mjs';
+import { chromiumBaseArgs, chromiumPath, rejectsWith, repoRoot, startServer } from './lib/server.mjs';
 
 const execFileP = promisify(execFile);
 const FLOW_FIELDS = [
@@ -24,8 +27,15 @@ let server;
 let kernel; // no retries: a 409 must reach the test, not be re-sent
 let sites;
 
+let configDir;
+
 before(async () => {
-  server = await startServer();
+  // The shipped configuration, with health checks allowed every 2 s (300 s is the shipped minimum).
+  configDir = mkdtempSync(join(tmpdir(), 'hangar-auth-etc-'));
+  cpSync(join(repoRoot, 'etc'), configDir, { recursive: true });
+  const ini = join(configDir, 'plugins.d/managed_auth.ini');
+  writeFileSync(ini, readFileSync(ini, 'utf8').replace(/min_health_check_interval = \d+/, 'min_health_check_interval = 2'));
+  server = await startServer({ env: { HANGAR_CONFIG: join(configDir, 'hangar.ini') } });
   kernel = server.newClient({ maxRetries: 0 });
   sites = await startSites();
 });
@@ -33,6 +43,7 @@ before(async () => {
 after(async () => {
   await server?.stop();
   await sites?.close();
+  if (configDir) rmSync(configDir, { recursive: true, force: true });
 });
 
 /** Polls the connection until `pred` holds (or the flow ends when it does not). */
@@ -48,6 +59,20 @@ async function waitFlow(id, pred, timeoutMs = 60_000) {
   }
   assert.fail(`timed out; last state ${JSON.stringify(c)}`);
 }
+
+/** POST …/exchange without an API key. */
+async function exchange(id, code, expect = 200) {
+  const r = await fetch(`${server.baseURL}/auth/connections/${id}/exchange`, {
+    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ code }),
+  });
+  const body = await r.json();
+  assert.equal(r.status, expect, JSON.stringify(body));
+  return body;
+}
+
+/** GET …/{id} with a flow JWT instead of the API key. */
+const flowGet = (id, jwt) =>
+  fetch(`${server.baseURL}/auth/connections/${id}`, { headers: { authorization: `Bearer ${jwt}` } });
 
 const done = (c) => ['SUCCESS', 'FAILED', 'EXPIRED', 'CANCELED'].includes(c.flow_status);
 
@@ -271,14 +296,19 @@ describe('login flows', () => {
     assert.deepEqual([...cred.value_keys].sort(), ['password', 'username']);
   });
 
-  test('a second login supersedes the running flow; delete cancels', async () => {
+  test('a second login supersedes the running flow (410 for its JWT); delete cancels', async () => {
     const c = await kernel.auth.connections.create({
       domain: '127.0.0.1', profile_name: 'super', login_url: `${sites.origin}/one/login`,
     });
-    await kernel.auth.connections.login(c.id);
+    const l1 = await kernel.auth.connections.login(c.id);
     await waitFlow(c.id, (x) => x.flow_step === 'AWAITING_INPUT');
+    const { jwt } = await exchange(c.id, l1.handoff_code);
+    assert.equal((await flowGet(c.id, jwt)).status, 200);
     const first = (await kernel.auth.connections.timeline(c.id)).items[0];
     await kernel.auth.connections.login(c.id);
+    const gone = await flowGet(c.id, jwt);
+    assert.equal(gone.status, 410);
+    assert.equal((await gone.json()).code, 'flow_superseded');
     const tl = await waitFlow(c.id, (x) => x.flow_step === 'AWAITING_INPUT');
     assert.equal(tl.flow_status, 'IN_PROGRESS');
     const entries = (await kernel.auth.connections.timeline(c.id)).items;
@@ -286,5 +316,103 @@ describe('login flows', () => {
     assert.equal(entries.find((e) => e.id === first.id).status, 'CANCELED');
     await kernel.auth.connections.delete(c.id);
     await rejectsWith(kernel.auth.connections.retrieve(c.id), NotFoundError);
+  });
+});
+
+describe('hosted login page', () => {
+  test('Playwright fills the hosted page; redirect to success_url; single-use code (401), JWT after the end (410)', async () => {
+    const c = await kernel.auth.connections.create({
+      domain: '127.0.0.1', profile_name: 'hosted', login_url: `${sites.origin}/one/login`,
+    });
+    const l = await kernel.auth.connections.login(c.id);
+    const successUrl = `${sites.origin}/done`;
+    const browser = await chromium.launch({ executablePath: chromiumPath, args: chromiumBaseArgs });
+    try {
+      const page = await browser.newPage();
+      await page.goto(`${l.hosted_url}&success_url=${encodeURIComponent(successUrl)}`);
+      await page.locator('form input[name="identifier"]').waitFor({ timeout: 30_000 });
+      await page.fill('form input[name="identifier"]', USER);
+      await page.fill('form input[name="password"]', PASSWORD);
+      await page.click('form button[type="submit"]');
+      await page.waitForURL((u) => u.toString().startsWith(successUrl), { timeout: 60_000 });
+      const u = new URL(page.url());
+      assert.equal(u.searchParams.get('profile_name'), 'hosted');
+      assert.equal(u.searchParams.get('domain'), '127.0.0.1');
+    } finally {
+      await browser.close();
+    }
+    const end = await kernel.auth.connections.retrieve(c.id);
+    assert.equal(end.flow_status, 'SUCCESS');
+    assert.equal(end.status, 'AUTHENTICATED');
+    // the code was used by the page: a second exchange is refused
+    const used = await exchange(c.id, l.handoff_code, 401);
+    assert.equal(used.code, 'handoff_code_used');
+    assert.equal((await exchange(c.id, 'not-a-code', 401)).code, 'invalid_handoff_code');
+    const forged = await flowGet(c.id, 'eyJhbGciOiJIUzI1NiJ9.e30.bad');
+    assert.equal(forged.status, 401);
+    assert.equal((await forged.json()).code, 'invalid_flow_token');
+    // the credential the user typed was saved and the connection now points at it
+    assert.deepEqual(end.credential, { name: 'hosted-127.0.0.1' });
+    assert.equal(end.can_reauth, true);
+
+    // a new login, a JWT, then the flow ends: 410 for that JWT
+    const l2 = await kernel.auth.connections.login(c.id);
+    const { jwt } = await exchange(c.id, l2.handoff_code);
+    const fin = await waitFlow(c.id, done);
+    assert.equal(fin.flow_type, 'REAUTH');
+    assert.equal(fin.flow_status, 'SUCCESS');
+    const over = await flowGet(c.id, jwt);
+    assert.equal(over.status, 410);
+    assert.equal((await over.json()).code, 'flow_ended');
+    const sub = await fetch(`${server.baseURL}/auth/connections/${c.id}/submit`, {
+      method: 'POST', headers: { authorization: `Bearer ${jwt}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ fields: { a: 'b' } }),
+    });
+    assert.equal(sub.status, 410);
+  });
+});
+
+describe('health checks', () => {
+  test('a check sees the session; after the site ends it, NEEDS_AUTH and an automatic re-auth restores it', async () => {
+    await kernel.credentials.create({ name: 'exp', domain: '127.0.0.1', values: { username: USER, password: PASSWORD } });
+    const c = await kernel.auth.connections.create({
+      domain: '127.0.0.1', profile_name: 'exp', login_url: `${sites.origin}/expire/login`, credential: { name: 'exp' },
+      health_check_interval: 2,
+    });
+    await kernel.auth.connections.login(c.id);
+    assert.equal((await waitFlow(c.id, done)).flow_status, 'SUCCESS');
+    const checks = async () => (await kernel.auth.connections.timeline(c.id, { type: 'health_check' })).items;
+    const until = async (pred, what) => {
+      const deadline = Date.now() + 60_000;
+      while (Date.now() < deadline) {
+        const items = await checks();
+        if (pred(items)) return items;
+        await new Promise((r) => setTimeout(r, 300));
+      }
+      assert.fail(`timed out waiting for ${what}`);
+    };
+    const ok = await until((x) => x.length >= 1, 'a first health check');
+    assert.equal(ok[0].status, 'AUTHENTICATED');
+    assert.equal(ok[0].previous_status, 'AUTHENTICATED');
+    assert.ok((await kernel.auth.connections.retrieve(c.id)).last_auth_check_at);
+
+    const logins = sites.hits.logins.expire;
+    sites.expireSessions('expire');
+    const seen = await until((x) => x.some((e) => e.status === 'NEEDS_AUTH'), 'a check that sees the logout');
+    assert.equal(seen.find((e) => e.status === 'NEEDS_AUTH').previous_status, 'AUTHENTICATED');
+    const deadline = Date.now() + 60_000;
+    let reauth;
+    while (Date.now() < deadline) {
+      reauth = (await kernel.auth.connections.timeline(c.id, { type: 'reauth' })).items[0];
+      if (reauth && reauth.status !== 'IN_PROGRESS') break;
+      await new Promise((r) => setTimeout(r, 300));
+    }
+    assert.equal(reauth?.status, 'SUCCESS', JSON.stringify(reauth));
+    await kernel.auth.connections.update(c.id, { health_checks: false });
+    const end = await kernel.auth.connections.retrieve(c.id);
+    assert.equal(end.status, 'AUTHENTICATED');
+    assert.equal(end.flow_type, 'REAUTH');
+    assert.equal(sites.hits.logins.expire, logins + 1);
+    assert.equal(await signedIn('exp', 'expire'), true);
   });
 });

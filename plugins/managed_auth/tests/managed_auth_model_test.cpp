@@ -60,14 +60,19 @@ public:
         CPPUNIT_ASSERT_EQUAL(std::string("example.com"), *s.domain);
         CPPUNIT_ASSERT(!s.login_url);
         CPPUNIT_ASSERT_EQUAL(400, status_of([] { parse_settings(json::object(), true, 300); }));
-        CPPUNIT_ASSERT_EQUAL(400, status_of([] { parse_settings({{"domain", "a.com/x"}, {"profile_name", "p"}}, true, 300); }));
         CPPUNIT_ASSERT_EQUAL(400, status_of([] {
-            parse_settings({{"domain", "a.com"}, {"profile_name", "p"}, {"health_check_interval", 200}}, true, 300);
-        }));
+                                 parse_settings({{"domain", "a.com/x"}, {"profile_name", "p"}}, true, 300);
+                             }));
+        CPPUNIT_ASSERT_EQUAL(
+            400, status_of([] {
+                parse_settings({{"domain", "a.com"}, {"profile_name", "p"}, {"health_check_interval", 200}}, true, 300);
+            }));
         CPPUNIT_ASSERT_EQUAL(400, status_of([] {
-            parse_settings({{"domain", "a.com"}, {"profile_name", "p"}, {"credential", {{"name", "x"}, {"path", "y"}}}},
-                           true, 300);
-        }));
+                                 parse_settings({{"domain", "a.com"},
+                                                 {"profile_name", "p"},
+                                                 {"credential", {{"name", "x"}, {"path", "y"}}}},
+                                                true, 300);
+                             }));
         Settings u = parse_settings({{"login_url", ""}, {"allowed_domains", {"*.Okta.com", "idp.test"}}}, false, 300);
         CPPUNIT_ASSERT_EQUAL(std::string(""), *u.login_url);
         CPPUNIT_ASSERT_EQUAL(std::string("*.okta.com"), u.allowed_domains->at(0));
@@ -130,10 +135,12 @@ public:
         CPPUNIT_ASSERT(parse_submit({{"fields", {{"a", "b"}}}}).what == Submit::What::Fields);
         CPPUNIT_ASSERT(parse_submit({{"mfa_option_id", "sms"}, {"fields", nullptr}}).what == Submit::What::MfaOption);
         CPPUNIT_ASSERT_EQUAL(std::string("invalid_submit"), code_of([] { parse_submit(json::object()); }));
-        CPPUNIT_ASSERT_EQUAL(std::string("invalid_submit"),
-                             code_of([] { parse_submit({{"fields", {{"a", "b"}}}, {"selected_choice_id", "x"}}); }));
-        CPPUNIT_ASSERT_EQUAL(std::string("invalid_submit"),
-                             code_of([] { parse_submit({{"sso_provider", "google"}, {"sso_button_selector", "//a"}}); }));
+        CPPUNIT_ASSERT_EQUAL(std::string("invalid_submit"), code_of([] {
+                                 parse_submit({{"fields", {{"a", "b"}}}, {"selected_choice_id", "x"}});
+                             }));
+        CPPUNIT_ASSERT_EQUAL(std::string("invalid_submit"), code_of([] {
+                                 parse_submit({{"sso_provider", "google"}, {"sso_button_selector", "//a"}});
+                             }));
         CPPUNIT_ASSERT_EQUAL(std::string("invalid_submit"), code_of([] { parse_submit({{"fields", {{"a", 1}}}}); }));
     }
 
