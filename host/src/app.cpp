@@ -98,7 +98,7 @@ const std::vector<std::pair<std::string, std::string>> kAreas = {
     {"/browser_pools", "pools"},
     {"/credentials", "credentials"},
     {"/org/credential_providers", "credentials"},
-    {"/auth/connections", "managed-auth"},
+    {"/auth/connections", "managed_auth"},
     {"/deployments", "apps"},
     {"/apps", "apps"},
     {"/invocations", "apps"},

@@ -287,7 +287,9 @@ private:
         req.route_flags = target.flags;
         req.route = match.pattern;
 
-        if (core_.role == HANGAR_ROLE_SERVER && !(target.flags & HANGAR_ROUTE_PUBLIC) && !authenticate(req, res))
+        if (core_.role == HANGAR_ROLE_SERVER && (target.flags & HANGAR_ROUTE_OPTIONAL_AUTH))
+            authenticate_optional(req);
+        else if (core_.role == HANGAR_ROLE_SERVER && !(target.flags & HANGAR_ROUTE_PUBLIC) && !authenticate(req, res))
             return;
         if (req.caller && target.plugin) {
             // The operator's "insufficient permissions or plan": a feature area (a plugin) switched
@@ -345,6 +347,20 @@ private:
         req.caller_json = caller.to_json().dump();
         req.caller = std::move(caller);
         return true;
+    }
+
+    // HANGAR_ROUTE_OPTIONAL_AUTH: the caller when the key is accepted, else none (the handler
+    // checks its own token).
+    void authenticate_optional(hangar_request &req) {
+        std::optional<std::string> authz, project;
+        if (req.http.has("Authorization")) authz = req.http.get("Authorization");
+        if (req.http.has("X-Kernel-Project-Id")) project = req.http.get("X-Kernel-Project-Id");
+        auto result = core_.auth->authenticate(authz, project);
+        auto *caller = std::get_if<Caller>(&result);
+        if (!caller) return;
+        apply_feature_config(*caller);
+        req.caller_json = caller->to_json().dump();
+        req.caller = std::move(*caller);
     }
 
     // `[features] <name> = off` switches a feature off for every project, `[project.<name or id>]

@@ -204,6 +204,18 @@ void BrowsersPlugin::start_server() {
         }
         return json{{"browsers", out}};
     });
+    // For plugins that run browsers of their own (managed auth): the body of POST /browsers plus
+    // the caller's project, org and the API base URL -> the session as POST /browsers renders it.
+    service("browsers.create", [this](const json &in) {
+        json caller = in.value("caller", json::object());
+        caller["project_id"] = in.value("project_id", "");
+        return create_session(in.value("body", json::object()), in.value("project_id", ""), caller,
+                              in.value("base_url", ""));
+    });
+    service("browsers.delete", [this](const json &in) {
+        remove_session(in.value("project_id", ""), in.value("id", ""));
+        return json::object();
+    });
 
     route("POST", "/browser_pools", [this](Request &q, Response &r) { pool_create(q, r); });
     route("GET", "/browser_pools", [this](Request &q, Response &r) { pool_list(q, r); });
@@ -530,10 +542,23 @@ void BrowsersPlugin::attach_profile(const Session &s, const ProfileRef &ref) {
 // ---- handlers ------------------------------------------------------------------------------------
 
 void BrowsersPlugin::create(Request &req, Response &res) {
-    const auto started = std::chrono::steady_clock::now();
     std::string project = req.project();
     json caller = req.caller();
-    CreateOptions opts = parse_create(req.json_body(true));
+    json body = req.json_body(true);
+    try {
+        res.json(create_session(body, project, caller, req.base_url()));
+    } catch (const Error &e) {
+        if (e.status() == 429) res.header("Retry-After", "2");
+        throw;
+    }
+}
+
+// POST /browsers, and the browsers.create service other plugins start their browsers through
+// (managed auth), so both get the same admission, profile lease and telemetry.
+json BrowsersPlugin::create_session(const json &body, const std::string &project, const json &caller,
+                                    const std::string &base_url) {
+    const auto started = std::chrono::steady_clock::now();
+    CreateOptions opts = parse_create(body);
     if (opts.telemetry) telemetry({{"op", "check"}, {"request", *opts.telemetry}}, opts.telemetry_captures);
     if (opts.chrome_policy) {
         // The local runtime binds the instance's policy dir over this directory only when it
@@ -549,14 +574,8 @@ void BrowsersPlugin::create(Request &req, Response &res) {
     // The apps plugin says whether the invocation is the project's and still running (404 if not).
     if (opts.invocation_id) call("apps.invocation_active", {{"project_id", project}, {"id", *opts.invocation_id}});
 
-    AdmissionSlot slot = [&] {
-        try {
-            return admit(project, session_cap(req));
-        } catch (const Error &e) {
-            if (e.status() == 429) res.header("Retry-After", "2");
-            throw;
-        }
-    }();
+    AdmissionSlot slot =
+        admit(project, static_cast<int>(caller.value("max_concurrent_sessions", max_browsers_per_project_)));
     NameReservation reservation;
     if (opts.name) {
         std::lock_guard lock(names_mutex_);
@@ -576,7 +595,7 @@ void BrowsersPlugin::create(Request &req, Response &res) {
         // Hand-over: the proxy is a live swap of the spare's route, signing starts before the
         // start URL opens.
         try {
-            proxy_handover(*spare, project, opts, plan, req.base_url());
+            proxy_handover(*spare, project, opts, plan, base_url);
             if (opts.start_url &&
                 instance_call(*spare, "POST", "/chromium/open", json{{"url", *opts.start_url}}.dump(), 10000).status !=
                     200)
@@ -639,7 +658,7 @@ void BrowsersPlugin::create(Request &req, Response &res) {
         } release{*cold_starts_};
         try {
             instance_start(spec);
-            proxy_handover(s.id, project, opts, plan, req.base_url());
+            proxy_handover(s.id, project, opts, plan, base_url);
             if (plan.sign && opts.start_url &&
                 instance_call(s.id, "POST", "/chromium/open", json{{"url", *opts.start_url}}.dump(), 10000).status !=
                     200)
@@ -668,7 +687,7 @@ void BrowsersPlugin::create(Request &req, Response &res) {
     if (opts.telemetry)
         telemetry_after_start(
             {{"op", "create"}, {"session_id", s.id}, {"project_id", project}, {"request", *opts.telemetry}});
-    res.json(render(s, req));
+    return render(s, base_url);
 }
 
 void BrowsersPlugin::retrieve(Request &req, Response &res) {
@@ -784,15 +803,18 @@ void BrowsersPlugin::list(Request &req, Response &res) {
 }
 
 void BrowsersPlugin::remove(Request &req, Response &res) {
-    Session s = require(req.project(), req.param("id_or_name"), false);
-    if (!mark_deleted(s.id, now_ms()))
-        throw Error::not_found("browser session \"" + req.param("id_or_name") + "\" not found");
+    remove_session(req.project(), req.param("id_or_name"));
+    res.no_content();
+}
+
+void BrowsersPlugin::remove_session(const std::string &project, const std::string &id_or_name) {
+    Session s = require(project, id_or_name, false);
+    if (!mark_deleted(s.id, now_ms())) throw Error::not_found("browser session \"" + id_or_name + "\" not found");
     {
         std::lock_guard lock(idle_mutex_);
         idle_baseline_ms_.erase(s.id);
     }
     stop_session_instance(s.id); // returns once the profile is saved and every process is gone
-    res.no_content();
 }
 
 void BrowsersPlugin::cdp_browser_socket(Request &req, Response &res) {

@@ -86,6 +86,14 @@ public:
         service("profiles.get",
                 [this](const json &in) { return render(require(in.value("project_id", ""), in.value("id", ""))); });
         service("profiles.acquire", [this](const json &in) { return acquire(in); });
+        // Managed auth: the connection's profile, created when missing; and a save of a
+        // session's state into its leased profile now (after a login succeeded), whatever the
+        // lease's save_changes says.
+        service("profiles.ensure", [this](const json &in) { return ensure(in); });
+        service("profiles.save", [this](const json &in) {
+            save_now(in.value("session_id", ""), in.value("instance_id", ""));
+            return json::object();
+        });
         service("profiles.release", [this](const json &in) {
             release(in.value("session_id", ""), in.value("instance_id", ""));
             return json::object();
@@ -248,17 +256,46 @@ private:
             }
         } forget{*this, session};
         if (!lease.save_changes || instance.empty()) return;
+        archive_from(lease.profile_id, session, instance);
+    }
+
+    void save_now(const std::string &session, const std::string &instance) {
+        std::string profile_id;
+        {
+            std::lock_guard lock(leases_mutex_);
+            auto it = leases_.find(session);
+            if (it == leases_.end()) throw Error::not_found("browser session " + session + " holds no profile");
+            profile_id = it->second.profile_id;
+        }
+        archive_from(profile_id, session, instance.empty() ? session : instance);
+    }
+
+    // {project_id, org_id, name} -> the profile of that name, created when there is none.
+    json ensure(const json &in) {
+        std::string project = in.value("project_id", "");
+        std::string name = in.value("name", "");
+        if (!hangar::valid_resource_name(name))
+            throw Error::invalid("profile_name", "must be 1 to 255 characters of letters, digits, '.', '_' and '-'");
+        std::lock_guard lock(names_mutex_);
+        if (auto row = find(project, name)) return render(*row);
+        std::string id = hangar::new_id();
+        sql("INSERT INTO profiles_profiles (id, org_id, project_id, name, created_at) VALUES (?, ?, ?, ?, ?)",
+            {id, in.value("org_id", ""), project, name, hangar::now_ms()});
+        return render(require(project, id));
+    }
+
+    void archive_from(const std::string &profile_id, const std::string &session, const std::string &instance) {
         auto r = instance_call(instance, "POST", "/chromium/profile", {}, 120000);
         if (r.status != 200)
             throw Error(502, "upstream_unavailable",
                         "the browser could not archive its profile (HTTP " + std::to_string(r.status) + ")");
         // blob_put writes a temporary file and renames it: a crash leaves the previous archive.
-        blob_put(archive_key(lease.profile_id), r.body);
+        blob_put(archive_key(profile_id), r.body);
         auto now = hangar::now_ms();
         sql("UPDATE profiles_profiles SET saved = 1, updated_at = ?, last_used_at = ? WHERE id = ?",
-            {now, now, lease.profile_id});
-        info("saved profile " + lease.profile_id + " from browser session " + session + " (" +
-             std::to_string(r.body.size()) + " bytes)");
+            {now, now, profile_id});
+        info("saved profile " + profile_id + " from browser session " + session + " (" + std::to_string(r.body.size()) +
+             " bytes)");
     }
 
     std::mutex names_mutex_;

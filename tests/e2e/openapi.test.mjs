@@ -98,8 +98,8 @@ describe('the built-in plugins', () => {
     }
   });
 
-  test('areas without a plugin (apps, managed auth) are not in it', () => {
-    for (const prefix of ['/deployments', '/invocations', '/auth']) {
+  test('areas without a plugin (apps) are not in it', () => {
+    for (const prefix of ['/deployments', '/invocations']) {
       assert.deepEqual(Object.keys(doc.paths).filter((p) => p.startsWith(prefix)), [], prefix);
     }
   });

@@ -67,7 +67,11 @@ enum {
     /* The handler may take over the connection: SSE (`sse_open`), WebSocket upgrade or a raw
      * relay (`relay_*`). The host then moves the socket to its event loop, so a long-lived
      * connection never holds a request thread. */
-    HANGAR_ROUTE_STREAMING = 1u << 1
+    HANGAR_ROUTE_STREAMING = 1u << 1,
+    /* An API key is checked when one is given and accepted (the caller is set as usual); a
+     * request whose key is missing or refused still reaches the handler with no caller, which
+     * then checks its own token (managed auth's flow JWT on GET/submit of a connection). */
+    HANGAR_ROUTE_OPTIONAL_AUTH = 1u << 2
 };
 
 /* ---- opaque handles ----------------------------------------------------------------------- */

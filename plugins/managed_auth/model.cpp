@@ -1,0 +1,377 @@
+#include "model.hpp"
+
+#include <hangar/resource.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <regex>
+
+namespace managed_auth {
+
+using hangar::Error;
+
+namespace {
+
+std::string lower(std::string_view s) {
+    std::string out(s);
+    std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return std::tolower(c); });
+    return out;
+}
+
+bool contains_any(const std::string &haystack, std::initializer_list<const char *> needles) {
+    return std::any_of(needles.begin(), needles.end(),
+                       [&](const char *n) { return haystack.find(n) != std::string::npos; });
+}
+
+// kernel-api.md §2.17: always allowed without listing.
+constexpr std::array<const char *, 17> kIdentityProviders = {"accounts.google.com", "login.microsoftonline.com",
+                                                             "login.live.com",      "*.okta.com",
+                                                             "*.oktapreview.com",   "*.auth0.com",
+                                                             "*.us.auth0.com",      "*.eu.auth0.com",
+                                                             "*.au.auth0.com",      "appleid.apple.com",
+                                                             "github.com",          "www.facebook.com",
+                                                             "www.linkedin.com",    "*.amazoncognito.com",
+                                                             "*.onelogin.com",      "*.pingone.com",
+                                                             "*.pingidentity.com"};
+
+bool host_matches(const std::string &host, const std::string &pattern) {
+    if (pattern.starts_with("*.")) {
+        std::string suffix = pattern.substr(1); // ".okta.com"
+        return host.size() > suffix.size() && host.ends_with(suffix);
+    }
+    return host == pattern;
+}
+
+std::optional<bool> opt_bool(const json &body, const char *name, hangar::Validation &v) {
+    auto it = body.find(name);
+    if (it == body.end() || it->is_null()) return std::nullopt;
+    if (!it->is_boolean()) {
+        v.fail(name, "must be a boolean");
+        return std::nullopt;
+    }
+    return it->get<bool>();
+}
+
+bool valid_credential_ref(const json &c) {
+    if (!c.is_object()) return false;
+    for (const auto &[k, val] : c.items()) {
+        if (k == "auto") {
+            if (!val.is_boolean()) return false;
+        } else if (k == "name" || k == "path" || k == "provider") {
+            if (!val.is_string() || val.get_ref<const std::string &>().empty()) return false;
+        } else {
+            return false;
+        }
+    }
+    if (c.contains("name")) return !c.contains("path") && !c.contains("provider") && !c.contains("auto");
+    if (c.value("auto", false)) return !c.contains("path");
+    return c.contains("provider") && c.contains("path");
+}
+
+} // namespace
+
+std::optional<std::string> normalise_domain(std::string_view in) {
+    std::string d = lower(in);
+    while (!d.empty() && d.back() == '.')
+        d.pop_back();
+    if (d.empty() || d.size() > 253) return std::nullopt;
+    static const std::regex re(R"(^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$)");
+    if (!std::regex_match(d, re)) return std::nullopt;
+    return d;
+}
+
+std::string url_host(std::string_view url) {
+    auto scheme = url.find("://");
+    if (scheme == std::string_view::npos) return {};
+    std::string_view rest = url.substr(scheme + 3);
+    rest = rest.substr(0, rest.find_first_of("/?#"));
+    if (auto at = rest.rfind('@'); at != std::string_view::npos) rest = rest.substr(at + 1);
+    if (rest.starts_with("[")) return lower(rest.substr(0, rest.find(']') + 1));
+    return lower(rest.substr(0, rest.find(':')));
+}
+
+bool host_allowed(const std::string &host, const std::string &domain, const std::vector<std::string> &allowed) {
+    if (host.empty()) return false;
+    if (host == domain || host.ends_with("." + domain)) return true;
+    for (const auto &a : allowed) {
+        std::string p = lower(a);
+        if (host_matches(host, p) || (!p.starts_with("*.") && host.ends_with("." + p))) return true;
+    }
+    return std::any_of(kIdentityProviders.begin(), kIdentityProviders.end(),
+                       [&](const char *p) { return host_matches(host, p); });
+}
+
+Settings parse_settings(const json &body, bool creating, int min_interval) {
+    hangar::Validation v;
+    Settings s;
+    auto string_field = [&](const char *name, bool required) -> std::optional<std::string> {
+        auto it = body.find(name);
+        if (it == body.end() || it->is_null()) {
+            if (required) v.fail(name, "is required");
+            return std::nullopt;
+        }
+        if (!it->is_string()) {
+            v.fail(name, "must be a string");
+            return std::nullopt;
+        }
+        return it->get<std::string>();
+    };
+    if (creating) {
+        if (auto d = string_field("domain", true)) {
+            if (auto n = normalise_domain(*d))
+                s.domain = *n;
+            else
+                v.fail("domain", "must be a bare domain such as example.com (no scheme, port or path)");
+        }
+        if (auto p = string_field("profile_name", true)) {
+            if (hangar::valid_resource_name(*p))
+                s.profile_name = *p;
+            else
+                v.fail("profile_name", "must be 1 to 255 characters of letters, digits, '.', '_' and '-'");
+        }
+    }
+    if (auto u = string_field("login_url", false)) {
+        if (u->empty() && !creating)
+            s.login_url = "";
+        else if ((u->starts_with("https://") || u->starts_with("http://")) && !url_host(*u).empty())
+            s.login_url = *u;
+        else
+            v.fail("login_url", "must be an http(s) URL");
+    }
+    if (auto it = body.find("allowed_domains"); it != body.end() && !it->is_null()) {
+        if (!it->is_array()) {
+            v.fail("allowed_domains", "must be an array of domains");
+        } else {
+            std::vector<std::string> list;
+            for (const auto &d : *it) {
+                std::string text = d.is_string() ? d.get<std::string>() : "";
+                bool wildcard = text.starts_with("*.");
+                auto n = normalise_domain(wildcard ? text.substr(2) : text);
+                if (!n) {
+                    v.fail("allowed_domains", "each entry must be a domain, optionally starting with *.");
+                    break;
+                }
+                list.push_back(wildcard ? "*." + *n : *n);
+            }
+            s.allowed_domains = list;
+        }
+    }
+    if (auto it = body.find("credential"); it != body.end()) {
+        if (it->is_null() && !creating)
+            s.credential = json(nullptr);
+        else if (!it->is_null() && valid_credential_ref(*it))
+            s.credential = *it;
+        else if (!it->is_null())
+            v.fail("credential", "must be {name}, {provider, path} or {provider?, auto: true}");
+    }
+    s.save_credentials = opt_bool(body, "save_credentials", v);
+    s.health_checks = opt_bool(body, "health_checks", v);
+    s.auto_reauth = opt_bool(body, "auto_reauth", v);
+    s.record_session = opt_bool(body, "record_session", v);
+    if (auto it = body.find("health_check_interval"); it != body.end() && !it->is_null()) {
+        if (!it->is_number_integer())
+            v.fail("health_check_interval", "must be an integer number of seconds");
+        else if (it->get<std::int64_t>() < min_interval || it->get<std::int64_t>() > 86400)
+            v.fail("health_check_interval",
+                   "must be between " + std::to_string(min_interval) + " and 86400 seconds on this server");
+        else
+            s.health_check_interval = static_cast<int>(it->get<std::int64_t>());
+    }
+    if (auto it = body.find("proxy"); it != body.end() && !it->is_null()) {
+        bool ok = it->is_object() && !it->empty();
+        if (ok)
+            for (const auto &[k, val] : it->items())
+                ok = ok && (k == "id" || k == "name") && val.is_string() && !val.get_ref<const std::string &>().empty();
+        if (ok)
+            s.proxy = *it;
+        else
+            v.fail("proxy", "must be {id} or {name}");
+    }
+    if (auto it = body.find("browser_telemetry"); it != body.end()) {
+        if (it->is_null() || it->is_object())
+            s.browser_telemetry = *it;
+        else
+            v.fail("browser_telemetry", "must be an object or null");
+    }
+    v.throw_if_failed(creating ? "invalid auth connection" : "invalid auth connection update");
+    return s;
+}
+
+Kind classify(const PageField &f) {
+    std::string type = lower(f.html_type), ac = lower(f.autocomplete), im = lower(f.inputmode);
+    std::string words = lower(f.name + " " + f.label + " " + f.placeholder + " " + f.selector);
+    if (type == "password" && !contains_any(ac, {"one-time-code"})) return Kind::Password;
+    bool otp_shape = ac == "one-time-code" || (im == "numeric" && f.maxlength > 0 && f.maxlength <= 8) ||
+                     contains_any(words, {"otp", "totp", "2fa", "mfa", "verification code", "one-time", "passcode",
+                                          "security code", "authenticator", "code"});
+    if (otp_shape) {
+        bool app = contains_any(words, {"authenticator", "totp", "app"});
+        bool sent = contains_any(words, {"sms", "text message", "email", "sent", "phone"});
+        return app || !sent ? Kind::Totp : Kind::Code;
+    }
+    if (type == "email" || contains_any(ac, {"username", "email"}) ||
+        contains_any(words, {"user", "email", "e-mail", "login", "identifier", "account"}))
+        return Kind::Identifier;
+    return Kind::Text;
+}
+
+std::string discovered_type(Kind k, const PageField &f) {
+    switch (k) {
+    case Kind::Password:
+        return "password";
+    case Kind::Totp:
+        return "totp";
+    case Kind::Code:
+        return "code";
+    case Kind::Identifier:
+        return lower(f.html_type) == "email" ? "email" : "text";
+    case Kind::Text:
+        break;
+    }
+    std::string t = lower(f.html_type);
+    for (const char *known : {"email", "tel", "number", "url"})
+        if (t == known) return t;
+    return "text";
+}
+
+std::string field_type(Kind k) {
+    switch (k) {
+    case Kind::Identifier:
+        return "identifier";
+    case Kind::Password:
+        return "password";
+    case Kind::Totp:
+        return "totp_code";
+    case Kind::Code:
+        return "code";
+    case Kind::Text:
+        break;
+    }
+    return "text";
+}
+
+std::string field_id(Kind k, const PageField &f) {
+    if (k == Kind::Text) return "text:" + (f.name.empty() ? f.selector : f.name);
+    return field_type(k);
+}
+
+std::string field_ref(Kind k, const PageField &f) {
+    switch (k) {
+    case Kind::Identifier:
+        return "username";
+    case Kind::Password:
+        return "password";
+    case Kind::Totp:
+        return "totp_code";
+    case Kind::Code:
+        return "code";
+    case Kind::Text:
+        break;
+    }
+    return f.name.empty() ? "text" : f.name;
+}
+
+std::string mfa_type_of_label(std::string_view label) {
+    std::string l = lower(label);
+    if (contains_any(l, {"authenticator", "totp", "authentication app", "auth app"})) return "totp";
+    if (contains_any(l, {"text message", "sms", "text me"})) return "sms";
+    if (contains_any(l, {"call me", "phone call", "voice"})) return "call";
+    if (contains_any(l, {"email me", "e-mail", "email"})) return "email";
+    if (contains_any(l, {"push", "approve", "notification", "on your device", "on your phone"})) return "push";
+    if (contains_any(l, {"use your password", "use password", "with password"})) return "password";
+    if (contains_any(l, {"another method", "another way", "other options", "different method", "try another"}))
+        return "switch";
+    return {};
+}
+
+std::string sso_provider_of_label(std::string_view label) {
+    std::string l = lower(label);
+    if (!contains_any(l, {"sign in with", "log in with", "login with", "continue with", "sign up with", "use "}))
+        return {};
+    for (const char *p : {"google", "github", "microsoft", "apple", "facebook", "linkedin", "okta", "auth0"})
+        if (l.find(p) != std::string::npos) return p;
+    return {};
+}
+
+std::optional<std::string> credential_value(const json &values, Kind k, const PageField &f) {
+    if (!values.is_object()) return std::nullopt;
+    auto get = [&](const char *key) -> std::optional<std::string> {
+        auto it = values.find(key);
+        if (it != values.end() && it->is_string() && !it->get_ref<const std::string &>().empty())
+            return it->get<std::string>();
+        return std::nullopt;
+    };
+    switch (k) {
+    case Kind::Identifier:
+        for (const char *key : {"username", "email", "identifier", "login", "user"})
+            if (auto v = get(key)) return v;
+        return std::nullopt;
+    case Kind::Password:
+        return get("password");
+    case Kind::Totp:
+        return get("totp_code");
+    case Kind::Code:
+        return std::nullopt; // one-time codes come from the user, never from storage
+    case Kind::Text:
+        break;
+    }
+    if (!f.name.empty())
+        if (auto v = get(f.name.c_str())) return v;
+    return std::nullopt;
+}
+
+Submit parse_submit(const json &body) {
+    std::vector<Submit> kinds;
+    auto map_of = [&](const char *name, Submit::What what) {
+        auto it = body.find(name);
+        if (it == body.end() || it->is_null()) return;
+        if (!it->is_object())
+            throw Error(400, "invalid_submit", std::string(name) + " must be an object of strings",
+                        {{"invalid_input", std::string(name) + ": must be an object"}});
+        for (const auto &[k, v] : it->items())
+            if (!v.is_string())
+                throw Error(400, "invalid_submit", std::string(name) + " values must be strings",
+                            {{"invalid_input", std::string(name) + "." + k + ": must be a string"}});
+        kinds.push_back({what, *it, {}});
+    };
+    auto one = [&](const char *name, Submit::What what) {
+        auto it = body.find(name);
+        if (it == body.end() || it->is_null()) return;
+        if (!it->is_string() || it->get_ref<const std::string &>().empty())
+            throw Error(400, "invalid_submit", std::string(name) + " must be a non-empty string",
+                        {{"invalid_input", std::string(name) + ": must be a non-empty string"}});
+        kinds.push_back({what, json::object(), it->get<std::string>()});
+    };
+    map_of("fields", Submit::What::Fields);
+    map_of("field_values", Submit::What::FieldValues);
+    one("selected_choice_id", Submit::What::Choice);
+    one("mfa_option_id", Submit::What::MfaOption);
+    one("sign_in_option_id", Submit::What::SignInOption);
+    bool has_selector = body.contains("sso_button_selector") && !body.at("sso_button_selector").is_null();
+    bool has_provider = body.contains("sso_provider") && !body.at("sso_provider").is_null();
+    if (has_selector && has_provider)
+        throw Error(400, "invalid_submit", "sso_button_selector and sso_provider cannot be combined");
+    one("sso_button_selector", Submit::What::Sso);
+    one("sso_provider", Submit::What::Sso);
+    if (kinds.empty())
+        throw Error(400, "invalid_submit",
+                    "submit needs one of fields, field_values, selected_choice_id, mfa_option_id, sign_in_option_id, "
+                    "sso_button_selector or sso_provider");
+    if (kinds.size() > 1) throw Error(400, "invalid_submit", "submit exactly one kind of input at a time");
+    return kinds.front();
+}
+
+Reauth reauth_status(const json &credential, bool has_plan, const json &plan) {
+    bool has_credential = credential.is_object() && !credential.empty();
+    if (!has_credential) return {false, "no_credential"};
+    if (plan.is_object()) {
+        if (plan.value("needs_code", false)) return {false, "requires_sms_code"};
+        if (plan.value("needs_external_action", false)) return {false, "requires_external_action"};
+    }
+    if (credential.contains("provider")) return {true, "external_credential"};
+    if (has_plan) return {true, "viable_plans_found"};
+    return {true, "has_credential"};
+}
+
+} // namespace managed_auth

@@ -1,0 +1,989 @@
+// managed_auth: Kernel API §3.14 (auth connections, [69]-[77]) with the behaviour of
+// kernel-behaviour.md §16, without an LLM: a deterministic flow engine (engine.cpp) drives a
+// stealth browser that runs on the connection's profile.
+//
+// Server half: connections and their timeline in the store, one thread per running login flow,
+// the SSE stream, the hosted login page and its handoff. Agent half (inside the auth browser's
+// instance): page operations over CDP on the instance's own Chromium, which the server half calls
+// through instance_call, so the server never dials a sandboxed DevTools port.
+#include "engine.hpp"
+#include "hosted_page.hpp"
+#include "model.hpp"
+
+#include <hangar/cdp.hpp>
+#include <hangar/plugin.hpp>
+#include <hangar/resource.hpp>
+
+#include <atomic>
+#include <condition_variable>
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <thread>
+
+namespace {
+
+using hangar::Error;
+using hangar::json;
+using hangar::Request;
+using hangar::Response;
+using namespace managed_auth;
+using namespace std::chrono_literals;
+
+const hangar_migration migrations[] = {
+    {1, R"sql(
+CREATE TABLE managed_auth_connections (
+    id TEXT PRIMARY KEY,
+    org_id TEXT NOT NULL,
+    project_id TEXT NOT NULL,
+    domain TEXT NOT NULL,
+    profile_name TEXT NOT NULL,
+    settings TEXT NOT NULL,
+    status TEXT NOT NULL,
+    flow TEXT,
+    plan TEXT,
+    post_login_url TEXT,
+    last_auth_check_at BIGINT,
+    created_at BIGINT NOT NULL,
+    updated_at BIGINT NOT NULL
+);
+CREATE UNIQUE INDEX managed_auth_connections_key ON managed_auth_connections (project_id, domain, LOWER(profile_name));
+CREATE INDEX managed_auth_connections_project ON managed_auth_connections (project_id, created_at);
+CREATE TABLE managed_auth_timeline (
+    id TEXT PRIMARY KEY,
+    connection_id TEXT NOT NULL,
+    type TEXT NOT NULL,
+    status TEXT NOT NULL,
+    step TEXT,
+    data TEXT NOT NULL,
+    created_at BIGINT NOT NULL,
+    updated_at BIGINT NOT NULL
+);
+CREATE INDEX managed_auth_timeline_connection ON managed_auth_timeline (connection_id, created_at);
+)sql"},
+};
+
+// ManagedAuth's flow fields: null until a flow ran (kernel-api.md §2.17).
+constexpr const char *kFlowFields[] = {"browser_session_id",
+                                       "choices",
+                                       "discovered_fields",
+                                       "error_code",
+                                       "error_message",
+                                       "external_action_message",
+                                       "fields",
+                                       "flow_expires_at",
+                                       "flow_status",
+                                       "flow_step",
+                                       "flow_type",
+                                       "hosted_url",
+                                       "live_view_url",
+                                       "mfa_options",
+                                       "pending_sso_buttons",
+                                       "sign_in_options",
+                                       "sso_provider",
+                                       "website_error"};
+
+bool terminal(const std::string &status) {
+    return status == "SUCCESS" || status == "FAILED" || status == "EXPIRED" || status == "CANCELED";
+}
+
+std::string random_code() {
+    std::random_device rd;
+    std::string out;
+    static constexpr char hex[] = "0123456789abcdef";
+    for (int i = 0; i < 32; ++i)
+        out.push_back(hex[rd() % 16]);
+    return out;
+}
+
+json parse_or(const json &row, const char *column, json fallback) {
+    auto it = row.find(column);
+    if (it == row.end() || !it->is_string()) return fallback;
+    json parsed = json::parse(it->get<std::string>(), nullptr, false);
+    return parsed.is_discarded() ? fallback : parsed;
+}
+
+// One login or re-auth flow. `m` guards everything below it.
+struct Flow {
+    std::string id, connection_id, project, org, type, session_id, base_url;
+    json caller;
+    std::mutex m;
+    std::condition_variable cv;
+    json state = json::object();
+    bool awaiting = false;
+    std::optional<Submit> input;
+    std::string ended; // CANCELED or EXPIRED when ended from outside
+    std::string ended_code, ended_message;
+    std::int64_t expires_ms = 0, input_deadline_ms = 0;
+    std::string handoff_code;
+    bool handoff_used = false;
+    std::atomic<bool> done{false};
+    std::jthread thread;
+};
+
+class ManagedAuthPlugin final : public hangar::Plugin {
+public:
+    void start_server() override {
+        flow_timeout_ms_ = config_int("flow_timeout_seconds", 1200) * 1000;
+        input_timeout_ms_ = config_int("input_timeout_seconds", 600) * 1000;
+        min_interval_ = static_cast<int>(config_int("min_health_check_interval", 300));
+        headless_ = config_bool("headless", false);
+        // Flows do not survive a restart: whatever was running is over.
+        for (const auto &row : sql("SELECT id, flow FROM managed_auth_connections WHERE flow IS NOT NULL")) {
+            json flow = parse_or(row, "flow", json::object());
+            if (flow.value("flow_status", "") != "IN_PROGRESS") continue;
+            flow["flow_status"] = "EXPIRED";
+            flow["hosted_url"] = nullptr;
+            flow["live_view_url"] = nullptr;
+            sql("UPDATE managed_auth_connections SET flow = ? WHERE id = ?", {flow.dump(), row.at("id")});
+        }
+        sql("UPDATE managed_auth_timeline SET status = 'EXPIRED', step = 'EXPIRED' WHERE status = 'IN_PROGRESS'");
+
+        route("POST", "/auth/connections", [this](Request &q, Response &r) { create(q, r); });
+        route("GET", "/auth/connections", [this](Request &q, Response &r) { list(q, r); });
+        // With an API key, or with the flow JWT the hosted page got for a handoff code.
+        route(
+            "GET", "/auth/connections/{id}", [this](Request &q, Response &r) { r.json(render(authorize(q))); },
+            HANGAR_ROUTE_OPTIONAL_AUTH);
+        route("PATCH", "/auth/connections/{id}", [this](Request &q, Response &r) { update(q, r); });
+        route("DELETE", "/auth/connections/{id}", [this](Request &q, Response &r) { remove(q, r); });
+        route("POST", "/auth/connections/{id}/login", [this](Request &q, Response &r) { login(q, r); });
+        route(
+            "POST", "/auth/connections/{id}/submit", [this](Request &q, Response &r) { submit(q, r); },
+            HANGAR_ROUTE_OPTIONAL_AUTH);
+        // The handoff code is the credential here; no API key.
+        route(
+            "POST", "/auth/connections/{id}/exchange", [this](Request &q, Response &r) { exchange(q, r); },
+            HANGAR_ROUTE_PUBLIC);
+        route(
+            "GET", "/auth/connections/{id}/hosted",
+            [](Request &, Response &r) {
+                r.header("Cache-Control", "no-store");
+                r.header("Referrer-Policy", "no-referrer");
+                r.body("text/html; charset=utf-8", kHostedPage);
+            },
+            HANGAR_ROUTE_PUBLIC);
+        route("GET", "/auth/connections/{id}/timeline", [this](Request &q, Response &r) { timeline(q, r); });
+        route(
+            "GET", "/auth/connections/{id}/events", [this](Request &q, Response &r) { events(q, r); },
+            HANGAR_ROUTE_STREAMING);
+
+        every(1000, [this] { sweep(); });
+    }
+
+    void stop_server() override {
+        std::vector<std::shared_ptr<Flow>> all;
+        {
+            std::lock_guard lock(flows_mutex_);
+            for (auto &[id, f] : flows_)
+                all.push_back(f);
+            for (auto &f : retired_)
+                all.push_back(f);
+        }
+        for (auto &f : all)
+            end_from_outside(*f, "CANCELED", "server_stopping", "the server is stopping");
+        for (auto &f : all)
+            if (f->thread.joinable()) f->thread.join();
+        if (health_thread_.joinable()) health_thread_.join();
+        std::lock_guard lock(subs_mutex_);
+        subs_.clear();
+    }
+
+    // ---- agent half: page operations over CDP -----------------------------------------------------
+
+    void start_instance() override {
+        route("POST", "/managed_auth/page", [this](Request &q, Response &r) { r.json(page_op(q.json_body())); });
+    }
+
+private:
+    json page_op(const json &body) {
+        json s = call("browsers.chromium", json::object());
+        if (!s.contains("port") || !s.at("port").is_number())
+            throw Error(503, "unavailable", "Chromium is not running");
+        int port = s.at("port").get<int>();
+        hangar::cdp::Connection c(port, hangar::cdp::first_page_path(port), 5s);
+        std::string op = body.value("op", "");
+        auto wait_loaded = [&] {
+            auto deadline = hangar::cdp::Clock::now() + 15s;
+            std::this_thread::sleep_for(100ms);
+            while (hangar::cdp::Clock::now() < deadline) {
+                try {
+                    json r =
+                        c.call("Runtime.evaluate", {{"expression", "document.readyState"}, {"returnByValue", true}});
+                    if (r["result"].value("value", "") == "complete") return;
+                } catch (const hangar::cdp::Failure &f) {
+                    if (f.timed_out()) throw;
+                }
+                std::this_thread::sleep_for(100ms);
+            }
+        };
+        auto evaluate = [&](const std::string &expression) {
+            json r = c.call("Runtime.evaluate",
+                            {{"expression", expression}, {"returnByValue", true}, {"awaitPromise", true}});
+            if (r.contains("exceptionDetails"))
+                throw Error(422, "page_script_failed",
+                            "the page script threw: " + r["exceptionDetails"].value("text", std::string("error")));
+            return r["result"].value("value", json());
+        };
+        if (op == "navigate") {
+            json r = c.call("Page.navigate", {{"url", body.value("url", "")}});
+            if (r.contains("errorText")) throw Error(502, "navigation_failed", r.value("errorText", ""));
+            wait_loaded();
+            return json::object();
+        }
+        if (op == "reload") {
+            c.call("Page.reload", json::object());
+            wait_loaded();
+            return json::object();
+        }
+        if (op == "eval") return {{"value", evaluate(body.value("expression", ""))}};
+        if (op == "fill") {
+            std::string sel = json(body.value("selector", "")).dump();
+            json found = evaluate("(() => { const el = document.querySelector(" + sel +
+                                  "); if (!el) return false; el.focus(); el.select && el.select(); el.value = ''; "
+                                  "el.dispatchEvent(new Event('input', {bubbles: true})); return true; })()");
+            if (!found.is_boolean() || !found.get<bool>())
+                throw Error(404, "element_not_found", "no element matches " + body.value("selector", ""));
+            c.call("Input.insertText", {{"text", body.value("value", "")}});
+            evaluate("(() => { const el = document.querySelector(" + sel +
+                     "); el && el.dispatchEvent(new Event('change', {bubbles: true})); return true; })()");
+            return json::object();
+        }
+        throw Error::invalid("op", "must be navigate, reload, eval or fill");
+    }
+
+    // ---- store -------------------------------------------------------------------------------------
+
+    std::optional<json> find(const std::string &project, const std::string &id) const {
+        auto rows = sql("SELECT * FROM managed_auth_connections WHERE project_id = ? AND id = ?", {project, id});
+        if (rows.empty()) return std::nullopt;
+        return rows.front();
+    }
+
+    json require(const std::string &project, const std::string &id) const {
+        if (auto row = find(project, id)) return *row;
+        throw Error::not_found("auth connection \"" + id + "\" not found");
+    }
+
+    json render(const json &row) const {
+        json s = parse_or(row, "settings", json::object());
+        json plan = parse_or(row, "plan", json());
+        json flow = parse_or(row, "flow", json::object());
+        json out = {{"id", row.at("id")},
+                    {"domain", row.at("domain")},
+                    {"profile_name", row.at("profile_name")},
+                    {"record_session", s.value("record_session", false)},
+                    {"save_credentials", s.value("save_credentials", true)},
+                    {"status", row.at("status")},
+                    {"allowed_domains", s.value("allowed_domains", json::array())},
+                    {"auto_reauth", s.value("auto_reauth", true)},
+                    {"health_checks", s.value("health_checks", true)},
+                    {"health_check_interval", s.value("health_check_interval", 3600)},
+                    {"browser_telemetry", s.value("browser_telemetry", json())}};
+        if (s.value("login_url", "") != "") out["login_url"] = s.at("login_url");
+        json credential = s.value("credential", json());
+        if (credential.is_object()) out["credential"] = credential;
+        if (s.value("proxy_id", "") != "") out["proxy_id"] = s.at("proxy_id");
+        Reauth r = reauth_status(credential, plan.is_object(), plan);
+        out["can_reauth"] = r.can;
+        out["can_reauth_reason"] = r.reason;
+        if (row.value("post_login_url", json()).is_string()) out["post_login_url"] = row.at("post_login_url");
+        if (row.value("last_auth_check_at", json()).is_number()) {
+            out["last_auth_check_at"] = hangar::rfc3339(row.at("last_auth_check_at").get<std::int64_t>());
+            out["last_auth_at"] = out["last_auth_check_at"];
+        }
+        for (const char *k : kFlowFields)
+            out[k] = flow.value(k, json());
+        return out;
+    }
+
+    json settings_json(const Settings &s, json base) const {
+        if (s.login_url) base["login_url"] = *s.login_url;
+        if (s.allowed_domains) base["allowed_domains"] = *s.allowed_domains;
+        if (s.credential) base["credential"] = *s.credential;
+        if (s.save_credentials) base["save_credentials"] = *s.save_credentials;
+        if (s.health_checks) base["health_checks"] = *s.health_checks;
+        if (s.health_check_interval) base["health_check_interval"] = *s.health_check_interval;
+        if (s.auto_reauth) base["auto_reauth"] = *s.auto_reauth;
+        if (s.record_session) base["record_session"] = *s.record_session;
+        if (s.browser_telemetry) base["browser_telemetry"] = *s.browser_telemetry;
+        return base;
+    }
+
+    // {id} is checked with the proxies plugin now; a name is not resolved yet.
+    std::string proxy_id_of(const std::string &project, const json &proxy) const {
+        if (proxy.contains("name") && !proxy.contains("id"))
+            throw Error::not_implemented("proxy by name is not implemented for auth connections yet; pass {id}");
+        std::string id = proxy.value("id", "");
+        call("proxies.attach", {{"project_id", project}, {"proxy_id", id}});
+        return id;
+    }
+
+    // ---- handlers ----------------------------------------------------------------------------------
+
+    void create(Request &req, Response &res) {
+        std::string project = req.project();
+        json caller = req.caller();
+        Settings s = parse_settings(req.json_body(false), true, min_interval_);
+        json stored = settings_json(s, {{"login_url", ""},
+                                        {"allowed_domains", json::array()},
+                                        {"credential", nullptr},
+                                        {"save_credentials", true},
+                                        {"health_checks", true},
+                                        {"health_check_interval", 3600},
+                                        {"auto_reauth", true},
+                                        {"record_session", false},
+                                        {"browser_telemetry", nullptr},
+                                        {"proxy_id", ""}});
+        if (s.proxy) stored["proxy_id"] = proxy_id_of(project, *s.proxy);
+        std::lock_guard lock(create_mutex_);
+        if (!sql("SELECT id FROM managed_auth_connections WHERE project_id = ? AND domain = ? AND LOWER(profile_name) "
+                 "= "
+                 "LOWER(?)",
+                 {project, *s.domain, *s.profile_name})
+                 .empty())
+            throw Error::conflict("an auth connection for profile \"" + *s.profile_name + "\" and domain " + *s.domain +
+                                  " already exists");
+        call("profiles.ensure",
+             {{"project_id", project}, {"org_id", caller.value("org_id", "")}, {"name", *s.profile_name}});
+        std::string id = hangar::new_id();
+        auto now = hangar::now_ms();
+        sql("INSERT INTO managed_auth_connections (id, org_id, project_id, domain, profile_name, settings, status, "
+            "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, 'NEEDS_AUTH', ?, ?)",
+            {id, caller.value("org_id", ""), project, *s.domain, *s.profile_name, stored.dump(), now, now});
+        res.json(render(require(project, id)));
+    }
+
+    void list(Request &req, Response &res) {
+        std::string project = req.project();
+        hangar::Validation v;
+        auto paging = hangar::parse_paging(req, v);
+        v.throw_if_failed("invalid list query");
+        std::string where = " WHERE project_id = ?";
+        json params = json::array({project});
+        if (auto d = req.query("domain"); d && !d->empty()) {
+            where += " AND domain = LOWER(?)";
+            params.push_back(*d);
+        }
+        if (auto p = req.query("profile_name"); p && !p->empty()) {
+            where += " AND LOWER(profile_name) = LOWER(?)";
+            params.push_back(*p);
+        }
+        if (auto q = req.query("query"); q && !q->empty()) {
+            where += " AND (INSTR(LOWER(id), LOWER(?)) > 0 OR INSTR(domain, LOWER(?)) > 0 OR "
+                     "INSTR(LOWER(profile_name), LOWER(?)) > 0)";
+            for (int i = 0; i < 3; ++i)
+                params.push_back(*q);
+        }
+        hangar::answer_page(
+            res, [this](const std::string &q, const json &p) { return sql(q, p); },
+            "SELECT * FROM managed_auth_connections" + where + " ORDER BY created_at DESC, id DESC", params, paging,
+            [this](const json &row) { return render(row); });
+    }
+
+    void update(Request &req, Response &res) {
+        std::string project = req.project();
+        Settings s = parse_settings(req.json_body(false), false, min_interval_);
+        json row = require(project, req.param("id"));
+        json stored = settings_json(s, parse_or(row, "settings", json::object()));
+        if (s.proxy) stored["proxy_id"] = proxy_id_of(project, *s.proxy);
+        sql("UPDATE managed_auth_connections SET settings = ?, updated_at = ? WHERE id = ?",
+            {stored.dump(), hangar::now_ms(), row.at("id")});
+        res.json(render(require(project, row.at("id").get<std::string>())));
+    }
+
+    void remove(Request &req, Response &res) {
+        json row = require(req.project(), req.param("id"));
+        std::string id = row.at("id").get<std::string>();
+        if (auto f = current_flow(id)) {
+            end_from_outside(*f, "CANCELED", "connection_deleted", "the auth connection was deleted");
+            std::lock_guard lock(flows_mutex_);
+            retired_.push_back(f); // joined later; the connection no longer names it
+            flows_.erase(id);
+        }
+        {
+            std::lock_guard lock(subs_mutex_);
+            subs_.erase(id); // followers' streams end with the connection
+        }
+        sql("DELETE FROM managed_auth_connections WHERE id = ?", {id});
+        sql("DELETE FROM managed_auth_timeline WHERE connection_id = ?", {id});
+        res.no_content();
+    }
+
+    void timeline(Request &req, Response &res) {
+        json row = require(req.project(), req.param("id"));
+        hangar::Validation v;
+        auto paging = hangar::parse_paging(req, v);
+        std::string where = " WHERE connection_id = ?";
+        json params = json::array({row.at("id")});
+        if (auto t = req.query("type"); t && !t->empty()) {
+            if (*t != "login" && *t != "reauth" && *t != "health_check")
+                v.fail("type", "must be login, reauth or health_check");
+            where += " AND type = ?";
+            params.push_back(*t);
+        }
+        v.throw_if_failed("invalid timeline query");
+        hangar::answer_page(
+            res, [this](const std::string &q, const json &p) { return sql(q, p); },
+            "SELECT * FROM managed_auth_timeline" + where + " ORDER BY created_at DESC, id DESC", params, paging,
+            [](const json &r) {
+                json out = parse_or(r, "data", json::object());
+                out["id"] = r.at("id");
+                out["type"] = r.at("type");
+                out["status"] = r.at("status");
+                out["timestamp"] = hangar::rfc3339(r.at("created_at").get<std::int64_t>());
+                if (r.at("type") != "health_check") {
+                    out["updated_at"] = hangar::rfc3339(r.at("updated_at").get<std::int64_t>());
+                    if (r.value("step", json()).is_string()) out["step"] = r.at("step");
+                }
+                return out;
+            });
+    }
+
+    // ---- login flows -------------------------------------------------------------------------------
+
+    std::shared_ptr<Flow> current_flow(const std::string &connection_id) {
+        std::lock_guard lock(flows_mutex_);
+        auto it = flows_.find(connection_id);
+        return it == flows_.end() ? nullptr : it->second;
+    }
+
+    void login(Request &req, Response &res) {
+        std::string project = req.project();
+        json body = req.json_body(true);
+        json row = require(project, req.param("id"));
+        json s = parse_or(row, "settings", json::object());
+        std::string id = row.at("id").get<std::string>();
+        if (auto it = body.find("record_session"); it != body.end() && !it->is_null() && !it->is_boolean())
+            throw Error::invalid("record_session", "must be a boolean");
+        bool record = body.value("record_session", json()).is_boolean() ? body.at("record_session").get<bool>()
+                                                                        : s.value("record_session", false);
+        if (record)
+            throw Error::not_implemented("record_session is not implemented for auth flows yet: log in with "
+                                         "record_session false");
+        std::string proxy_id = s.value("proxy_id", "");
+        if (auto it = body.find("proxy"); it != body.end() && !it->is_null()) {
+            if (!it->is_object()) throw Error::invalid("proxy", "must be {id} or {name}");
+            proxy_id = proxy_id_of(project, *it);
+        }
+        json telemetry =
+            body.contains("browser_telemetry") ? body.at("browser_telemetry") : s.value("browser_telemetry", json());
+        // Background re-auths after a health check start their browsers as this caller would.
+        s["base_url"] = req.base_url();
+        sql("UPDATE managed_auth_connections SET settings = ? WHERE id = ?", {s.dump(), id});
+        res.json(start_flow(row, req.caller(), req.base_url(), proxy_id, telemetry));
+    }
+
+    // Starts a login (or re-auth) flow: its browser now, the engine on a thread of its own.
+    json start_flow(const json &row, const json &caller, const std::string &base_url, const std::string &proxy_id,
+                    const json &telemetry) {
+        json s = parse_or(row, "settings", json::object());
+        std::string id = row.at("id").get<std::string>();
+        std::string project = row.at("project_id").get<std::string>();
+        // A new login supersedes whatever flow is still running.
+        if (auto old = current_flow(id); old && !old->done)
+            end_from_outside(*old, "CANCELED", "flow_superseded", "a newer login() superseded this flow");
+
+        auto flow = std::make_shared<Flow>();
+        flow->id = hangar::new_id();
+        flow->connection_id = id;
+        flow->project = project;
+        flow->caller = caller;
+        flow->org = row.at("org_id").get<std::string>();
+        flow->base_url = base_url;
+        json plan = parse_or(row, "plan", json());
+        json credential = s.value("credential", json());
+        flow->type = plan.is_object() && credential.is_object() ? "REAUTH" : "LOGIN";
+        auto now = hangar::now_ms();
+        flow->expires_ms = now + flow_timeout_ms_;
+        flow->handoff_code = random_code();
+
+        json browser_body = {{"stealth", true},
+                             {"headless", headless_},
+                             {"timeout_seconds", flow_timeout_ms_ / 1000 + 60},
+                             {"profile", {{"name", row.at("profile_name")}, {"save_changes", false}}}};
+        if (!proxy_id.empty()) browser_body["proxy_id"] = proxy_id;
+        if (telemetry.is_object()) browser_body["telemetry"] = telemetry;
+        json browser = call(
+            "browsers.create",
+            {{"project_id", project}, {"caller", flow->caller}, {"base_url", flow->base_url}, {"body", browser_body}});
+        flow->session_id = browser.value("session_id", "");
+        std::string hosted = flow->base_url + "/auth/connections/" + id + "/hosted?code=" + flow->handoff_code;
+        flow->state = {{"flow_status", "IN_PROGRESS"},
+                       {"flow_step", "DISCOVERING"},
+                       {"flow_type", flow->type},
+                       {"flow_expires_at", hangar::rfc3339(flow->expires_ms)},
+                       {"browser_session_id", flow->session_id},
+                       {"hosted_url", hosted},
+                       {"live_view_url", browser.value("browser_live_view_url", json())}};
+        sql("INSERT INTO managed_auth_timeline (id, connection_id, type, status, step, data, created_at, updated_at) "
+            "VALUES (?, ?, ?, 'IN_PROGRESS', 'INITIALIZED', ?, ?, ?)",
+            {flow->id, id, flow->type == "REAUTH" ? "reauth" : "login",
+             json{{"browser_session_id", flow->session_id}, {"telemetry_captured", telemetry.is_object()}}.dump(), now,
+             now});
+        {
+            std::lock_guard lock(flows_mutex_);
+            if (auto it = flows_.find(id); it != flows_.end()) retired_.push_back(it->second);
+            flows_[id] = flow;
+            // Finished flows' threads are joined here, so they do not pile up.
+            retired_.remove_if([](const std::shared_ptr<Flow> &f) {
+                if (!f->done) return false;
+                if (f->thread.joinable()) f->thread.join();
+                return true;
+            });
+        }
+        persist(*flow, flow->state);
+        EngineSettings es;
+        es.domain = row.at("domain").get<std::string>();
+        for (const auto &d : s.value("allowed_domains", json::array()))
+            es.allowed_domains.push_back(d.get<std::string>());
+        es.start_url = s.value("login_url", "").empty() ? "https://" + es.domain + "/" : s.value("login_url", "");
+        flow->thread = std::jthread([this, flow, es, credential] { run_flow(flow, es, credential); });
+
+        json out = {{"id", id},
+                    {"flow_expires_at", flow->state["flow_expires_at"]},
+                    {"flow_type", flow->type},
+                    {"hosted_url", hosted},
+                    {"handoff_code", flow->handoff_code}};
+        if (browser.value("browser_live_view_url", json()).is_string())
+            out["live_view_url"] = browser["browser_live_view_url"];
+        return out;
+    }
+
+    // ---- health checks -----------------------------------------------------------------------------
+
+    // Connections whose check is due, one at a time on the health thread: a headless browser on
+    // the profile opens the logged-in page; a login form there means the session is gone.
+    void schedule_health_checks(std::int64_t now) {
+        if (health_busy_) return;
+        for (const auto &row : sql("SELECT * FROM managed_auth_connections WHERE status = 'AUTHENTICATED'")) {
+            json s = parse_or(row, "settings", json::object());
+            if (!s.value("health_checks", true)) continue;
+            std::int64_t last = row.value("last_auth_check_at", json()).is_number()
+                                    ? row.at("last_auth_check_at").get<std::int64_t>()
+                                    : row.at("updated_at").get<std::int64_t>();
+            if (now < last + static_cast<std::int64_t>(s.value("health_check_interval", 3600)) * 1000) continue;
+            if (auto f = current_flow(row.at("id").get<std::string>()); f && !f->done) continue;
+            health_busy_ = true;
+            if (health_thread_.joinable()) health_thread_.join();
+            health_thread_ = std::jthread([this, row] {
+                try {
+                    health_check(row);
+                } catch (const std::exception &e) {
+                    warn("health check of auth connection " + row.value("id", std::string()) + " failed: " + e.what());
+                }
+                health_busy_ = false;
+            });
+            return;
+        }
+    }
+
+    void health_check(const json &row) {
+        std::string id = row.at("id").get<std::string>();
+        std::string project = row.at("project_id").get<std::string>();
+        json s = parse_or(row, "settings", json::object());
+        json caller = {{"project_id", project}, {"org_id", row.at("org_id")}};
+        json body = {{"stealth", true},
+                     {"headless", true},
+                     {"timeout_seconds", 120},
+                     {"profile", {{"name", row.at("profile_name")}, {"save_changes", false}}}};
+        if (s.value("proxy_id", "") != "") body["proxy_id"] = s.at("proxy_id");
+        json browser =
+            call("browsers.create",
+                 {{"project_id", project}, {"caller", caller}, {"base_url", s.value("base_url", "")}, {"body", body}});
+        std::string session = browser.value("session_id", "");
+        bool logged_in = false;
+        try {
+            InstancePage page(*this, session);
+            std::string url =
+                row.value("post_login_url", json()).is_string() ? row.at("post_login_url").get<std::string>()
+                : s.value("login_url", "").empty()              ? "https://" + row.at("domain").get<std::string>() + "/"
+                                                                : s.value("login_url", "");
+            page.navigate(url);
+            std::this_thread::sleep_for(500ms); // a client-side redirect to the login page
+            json d = page.eval(kDiscoverScript);
+            logged_in = d.is_object() && !shows_login_form(d);
+        } catch (...) {
+            call("browsers.delete", {{"project_id", project}, {"id", session}});
+            throw;
+        }
+        call("browsers.delete", {{"project_id", project}, {"id", session}});
+        auto now = hangar::now_ms();
+        std::string previous = row.at("status").get<std::string>();
+        std::string observed = logged_in ? "AUTHENTICATED" : "NEEDS_AUTH";
+        sql("UPDATE managed_auth_connections SET status = ?, last_auth_check_at = ? WHERE id = ?", {observed, now, id});
+        sql("INSERT INTO managed_auth_timeline (id, connection_id, type, status, step, data, created_at, updated_at) "
+            "VALUES (?, ?, 'health_check', ?, NULL, ?, ?, ?)",
+            {hangar::new_id(), id, observed,
+             json{{"previous_status", previous}, {"browser_session_id", session}, {"telemetry_captured", false}}.dump(),
+             now, now});
+        info("health check of auth connection " + id + ": " + observed);
+        if (logged_in || !s.value("auto_reauth", true)) return;
+        Reauth r = reauth_status(s.value("credential", json()), row.value("plan", json()).is_string(),
+                                 parse_or(row, "plan", json()));
+        if (!r.can) return;
+        auto fresh = sql("SELECT * FROM managed_auth_connections WHERE id = ?", {id});
+        if (fresh.empty()) return;
+        start_flow(fresh.front(), caller, s.value("base_url", ""), s.value("proxy_id", ""),
+                   s.value("browser_telemetry", json()));
+    }
+
+    // The connection a request may see: its project's with an API key; with a flow JWT, the
+    // connection the token names while that flow runs (401 for a bad token, 410 once it is over).
+    json authorize(Request &req) {
+        json caller = req.caller();
+        if (caller.is_object() && caller.value("project_id", "") != "") return require(req.project(), req.param("id"));
+        std::string authz = req.header("Authorization").value_or("");
+        std::string token = authz.starts_with("Bearer ") ? authz.substr(7) : "";
+        auto claims = token.empty() ? std::nullopt : token_verify(token);
+        if (!claims || claims->value("typ", "") != "managed_auth_flow" || claims->value("cid", "") != req.param("id"))
+            throw Error(401, "invalid_flow_token", "missing, invalid or expired API key or flow token");
+        auto flow = current_flow(req.param("id"));
+        flow_must_run(flow, claims->value("fid", ""));
+        return require(flow->project, flow->connection_id);
+    }
+
+    // 410 Gone, with the reason as the code, unless `flow` is the running flow `flow_id`.
+    static void flow_must_run(const std::shared_ptr<Flow> &flow, const std::string &flow_id) {
+        if (!flow || flow->id != flow_id)
+            throw Error(410, "flow_superseded", "this login flow was superseded by a newer one");
+        std::lock_guard lock(flow->m);
+        std::string status = flow->state.value("flow_status", "");
+        if (status == "EXPIRED" || flow->ended == "EXPIRED")
+            throw Error(410, "flow_expired", "this login flow expired");
+        if (flow->done || !flow->ended.empty())
+            throw Error(410, "flow_ended", "this login flow is over (" + (status.empty() ? flow->ended : status) + ")");
+    }
+
+    void exchange(Request &req, Response &res) {
+        json body = req.json_body(false);
+        std::string code = body.value("code", json()).is_string() ? body.at("code").get<std::string>() : "";
+        if (code.empty()) throw Error::invalid("code", "is required");
+        auto flow = current_flow(req.param("id"));
+        if (!flow) throw Error(401, "invalid_handoff_code", "the handoff code is not valid");
+        {
+            std::lock_guard lock(flow->m);
+            if (code != flow->handoff_code) throw Error(401, "invalid_handoff_code", "the handoff code is not valid");
+            if (flow->handoff_used)
+                throw Error(401, "handoff_code_used", "the handoff code was used already; start a new login");
+        }
+        flow_must_run(flow, flow->id);
+        auto left_ms = std::max<std::int64_t>(1000, flow->expires_ms - hangar::now_ms());
+        std::string jwt = token_sign({{"typ", "managed_auth_flow"}, {"cid", flow->connection_id}, {"fid", flow->id}},
+                                     static_cast<std::uint32_t>(left_ms / 1000 + 1));
+        {
+            std::lock_guard lock(flow->m);
+            flow->handoff_used = true;
+        }
+        res.json({{"jwt", jwt}, {"expires_at", hangar::rfc3339(flow->expires_ms)}});
+    }
+
+    void submit(Request &req, Response &res) {
+        Submit in = parse_submit(req.json_body(false));
+        json row = authorize(req);
+        auto flow = current_flow(row.at("id").get<std::string>());
+        accept_input(flow, std::move(in));
+        res.json({{"accepted", true}});
+    }
+
+    void accept_input(const std::shared_ptr<Flow> &flow, Submit in) {
+        if (!flow) throw Error(400, "no_flow_awaiting_input", "no login flow is running for this connection");
+        {
+            std::lock_guard lock(flow->m);
+            if (!flow->awaiting || flow->input)
+                throw Error(400, "no_flow_awaiting_input",
+                            "the login flow is not waiting for input (flow_step " +
+                                flow->state.value("flow_step", std::string("none")) + ")");
+            flow->input = std::move(in);
+        }
+        flow->cv.notify_all();
+    }
+
+    // Ends a flow from outside (delete, supersede, expiry, shutdown); its thread notices.
+    void end_from_outside(Flow &f, const std::string &status, const std::string &code, const std::string &message) {
+        {
+            std::lock_guard lock(f.m);
+            if (!f.ended.empty() || f.done) return;
+            f.ended = status;
+            f.ended_code = code;
+            f.ended_message = message;
+        }
+        f.cv.notify_all();
+    }
+
+    void sweep() {
+        std::vector<std::shared_ptr<Flow>> all;
+        {
+            std::lock_guard lock(flows_mutex_);
+            for (auto &[id, f] : flows_)
+                all.push_back(f);
+        }
+        auto now = hangar::now_ms();
+        for (auto &f : all) {
+            if (f->done) continue;
+            bool overall = now > f->expires_ms, waiting = false;
+            {
+                std::lock_guard lock(f->m);
+                waiting = f->awaiting && !f->input && f->input_deadline_ms > 0 && now > f->input_deadline_ms;
+            }
+            if (overall || waiting)
+                end_from_outside(*f, "EXPIRED", "flow_expired",
+                                 waiting ? "nobody submitted the requested input in time"
+                                         : "the login flow ran out of time");
+        }
+        heartbeat(now);
+        schedule_health_checks(now);
+    }
+
+    // Merges `patch` into the flow's state, stores it, updates the timeline and tells followers.
+    void persist(Flow &f, const json &patch) {
+        json snapshot;
+        {
+            std::lock_guard lock(f.m);
+            for (const auto &[k, v] : patch.items())
+                f.state[k] = v;
+            snapshot = f.state;
+        }
+        auto now = hangar::now_ms();
+        // A superseded flow still finishes its timeline entry, but the connection shows the new one.
+        bool current = current_flow(f.connection_id).get() == &f;
+        if (current)
+            sql("UPDATE managed_auth_connections SET flow = ?, updated_at = ? WHERE id = ?",
+                {snapshot.dump(), now, f.connection_id});
+        json data = {{"browser_session_id", f.session_id}};
+        for (const char *k : {"error_code", "error_message", "website_error"})
+            if (snapshot.value(k, json()).is_string()) data[k] = snapshot[k];
+        std::string status = snapshot.value("flow_status", "IN_PROGRESS");
+        std::string step = snapshot.value("flow_step", "DISCOVERING");
+        if (status == "EXPIRED") step = "EXPIRED";
+        auto old = sql("SELECT data FROM managed_auth_timeline WHERE id = ?", {f.id});
+        if (!old.empty())
+            data["telemetry_captured"] =
+                parse_or(old.front(), "data", json::object()).value("telemetry_captured", false);
+        sql("UPDATE managed_auth_timeline SET status = ?, step = ?, data = ?, updated_at = ? WHERE id = ?",
+            {status, step, data.dump(), now, f.id});
+        if (current) broadcast(f.connection_id, snapshot, terminal(status));
+    }
+
+    class Run final : public FlowHost {
+    public:
+        Run(ManagedAuthPlugin &p, std::shared_ptr<Flow> f, json credential)
+            : p_(p), f_(std::move(f)), credential_(std::move(credential)) {}
+
+        void publish(const json &patch) override {
+            check();
+            p_.persist(*f_, patch);
+        }
+
+        Submit await_input(const json &awaiting) override {
+            json patch = {{"flow_step", "AWAITING_INPUT"}};
+            for (const char *k :
+                 {"discovered_fields", "fields", "choices", "mfa_options", "pending_sso_buttons", "sign_in_options"})
+                patch[k] = awaiting.value(k, json());
+            {
+                std::lock_guard lock(f_->m);
+                f_->awaiting = true;
+                f_->input.reset();
+                f_->input_deadline_ms = hangar::now_ms() + p_.input_timeout_ms_;
+            }
+            publish(patch);
+            std::unique_lock lock(f_->m);
+            f_->cv.wait(lock, [&] { return f_->input.has_value() || !f_->ended.empty(); });
+            f_->awaiting = false;
+            if (!f_->ended.empty()) throw FlowEnded(f_->ended);
+            Submit in = std::move(*f_->input);
+            f_->input.reset();
+            return in;
+        }
+
+        void check() override {
+            std::lock_guard lock(f_->m);
+            if (!f_->ended.empty()) throw FlowEnded(f_->ended);
+        }
+
+        json credential_values(bool fresh) override {
+            if (!credential_.is_object()) return json::object();
+            json in = {{"project_id", f_->project}, {"org_id", f_->org}, {"credential", credential_}};
+            json r = p_.call("credentials.resolve", in);
+            if (fresh && r.contains("totp_code_expires_at")) {
+                // A code of the next window: the one just refused may have been about to expire.
+                auto until = hangar::parse_rfc3339_us(r.value("totp_code_expires_at", ""));
+                if (until) {
+                    auto wait_ms = *until / 1000 - hangar::now_ms() + 500;
+                    for (; wait_ms > 0; wait_ms -= 200) {
+                        check();
+                        std::this_thread::sleep_for(200ms);
+                    }
+                }
+                r = p_.call("credentials.resolve", in);
+            }
+            json values = r.value("values", json::object());
+            if (r.contains("totp_code")) values["totp_code"] = r["totp_code"];
+            return values;
+        }
+
+    private:
+        ManagedAuthPlugin &p_;
+        std::shared_ptr<Flow> f_;
+        json credential_;
+    };
+
+    class InstancePage final : public Page {
+    public:
+        InstancePage(const ManagedAuthPlugin &p, std::string session) : p_(p), session_(std::move(session)) {}
+        void navigate(const std::string &url) override { op({{"op", "navigate"}, {"url", url}}, 30000); }
+        void reload() override { op({{"op", "reload"}}, 30000); }
+        json eval(const std::string &expression) override {
+            return op({{"op", "eval"}, {"expression", expression}}, 15000).value("value", json());
+        }
+        void fill(const std::string &selector, const std::string &value) override {
+            op({{"op", "fill"}, {"selector", selector}, {"value", value}}, 15000);
+        }
+
+    private:
+        json op(const json &body, std::uint32_t timeout_ms) {
+            auto r = p_.instance_call(session_, "POST", "/managed_auth/page", body.dump(), timeout_ms);
+            json answer = json::parse(r.body, nullptr, false);
+            if (r.status != 200) // the agent's message names the operation, never a value
+                throw std::runtime_error("the auth browser could not " + body.value("op", std::string()) + ": " +
+                                         (answer.is_object() ? answer.value("message", "") : "no answer"));
+            return answer.is_object() ? answer : json::object();
+        }
+        const ManagedAuthPlugin &p_;
+        std::string session_;
+    };
+
+    void run_flow(const std::shared_ptr<Flow> &flow, const EngineSettings &es, const json &credential) {
+        Run run(*this, flow, credential);
+        InstancePage page(*this, flow->session_id);
+        json final_patch;
+        try {
+            Outcome out = run_login(page, run, es);
+            if (out.success) {
+                finish_success(*flow, out, credential);
+                final_patch = {{"flow_status", "SUCCESS"}, {"flow_step", "COMPLETED"}};
+            } else {
+                final_patch = {{"flow_status", "FAILED"},
+                               {"error_code", out.error_code},
+                               {"error_message", out.error_message},
+                               {"website_error", out.website_error.empty() ? json() : json(out.website_error)}};
+            }
+        } catch (const FlowEnded &) {
+            std::lock_guard lock(flow->m);
+            final_patch = {
+                {"flow_status", flow->ended}, {"error_code", flow->ended_code}, {"error_message", flow->ended_message}};
+        } catch (const std::exception &e) {
+            final_patch = {{"flow_status", "FAILED"}, {"error_code", "flow_error"}, {"error_message", e.what()}};
+        }
+        final_patch["hosted_url"] = nullptr;
+        final_patch["live_view_url"] = nullptr;
+        final_patch["discovered_fields"] = nullptr;
+        final_patch["fields"] = nullptr;
+        try {
+            call("browsers.delete", {{"project_id", flow->project}, {"id", flow->session_id}});
+        } catch (const std::exception &e) {
+            warn("auth flow " + flow->id + ": its browser did not end cleanly: " + e.what());
+        }
+        {
+            std::lock_guard lock(flow->m);
+            flow->awaiting = false;
+            if (flow->ended.empty()) flow->ended = final_patch.value("flow_status", "FAILED");
+        }
+        flow->done = true;
+        persist(*flow, final_patch);
+        info("auth flow " + flow->id + " for connection " + flow->connection_id + ": " +
+             final_patch.value("flow_status", std::string()));
+    }
+
+    void finish_success(Flow &f, const Outcome &out, const json &credential) {
+        // The browser reloaded the logged-in page already: its state now goes into the profile.
+        call("profiles.save", {{"session_id", f.session_id}, {"instance_id", f.session_id}});
+        auto rows = sql("SELECT * FROM managed_auth_connections WHERE id = ?", {f.connection_id});
+        if (rows.empty()) return;
+        json row = rows.front();
+        json s = parse_or(row, "settings", json::object());
+        if (s.value("save_credentials", true) && !out.learned.empty()) {
+            std::string name =
+                credential.is_object() && credential.contains("name")
+                    ? credential.value("name", "")
+                    : row.at("profile_name").get<std::string>() + "-" + row.at("domain").get<std::string>();
+            call("credentials.merge", {{"project_id", f.project},
+                                       {"org_id", f.org},
+                                       {"name", name},
+                                       {"domain", row.at("domain")},
+                                       {"values", out.learned}});
+            if (!credential.is_object()) s["credential"] = {{"name", name}};
+        }
+        sql("UPDATE managed_auth_connections SET status = 'AUTHENTICATED', post_login_url = ?, plan = ?, settings = ?, "
+            "updated_at = ? WHERE id = ?",
+            {out.post_login_url, out.plan.dump(), s.dump(), hangar::now_ms(), f.connection_id});
+    }
+
+    // ---- events ------------------------------------------------------------------------------------
+
+    static json state_event(const json &state) {
+        json e = {{"event", "managed_auth_state"}, {"timestamp", hangar::rfc3339(hangar::now_ms())}};
+        for (const auto &[k, v] : state.items())
+            if (!v.is_null()) e[k] = v;
+        return e;
+    }
+
+    void events(Request &req, Response &res) {
+        json row = require(req.project(), req.param("id"));
+        std::string id = row.at("id").get<std::string>();
+        json flow = parse_or(row, "flow", json::object());
+        std::shared_ptr<hangar::SseStream> sse = res.sse();
+        if (auto f = current_flow(id); f && !f->done) {
+            json snapshot;
+            {
+                std::lock_guard lock(f->m);
+                snapshot = f->state;
+            }
+            std::lock_guard lock(subs_mutex_);
+            sse->send(state_event(snapshot));
+            subs_[id].push_back(sse);
+            return;
+        }
+        // No flow running: the last state, then the stream ends.
+        if (flow.contains("flow_status")) sse->send(state_event(flow));
+    }
+
+    void broadcast(const std::string &connection_id, const json &state, bool last) {
+        std::lock_guard lock(subs_mutex_);
+        auto it = subs_.find(connection_id);
+        if (it == subs_.end()) return;
+        json e = state_event(state);
+        for (auto &s : it->second)
+            s->send(e);
+        if (last) subs_.erase(it); // the streams close as their last owner lets go
+    }
+
+    void heartbeat(std::int64_t now) {
+        if (now - last_heartbeat_ms_ < 15000) return;
+        last_heartbeat_ms_ = now;
+        json e = {{"event", "sse_heartbeat"}, {"timestamp", hangar::rfc3339(now)}};
+        std::lock_guard lock(subs_mutex_);
+        for (auto &[id, list] : subs_)
+            std::erase_if(list, [&](const std::shared_ptr<hangar::SseStream> &s) { return !s->send(e); });
+    }
+
+    std::int64_t flow_timeout_ms_ = 1200000, input_timeout_ms_ = 600000;
+    int min_interval_ = 300;
+    bool headless_ = false;
+    std::mutex create_mutex_;
+    std::mutex flows_mutex_;
+    std::map<std::string, std::shared_ptr<Flow>> flows_; // connection id -> its newest flow
+    std::list<std::shared_ptr<Flow>> retired_;           // superseded flows whose threads may still run
+    std::mutex subs_mutex_;
+    std::map<std::string, std::vector<std::shared_ptr<hangar::SseStream>>> subs_;
+    std::int64_t last_heartbeat_ms_ = 0;
+    std::atomic<bool> health_busy_{false};
+    std::jthread health_thread_;
+};
+
+} // namespace
+
+HANGAR_PLUGIN(ManagedAuthPlugin, "managed_auth", "0.1.0", "profiles,browsers,credentials,proxies?", migrations,
+              sizeof(migrations) / sizeof(migrations[0]))

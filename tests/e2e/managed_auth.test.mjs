@@ -1,0 +1,418 @@
+// Managed auth (plugin `managed_auth`) through the official SDK (client.auth.connections.*)
+// against the real server, real Chromium and the login test sites of tests/fixtures/sites
+// (served here on an allowed host port; TOTP verified server-side). One auth browser at a time,
+// plus one ordinary browser for the "the profile is logged in" check.
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { after, before, describe, test } from 'node:test';
+
+import { BadRequestError, ConflictError, NotFoundError } from '@onkernel/sdk';
+import { chromium } from 'playwright-core';
+
+import { PASSWORD, SMS_CODE, TOTP_SECRET, USER, startSites, totp } from '../fixtures/sites/sites.mjs';
+import { chromiumBaseArgs, chromiumPath, rejectsWith, repoRoot, startServer } from './lib/server.mjs';
+
+const execFileP = promisify(execFile);
+const FLOW_FIELDS = [
+  'browser_session_id', 'choices', 'discovered_fields', 'error_code', 'error_message', 'external_action_message',
+  'fields', 'flow_expires_at', 'flow_status', 'flow_step', 'flow_type', 'hosted_url', 'live_view_url', 'mfa_options',
+  'pending_sso_buttons', 'sign_in_options', 'sso_provider', 'website_error',
+];
+
+let server;
+let kernel; // no retries: a 409 must reach the test, not be re-sent
+let sites;
+
+let configDir;
+
+before(async () => {
+  // The shipped configuration, with health checks allowed every 2 s (300 s is the shipped minimum).
+  configDir = mkdtempSync(join(tmpdir(), 'hangar-auth-etc-'));
+  cpSync(join(repoRoot, 'etc'), configDir, { recursive: true });
+  const ini = join(configDir, 'plugins.d/managed_auth.ini');
+  writeFileSync(ini, readFileSync(ini, 'utf8').replace(/min_health_check_interval = \d+/, 'min_health_check_interval = 2'));
+  server = await startServer({ env: { HANGAR_CONFIG: join(configDir, 'hangar.ini') } });
+  kernel = server.newClient({ maxRetries: 0 });
+  sites = await startSites();
+});
+
+after(async () => {
+  await server?.stop();
+  await sites?.close();
+  if (configDir) rmSync(configDir, { recursive: true, force: true });
+});
+
+/** Polls the connection until `pred` holds (or the flow ends when it does not). */
+async function waitFlow(id, pred, timeoutMs = 60_000) {
+  const deadline = Date.now() + timeoutMs;
+  let c;
+  while (Date.now() < deadline) {
+    c = await kernel.auth.connections.retrieve(id);
+    if (pred(c)) return c;
+    if (['SUCCESS', 'FAILED', 'EXPIRED', 'CANCELED'].includes(c.flow_status) && !pred(c))
+      assert.fail(`flow ended ${c.flow_status} (${c.error_code}: ${c.error_message}; ${c.website_error})`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  assert.fail(`timed out; last state ${JSON.stringify(c)}`);
+}
+
+/** POST …/exchange without an API key. */
+async function exchange(id, code, expect = 200) {
+  const r = await fetch(`${server.baseURL}/auth/connections/${id}/exchange`, {
+    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ code }),
+  });
+  const body = await r.json();
+  assert.equal(r.status, expect, JSON.stringify(body));
+  return body;
+}
+
+/** GET …/{id} with a flow JWT instead of the API key. */
+const flowGet = (id, jwt) =>
+  fetch(`${server.baseURL}/auth/connections/${id}`, { headers: { authorization: `Bearer ${jwt}` } });
+
+const done = (c) => ['SUCCESS', 'FAILED', 'EXPIRED', 'CANCELED'].includes(c.flow_status);
+
+/** Whether a new browser on `profile` is signed in to `site` (reads the account page). */
+async function signedIn(profile, site) {
+  const b = await kernel.browsers.create({ headless: true, profile: { name: profile } });
+  try {
+    const browser = await chromium.connectOverCDP(b.cdp_ws_url, { timeout: 30_000 });
+    try {
+      const page = browser.contexts()[0].pages()[0] ?? (await browser.contexts()[0].newPage());
+      await page.goto(`${sites.origin}/${site}/account`);
+      return (await page.title()).startsWith('Welcome');
+    } finally {
+      await browser.close();
+    }
+  } finally {
+    await kernel.browsers.deleteByID(b.session_id);
+  }
+}
+
+describe('connections CRUD', () => {
+  test('create with defaults, every field, null flow fields; profile created', async () => {
+    const c = await kernel.auth.connections.create({ domain: 'Example.COM', profile_name: 'crud-a' });
+    assert.match(c.id, /^[a-z0-9]{24}$/);
+    assert.equal(c.domain, 'example.com');
+    assert.equal(c.profile_name, 'crud-a');
+    assert.equal(c.status, 'NEEDS_AUTH');
+    assert.equal(c.save_credentials, true);
+    assert.equal(c.record_session, false);
+    assert.equal(c.health_checks, true);
+    assert.equal(c.auto_reauth, true);
+    assert.equal(c.health_check_interval, 3600);
+    assert.deepEqual(c.allowed_domains, []);
+    assert.equal(c.can_reauth, false);
+    assert.equal(c.can_reauth_reason, 'no_credential');
+    for (const k of FLOW_FIELDS) assert.equal(c[k], null, k);
+    assert.equal((await kernel.profiles.retrieve('crud-a')).name, 'crud-a');
+
+    await rejectsWith(kernel.auth.connections.create({ domain: 'example.com', profile_name: 'CRUD-A' }), ConflictError, 'conflict');
+    await rejectsWith(kernel.auth.connections.create({ domain: 'https://x.com/a', profile_name: 'p' }), BadRequestError, 'bad_request');
+    await rejectsWith(kernel.auth.connections.create({ domain: 'x.com', profile_name: 'bad name' }), BadRequestError, 'bad_request');
+    await rejectsWith(kernel.auth.connections.create({ domain: 'x.com', profile_name: 'p', health_check_interval: 90000 }), BadRequestError);
+    await rejectsWith(kernel.auth.connections.create({ domain: 'x.com', profile_name: 'p', credential: { path: 'a/b' } }), BadRequestError);
+    // nothing half-written by the refused creates
+    assert.equal((await kernel.auth.connections.list({ domain: 'x.com' })).items.length, 0);
+  });
+
+  test('get, update (only given fields; allowed_domains replaces; login_url "" clears), list, delete', async () => {
+    const c = await kernel.auth.connections.create({
+      domain: 'shop.test', profile_name: 'crud-b', login_url: 'https://shop.test/login',
+      allowed_domains: ['idp.test'], credential: { name: 'shop' }, health_check_interval: 1200, auto_reauth: false,
+    });
+    assert.equal(c.login_url, 'https://shop.test/login');
+    assert.deepEqual(c.credential, { name: 'shop' });
+    assert.equal(c.can_reauth, true);
+    assert.equal(c.can_reauth_reason, 'has_credential');
+    const got = await kernel.auth.connections.retrieve(c.id);
+    assert.deepEqual(got, c);
+
+    const u = await kernel.auth.connections.update(c.id, { allowed_domains: ['*.sso.test'], login_url: '', save_credentials: false });
+    assert.deepEqual(u.allowed_domains, ['*.sso.test']);
+    assert.equal(u.login_url, undefined);
+    assert.equal(u.save_credentials, false);
+    assert.equal(u.health_check_interval, 1200);
+    assert.equal(u.auto_reauth, false);
+    await rejectsWith(kernel.auth.connections.update(c.id, { health_checks: 'yes' }), BadRequestError);
+
+    for (const n of ['crud-c', 'crud-d', 'crud-e']) await kernel.auth.connections.create({ domain: 'page.test', profile_name: n });
+    const first = await kernel.auth.connections.list({ domain: 'page.test', limit: 2 });
+    assert.equal(first.items.length, 2);
+    assert.ok(first.hasNextPage());
+    const all = [];
+    for await (const x of kernel.auth.connections.list({ domain: 'page.test', limit: 2 })) all.push(x.profile_name);
+    assert.deepEqual(all.sort(), ['crud-c', 'crud-d', 'crud-e']);
+    assert.deepEqual((await kernel.auth.connections.list({ profile_name: 'crud-b' })).items.map((x) => x.id), [c.id]);
+    assert.deepEqual((await kernel.auth.connections.list({ query: 'shop.t' })).items.map((x) => x.id), [c.id]);
+
+    await kernel.auth.connections.delete(c.id);
+    await rejectsWith(kernel.auth.connections.retrieve(c.id), NotFoundError, 'not_found');
+    await rejectsWith(kernel.auth.connections.delete(c.id), NotFoundError);
+    await rejectsWith(kernel.auth.connections.login('nope'), NotFoundError);
+    await rejectsWith(kernel.auth.connections.submit('nope', { fields: { a: 'b' } }), NotFoundError);
+    await rejectsWith(kernel.auth.connections.timeline('nope').then((p) => p), NotFoundError);
+  });
+
+  test('submit: 400 with a code when nothing awaits input or with two kinds of input', async () => {
+    const c = await kernel.auth.connections.create({ domain: 'submit.test', profile_name: 'crud-f' });
+    await rejectsWith(kernel.auth.connections.submit(c.id, { fields: { a: 'b' } }), BadRequestError, 'no_flow_awaiting_input');
+    await rejectsWith(kernel.auth.connections.submit(c.id, { fields: { a: 'b' }, mfa_option_id: 'sms' }), BadRequestError, 'invalid_submit');
+    await rejectsWith(kernel.auth.connections.submit(c.id, {}), BadRequestError, 'invalid_submit');
+    await rejectsWith(kernel.auth.connections.submit(c.id, { sso_provider: 'google', sso_button_selector: '//a' }), BadRequestError, 'invalid_submit');
+  });
+});
+
+describe('login flows', () => {
+  test('the fixture TOTP is oathtool\'s', async () => {
+    const { stdout } = await execFileP('oathtool', ['--totp', '-b', TOTP_SECRET]);
+    const now = Date.now();
+    assert.ok([totp(TOTP_SECRET, now - 1000), totp(TOTP_SECRET, now)].includes(stdout.trim()));
+  });
+
+  test('one page, full credential: SUCCESS, AUTHENTICATED, profile logged in, timeline, events', async () => {
+    await kernel.credentials.create({ name: 'one', domain: '127.0.0.1', values: { username: USER, password: PASSWORD } });
+    const c = await kernel.auth.connections.create({
+      domain: '127.0.0.1', profile_name: 'one', login_url: `${sites.origin}/one/login`, credential: { name: 'one' },
+    });
+    const login = await kernel.auth.connections.login(c.id);
+    assert.equal(login.id, c.id);
+    assert.equal(login.flow_type, 'LOGIN');
+    assert.match(login.hosted_url, /^http/);
+    assert.ok(login.handoff_code);
+    assert.ok(Date.parse(login.flow_expires_at) > Date.now());
+
+    // The SSE stream reports states and ends at the terminal one.
+    const states = [];
+    const stream = await kernel.auth.connections.follow(c.id);
+    for await (const e of stream) {
+      if (e.event === 'managed_auth_state') states.push(e);
+    }
+    assert.ok(states.length >= 1);
+    assert.equal(states.at(-1).flow_status, 'SUCCESS');
+    assert.equal(states.at(-1).flow_step, 'COMPLETED');
+
+    const after = await kernel.auth.connections.retrieve(c.id);
+    assert.equal(after.status, 'AUTHENTICATED');
+    assert.equal(after.flow_status, 'SUCCESS');
+    assert.match(after.post_login_url, /\/one\/account$/);
+    assert.equal(after.hosted_url, null);
+    assert.ok(after.browser_session_id);
+    assert.equal(after.can_reauth, true);
+
+    const tl = [];
+    for await (const t of kernel.auth.connections.timeline(c.id)) tl.push(t);
+    assert.equal(tl.length, 1);
+    assert.equal(tl[0].type, 'login');
+    assert.equal(tl[0].status, 'SUCCESS');
+    assert.equal(tl[0].step, 'COMPLETED');
+    assert.equal(tl[0].browser_session_id, after.browser_session_id);
+    assert.equal((await kernel.auth.connections.timeline(c.id, { type: 'health_check' })).items.length, 0);
+
+    assert.equal(await signedIn('one', 'one'), true);
+    // Nothing of the credential in what the server printed.
+    assert.ok(!server.output().includes(PASSWORD));
+  });
+
+  test('wrong password: FAILED with the site\'s error as website_error, profile untouched', async () => {
+    await kernel.credentials.create({ name: 'wrong', domain: '127.0.0.1', values: { username: USER, password: 'nope' } });
+    const c = await kernel.auth.connections.create({
+      domain: '127.0.0.1', profile_name: 'wrong', login_url: `${sites.origin}/one/login`, credential: { name: 'wrong' },
+    });
+    const before = await kernel.profiles.retrieve('wrong');
+    await kernel.auth.connections.login(c.id);
+    const end = await waitFlow(c.id, done);
+    assert.equal(end.flow_status, 'FAILED');
+    assert.equal(end.error_code, 'credentials_invalid');
+    assert.match(end.website_error, /Invalid email or password/);
+    assert.equal(end.status, 'NEEDS_AUTH');
+    const profile = await kernel.profiles.retrieve('wrong');
+    assert.equal(profile.updated_at ?? null, before.updated_at ?? null);
+    const tl = (await kernel.auth.connections.timeline(c.id)).items;
+    assert.equal(tl[0].status, 'FAILED');
+    assert.equal(tl[0].error_code, 'credentials_invalid');
+    assert.ok(!JSON.stringify(tl).includes('nope'));
+  });
+
+  test('identifier then password, password missing: AWAITING_INPUT, submit, credential saved', async () => {
+    await kernel.credentials.create({ name: 'steps', domain: '127.0.0.1', values: { username: USER } });
+    const c = await kernel.auth.connections.create({
+      domain: '127.0.0.1', profile_name: 'steps', login_url: `${sites.origin}/steps/login`, credential: { name: 'steps' },
+    });
+    await kernel.auth.connections.login(c.id);
+    const waiting = await waitFlow(c.id, (x) => x.flow_step === 'AWAITING_INPUT');
+    assert.equal(waiting.flow_status, 'IN_PROGRESS');
+    assert.equal(waiting.discovered_fields.length, 1);
+    assert.equal(waiting.discovered_fields[0].type, 'password');
+    assert.equal(waiting.fields[0].type, 'password');
+    assert.equal(waiting.fields[0].id, 'password');
+    await rejectsWith(kernel.auth.connections.submit(c.id, { fields: { a: 'b' }, field_values: { c: 'd' } }), BadRequestError, 'invalid_submit');
+    const r = await kernel.auth.connections.submit(c.id, { field_values: { password: PASSWORD } });
+    assert.deepEqual(r, { accepted: true });
+    const end = await waitFlow(c.id, done);
+    assert.equal(end.flow_status, 'SUCCESS', JSON.stringify(end));
+    assert.equal(end.status, 'AUTHENTICATED');
+    const cred = await kernel.credentials.retrieve('steps');
+    assert.deepEqual([...cred.value_keys].sort(), ['password', 'username']);
+    assert.equal(await signedIn('steps', 'steps'), true);
+  });
+
+  test('password + TOTP from the stored secret, verified by the site', async () => {
+    await kernel.credentials.create({
+      name: 'totp', domain: '127.0.0.1', values: { username: USER, password: PASSWORD }, totp_secret: TOTP_SECRET,
+    });
+    const c = await kernel.auth.connections.create({
+      domain: '127.0.0.1', profile_name: 'totp', login_url: `${sites.origin}/totp/login`, credential: { name: 'totp' },
+    });
+    const accepted = sites.hits.totpAccepted;
+    await kernel.auth.connections.login(c.id);
+    const end = await waitFlow(c.id, done);
+    assert.equal(end.flow_status, 'SUCCESS', JSON.stringify(end));
+    assert.equal(sites.hits.totpAccepted, accepted + 1);
+  });
+
+  test('choice of MFA method: AWAITING_INPUT with mfa_options, then the SMS code', async () => {
+    await kernel.credentials.create({ name: 'mfa', domain: '127.0.0.1', values: { username: USER, password: PASSWORD } });
+    const c = await kernel.auth.connections.create({
+      domain: '127.0.0.1', profile_name: 'mfa', login_url: `${sites.origin}/mfa/login`, credential: { name: 'mfa' },
+    });
+    await kernel.auth.connections.login(c.id);
+    const choose = await waitFlow(c.id, (x) => x.flow_step === 'AWAITING_INPUT');
+    assert.deepEqual(choose.mfa_options.map((m) => m.type).sort(), ['sms', 'totp']);
+    assert.ok(choose.choices.every((x) => x.type === 'mfa_method'));
+    await kernel.auth.connections.submit(c.id, { mfa_option_id: 'sms' });
+    const code = await waitFlow(c.id, (x) => x.flow_step === 'AWAITING_INPUT' && x.discovered_fields?.length > 0);
+    assert.equal(code.discovered_fields[0].type, 'code');
+    assert.equal(code.discovered_fields[0].linked_mfa_type, 'sms');
+    await kernel.auth.connections.submit(c.id, { fields: { [code.discovered_fields[0].name]: SMS_CODE } });
+    const end = await waitFlow(c.id, done);
+    assert.equal(end.flow_status, 'SUCCESS', JSON.stringify(end));
+    // a one-time code is never saved
+    const cred = await kernel.credentials.retrieve('mfa');
+    assert.deepEqual([...cred.value_keys].sort(), ['password', 'username']);
+  });
+
+  test('a second login supersedes the running flow (410 for its JWT); delete cancels', async () => {
+    const c = await kernel.auth.connections.create({
+      domain: '127.0.0.1', profile_name: 'super', login_url: `${sites.origin}/one/login`,
+    });
+    const l1 = await kernel.auth.connections.login(c.id);
+    await waitFlow(c.id, (x) => x.flow_step === 'AWAITING_INPUT');
+    const { jwt } = await exchange(c.id, l1.handoff_code);
+    assert.equal((await flowGet(c.id, jwt)).status, 200);
+    const first = (await kernel.auth.connections.timeline(c.id)).items[0];
+    await kernel.auth.connections.login(c.id);
+    const gone = await flowGet(c.id, jwt);
+    assert.equal(gone.status, 410);
+    assert.equal((await gone.json()).code, 'flow_superseded');
+    const tl = await waitFlow(c.id, (x) => x.flow_step === 'AWAITING_INPUT');
+    assert.equal(tl.flow_status, 'IN_PROGRESS');
+    const entries = (await kernel.auth.connections.timeline(c.id)).items;
+    assert.equal(entries.length, 2);
+    assert.equal(entries.find((e) => e.id === first.id).status, 'CANCELED');
+    await kernel.auth.connections.delete(c.id);
+    await rejectsWith(kernel.auth.connections.retrieve(c.id), NotFoundError);
+  });
+});
+
+describe('hosted login page', () => {
+  test('Playwright fills the hosted page; redirect to success_url; single-use code (401), JWT after the end (410)', async () => {
+    const c = await kernel.auth.connections.create({
+      domain: '127.0.0.1', profile_name: 'hosted', login_url: `${sites.origin}/one/login`,
+    });
+    const l = await kernel.auth.connections.login(c.id);
+    const successUrl = `${sites.origin}/done`;
+    const browser = await chromium.launch({ executablePath: chromiumPath, args: chromiumBaseArgs });
+    try {
+      const page = await browser.newPage();
+      await page.goto(`${l.hosted_url}&success_url=${encodeURIComponent(successUrl)}`);
+      await page.locator('form input[name="identifier"]').waitFor({ timeout: 30_000 });
+      await page.fill('form input[name="identifier"]', USER);
+      await page.fill('form input[name="password"]', PASSWORD);
+      await page.click('form button[type="submit"]');
+      await page.waitForURL((u) => u.toString().startsWith(successUrl), { timeout: 60_000 });
+      const u = new URL(page.url());
+      assert.equal(u.searchParams.get('profile_name'), 'hosted');
+      assert.equal(u.searchParams.get('domain'), '127.0.0.1');
+    } finally {
+      await browser.close();
+    }
+    const end = await kernel.auth.connections.retrieve(c.id);
+    assert.equal(end.flow_status, 'SUCCESS');
+    assert.equal(end.status, 'AUTHENTICATED');
+    // the code was used by the page: a second exchange is refused
+    const used = await exchange(c.id, l.handoff_code, 401);
+    assert.equal(used.code, 'handoff_code_used');
+    assert.equal((await exchange(c.id, 'not-a-code', 401)).code, 'invalid_handoff_code');
+    const forged = await flowGet(c.id, 'eyJhbGciOiJIUzI1NiJ9.e30.bad');
+    assert.equal(forged.status, 401);
+    assert.equal((await forged.json()).code, 'invalid_flow_token');
+    // the credential the user typed was saved and the connection now points at it
+    assert.deepEqual(end.credential, { name: 'hosted-127.0.0.1' });
+    assert.equal(end.can_reauth, true);
+
+    // a new login, a JWT, then the flow ends: 410 for that JWT
+    const l2 = await kernel.auth.connections.login(c.id);
+    const { jwt } = await exchange(c.id, l2.handoff_code);
+    const fin = await waitFlow(c.id, done);
+    assert.equal(fin.flow_type, 'REAUTH');
+    assert.equal(fin.flow_status, 'SUCCESS');
+    const over = await flowGet(c.id, jwt);
+    assert.equal(over.status, 410);
+    assert.equal((await over.json()).code, 'flow_ended');
+    const sub = await fetch(`${server.baseURL}/auth/connections/${c.id}/submit`, {
+      method: 'POST', headers: { authorization: `Bearer ${jwt}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ fields: { a: 'b' } }),
+    });
+    assert.equal(sub.status, 410);
+  });
+});
+
+describe('health checks', () => {
+  test('a check sees the session; after the site ends it, NEEDS_AUTH and an automatic re-auth restores it', async () => {
+    await kernel.credentials.create({ name: 'exp', domain: '127.0.0.1', values: { username: USER, password: PASSWORD } });
+    const c = await kernel.auth.connections.create({
+      domain: '127.0.0.1', profile_name: 'exp', login_url: `${sites.origin}/expire/login`, credential: { name: 'exp' },
+      health_check_interval: 2,
+    });
+    await kernel.auth.connections.login(c.id);
+    assert.equal((await waitFlow(c.id, done)).flow_status, 'SUCCESS');
+    const checks = async () => (await kernel.auth.connections.timeline(c.id, { type: 'health_check' })).items;
+    const until = async (pred, what) => {
+      const deadline = Date.now() + 60_000;
+      while (Date.now() < deadline) {
+        const items = await checks();
+        if (pred(items)) return items;
+        await new Promise((r) => setTimeout(r, 300));
+      }
+      assert.fail(`timed out waiting for ${what}`);
+    };
+    const ok = await until((x) => x.length >= 1, 'a first health check');
+    assert.equal(ok[0].status, 'AUTHENTICATED');
+    assert.equal(ok[0].previous_status, 'AUTHENTICATED');
+    assert.ok((await kernel.auth.connections.retrieve(c.id)).last_auth_check_at);
+
+    const logins = sites.hits.logins.expire;
+    sites.expireSessions('expire');
+    const seen = await until((x) => x.some((e) => e.status === 'NEEDS_AUTH'), 'a check that sees the logout');
+    assert.equal(seen.find((e) => e.status === 'NEEDS_AUTH').previous_status, 'AUTHENTICATED');
+    const deadline = Date.now() + 60_000;
+    let reauth;
+    while (Date.now() < deadline) {
+      reauth = (await kernel.auth.connections.timeline(c.id, { type: 'reauth' })).items[0];
+      if (reauth && reauth.status !== 'IN_PROGRESS') break;
+      await new Promise((r) => setTimeout(r, 300));
+    }
+    assert.equal(reauth?.status, 'SUCCESS', JSON.stringify(reauth));
+    await kernel.auth.connections.update(c.id, { health_checks: false });
+    const end = await kernel.auth.connections.retrieve(c.id);
+    assert.equal(end.status, 'AUTHENTICATED');
+    assert.equal(end.flow_type, 'REAUTH');
+    assert.equal(sites.hits.logins.expire, logins + 1);
+    assert.equal(await signedIn('exp', 'expire'), true);
+  });
+});
