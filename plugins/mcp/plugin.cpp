@@ -14,9 +14,9 @@
 namespace {
 
 using hangar::Error;
+using hangar::json;
 using hangar::Request;
 using hangar::Response;
-using hangar::json;
 namespace mcp = hangar::mcp;
 
 // The API as the caller of one /mcp request.

@@ -239,8 +239,8 @@ Tool manage_browsers() {
                 std::string action = a.action({"create", "list", "get", "update", "delete"});
                 if (action == "create") return text_result(create_browser(api, browser_create_body(a)));
                 if (action == "list") {
-                    json out =
-                        page(api.call("GET", "/browsers" + Query().from(a, {"status", "query", "limit", "offset"}).str()));
+                    json out = page(
+                        api.call("GET", "/browsers" + Query().from(a, {"status", "query", "limit", "offset"}).str()));
                     // As Kernel's: a listing is for finding a session, not for connecting to it.
                     for (auto &b : out["items"])
                         if (b.is_object()) b.erase("cdp_ws_url");
@@ -287,8 +287,7 @@ Tool computer_action() {
             {"hold_keys", hold}}}}},
         {"scroll",
          {{"type", "object"},
-          {"properties",
-           {{"x", point}, {"y", point}, {"delta_x", point}, {"delta_y", point}, {"hold_keys", hold}}}}},
+          {"properties", {{"x", point}, {"y", point}, {"delta_x", point}, {"delta_y", point}, {"hold_keys", hold}}}}},
         {"drag_mouse",
          {{"type", "object"},
           {"properties",
@@ -345,9 +344,9 @@ Tool computer_action() {
                     json session = expect(api.call("GET", "/browsers/" + path_segment(sid)));
                     if (session.is_object() && session.contains("viewport") && session["viewport"].is_object()) {
                         auto &vp = session["viewport"];
-                        content.push_back(text("Viewport: " + vp.value("width", json()).dump() + "x" +
-                                               vp.value("height", json()).dump() +
-                                               ". Use these dimensions as the coordinates of clicks, scrolls and moves."));
+                        content.push_back(text(
+                            "Viewport: " + vp.value("width", json()).dump() + "x" + vp.value("height", json()).dump() +
+                            ". Use these dimensions as the coordinates of clicks, scrolls and moves."));
                     }
                     content.push_back({{"type", "image"},
                                        {"data", cdp::base64_encode(shot.body)},
@@ -423,9 +422,8 @@ Tool exec_command() {
                 std::string sid = a.need("session_id", "");
                 json body = {{"command", a.need("command", "")}};
                 a.copy(body, {"args", "cwd", "env", "timeout_sec", "as_root", "as_user"});
-                json answer =
-                    expect(api.call("POST", "/browsers/" + path_segment(sid) + "/process/exec", &body,
-                                    seconds_to_ms(a.number("timeout_sec", 60) + 30)));
+                json answer = expect(api.call("POST", "/browsers/" + path_segment(sid) + "/process/exec", &body,
+                                              seconds_to_ms(a.number("timeout_sec", 60) + 30)));
                 json out = json::object();
                 for (const char *k : {"exit_code", "duration_ms"})
                     if (answer.contains(k)) out[k] = answer[k];
@@ -483,8 +481,7 @@ json run_crud(const Crud &c, Api &api, const Args &a, const std::string &action)
     throw RpcError(kInvalidParams, "unknown action " + action);
 }
 
-Tool crud_tool(std::string name, std::string description, Crud crud, std::vector<const char *> actions,
-               json props) {
+Tool crud_tool(std::string name, std::string description, Crud crud, std::vector<const char *> actions, json props) {
     json action = str_p("Operation to perform.");
     action["enum"] = json::array();
     for (const char *x : actions)
@@ -510,11 +507,10 @@ Tool manage_browser_pools() {
     Crud c{"/browser_pools",
            "pool",
            {"limit", "offset"},
-           {"name", "size", "fill_rate_per_minute", "headless", "stealth", "timeout_seconds", "kiosk_mode",
-            "proxy_id", "start_url", "profile", "viewport", "extensions", "chrome_policy", "telemetry"},
-           {"name", "size", "fill_rate_per_minute", "headless", "stealth", "timeout_seconds", "kiosk_mode",
-            "proxy_id", "start_url", "profile", "viewport", "extensions", "chrome_policy", "telemetry",
-            "discard_all_idle"}};
+           {"name", "size", "fill_rate_per_minute", "headless", "stealth", "timeout_seconds", "kiosk_mode", "proxy_id",
+            "start_url", "profile", "viewport", "extensions", "chrome_policy", "telemetry"},
+           {"name", "size", "fill_rate_per_minute", "headless", "stealth", "timeout_seconds", "kiosk_mode", "proxy_id",
+            "start_url", "profile", "viewport", "extensions", "chrome_policy", "telemetry", "discard_all_idle"}};
     auto pool_path = [](const Args &a, const std::string &action) {
         return "/browser_pools/" + path_segment(a.need("pool", "for " + action));
     };
@@ -543,27 +539,27 @@ Tool manage_browser_pools() {
         expect(api.call("POST", pool_path(a, "flush") + "/flush"));
         return done("Idle browsers of pool " + a.need("pool", "") + " destroyed.");
     };
-    json props = paging_props({
-        {"pool", str_p("Pool id or name (get, update, delete, acquire, release, flush).")},
-        {"name", str_p("(create, update) Pool name.")},
-        {"size", num_p("(create, update) Browsers kept ready.")},
-        {"fill_rate_per_minute", num_p("(create, update) Browsers started per minute when refilling.")},
-        {"headless", bool_p("(create, update)")},
-        {"stealth", bool_p("(create, update)")},
-        {"timeout_seconds", num_p("(create, update) Idle timeout of an acquired browser.")},
-        {"kiosk_mode", bool_p("(create, update)")},
-        {"proxy_id", str_p("(create, update)")},
-        {"start_url", str_p("(create, update, acquire)")},
-        {"profile", obj_p("(create, update) {name | id, save_changes}.")},
-        {"viewport", obj_p("(create, update) {width, height, refresh_rate}.")},
-        {"extensions", arr_p(obj_p("{id | name}"), "(create, update)")},
-        {"chrome_policy", obj_p("(create, update) Chrome policies.")},
-        {"telemetry", obj_p("(create, update, acquire) Telemetry settings.")},
-        {"discard_all_idle", bool_p("(update) Replace the idle browsers with the new settings.")},
-        {"force", bool_p("(delete) Delete even with browsers leased.")},
-        {"acquire_timeout_seconds", num_p("(acquire) How long to wait for a free browser.")},
-        {"session_id", str_p("(release) The leased browser.")},
-        {"reuse", bool_p("(release) Keep the browser for the next lease (default true).")}});
+    json props =
+        paging_props({{"pool", str_p("Pool id or name (get, update, delete, acquire, release, flush).")},
+                      {"name", str_p("(create, update) Pool name.")},
+                      {"size", num_p("(create, update) Browsers kept ready.")},
+                      {"fill_rate_per_minute", num_p("(create, update) Browsers started per minute when refilling.")},
+                      {"headless", bool_p("(create, update)")},
+                      {"stealth", bool_p("(create, update)")},
+                      {"timeout_seconds", num_p("(create, update) Idle timeout of an acquired browser.")},
+                      {"kiosk_mode", bool_p("(create, update)")},
+                      {"proxy_id", str_p("(create, update)")},
+                      {"start_url", str_p("(create, update, acquire)")},
+                      {"profile", obj_p("(create, update) {name | id, save_changes}.")},
+                      {"viewport", obj_p("(create, update) {width, height, refresh_rate}.")},
+                      {"extensions", arr_p(obj_p("{id | name}"), "(create, update)")},
+                      {"chrome_policy", obj_p("(create, update) Chrome policies.")},
+                      {"telemetry", obj_p("(create, update, acquire) Telemetry settings.")},
+                      {"discard_all_idle", bool_p("(update) Replace the idle browsers with the new settings.")},
+                      {"force", bool_p("(delete) Delete even with browsers leased.")},
+                      {"acquire_timeout_seconds", num_p("(acquire) How long to wait for a free browser.")},
+                      {"session_id", str_p("(release) The leased browser.")},
+                      {"reuse", bool_p("(release) Keep the browser for the next lease (default true).")}});
     return crud_tool("manage_browser_pools",
                      "Browser pools: ready browsers kept warm. create/list/get/update/delete a pool; \"acquire\" "
                      "leases a browser (waits for one), \"release\" gives it back, \"flush\" destroys the idle ones.",
@@ -585,10 +581,9 @@ Tool manage_profiles() {
         json out = {{"profile", name},
                     {"session_id", session.value("session_id", "")},
                     {"browser_live_view_url", session.value("browser_live_view_url", "")},
-                    {"next",
-                     "Open browser_live_view_url and sign in to the sites this profile is for. Then delete the "
-                     "browser (manage_browsers delete): its cookies and storage are saved into the profile, "
-                     "which later browsers load with profile_name."}};
+                    {"next", "Open browser_live_view_url and sign in to the sites this profile is for. Then delete the "
+                             "browser (manage_browsers delete): its cookies and storage are saved into the profile, "
+                             "which later browsers load with profile_name."}};
         return text_result(out);
     };
     json props = paging_props({{"profile", str_p("Profile id or name (get, update, delete).")},
@@ -612,14 +607,14 @@ Tool manage_proxies() {
         return text_result(expect(
             api.call("POST", "/proxies/" + path_segment(a.need("proxy_id", "for check")) + "/check", &body, 60000)));
     };
-    json props = paging_props({
-        {"proxy_id", str_p("Proxy id (get, update, delete, check).")},
-        {"name", str_p("(create, update, list) Proxy name.")},
-        {"type", enum_p({"datacenter", "isp", "residential", "mobile", "custom"}, "(create) Kind of proxy.")},
-        {"config", obj_p("(create) custom: {host, port, username?, password?}; others: {country?, city?, ...}.")},
-        {"protocol", enum_p({"http", "https"}, "(create)")},
-        {"bypass_hosts", arr_p(str_p(""), "(create) Hosts reached directly.")},
-        {"url", str_p("(check) The URL to reach through the proxy.")}});
+    json props = paging_props(
+        {{"proxy_id", str_p("Proxy id (get, update, delete, check).")},
+         {"name", str_p("(create, update, list) Proxy name.")},
+         {"type", enum_p({"datacenter", "isp", "residential", "mobile", "custom"}, "(create) Kind of proxy.")},
+         {"config", obj_p("(create) custom: {host, port, username?, password?}; others: {country?, city?, ...}.")},
+         {"protocol", enum_p({"http", "https"}, "(create)")},
+         {"bypass_hosts", arr_p(str_p(""), "(create) Hosts reached directly.")},
+         {"url", str_p("(check) The URL to reach through the proxy.")}});
     return crud_tool("manage_proxies",
                      "Proxies browsers route their traffic through: create/list/get/update/delete, \"check\" makes "
                      "a real request through one. Use proxy_id when creating a browser.",
@@ -684,14 +679,13 @@ Tool manage_replays() {
 }
 
 Tool browser_curl() {
-    json props = {
-        {"session_id", str_p("Browser session id.")},
-        {"url", str_p("http(s) URL to request.")},
-        {"method", enum_p({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}, "Default GET.")},
-        {"headers", obj_p("Extra request headers, name to value.")},
-        {"body", str_p("Request body.")},
-        {"response_encoding", enum_p({"utf8", "base64"}, "base64 for binary answers.")},
-        {"timeout_ms", num_p("Time limit in milliseconds.")}};
+    json props = {{"session_id", str_p("Browser session id.")},
+                  {"url", str_p("http(s) URL to request.")},
+                  {"method", enum_p({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}, "Default GET.")},
+                  {"headers", obj_p("Extra request headers, name to value.")},
+                  {"body", str_p("Request body.")},
+                  {"response_encoding", enum_p({"utf8", "base64"}, "base64 for binary answers.")},
+                  {"timeout_ms", num_p("Time limit in milliseconds.")}};
     return {"browser_curl",
             "An HTTP request sent by the browser itself (its cookies, User-Agent, TLS and proxy); Set-Cookie lands "
             "in its cookie jar. Answers status, headers and body.",
@@ -722,14 +716,14 @@ Tool manage_credentials() {
         return text_result(expect(
             api.call("GET", "/credentials/" + path_segment(a.need("credential", "for totp_code")) + "/totp-code")));
     };
-    json props = paging_props({
-        {"credential", str_p("Credential id or name (get, update, delete, totp_code).")},
-        {"name", str_p("(create, update) Unique name.")},
-        {"domain", str_p("(create, update, list) The site it signs in to.")},
-        {"values", obj_p("(create, update) Field to value, e.g. {username, password}; never shown again.")},
-        {"remove_value_keys", arr_p(str_p(""), "(update) Value fields to remove.")},
-        {"sso_provider", str_p("(create, update) google, github, microsoft...")},
-        {"totp_secret", str_p("(create, update) Base32 TOTP secret for two-factor codes.")}});
+    json props = paging_props(
+        {{"credential", str_p("Credential id or name (get, update, delete, totp_code).")},
+         {"name", str_p("(create, update) Unique name.")},
+         {"domain", str_p("(create, update, list) The site it signs in to.")},
+         {"values", obj_p("(create, update) Field to value, e.g. {username, password}; never shown again.")},
+         {"remove_value_keys", arr_p(str_p(""), "(update) Value fields to remove.")},
+         {"sso_provider", str_p("(create, update) google, github, microsoft...")},
+         {"totp_secret", str_p("(create, update) Base32 TOTP secret for two-factor codes.")}});
     return crud_tool("manage_credentials",
                      "Sign-in credentials stored sealed (values are write-only): create/list/get/update/delete, "
                      "\"totp_code\" answers the current two-factor code.",
@@ -752,14 +746,14 @@ Tool manage_credential_providers() {
             "PATCH", "/org/credential_providers/" + path_segment(a.need("provider_id", "for update")), &body)));
     };
     c.extra["test"] = [](Api &api, const Args &a) {
-        return text_result(expect(api.call(
-            "POST", "/org/credential_providers/" + path_segment(a.need("provider_id", "for test")) + "/test",
-            nullptr, 60000)));
+        return text_result(expect(
+            api.call("POST", "/org/credential_providers/" + path_segment(a.need("provider_id", "for test")) + "/test",
+                     nullptr, 60000)));
     };
     c.extra["items"] = [](Api &api, const Args &a) {
-        return text_result(expect(api.call(
-            "GET", "/org/credential_providers/" + path_segment(a.need("provider_id", "for items")) + "/items",
-            nullptr, 60000)));
+        return text_result(expect(
+            api.call("GET", "/org/credential_providers/" + path_segment(a.need("provider_id", "for items")) + "/items",
+                     nullptr, 60000)));
     };
     json props = {{"provider_id", str_p("Provider id (get, update, delete, test, items).")},
                   {"provider", obj_p("(create, update) The provider as the API takes it, e.g. {provider_type: "
@@ -807,11 +801,11 @@ Tool manage_api_keys() {
 }
 
 const std::vector<Tool> &tools() {
-    static const std::vector<Tool> all = {
-        manage_browsers(),      computer_action(),      execute_playwright_code(),     exec_command(),
-        manage_browser_pools(), manage_profiles(),      manage_proxies(),              manage_extensions(),
-        manage_replays(),       browser_curl(),         manage_credentials(),          manage_credential_providers(),
-        manage_projects(),      manage_api_keys()};
+    static const std::vector<Tool> all = {manage_browsers(), computer_action(),      execute_playwright_code(),
+                                          exec_command(),    manage_browser_pools(), manage_profiles(),
+                                          manage_proxies(),  manage_extensions(),    manage_replays(),
+                                          browser_curl(),    manage_credentials(),   manage_credential_providers(),
+                                          manage_projects(), manage_api_keys()};
     return all;
 }
 

@@ -30,8 +30,8 @@ public:
         calls.push_back({std::string(method), path, body ? *body : json()});
         return next();
     }
-    ApiAnswer call_raw(std::string_view method, const std::string &path, std::string_view,
-                       std::string_view body, std::uint32_t) override {
+    ApiAnswer call_raw(std::string_view method, const std::string &path, std::string_view, std::string_view body,
+                       std::uint32_t) override {
         calls.push_back({std::string(method), path, json(std::string(body))});
         return next();
     }
@@ -142,13 +142,14 @@ public:
         CPPUNIT_ASSERT_EQUAL(json({{"name", "p"}, {"save_changes", true}}), c.body.at("profile"));
         CPPUNIT_ASSERT_EQUAL(800, c.body.at("viewport").at("width").get<int>());
         CPPUNIT_ASSERT_EQUAL(std::string("ext"), c.body.at("extensions").at(0).at("name").get<std::string>());
-        CPPUNIT_ASSERT(r.at("result").at("content").at(0).at("text").get<std::string>().find("s1") != std::string::npos);
+        CPPUNIT_ASSERT(r.at("result").at("content").at(0).at("text").get<std::string>().find("s1") !=
+                       std::string::npos);
     }
 
     void batchesActionsAndReturnsTheScreenshotAsAnImage() {
         FakeApi api;
-        api.answer(200, "");                                                    // batch
-        api.answer(200, "\x89PNG-bytes", {{"Content-Type", "image/png"}});      // screenshot
+        api.answer(200, "");                                                              // batch
+        api.answer(200, "\x89PNG-bytes", {{"Content-Type", "image/png"}});                // screenshot
         api.answer(200, R"({"session_id":"s1","viewport":{"width":1024,"height":768}})"); // get
         auto r = call(api, "computer_action",
                       {{"session_id", "s1"},
@@ -163,7 +164,8 @@ public:
         const auto &image = content.back();
         CPPUNIT_ASSERT_EQUAL(std::string("image"), image.at("type").get<std::string>());
         CPPUNIT_ASSERT_EQUAL(std::string("image/png"), image.at("mimeType").get<std::string>());
-        CPPUNIT_ASSERT_EQUAL(std::string("\x89PNG-bytes"), hangar::cdp::base64_decode(image.at("data").get<std::string>()));
+        CPPUNIT_ASSERT_EQUAL(std::string("\x89PNG-bytes"),
+                             hangar::cdp::base64_decode(image.at("data").get<std::string>()));
         CPPUNIT_ASSERT(content.dump().find("1024x768") != std::string::npos);
     }
 
