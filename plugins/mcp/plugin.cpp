@@ -74,8 +74,8 @@ private:
         res.json({{"jsonrpc", "2.0"}, {"id", nullptr}, {"error", {{"code", code}, {"message", message}}}}, status);
     }
 
-    // Browsers never call this API, but a page on another origin could try (DNS rebinding): an
-    // Origin that is not ours is refused, as the transport asks.
+    // A web page may reach a server on localhost through DNS rebinding: a request whose Origin is
+    // not this server's is refused, as the transport asks.
     static bool origin_ok(const Request &req) {
         auto origin = req.header("Origin");
         return !origin || origin->empty() || *origin == req.base_url();
@@ -99,6 +99,12 @@ private:
         // Another key's session is not found: ids are not passed between callers.
         if (it == sessions_.end() || it->second.key_id != who.first || it->second.project_id != who.second) {
             rpc_error(res, 404, mcp::kInvalidRequest, "no such MCP session (expired or ended); initialize again");
+            return false;
+        }
+        // After initialize the client names the revision it negotiated; another one is invalid.
+        if (auto v = req.header("MCP-Protocol-Version"); v && *v != it->second.protocol_version) {
+            rpc_error(res, 400, mcp::kInvalidRequest,
+                      "MCP-Protocol-Version " + *v + " is not the session's " + it->second.protocol_version);
             return false;
         }
         it->second.last_used = std::chrono::steady_clock::now();
