@@ -139,6 +139,15 @@ PluginRecord &host_record() {
     return rec;
 }
 
+// The address this server reaches itself at, from the host part of `listen`: a wildcard
+// listens on loopback too.
+std::string self_address(std::string host) {
+    if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+    if (host.empty() || host == "0.0.0.0") return "127.0.0.1";
+    if (host == "::") return "::1";
+    return host;
+}
+
 void json_reply(hangar_response *res, int status, const json &body) {
     res->status = status;
     res->content_type = "application/json";
@@ -376,10 +385,12 @@ private:
 
         std::uint16_t port = 0;
         auto server = make_tcp_server(core, cfg->get("server.listen", "127.0.0.1:8080"), port);
-        server->start();
         auto listen = cfg->get("server.listen", "127.0.0.1:8080");
         std::string host = listen.substr(0, listen.rfind(':'));
         core.bound_listen = (host == "0.0.0.0" ? "127.0.0.1" : host) + ":" + std::to_string(port);
+        core.self_host = self_address(host);
+        core.self_port = port;
+        server->start();
         std::cout << "hangar listening on http://" << (host == "0.0.0.0" ? "127.0.0.1" : host) << ":" << port
                   << std::endl;
         std::uint16_t metrics_port = 0;

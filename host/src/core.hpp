@@ -140,6 +140,9 @@ struct HostCore {
     Metrics metrics; // GET /metrics (metrics.cpp)
     std::size_t max_body_bytes = 64u << 20;
     std::string public_url;
+    // Where the API listens (server role; set before the first request), for req_dispatch.
+    std::string self_host;
+    std::uint16_t self_port = 0;
     // Plugins that exist but are switched off, for a 404 that names them, and known API areas.
     std::set<std::string> disabled_plugins;
     std::vector<std::pair<std::string, std::string>> area_prefixes; // path pattern prefix → plugin

@@ -5,6 +5,10 @@
 #include "runtime.hpp"
 #include "util.hpp"
 
+#include <Poco/Net/HTTPClientSession.h>
+#include <Poco/Net/HTTPRequest.h>
+#include <Poco/Net/HTTPResponse.h>
+#include <Poco/StreamCopier.h>
 #include <Poco/Timer.h>
 
 #include <chrono>
@@ -532,6 +536,60 @@ int instance_spec(hangar_plugin_ctx *ctx, hangar_buf *out) {
     });
 }
 
+// Nested dispatches (a plugin dispatching to a route that dispatches again) stop at this depth,
+// so a loop between two routes ends with an error instead of every request thread.
+constexpr int kMaxDispatchDepth = 4;
+constexpr const char *kDispatchDepthHeader = "X-Hangar-Dispatch-Depth";
+
+int req_dispatch(hangar_request *req, hangar_str method, hangar_str path, hangar_str content_type, hangar_str body,
+                 uint32_t timeout_ms, int *out_status, hangar_buf *out_headers, hangar_buf *out_body) {
+    *out_status = 502;
+    auto fail = [&](const std::string &message) {
+        fill(out_body, json{{"code", "upstream_unavailable"}, {"message", message}}.dump());
+        return -1;
+    };
+    auto &core = *req->core;
+    if (core.role != HANGAR_ROLE_SERVER || core.self_port == 0) return fail("no API listener to dispatch to");
+    int depth = 0;
+    try {
+        depth = std::stoi(req->http.get(kDispatchDepthHeader, "0"));
+    } catch (const std::exception &) {
+        depth = 0;
+    }
+    if (depth >= kMaxDispatchDepth) return fail("requests dispatched too deep (a loop between routes?)");
+    std::string target = st(path);
+    if (target.empty() || target.front() != '/') return fail("the path must start with /");
+    try {
+        // Through the listener rather than a call into the router: relays and file answers
+        // write to a real connection, and every step of the middleware runs unchanged.
+        Poco::Net::HTTPClientSession session(core.self_host, core.self_port);
+        session.setTimeout(Poco::Timespan(static_cast<long>(timeout_ms ? timeout_ms : 60000) * 1000));
+        Poco::Net::HTTPRequest inner(st(method), target, Poco::Net::HTTPMessage::HTTP_1_1);
+        inner.setKeepAlive(false);
+        for (const char *name : {"Authorization", "X-Kernel-Project-Id", "User-Agent"})
+            if (req->http.has(name)) inner.set(name, req->http.get(name));
+        inner.set(kDispatchDepthHeader, std::to_string(depth + 1));
+        std::string payload = st(body);
+        if (content_type.len) inner.setContentType(st(content_type));
+        if (!payload.empty() || inner.getMethod() == "POST" || inner.getMethod() == "PUT" ||
+            inner.getMethod() == "PATCH")
+            inner.setContentLength64(static_cast<Poco::Int64>(payload.size()));
+        session.sendRequest(inner) << payload;
+        Poco::Net::HTTPResponse answer;
+        auto &in = session.receiveResponse(answer);
+        std::string bytes;
+        Poco::StreamCopier::copyToString(in, bytes);
+        json headers = json::array();
+        for (const auto &[name, value] : answer)
+            headers.push_back({name, value});
+        *out_status = static_cast<int>(answer.getStatus());
+        fill(out_headers, headers.dump());
+        return fill(out_body, bytes);
+    } catch (const std::exception &e) {
+        return fail(std::string("the dispatched request failed: ") + e.what());
+    }
+}
+
 const hangar_host_v1 kHostTable = {
     HANGAR_ABI_VERSION,
     sizeof(hangar_host_v1),
@@ -587,6 +645,7 @@ const hangar_host_v1 kHostTable = {
     stream_send_with_id,
     relay_observe,
     instance_cgroup,
+    req_dispatch,
 };
 
 } // namespace

@@ -287,6 +287,19 @@ typedef struct hangar_host_v1 {
      * counters (memory.events / memory.oom_control, memory.current, cgroup.procs). Returns -1
      * when the instance is not running or the machine gives it no memory cgroup. */
     int (*instance_cgroup)(hangar_plugin_ctx *ctx, hangar_str id, hangar_buf *out);
+    /* Runs another request through this server's own front door as the caller of `req` (server
+     * role): the host sends it to the address it listens on with `req`'s Authorization and
+     * X-Kernel-Project-Id, so authentication, feature switches, body limit, activity, the owning
+     * plugin's handler and the audit log all apply exactly as to a client's request. For plugins
+     * that offer another protocol over the same operations (the MCP server), which then need
+     * neither another plugin's services nor a second copy of its checks. `path` may carry a
+     * query string (already encoded). Plain answers only: not for SSE or upgrade routes.
+     * `out_status` gets the answer's status, `out_headers` a JSON array of [name, value] pairs
+     * and `out_body` its bytes. Returns -1 when the request could not be made (`out_body` then
+     * says why); timeout_ms 0 = 60 s. */
+    int (*req_dispatch)(hangar_request *req, hangar_str method, hangar_str path, hangar_str content_type,
+                        hangar_str body, uint32_t timeout_ms, int *out_status, hangar_buf *out_headers,
+                        hangar_buf *out_body);
 } hangar_host_v1;
 
 /* ---- what the plugin declares (filled by hangar_plugin_init) ------------------------------- */

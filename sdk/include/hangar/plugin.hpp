@@ -12,6 +12,7 @@
 
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
@@ -155,6 +156,28 @@ private:
     hangar_buf buf_{nullptr, 0};
 };
 
+// The answer to a request dispatched as the caller (Request::dispatch).
+struct Dispatched {
+    int status = 0;
+    std::vector<std::pair<std::string, std::string>> headers;
+    std::string body;
+
+    bool ok() const { return status >= 200 && status < 300; }
+    // The first header of that name, compared without case.
+    std::optional<std::string> header(std::string_view name) const {
+        auto same = [](std::string_view a, std::string_view b) {
+            if (a.size() != b.size()) return false;
+            for (std::size_t i = 0; i < a.size(); ++i)
+                if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i])))
+                    return false;
+            return true;
+        };
+        for (const auto &[k, v] : headers)
+            if (same(k, name)) return v;
+        return std::nullopt;
+    }
+};
+
 class Request {
 public:
     Request(const hangar_host_v1 *host, hangar_request *req) : host_(host), req_(req) {}
@@ -233,6 +256,32 @@ public:
                                    " feature is turned off for this organisation or project by the administrator");
     }
     std::string base_url() const { return std::string(view(host_->req_base_url(req_))); }
+    // Runs `method path` through the server's own router as this request's caller (host function
+    // req_dispatch: auth, feature switches, the owning plugin, audit), for plugins that offer
+    // another protocol over the same operations. Plain answers only. A non-2xx answer is
+    // returned, not thrown; failing to reach the server is a 502.
+    Dispatched dispatch(std::string_view method, std::string_view path, std::string_view body = {},
+                        std::string_view content_type = {}, std::uint32_t timeout_ms = 0) const {
+        if (host_->struct_size < offsetof(hangar_host_v1, req_dispatch) + sizeof(void *))
+            throw Error::not_implemented("this Hangar host cannot dispatch requests (req_dispatch)");
+        Buf headers(host_), out(host_);
+        int status = 0;
+        Dispatched d;
+        if (host_->req_dispatch(req_, str(method), str(path), str(content_type), str(body), timeout_ms, &status,
+                                headers.get(), out.get()) != 0) {
+            json e = json::parse(out.str(), nullptr, false);
+            throw Error(502, "upstream_unavailable",
+                        e.is_object() ? e.value("message", "dispatch failed") : std::string("dispatch failed"));
+        }
+        d.status = status;
+        d.body = out.str();
+        json parsed = json::parse(headers.str(), nullptr, false);
+        if (parsed.is_array())
+            for (const auto &pair : parsed)
+                if (pair.is_array() && pair.size() == 2 && pair[0].is_string() && pair[1].is_string())
+                    d.headers.emplace_back(pair[0].get<std::string>(), pair[1].get<std::string>());
+        return d;
+    }
     hangar_request *raw() const { return req_; }
 
 private:
