@@ -321,6 +321,10 @@ int doctor(Config &cfg, const std::string &exe, const std::vector<std::string> &
         } else if (inst.sandbox_pid > 0) {
             r.fail("instance " + inst.id + " runs without a server (" + sandbox + ")",
                    "start hangar (it stops what a previous run left) or kill " + std::to_string(inst.sandbox_pid));
+        } else if (inst.stray_processes > 0) {
+            r.fail("instance " + inst.id + " runs without a server (" + std::to_string(inst.stray_processes) +
+                       " process(es) left in its cgroup, no sandbox)",
+                   "start hangar (it kills what a previous run left)");
         } else {
             r.warn("instance " + inst.id + " left its folder" + (inst.mounted ? " (still mounted)" : ""),
                    "the next start of hangar removes it");

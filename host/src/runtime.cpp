@@ -1074,6 +1074,18 @@ std::vector<InstanceOnDisk> survey_instances(const std::string &data_dir) {
         } catch (const std::exception &) {
             // the process went away while we looked
         }
+        if (inst.sandbox_pid < 0) {
+            std::set<std::string> stray;
+            for (const char *root : {"/sys/fs/cgroup/hangar/", "/sys/fs/cgroup/memory/hangar/",
+                                     "/sys/fs/cgroup/pids/hangar/", "/sys/fs/cgroup/cpu/hangar/"})
+                try {
+                    for (const auto &tok : split(read_file(root + id + "/cgroup.procs"), '\n'))
+                        if (!trim(tok).empty()) stray.insert(trim(tok));
+                } catch (const std::exception &) {
+                    // no such cgroup
+                }
+            inst.stray_processes = stray.size();
+        }
         found.push_back(inst);
     }
     return found;

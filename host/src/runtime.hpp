@@ -171,6 +171,9 @@ struct InstanceOnDisk {
     bool adopted = false;   // owned by a server that did not start it (adopted at its start)
     bool answers = false;   // orphaned, but its agent answers: the next start adopts it
     bool mounted = false;   // its folder is still a mounted file system
+    // Processes left in its cgroups when no sandbox process runs (its agent died, what it
+    // started did not): only the next start, or a kill, ends them.
+    std::size_t stray_processes = 0;
 };
 std::vector<InstanceOnDisk> survey_instances(const std::string &data_dir);
 
