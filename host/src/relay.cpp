@@ -62,8 +62,9 @@ std::string target_uri(const hangar_request &req, const std::string &path) {
     return path + "?" + req.query_string;
 }
 
-// Upgrades relayed server → agent → loopback port ask the agent to hand back the connected
-// upstream socket (SCM_RIGHTS) instead of splicing it, so CDP frames cross one relay, not two.
+// Upgrades relayed server → agent → loopback port or unix socket in the instance ask the agent to
+// hand back the connected upstream socket (SCM_RIGHTS) instead of splicing it, so CDP (and BiDi)
+// frames cross one relay, not two.
 constexpr const char *kPassFdHeader = "X-Hangar-Pass-Fd";
 constexpr char kPassFdMarker = 'F';
 
@@ -140,8 +141,7 @@ int relay(hangar_request &req, hangar_response &res, const Upstream &up, const s
         // Forward the request head as received, with Host rewritten (Chromium only accepts
         // loopback Host headers) and the path replaced.
         const bool upgrade = req.http.has("Upgrade");
-        const bool pass_back =
-            core.role == HANGAR_ROLE_INSTANCE && !up.unix_socket && upgrade && req.http.has(kPassFdHeader);
+        const bool pass_back = core.role == HANGAR_ROLE_INSTANCE && upgrade && req.http.has(kPassFdHeader);
         const bool ask_for_fd = core.role == HANGAR_ROLE_SERVER && up.unix_socket && upgrade;
         std::ostringstream head;
         head << req.method << ' ' << target_uri(req, path) << " HTTP/1.1\r\n";

@@ -6,11 +6,17 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 
-import { NotFoundError } from '@onkernel/sdk';
-
 import { BidiClient } from './lib/bidi.mjs';
 import { CdpClient, openWebSocket } from './lib/cdp.mjs';
-import { descendants, startServer, startTestPages, TEST_PAGE_TITLE, waitFor } from './lib/server.mjs';
+import {
+  descendants,
+  sessionExists,
+  startServer,
+  startTestPages,
+  TEST_PAGE_TITLE,
+  waitFor,
+  withBrowser as sharedWithBrowser,
+} from './lib/server.mjs';
 
 let server;
 let pages;
@@ -27,24 +33,8 @@ after(async () => {
   await server?.stop();
 });
 
-async function withBrowser(params, fn) {
-  const b = await client.browsers.create({ headless: true, ...params });
-  try {
-    return await fn(b);
-  } finally {
-    await client.browsers.deleteByID(b.session_id).catch(() => {});
-  }
-}
-
-async function exists(id) {
-  try {
-    await client.browsers.retrieve(id);
-    return true;
-  } catch (err) {
-    if (err instanceof NotFoundError) return false;
-    throw err;
-  }
-}
+const withBrowser = (params, fn) => sharedWithBrowser(client, params, fn);
+const exists = (id) => sessionExists(client, id);
 
 /** The BiDi mapper processes (node mapper.mjs) under this server. */
 const mappers = () => descendants(server.pid).filter((p) => /mapper\.mjs/.test(p.cmd));
@@ -201,7 +191,11 @@ describe('webdriver_ws_url', () => {
         const { context } = await bidi.start();
         // Twice its timeout with no API call and no other connection.
         await new Promise((r) => setTimeout(r, 22_000));
-        assert.ok(await exists(held.session_id), 'an open BiDi connection keeps the session alive');
+        if (!(await exists(held.session_id))) {
+          const ended = await client.browsers.retrieve(held.session_id, { include_deleted: true });
+          assert.fail(`ended while a BiDi connection was open (socket ${JSON.stringify(bidi.closed ?? 'open')}, ` +
+            `deleted_at ${ended.deleted_at}, ${Date.now() - t0} ms after connecting)`);
+        }
         const r = await bidi.send('script.evaluate', { expression: '6 * 7', target: { context }, awaitPromise: false });
         assert.equal(r.result.value, 42);
         assert.ok(Date.now() - t0 >= 20_000);

@@ -8,7 +8,7 @@ import puppeteer from 'puppeteer-core';
 
 import { BidiClient } from './lib/bidi.mjs';
 import { CdpClient, openWebSocket } from './lib/cdp.mjs';
-import { startServer, startTestPages, TEST_PAGE_TITLE } from './lib/server.mjs';
+import { startServer, startTestPages, TEST_PAGE_TITLE, withBrowser as sharedWithBrowser } from './lib/server.mjs';
 
 let server;
 let pages;
@@ -26,14 +26,7 @@ after(async () => {
 });
 
 /** Creates a browser for the duration of `fn`, then deletes it. */
-async function withBrowser(params, fn) {
-  const b = await client.browsers.create({ headless: true, ...params });
-  try {
-    return await fn(b);
-  } finally {
-    await client.browsers.deleteByID(b.session_id).catch(() => {});
-  }
-}
+const withBrowser = (params, fn) => sharedWithBrowser(client, params, fn);
 
 describe('Playwright connectOverCDP', () => {
   test('ws form: one context, one page; opens a local page and reads its title', async () => {

@@ -56,6 +56,7 @@ async function serve(client, url) {
   const close = (code, reason) => {
     if (closed) return;
     closed = true;
+    if (code !== 1000) process.stderr.write(`bidi: closing a session: ${code} ${reason}\n`);
     try {
       mapper?.close();
     } catch {}
@@ -88,12 +89,25 @@ async function serve(client, url) {
     const port = Number(query.get('port'));
     const path = query.get('path');
     const endpoint = port > 0 && port < 65536 && path?.startsWith('/devtools/') ? `ws://127.0.0.1:${port}${path}` : cdpEndpoint;
-    cdp = new WebSocket(endpoint, { perMessageDeflate: false, maxPayload: 256 * 1024 * 1024 });
-    await new Promise((resolve, reject) => {
-      cdp.once('open', resolve);
-      cdp.once('error', reject);
-    });
-    if (closed) return;
+    const dial = (url) =>
+      new Promise((resolve, reject) => {
+        const ws = new WebSocket(url, { perMessageDeflate: false, maxPayload: 256 * 1024 * 1024 });
+        ws.once('open', () => resolve(ws));
+        ws.once('error', reject);
+      });
+    try {
+      cdp = await dial(endpoint);
+    } catch (err) {
+      // The Chromium the agent named went away (a restart under way): the agent's /cdp waits for
+      // the current one.
+      if (endpoint === cdpEndpoint) throw err;
+      process.stderr.write(`bidi: ${endpoint} refused (${err?.message ?? err}); trying the agent's /cdp\n`);
+      cdp = await dial(cdpEndpoint);
+    }
+    if (closed) {
+      cdp.close(); // the client left while we dialled
+      return;
+    }
     let onCdpMessage = null;
     cdp.on('message', (data) => onCdpMessage?.(data.toString()));
     cdp.on('close', () => close(1011, 'the browser connection closed (Chromium restarted or the session ended)'));

@@ -16,7 +16,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 
-import Kernel from '@onkernel/sdk';
+import Kernel, { NotFoundError } from '@onkernel/sdk';
 
 const execFileP = promisify(execFile);
 const here = dirname(fileURLToPath(import.meta.url));
@@ -366,4 +366,25 @@ export async function rejectsWith(promise, Class, code) {
   assert.ok(err instanceof Class, `expected ${Class.name}, got ${err?.constructor?.name}: ${err?.message}`);
   if (code) assert.equal(err.error?.code, code, JSON.stringify(err.error));
   return err;
+}
+
+/** Creates a headless browser with `client` for the duration of `fn`, then deletes it. */
+export async function withBrowser(client, params, fn) {
+  const b = await client.browsers.create({ headless: true, ...params });
+  try {
+    return await fn(b);
+  } finally {
+    await client.browsers.deleteByID(b.session_id).catch(() => {});
+  }
+}
+
+/** Whether the session is active (retrieve answers), false on 404. */
+export async function sessionExists(client, id) {
+  try {
+    await client.browsers.retrieve(id);
+    return true;
+  } catch (err) {
+    if (err instanceof NotFoundError) return false;
+    throw err;
+  }
 }
