@@ -231,6 +231,12 @@ describe('request signing and proxy CA bundles', () => {
       } finally {
         await spares.client.browsers.deleteByID(b.session_id);
       }
+      // Stop only once the replacement spare is up: a server stopped while a spare is still
+      // starting has left that instance's folder mounted (EBUSY on cleanup), a runtime matter.
+      await waitFor(() => (instances().length === 2 && !instances().includes(b.session_id) ? true : null), {
+        timeoutMs: 90_000,
+        what: 'the replacement spare',
+      });
     } finally {
       await spares.stop();
     }
