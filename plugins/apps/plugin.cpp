@@ -528,6 +528,10 @@ private:
             env[key] = std::string(p.data);
         }
         v.throw_if_failed("invalid deployment");
+        if (ep.extension() == ".py")
+            throw Error::not_implemented("Python apps are not implemented yet: a venv per deployment, pip install from "
+                                         "requirements.txt/pyproject.toml and the Python runner are missing; deploy a "
+                                         "TypeScript or JavaScript entrypoint");
         if (file->data.size() > max_archive_bytes_)
             throw Error(413, "payload_too_large",
                         "the archive is larger than " + std::to_string(max_archive_bytes_) +
@@ -719,11 +723,8 @@ private:
             return "the entrypoint " + entry +
                    " is not in the archive (entrypoint_rel_path is relative to the zip's root)";
         std::string ext = fs::path(entry).extension().string();
-        if (ext == ".py")
-            return "Python apps are not supported by this server yet (not_implemented: a venv per deployment, pip "
-                   "install and the Python runner); deploy a TypeScript or JavaScript app";
         if (ext != ".ts" && ext != ".mts" && ext != ".js" && ext != ".mjs" && ext != ".cjs" && ext != ".cts")
-            return "the entrypoint " + entry + " is neither TypeScript/JavaScript nor Python";
+            return "the entrypoint " + entry + " is not TypeScript or JavaScript (.ts, .mts, .cts, .js, .mjs, .cjs)";
         if (!fs::exists(src + "/package.json"))
             return "no package.json at the root of the archive (a TypeScript/JavaScript app needs one, with a "
                    "package-lock.json)";

@@ -4,7 +4,7 @@
 // `new Kernel()` reaches this server: one creates a browser with invocation_id, opens a page the
 // test serves and returns its title. Sync and async invocations, events with replay, cancel
 // (its browser goes), timeout, thrown errors, env vars (redacted in responses), the bad-input
-// rules, a redeploy superseding the previous deployment.
+// rules, the project's concurrency cap (429), a redeploy superseding the previous deployment.
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { execFileSync } from 'node:child_process';
@@ -14,7 +14,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, test } from 'node:test';
 
-import { BadRequestError, NotFoundError, toFile } from '@onkernel/sdk';
+import { BadRequestError, InternalServerError, NotFoundError, RateLimitError, toFile } from '@onkernel/sdk';
 
 import { TEST_PAGE_TITLE, rejectsWith, startServer, startTestPages, waitFor } from './lib/server.mjs';
 
@@ -157,6 +157,22 @@ test('async invocation: 202 queued, browsers listed while it runs, cancel kills 
   for await (const i of client.invocations.list({ status: 'running', app_name: 'fixture-ts' })) listed.push(i.id);
   assert.ok(listed.includes(inv.id));
 
+  // the project's cap on concurrent invocations: over it, 429 at once (not retried by the SDK)
+  const projects = [];
+  for await (const p of client.projects.list()) projects.push(p);
+  const project = projects[0].id;
+  await client.projects.limits.update(project, { max_concurrent_invocations: 1 });
+  try {
+    const over = await rejectsWith(
+      client.invocations.create({ app_name: 'fixture-ts', action_name: 'env', version: 'latest' }),
+      RateLimitError,
+      'rate_limited',
+    );
+    assert.match(over.message, /1 invocations already/);
+  } finally {
+    await client.projects.limits.update(project, { max_concurrent_invocations: null });
+  }
+
   const cancelled = await client.invocations.update(inv.id, { status: 'failed' });
   assert.equal(cancelled.status, 'failed');
   const events = await following;
@@ -226,6 +242,17 @@ test('bad input: unknown ids, apps and actions, payloads, archives', async () =>
     BadRequestError,
   );
   await rejectsWith(client.deployments.create({ entrypoint_rel_path: 'index.ts' }), BadRequestError);
+  // Python apps are not implemented: 501 naming what is missing
+  const py = await rejectsWith(
+    client.deployments.create(
+      { file: await toFile(zipFiles({ 'main.py': '' }), 'app.zip'), entrypoint_rel_path: 'main.py' },
+      { maxRetries: 0 },
+    ),
+    InternalServerError,
+    'not_implemented',
+  );
+  assert.equal(py.status, 501);
+  assert.match(py.message, /Python apps/);
 
   // an entrypoint not in the archive, and no lockfile: failed with a reason
   const missing = await deploy(zipFiles({ 'package.json': '{}', 'other.ts': '' }));
