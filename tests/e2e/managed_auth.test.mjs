@@ -4,7 +4,7 @@
 // plus one ordinary browser for the "the profile is logged in" check.
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -32,6 +32,7 @@ let configDir;
 before(async () => {
   // The shipped configuration, with health checks allowed every 2 s (300 s is the shipped minimum).
   configDir = mkdtempSync(join(tmpdir(), 'hangar-auth-etc-'));
+  chmodSync(configDir, 0o755); // the instances' agents (another user) read it too
   cpSync(join(repoRoot, 'etc'), configDir, { recursive: true });
   const ini = join(configDir, 'plugins.d/managed_auth.ini');
   writeFileSync(ini, readFileSync(ini, 'utf8').replace(/min_health_check_interval = \d+/, 'min_health_check_interval = 2'));
