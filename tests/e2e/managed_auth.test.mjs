@@ -335,7 +335,11 @@ describe('hosted login page', () => {
       await page.fill('form input[name="identifier"]', USER);
       await page.fill('form input[name="password"]', PASSWORD);
       await page.click('form button[type="submit"]');
-      await page.waitForURL((u) => u.toString().startsWith(successUrl), { timeout: 60_000 });
+      // The flow still has to sign in, reload and archive the profile: slow on a loaded machine.
+      await page.waitForURL((u) => u.toString().startsWith(successUrl), { timeout: 120_000 }).catch(async (e) => {
+        const state = await kernel.auth.connections.retrieve(c.id);
+        throw new Error(`${e.message}; page says "${await page.locator('#status').textContent()}"; flow ${JSON.stringify(state)}`);
+      });
       const u = new URL(page.url());
       assert.equal(u.searchParams.get('profile_name'), 'hosted');
       assert.equal(u.searchParams.get('domain'), '127.0.0.1');
