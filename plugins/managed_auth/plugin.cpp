@@ -641,7 +641,11 @@ private:
         if (!claims || claims->value("typ", "") != "managed_auth_flow" || claims->value("cid", "") != req.param("id"))
             throw Error(401, "invalid_flow_token", "missing, invalid or expired API key or flow token");
         auto flow = current_flow(req.param("id"));
-        flow_must_run(flow, claims->value("fid", ""));
+        // The page must still see how its flow ended (SUCCESS or FAILED) to redirect; submits,
+        // expired, canceled and superseded flows get 410.
+        bool read_outcome = req.method() == "GET" && flow && flow->id == claims->value("fid", "") && flow->done &&
+                            (flow->ended == "SUCCESS" || flow->ended == "FAILED");
+        if (!read_outcome) flow_must_run(flow, claims->value("fid", ""));
         return require(flow->project, flow->connection_id);
     }
 
