@@ -166,7 +166,7 @@ test-e2e: setup-npm
 
 # pytest's exit status is the stage's: a failure (1) or no test collected (5) fails `make test`.
 test-python: setup-pyvenv
-	cd tests/python && HANGAR_BIN=$(abspath $(BUILD_DIR))/bin/hangar .venv/bin/python -m pytest -q -p no:cacheprovider
+	cd tests/python && HANGAR_BIN=$(abspath $(BUILD_DIR))/bin/hangar timeout 600 .venv/bin/python -m pytest -q -p no:cacheprovider
 
 test-asan: setup-apt
 	@[ -f $(ASAN_DIR)/CMakeCache.txt ] || cmake -S . -B $(ASAN_DIR) -DCMAKE_BUILD_TYPE=Debug -DHANGAR_SANITIZE=ON

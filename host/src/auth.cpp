@@ -143,6 +143,22 @@ std::variant<Caller, AuthFailure> Auth::authenticate(const std::optional<std::st
         if (p.empty()) return AuthFailure{500, "internal", "the organisation has no default project"};
         caller.project_id = p[0]["id"];
     }
+    complete(caller);
+    return caller;
+}
+
+std::optional<Caller> Auth::caller_for_project(const std::string &project_id) const {
+    auto p = store_.exec("SELECT org_id FROM projects WHERE id = ? AND deleted_at IS NULL", {project_id});
+    if (p.empty()) return std::nullopt;
+    Caller caller;
+    caller.org_id = p[0]["org_id"];
+    caller.project_id = project_id;
+    caller.project_scoped = true;
+    complete(caller);
+    return caller;
+}
+
+void Auth::complete(Caller &caller) const {
     auto limits =
         store_.exec("SELECT p.name, p.max_concurrent_sessions AS own, o.default_project_max_concurrent_sessions"
                     " AS fallback FROM projects p JOIN orgs o ON o.id = p.org_id WHERE p.id = ?",
@@ -157,7 +173,6 @@ std::variant<Caller, AuthFailure> Auth::authenticate(const std::optional<std::st
         auto parsed = nlohmann::json::parse(e[0].value("entitlements", "{}"), nullptr, false);
         if (parsed.is_object()) caller.entitlements.update(parsed);
     }
-    return caller;
 }
 
 long long Auth::effective_session_cap(const nlohmann::json &project_cap, const nlohmann::json &org_default) const {

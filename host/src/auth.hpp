@@ -48,6 +48,10 @@ public:
     std::variant<Caller, AuthFailure> authenticate(const std::optional<std::string> &authorization,
                                                    const std::optional<std::string> &project_header) const;
 
+    // The caller a browser's capability token stands for: its project, no key (direct-to-browser
+    // routes, direct_vm.cpp). Nullopt when the project is gone.
+    std::optional<Caller> caller_for_project(const std::string &project_id) const;
+
     // Admin operations (the `hangar admin` command).
     std::string create_project(const std::string &name, const std::string &org_id = "");
     // Returns the plaintext key; only its hash is stored.
@@ -65,6 +69,7 @@ public:
     long long effective_session_cap(const nlohmann::json &project_cap, const nlohmann::json &org_default) const;
 
 private:
+    void complete(Caller &caller) const; // project name, cap and entitlements
     std::string insert_key(const std::string &id, const std::string &org, const std::string &project,
                            const std::string &name, const std::string &plaintext);
     Store &store_;

@@ -1,5 +1,6 @@
 #include "http.hpp"
 
+#include "direct_vm.hpp"
 #include "util.hpp"
 
 #include <Poco/Net/HTTPRequestHandler.h>
@@ -259,9 +260,15 @@ private:
     }
 
     void dispatch(hangar_request &req, hangar_response &res) {
+        // {base_url}/fs/... with the browser's token: the same route, the session's project as caller.
+        if (direct_vm_request(core_, req, res)) {
+            if (!req.caller) return; // refused
+            apply_feature_config(*req.caller);
+            req.caller_json = req.caller->to_json().dump();
+        }
         auto found = core_.router.find(req.method, req.raw_path);
         if (auto *miss = std::get_if<Router<RouteTarget>::Miss>(&found)) {
-            if (core_.role == HANGAR_ROLE_SERVER && !authenticate(req, res)) return;
+            if (core_.role == HANGAR_ROLE_SERVER && !req.caller && !authenticate(req, res)) return;
             if (*miss == Router<RouteTarget>::Miss::WrongMethod) {
                 std::string allowed;
                 for (auto &m : core_.router.allowed_methods(req.raw_path))
@@ -287,9 +294,10 @@ private:
         req.route_flags = target.flags;
         req.route = match.pattern;
 
-        if (core_.role == HANGAR_ROLE_SERVER && (target.flags & HANGAR_ROUTE_OPTIONAL_AUTH))
-            authenticate_optional(req);
-        else if (core_.role == HANGAR_ROLE_SERVER && !(target.flags & HANGAR_ROUTE_PUBLIC) && !authenticate(req, res))
+        if (core_.role == HANGAR_ROLE_SERVER && (target.flags & HANGAR_ROUTE_OPTIONAL_AUTH)) {
+            if (!req.caller) authenticate_optional(req);
+        } else if (core_.role == HANGAR_ROLE_SERVER && !(target.flags & HANGAR_ROUTE_PUBLIC) && !req.caller &&
+                   !authenticate(req, res))
             return;
         if (req.caller && target.plugin) {
             // The operator's "insufficient permissions or plan": a feature area (a plugin) switched

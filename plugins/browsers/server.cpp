@@ -216,6 +216,13 @@ void BrowsersPlugin::start_server() {
         remove_session(in.value("project_id", ""), in.value("id", ""));
         return json::object();
     });
+    // For the host's direct-to-browser routes (host/src/direct_vm.cpp): whose an active session is.
+    service("browsers.session_owner", [this](const json &in) {
+        auto rows = sql("SELECT project_id FROM browsers_sessions WHERE id = ? AND deleted_at IS NULL",
+                        {in.value("session_id", "")});
+        if (rows.empty()) throw Error::not_found("browser session not found");
+        return json{{"project_id", rows[0].at("project_id")}};
+    });
 
     route("POST", "/browser_pools", [this](Request &q, Response &r) { pool_create(q, r); });
     route("GET", "/browser_pools", [this](Request &q, Response &r) { pool_list(q, r); });

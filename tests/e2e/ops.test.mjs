@@ -48,8 +48,8 @@ describe('operations: metrics, health, JSON logs', () => {
         HANGAR_MAX_BROWSERS_PER_PROJECT: '2',
       },
     });
-    const m = /hangar metrics on port (\d+)/.exec(server.output());
-    assert.ok(m, 'the server prints the metrics port');
+    // Printed just after the listening line startServer waits for.
+    const m = await waitFor(() => /hangar metrics on port (\d+)/.exec(server.output()), { what: 'the metrics port line' });
     metricsPort = Number(m[1]);
   });
   after(async () => {

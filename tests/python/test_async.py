@@ -33,7 +33,7 @@ async def test_async_core_flow(server) -> None:
             r = await client.browsers.process.exec(s.session_id, command="echo", args=["from-async"])
             assert r.exit_code == 0 and base64.b64decode(r.stdout_b64 or "") == b"from-async\n"
 
-            stream = await client.browsers.logs.stream(s.session_id, source="path", path="/home/kernel/async.txt")
+            stream = await client.browsers.logs.stream(s.session_id, source="path", path="/home/kernel/async.txt", follow=False)
             assert [e.message async for e in stream] == ["async"]
 
             png = await client.browsers.computer.capture_screenshot(s.session_id)

@@ -160,3 +160,24 @@ def test_load_extensions_into_running_browser(client: Kernel, browser) -> None:
     assert raw.status_code in (201, 204)
     names = sorted(f.name for f in client.browsers.fs.list_files(browser.session_id, path="/home/kernel/extensions"))
     assert names == ["py-one", "py-two"]
+
+
+def test_direct_to_browser_routes(client: Kernel, browser) -> None:
+    """The SDK sends fs/process/computer/playwright/logs calls to the browser's base_url with the
+    jwt of cdp_ws_url (no API key) once it knows the browser; Hangar serves them there."""
+    import httpx
+    from urllib.parse import parse_qs, urlparse
+
+    jwt = parse_qs(urlparse(browser.cdp_ws_url).query)["jwt"][0]
+    base = browser.base_url
+    assert base and base.endswith(f"/browser/vm/{browser.session_id}")
+    client.browsers.fs.write_file(browser.session_id, contents=b"direct", path="/home/kernel/direct.txt")
+    r = httpx.get(f"{base}/fs/read_file", params={"path": "/home/kernel/direct.txt", "jwt": jwt})
+    assert r.status_code == 200 and r.content == b"direct"
+    r = httpx.post(f"{base}/process/exec", params={"jwt": jwt}, json={"command": "echo", "args": ["vm"]})
+    assert r.status_code == 200 and base64.b64decode(r.json()["stdout_b64"]) == b"vm\n"
+    # A wrong or missing token is a 401 before anything runs (the SDK then retries on the API).
+    assert httpx.get(f"{base}/fs/read_file", params={"path": "/home/kernel/direct.txt", "jwt": "x"}).status_code == 401
+    assert httpx.get(f"{base}/fs/read_file", params={"path": "/home/kernel/direct.txt"}).status_code == 401
+    # A client that never retries works only if the direct route answers (max_retries=0 here).
+    assert client.browsers.fs.read_file(browser.session_id, path="/home/kernel/direct.txt").read() == b"direct"

@@ -83,8 +83,8 @@ inline const Part *find_part(const std::vector<Part> &parts, std::string_view na
 // The elements of an array of objects sent as parts, each a field → part map, in index order.
 // Every encoding the Kernel SDKs use is read: `files[0][dest_path]` (TypeScript, Python),
 // `files.0.dest_path` and `files[0].dest_path` (Go, indices), and the index-less `files.dest_path`
-// / `files[][dest_path]` (Go's default "comma" form), where the n-th occurrence of a field
-// belongs to the n-th element. At most 6 index digits: a longer index is not an element.
+// (Go's default "comma" form) / `files[][dest_path]` (the Python SDK's brackets form), where the
+// n-th occurrence of a field belongs to the n-th element. At most 6 index digits: a longer index is not an element.
 struct IndexedElement {
     std::string label; // "files[0]", for error messages
     std::map<std::string, const Part *, std::less<>> fields;
@@ -92,6 +92,7 @@ struct IndexedElement {
 inline std::vector<IndexedElement> indexed_parts(const std::vector<Part> &parts, std::string_view array) {
     std::map<long, IndexedElement> indexed;
     std::vector<IndexedElement> positional;
+    std::map<std::string, std::size_t> seen;
     for (const auto &p : parts) {
         std::string_view n = p.name;
         if (n.substr(0, array.size()) != array) continue;
@@ -127,9 +128,11 @@ inline std::vector<IndexedElement> indexed_parts(const std::vector<Part> &parts,
         }
         if (field.empty()) continue;
         if (index.empty()) {
-            // Index-less: a field the latest element already has starts the next element.
-            if (positional.empty() || positional.back().fields.count(field)) positional.emplace_back();
-            positional.back().fields[field] = &p;
+            // Index-less: the n-th occurrence of a field belongs to the n-th element, whether the
+            // parts come interleaved (Go) or field by field (the Python SDK: data, then files).
+            std::size_t n = seen[field]++;
+            if (positional.size() <= n) positional.resize(n + 1);
+            positional[n].fields[field] = &p;
         } else if (digits(index)) {
             auto &e = indexed[std::stol(index)];
             e.fields[field] = &p;
