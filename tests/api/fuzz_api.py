@@ -42,6 +42,7 @@ def start_server(binary: Path, out_dir: Path):
                HANGAR_DATA_DIR=str(data_dir),
                HANGAR_API_KEY=key,
                HANGAR_WARM_SPARES="0",
+               HANGAR_KEEP_SESSIONS_ON_STOP="0",  # its SIGTERM ends every session
                HANGAR_MAX_BROWSERS_PER_PROJECT="1",
                HANGAR_LOG_LEVEL="information")
     log = open(out_dir / "hangar.log", "w")

@@ -62,6 +62,7 @@ def server() -> Iterator[Server]:
         HANGAR_DATA_DIR=data_dir,
         HANGAR_API_KEY=api_key,
         HANGAR_WARM_SPARES="0",
+        HANGAR_KEEP_SESSIONS_ON_STOP="0",  # its SIGTERM ends every session
         HANGAR_SANDBOX_ALLOW_HOST_PORTS=f"{ALLOWED_PORTS[0]}-{ALLOWED_PORTS[1]}",
     )
     proc = subprocess.Popen([HANGAR_BIN, "serve"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
