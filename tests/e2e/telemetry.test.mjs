@@ -392,15 +392,17 @@ describe('system_oom_kill', () => {
           oom = events.find((e) => e.event.type === 'system_oom_kill');
           return oom;
         },
-        { what: 'system_oom_kill', timeoutMs: 30_000 },
+        { what: 'system_oom_kill', timeoutMs: 60_000 },
       );
       assert.equal(oom.event.category, 'system');
       assert.equal(oom.event.data.process_name, 'python3');
       assert.equal(oom.event.data.pid, spawned.pid, 'the pid as the sandbox sees it');
       assert.ok(oom.event.data.rss_kb > 100_000, JSON.stringify(oom.event.data));
       assert.equal(oom.event.data.constraint, 'memcg');
-      const status = await small.client.browsers.process.status(spawned.process_id, { id: b.session_id });
-      assert.notEqual(status.state, 'running');
+      await waitFor(
+        async () => (await small.client.browsers.process.status(spawned.process_id, { id: b.session_id })).state !== 'running',
+        { what: 'the killed process seen as ended', timeoutMs: 10_000 },
+      );
       await small.client.browsers.deleteByID(b.session_id);
     } finally {
       await small.stop();
