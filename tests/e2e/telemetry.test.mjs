@@ -183,7 +183,10 @@ describe('capture from a real page', () => {
   });
 
   test('control: every per-browser API call as api_call with its operation, status and duration', async () => {
-    const control = await allEvents(id, { category: ['control'] });
+    const all = await allEvents(id, { category: ['control'] });
+    // The user's Playwright commands are control events too (cdp_command, tested below).
+    assert.ok(all.some((e) => e.event.type === 'cdp_command'));
+    const control = all.filter((e) => e.event.type === 'api_call');
     const write = control.find((e) => e.event.data.operation_id === 'fsWriteFile');
     assert.ok(write, JSON.stringify(control.map((e) => e.event.data.operation_id)));
     assert.equal(write.event.type, 'api_call');
