@@ -183,7 +183,10 @@ describe('capture from a real page', () => {
   });
 
   test('control: every per-browser API call as api_call with its operation, status and duration', async () => {
-    const control = await allEvents(id, { category: ['control'] });
+    const all = await allEvents(id, { category: ['control'] });
+    // The user's Playwright commands are control events too (cdp_command, tested below).
+    assert.ok(all.some((e) => e.event.type === 'cdp_command'));
+    const control = all.filter((e) => e.event.type === 'api_call');
     const write = control.find((e) => e.event.data.operation_id === 'fsWriteFile');
     assert.ok(write, JSON.stringify(control.map((e) => e.event.data.operation_id)));
     assert.equal(write.event.type, 'api_call');
@@ -392,15 +395,17 @@ describe('system_oom_kill', () => {
           oom = events.find((e) => e.event.type === 'system_oom_kill');
           return oom;
         },
-        { what: 'system_oom_kill', timeoutMs: 30_000 },
+        { what: 'system_oom_kill', timeoutMs: 60_000 },
       );
       assert.equal(oom.event.category, 'system');
       assert.equal(oom.event.data.process_name, 'python3');
       assert.equal(oom.event.data.pid, spawned.pid, 'the pid as the sandbox sees it');
       assert.ok(oom.event.data.rss_kb > 100_000, JSON.stringify(oom.event.data));
       assert.equal(oom.event.data.constraint, 'memcg');
-      const status = await small.client.browsers.process.status(spawned.process_id, { id: b.session_id });
-      assert.notEqual(status.state, 'running');
+      await waitFor(
+        async () => (await small.client.browsers.process.status(spawned.process_id, { id: b.session_id })).state !== 'running',
+        { what: 'the killed process seen as ended', timeoutMs: 10_000 },
+      );
       await small.client.browsers.deleteByID(b.session_id);
     } finally {
       await small.stop();
