@@ -387,7 +387,6 @@ private:
         auto server = make_tcp_server(core, cfg->get("server.listen", "127.0.0.1:8080"), port);
         auto listen = cfg->get("server.listen", "127.0.0.1:8080");
         std::string host = listen.substr(0, listen.rfind(':'));
-        core.bound_listen = (host == "0.0.0.0" ? "127.0.0.1" : host) + ":" + std::to_string(port);
         core.self_host = self_address(host);
         core.self_port = port;
         server->start();

@@ -119,8 +119,6 @@ struct HostCore {
     Config &config;
     Poco::Logger &log;
     std::string data_dir; // server role
-    // host:port the API listens on once bound (port 0 resolved); plugins read `server.bound_listen`.
-    std::string bound_listen;
     std::string instance_dir; // instance role
     std::unique_ptr<Store> store;
     std::unique_ptr<Auth> auth;
@@ -140,7 +138,8 @@ struct HostCore {
     Metrics metrics; // GET /metrics (metrics.cpp)
     std::size_t max_body_bytes = 64u << 20;
     std::string public_url;
-    // Where the API listens (server role; set before the first request), for req_dispatch.
+    // Where the API listens (server role; set before the first request), for req_dispatch and
+    // for plugins that read `server.bound_listen` (host:port, port 0 resolved).
     std::string self_host;
     std::uint16_t self_port = 0;
     // Plugins that exist but are switched off, for a 404 that names them, and known API areas.

@@ -157,7 +157,11 @@ int config_get(hangar_plugin_ctx *ctx, hangar_str key, hangar_buf *out) {
     if (k == "server.data_dir" && !ctx->core->data_dir.empty()) return fill(out, ctx->core->data_dir);
     // Whether the server is stopping for a restart that adopts its instances (see app.cpp).
     if (k == "runtime.stopping_keeps_sessions") return fill(out, ctx->core->stopping_keeps_sessions ? "true" : "false");
-    if (k == "server.bound_listen" && !ctx->core->bound_listen.empty()) return fill(out, ctx->core->bound_listen);
+    if (k == "server.bound_listen" && ctx->core->self_port != 0) {
+        const auto &h = ctx->core->self_host;
+        return fill(out, (h.find(':') != std::string::npos ? "[" + h + "]" : h) + ":" +
+                             std::to_string(ctx->core->self_port));
+    }
     if (auto v = cfg.get(ctx->plugin->name + "." + k)) return fill(out, *v);
     if (auto v = cfg.get(k)) return fill(out, *v);
     return -1;
