@@ -4,7 +4,7 @@
 // (publishing state, waiting for input, credential values), so it owns no thread or store.
 #pragma once
 
-#include "model.hpp"
+#include "managed_auth_model.hpp"
 
 #include <functional>
 #include <optional>

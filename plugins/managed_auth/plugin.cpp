@@ -8,7 +8,7 @@
 // through instance_call, so the server never dials a sandboxed DevTools port.
 #include "engine.hpp"
 #include "hosted_page.hpp"
-#include "model.hpp"
+#include "managed_auth_model.hpp"
 
 #include <hangar/cdp.hpp>
 #include <hangar/plugin.hpp>

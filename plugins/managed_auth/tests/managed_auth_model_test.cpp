@@ -1,7 +1,7 @@
 // Unit tests of the managed_auth plugin's model: request rules, the domain allow-list (with the
 // built-in identity providers), classification of discovered inputs, MFA/SSO labels, credential
 // values (one-time codes never from storage), submit rules and can_reauth.
-#include "model.hpp"
+#include "managed_auth_model.hpp"
 
 #include <cppunit/TestFixture.h>
 #include <cppunit/extensions/HelperMacros.h>

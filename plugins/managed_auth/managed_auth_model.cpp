@@ -1,4 +1,4 @@
-#include "model.hpp"
+#include "managed_auth_model.hpp"
 
 #include <hangar/resource.hpp>
 
