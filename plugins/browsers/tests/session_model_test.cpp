@@ -183,7 +183,9 @@ public:
         // Telemetry is the telemetry plugin's: the model only says whether it would capture.
         CPPUNIT_ASSERT(parse_create(parse(R"({"telemetry":{"enabled":true}})")).telemetry_captures);
         CPPUNIT_ASSERT(parse_create(parse(R"({"telemetry":{"browser":{"console":{}}}})")).telemetry_captures);
-        expect_error([] { parse_create(parse(R"({"invocation_id":"inv"})")); }, 501);
+        // An invocation id is taken as it is; the apps plugin checks it is the project's and running.
+        CPPUNIT_ASSERT_EQUAL(std::string("inv"), *parse_create(parse(R"({"invocation_id":"inv"})")).invocation_id);
+        expect_error([] { parse_create(parse(R"({"persistence":{"id":"p"}})")); }, 501);
         expect_error([] { parse_create(parse(R"({"gpu":true})")); }, 501);
         // Telemetry that would capture nothing is fine.
         CPPUNIT_ASSERT(!parse_create(parse(R"({"telemetry":{}})")).telemetry_captures);
