@@ -6,8 +6,8 @@
 #include "auth.hpp"
 #include "config.hpp"
 #include "event_loop.hpp"
-#include "relay_watch.hpp"
 #include "metrics.hpp"
+#include "relay_watch.hpp"
 #include "router.hpp"
 #include "store.hpp"
 #include "tokens.hpp"
@@ -118,7 +118,7 @@ struct HostCore {
     hangar_role role;
     Config &config;
     Poco::Logger &log;
-    std::string data_dir; // server role
+    std::string data_dir;     // server role
     std::string instance_dir; // instance role
     std::unique_ptr<Store> store;
     std::unique_ptr<Auth> auth;

@@ -186,7 +186,8 @@ void Metrics::observe_request(const std::string &method, const std::string *rout
     key.append(1, '\n').append(r).append(1, '\n').append(s);
     std::lock_guard lock(mutex_);
     auto it = requests_.find(key);
-    if (it == requests_.end()) it = requests_.emplace(key, RequestSeries{method, r, s, hangar::metrics::Histogram()}).first;
+    if (it == requests_.end())
+        it = requests_.emplace(key, RequestSeries{method, r, s, hangar::metrics::Histogram()}).first;
     it->second.latency.observe(seconds);
 }
 
