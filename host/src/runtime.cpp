@@ -887,7 +887,8 @@ std::optional<std::pair<std::string, int>> Runtime::memory_cgroup(const std::str
     if (it == instances_.end() || it->second.pid <= 0) return std::nullopt;
     for (const auto &[controller, root] : cgroup_roots_) {
         if (controller != "all" && controller != "memory") continue;
-        std::string path = root + "/" + id;
+        std::string path = root;
+        path.append("/").append(id);
         if (std::find(it->second.cgroups.begin(), it->second.cgroups.end(), path) != it->second.cgroups.end())
             return std::make_pair(path, controller == "all" ? 2 : 1);
     }
