@@ -86,7 +86,7 @@ bool terminal_deployment(const std::string &s) {
 // live to the open streams; closed once the resource reached a terminal state.
 class EventLog {
 public:
-    void emit(json event) {
+    void emit(const json &event) {
         std::lock_guard lock(m_);
         if (events_.size() < kMaxEvents) events_.push_back(event);
         send_all(event);
@@ -1071,7 +1071,7 @@ private:
         log->emit({{"event", "invocation_state"},
                    {"invocation", render_invocation(require_invocation(project, id))},
                    {"timestamp", rfc3339(now_ms())}});
-        std::int64_t limit_ms = async ? timeout_s * 1000 : 3600 * 1000;
+        std::int64_t limit_ms = async ? std::int64_t{timeout_s} * 1000 : std::int64_t{3600} * 1000;
         {
             // Threads of finished invocations are joined here (they hold their stacks until then).
             std::lock_guard lock(runs_mutex_);
