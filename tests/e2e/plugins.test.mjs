@@ -156,7 +156,9 @@ test('migrations run once: a restarted server keeps the plugin data', async () =
   }
 });
 
-test('a plugin that is installed but not enabled answers 404 naming it; unbuilt Kernel areas answer 501', async () => {
+// Every Kernel area has its plugin now (apps and managed auth were the last), so no area is left
+// to answer 501 as unbuilt; the README's table lists the 501s left inside areas.
+test('a plugin that is installed but not enabled answers 404 naming it', async () => {
   const server = await startServer({ extraPluginDir: plugins.hello });
   try {
     const res = await server.fetch('/hello');
@@ -164,9 +166,6 @@ test('a plugin that is installed but not enabled answers 404 naming it; unbuilt 
     const body = await res.json();
     assert.equal(body.code, 'not_found');
     assert.match(body.message, /'hello' plugin is disabled/);
-    const deployments = await server.fetch('/deployments');
-    assert.equal(deployments.status, 501);
-    assert.equal((await deployments.json()).code, 'not_implemented');
   } finally {
     await server.stop();
   }
