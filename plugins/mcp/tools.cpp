@@ -481,7 +481,8 @@ json run_crud(const Crud &c, Api &api, const Args &a, const std::string &action)
     throw RpcError(kInvalidParams, "unknown action " + action);
 }
 
-Tool crud_tool(std::string name, std::string description, Crud crud, std::vector<const char *> actions, json props) {
+Tool crud_tool(std::string name, std::string description, Crud crud, const std::vector<const char *> &actions,
+               json props) {
     json action = str_p("Operation to perform.");
     action["enum"] = json::array();
     for (const char *x : actions)
