@@ -339,8 +339,7 @@ private:
     }
 
     void ask(const json &what) {
-        json awaiting = what;
-        Submit in = host_.await_input(awaiting);
+        Submit in = host_.await_input(what);
         if (in.what == Submit::What::Fields || in.what == Submit::What::FieldValues) {
             for (const auto &[k, v] : in.values.items())
                 user_[k] = v.get<std::string>();
