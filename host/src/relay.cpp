@@ -23,6 +23,8 @@
 #include <cstring>
 
 #include <sstream>
+#include <system_error>
+#include <thread>
 
 namespace hangar::host {
 
@@ -302,8 +304,17 @@ void WsBridges::start(const Poco::Net::WebSocket &ws, const Poco::Net::StreamSoc
     b->upstream = upstream;
     b->on_end = std::move(on_end);
     Bridge &ref = *b;
+    try {
+        ref.thread = std::thread([&ref] { run(ref); });
+    } catch (const std::system_error &) {
+        // No thread to be had (the instance at its task limit): this connection ends now, the
+        // way a stopping server ends it, instead of a bridge that can never be joined.
+        Poco::Net::WebSocket(ws).close();
+        Poco::Net::StreamSocket(upstream).close();
+        if (ref.on_end) ref.on_end();
+        return;
+    }
     bridges_.push_back(std::move(b));
-    ref.thread = std::thread([&ref] { run(ref); });
 }
 
 std::size_t WsBridges::active() {

@@ -385,7 +385,10 @@ public:
             std::lock_guard lock(m);
             if (!exited) ::kill(-pid, SIGKILL);
         }
-        if (reader.joinable()) reader.join();
+        if (reader.joinable())
+            reader.join();
+        else if (pid > 0 && !exited)
+            ::waitpid(pid, nullptr, 0); // its reader never started (no thread to be had): reap here
         if (in_fd == out_fd) in_fd = -1;
         close_fd(in_fd);
         close_fd(out_fd);

@@ -11,6 +11,7 @@
 #include <cctype>
 #include <cerrno>
 #include <stdexcept>
+#include <system_error>
 
 namespace proxies {
 
@@ -170,18 +171,29 @@ void Forwarder::accept_loop() {
             clients_.insert(fd);
             ++active_;
         }
-        std::thread([this, fd] {
-            try {
-                serve(fd);
-            } catch (const std::exception &) {
-                // One connection's failure ends that connection only.
-            }
+        auto release = [this, fd] {
             std::lock_guard lock(mutex_);
             clients_.erase(fd);
             ::close(fd);
             --active_;
             changed_.notify_all();
-        }).detach();
+        };
+        try {
+            std::thread([this, fd, release] {
+                try {
+                    serve(fd);
+                } catch (const std::exception &) {
+                    // One connection's failure ends that connection only.
+                }
+                release();
+            }).detach();
+        } catch (const std::system_error &) {
+            // No thread to be had: the instance is at its task limit (a fork bomb in it, say).
+            // Refusing this one connection is the browser's network error; letting the exception
+            // out of this thread would end the whole agent, and the session with it.
+            release();
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
     }
 }
 
