@@ -6,6 +6,7 @@
 #include "core.hpp"
 #include "plugins.hpp"
 #include "runtime.hpp"
+#include "util.hpp"
 
 #include <Poco/Net/HTTPClientSession.h>
 #include <Poco/Net/HTTPRequest.h>
@@ -25,6 +26,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <set>
 
@@ -119,8 +121,27 @@ void check_port(Report &r, const std::string &listen, const std::string &what) {
     }
 }
 
-// What limits instances get: the server puts each in a cgroup of its own under <root>/hangar.
-void check_cgroups(Report &r) {
+// What limits instances get. The server's own record of its last start says it best (it may
+// be using a cgroup delegated to the service, which this process, outside it, cannot judge).
+void check_cgroups(Report &r, const std::string &data_dir) {
+    std::string recorded;
+    try {
+        recorded = read_file(data_dir + "/cgroup-roots");
+    } catch (const std::exception &) {
+        // the server has not started with this data dir yet
+    }
+    std::map<std::string, std::string> said;
+    for (const auto &line : split(recorded, '\n'))
+        if (auto space = line.find(' '); space != std::string::npos && line[0] != '#')
+            said.emplace(line.substr(0, space), line.substr(space + 1));
+    if (said.count("mode") && said["mode"] != "none") {
+        r.ok("at its last start the server put each instance in a cgroup (" + said["mode"] + ", " + said["origin"] +
+             ", under " + said["root"] + "): memory, task and CPU limits apply");
+        if (said["survives_restart"] != "yes")
+            r.warn("instances end with the server, so a restart ends every session",
+                   "systemd 254 or later honours the unit's DelegateSubgroup=server, which lifts this");
+        return;
+    }
     auto writable = [](const std::string &root) {
         return ::access((root + "/hangar").c_str(), W_OK) == 0 || ::access(root.c_str(), W_OK) == 0;
     };
@@ -231,11 +252,11 @@ int doctor(Config &cfg, const std::string &exe, const std::vector<std::string> &
     check_port(r, cfg.get("server.listen", "127.0.0.1:8080"), "API");
     if (auto metrics = cfg.get("metrics.listen", ""); !metrics.empty()) check_port(r, metrics, "metrics");
 
+    std::string data = fs::absolute(cfg.get("server.data_dir", ".data")).lexically_normal().string();
     std::cout << "cgroups\n";
-    check_cgroups(r);
+    check_cgroups(r, data);
 
     std::cout << "data\n";
-    std::string data = fs::absolute(cfg.get("server.data_dir", ".data")).lexically_normal().string();
     std::error_code ec;
     fs::create_directories(data, ec);
     std::string probe = data + "/.doctor-probe";

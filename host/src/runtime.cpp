@@ -1,5 +1,6 @@
 #include "runtime.hpp"
 
+#include "cgroups.hpp"
 #include "sandbox.hpp"
 #include "util.hpp"
 
@@ -268,38 +269,29 @@ Runtime::Runtime(RuntimeOptions options, Poco::Logger &log) : opt_(std::move(opt
             log_.warning("sandbox.disk_quota_mb is set, but instance folders cannot be capped here (it needs the "
                          "server to run as root, /dev/loop-control and mkfs.ext4)");
     }
-    // cgroup v2 when the unified hierarchy has the memory controller, else the v1 hierarchies
-    // (memory, pids, cpu) that exist. Limits: memory, tasks (a fork bomb stops at pids_max) and a
-    // CPU weight, so one busy instance cannot starve the others or the server.
-    std::string v2 = "/sys/fs/cgroup/cgroup.controllers";
-    if (fs::exists(v2) && read_file(v2).find("memory") != std::string::npos) {
-        cgroup_mode_ = "v2";
-        cgroup_roots_.emplace_back("all", "/sys/fs/cgroup/hangar");
-    } else {
-        for (const char *controller : {"memory", "pids", "cpu"})
-            if (fs::is_directory(std::string("/sys/fs/cgroup/") + controller))
-                cgroup_roots_.emplace_back(controller, std::string("/sys/fs/cgroup/") + controller + "/hangar");
-        if (!cgroup_roots_.empty()) cgroup_mode_ = "v1";
+    // Limits per instance: memory, tasks (a fork bomb stops at pids_max) and a CPU weight, so one
+    // busy instance cannot starve the others or the server. Where the cgroups go: cgroups.hpp.
+    std::string self_cgroup;
+    try {
+        self_cgroup = read_file("/proc/self/cgroup");
+    } catch (const std::exception &) {
+        // no /proc: no delegated cgroup to find
     }
-    for (auto it = cgroup_roots_.begin(); it != cgroup_roots_.end();) {
-        std::error_code ec;
-        fs::create_directories(it->second, ec);
-        if (ec) {
-            log_.warning("no cgroup limits from %s: %s", it->second, ec.message());
-            it = cgroup_roots_.erase(it);
-            continue;
-        }
-        if (cgroup_mode_ == "v2") {
-            std::ofstream("/sys/fs/cgroup/cgroup.subtree_control") << "+memory +pids +cpu";
-            std::ofstream(it->second + "/cgroup.subtree_control") << "+memory +pids +cpu";
-        }
-        ++it;
-    }
-    if (cgroup_roots_.empty()) cgroup_mode_ = "none";
+    auto layout = choose_cgroup_layout("/sys/fs/cgroup", self_cgroup, ::getpid());
+    for (const auto &why : layout.warnings)
+        log_.warning("%s", why);
+    cgroup_mode_ = layout.mode;
+    cgroup_roots_ = layout.roots;
+    record_cgroup_roots(opt_.data_dir, layout);
+    for (const auto &[controller, root] : cgroup_roots_)
+        log_.information("instance cgroups (%s, %s): %s", controller, layout.origin, root);
     // Instances outlive the server only where their cgroups can find every process of them
-    // (a restart adopts or kills them by it); elsewhere they die with it, as bwrap arranges.
-    outlive_ = opt_.use_bwrap && !cgroup_roots_.empty();
-    if (!outlive_)
+    // (a restart adopts or kills them by it) and can never block the next start.
+    outlive_ = opt_.use_bwrap && !cgroup_roots_.empty() && layout.survives_restart;
+    if (!outlive_ && !cgroup_roots_.empty())
+        log_.warning("instances end with the server: under systemd before 254 their cgroups would stop the next "
+                     "start (DelegateSubgroup=server, in the packaged unit, lifts this on systemd 254 and later)");
+    else if (!outlive_)
         log_.warning("instances end with the server (no cgroups to track them): sessions do not survive a restart");
     if (opt_.use_bwrap && opt_.isolated_network) {
         pasta_ports_ = sandbox::port_spec(opt_.allow_host_ports);
@@ -1047,6 +1039,7 @@ std::vector<InstanceOnDisk> survey_instances(const std::string &data_dir) {
     } catch (const std::exception &) {
         // no mount table: nothing is reported as mounted
     }
+    const auto cgroup_roots = recorded_cgroup_roots(data_dir);
     std::vector<InstanceOnDisk> found;
     for (const auto &id : instance_ids_on_disk(root)) {
         InstanceOnDisk inst;
@@ -1077,10 +1070,9 @@ std::vector<InstanceOnDisk> survey_instances(const std::string &data_dir) {
         }
         if (inst.sandbox_pid < 0) {
             std::set<std::string> stray;
-            for (const char *root : {"/sys/fs/cgroup/hangar/", "/sys/fs/cgroup/memory/hangar/",
-                                     "/sys/fs/cgroup/pids/hangar/", "/sys/fs/cgroup/cpu/hangar/"})
+            for (const auto &root : cgroup_roots)
                 try {
-                    for (const auto &tok : split(read_file(root + id + "/cgroup.procs"), '\n'))
+                    for (const auto &tok : split(read_file(root + "/" + id + "/cgroup.procs"), '\n'))
                         if (!trim(tok).empty()) stray.insert(trim(tok));
                 } catch (const std::exception &) {
                     // no such cgroup

@@ -438,8 +438,13 @@ public:
 
         pid_t child = ::fork();
         if (child < 0) {
+            int err = errno;
             cleanup();
-            throw Error::internal(std::string("fork failed: ") + std::strerror(errno));
+            // The instance at its task limit (sandbox.pids_max): its own processes must end first.
+            if (err == EAGAIN)
+                throw Error(429, "rate_limited",
+                            "this browser instance is at its process limit; retry once some of its processes ended");
+            throw Error::internal(std::string("fork failed: ") + std::strerror(err));
         }
         if (child == 0) {
             // Only async-signal-safe calls from here on.
@@ -720,13 +725,23 @@ private:
         return it->second;
     }
 
+    // At the process limit the answer says when to come back, as every 429 here does.
+    static void launch(Proc &p, const Command &c, Response &res) {
+        try {
+            p.launch(c);
+        } catch (const Error &e) {
+            if (e.status() == 429) res.header("Retry-After", "1");
+            throw;
+        }
+    }
+
     void exec(Request &req, Response &res) {
         Command c = parse_command(req.json_body(), false);
         Proc p;
         p.keep_all = true;
         p.plugin_stopping = &stopping_;
         p.out_cap = exec_cap_;
-        p.launch(c);
+        launch(p, c, res);
         close_fd(p.in_fd); // exec has no stdin: the child reads end of file
         p.run();
         auto ms = std::chrono::duration<double, std::milli>(p.end - p.start).count();
@@ -742,7 +757,7 @@ private:
         p->id = uuid4();
         p->buffer_cap = buffer_cap_;
         p->plugin_stopping = &stopping_;
-        p->launch(c);
+        launch(*p, c, res);
         Proc *raw = p.get();
         p->reader = std::thread([raw] { raw->run(); });
         {

@@ -86,6 +86,8 @@ process.on('exit', () => {
  * @param {object} [opts.clientOptions]  extra options for the default Kernel client
  * @param {string} [opts.dataDir]  use this data dir (owned by the caller: not removed on stop)
  * @param {string} [opts.apiKey]  use this bootstrap key instead of a random one
+ * @param {(bin: string) => [string, string[]]} [opts.launch]  the command that runs `bin serve`
+ *   (a wrapper that places or demotes it first; it must exec, so the pid stays the server's)
  */
 export async function startServer(opts = {}) {
   if (!existsSync(hangarBin)) {
@@ -113,7 +115,8 @@ export async function startServer(opts = {}) {
   delete env.KERNEL_API_KEY;
   delete env.KERNEL_BASE_URL;
 
-  const child = spawn(hangarBin, ['serve'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const [command, args] = opts.launch ? opts.launch(hangarBin) : [hangarBin, ['serve']];
+  const child = spawn(command, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
   live.add(child);
   let output = '';
   let exited = null;
