@@ -74,6 +74,7 @@ private:
     // Moves what the agent holds beyond the archived seq into the archive (one row per batch).
     void pull(const std::string &sid);
     void pull_all();
+    void resume_adopted();
     void reap();
     void events(Request &req, Response &res);
 
@@ -175,6 +176,26 @@ void TelemetryPlugin::start_server() {
           [this] { pull_all(); });
     every(3600 * 1000, [this] { reap(); });
     reap();
+    try {
+        resume_adopted();
+    } catch (const std::exception &e) {
+        warn(std::string("telemetry of adopted sessions not resumed: ") + e.what());
+    }
+}
+
+// After a restart the instances that outlived the old server still capture (their agents kept
+// their configuration); the new one takes up pulling their events and adding its own.
+void TelemetryPlugin::resume_adopted() {
+    for (const auto &row :
+         sql("SELECT session_id, project_id FROM telemetry_sessions WHERE config IS NOT NULL", json::array())) {
+        const std::string sid = row["session_id"].get<std::string>();
+        auto r = instance_call(sid, "GET", "/telemetry/config", {}, 2000);
+        if (r.status != 200) continue; // its instance is gone: the session ended
+        json now = json::parse(r.body, nullptr, false);
+        if (!now.is_object() || now["telemetry"].is_null()) continue; // idle, between leases
+        std::lock_guard lock(live_mutex_);
+        live_[sid] = Live{row["project_id"].get<std::string>(), selection_from_json(now["telemetry"])};
+    }
 }
 
 void TelemetryPlugin::stop_server() {
@@ -698,6 +719,11 @@ void TelemetryPlugin::start_instance() {
         ring_cv_.notify_all();
         collector_->configure(sel);
         res.json({{"telemetry", render(sel)}});
+    });
+    // What this instance captures now: a restarted server asks, to take up an adopted session.
+    route("GET", "/telemetry/config", [this](Request &, Response &res) {
+        std::lock_guard lock(ring_mutex_);
+        res.json({{"telemetry", render(selection_)}});
     });
     route("GET", "/telemetry/batch", [this](Request &req, Response &res) {
         auto number = [&](const char *k, std::uint64_t fallback) {

@@ -77,7 +77,9 @@ test('SIGTERM keeps every session; the next start adopts them at the same URLs',
   let second;
   try {
     const first = await startServer({ dataDir, apiKey, env: KEEP });
-    const headless = await first.client.browsers.create({ headless: true, timeout_seconds: 120 });
+    const headless = await first.client.browsers.create({
+      headless: true, timeout_seconds: 120, telemetry: { browser: { page: {} } },
+    });
     const headful = await first.client.browsers.create({ headless: false, viewport: { width: 1024, height: 768 } });
     assert.ok(headful.browser_live_view_url, 'a headful session has a live view');
     assert.match(await liveViewBanner(headful.browser_live_view_url), /^RFB \d{3}\.\d{3}/);
@@ -131,6 +133,19 @@ test('SIGTERM keeps every session; the next start adopts them at the same URLs',
 
     const file = await second.client.browsers.fs.readFile(headless.session_id, { path: '/home/kernel/kept.txt' });
     assert.equal(Buffer.from(await file.arrayBuffer()).toString(), 'kept across the restart');
+
+    // Telemetry goes on: the instance's own capture (the navigation after the restart) is pulled
+    // by the new server, which adds its own events (the API call just made) without an update.
+    let seen = [];
+    const captured = () =>
+      seen.some((e) => e.event.type === 'page_navigation' && e.event.data?.url?.includes('after-restart')) &&
+      seen.some((e) => e.event.type === 'api_call' && e.event.data?.operation_id === 'fsReadFile');
+    await waitFor(async () => {
+      seen = [];
+      for await (const e of second.client.browsers.telemetry.events(headless.session_id, { since: '10m', limit: 1000 })) seen.push(e);
+      return captured();
+    }, { timeoutMs: 15_000, what: 'telemetry captured after the restart' }).catch(() => {});
+    assert.ok(captured(), JSON.stringify(seen.map((e) => [e.event.type, e.event.data?.url ?? e.event.data?.operation_id])));
     const r = await second.client.browsers.process.exec(headful.session_id, { command: 'echo', args: ['still', 'here'] });
     assert.equal(r.exit_code, 0);
     assert.equal(Buffer.from(r.stdout_b64, 'base64').toString(), 'still here\n');
