@@ -98,9 +98,14 @@ private:
 
     void start_server() override {
         view_ttl_ = static_cast<std::uint32_t>(config_int("view_ttl_seconds", std::int64_t{7} * 24 * 3600));
-        // Recordings a previous run left unfinished: their instances are gone with it.
-        sql("UPDATE replays_recordings SET state = 'failed', finished_at = ? WHERE state = 'recording'",
-            {hangar::now_ms()});
+        // Recordings a killed server left unfinished. Where the instance was adopted, its ffmpeg
+        // still records: the recording goes on, keeps its session busy, and ends by a stop, its
+        // maximum duration or the session's end as any other. Where the instance is gone, the
+        // timer below finds it unreachable and marks it failed.
+        for (const auto &row : sql("SELECT id, session_id FROM replays_recordings WHERE state = 'recording'")) {
+            std::lock_guard lock(mutex_);
+            recording_activity_[row.at("id").get<std::string>()] = activity(row.at("session_id").get<std::string>());
+        }
 
         route("POST", "/browsers/{id}/replays", [this](Request &q, Response &r) { start_recording(q, r); });
         route("GET", "/browsers/{id}/replays", [this](Request &q, Response &r) { list(q, r); });

@@ -9,7 +9,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 
-import { NotFoundError } from '@onkernel/sdk';
 
 import { descendants, hangarBin, startServer, stillAlive, waitFor } from './lib/server.mjs';
 
@@ -164,11 +163,16 @@ test('kill -9 in the middle of creates, a profile save and a recording: no orpha
       const s = await second.client.browsers.create({ headless: true, profile: { name: 'crash-save' } });
       await second.client.browsers.deleteByID(s.session_id);
 
-      // The recording a crash cut off is over, not running forever; its video is refused, not half served.
-      const [cut] = await second.client.browsers.replays.list(filmed.session_id);
-      assert.equal(cut.replay_id, replay.replay_id);
-      assert.ok(cut.finished_at, 'finished_at set');
-      await assert.rejects(second.client.browsers.replays.download(replay.replay_id, { id: filmed.session_id }), NotFoundError);
+      // The recording went on through the crash with its adopted instance: still recording, and
+      // a stop now gives the whole video, from before the crash to after it.
+      const [going] = await second.client.browsers.replays.list(filmed.session_id);
+      assert.equal(going.replay_id, replay.replay_id);
+      assert.equal(going.finished_at ?? null, null, 'still recording after the restart');
+      await second.client.browsers.replays.stop(replay.replay_id, { id: filmed.session_id });
+      const [done] = await second.client.browsers.replays.list(filmed.session_id);
+      assert.ok(done.finished_at, 'finished_at set by the stop');
+      const video = Buffer.from(await (await second.client.browsers.replays.download(replay.replay_id, { id: filmed.session_id })).arrayBuffer());
+      assert.equal(video.subarray(4, 8).toString(), 'ftyp', 'an MP4 file');
     } finally {
       await second.stop();
     }
