@@ -140,6 +140,7 @@ void choose_v2(CgroupLayout &layout, const std::string &fs_root, const std::stri
         give_up("the delegated cgroup " + base + " has no memory, pids or cpu controller to use");
         return;
     }
+    layout.base = base;
     std::string instances = base + "/instances";
     for (const auto &why : {write_cgroup_file(base + "/cgroup.subtree_control", enable), make_dir(instances),
                             write_cgroup_file(instances + "/cgroup.subtree_control", enable)})
@@ -199,6 +200,26 @@ CgroupLayout choose_cgroup_layout(const std::string &fs_root, const std::string 
         layout.survives_restart = false;
     }
     return layout;
+}
+
+void release_delegated_cgroups(const CgroupLayout &layout) {
+    if (layout.origin != "delegated, no subgroup" || layout.base.empty()) return;
+    for (const auto &[_, root] : layout.roots) {
+        std::error_code ec;
+        for (const auto &entry : fs::directory_iterator(root, ec))
+            if (entry.is_directory(ec)) ::rmdir(entry.path().c_str());
+        ::rmdir(root.c_str());
+    }
+    std::string enabled;
+    try {
+        enabled = trim(read_file(layout.base + "/cgroup.subtree_control"));
+    } catch (const std::exception &) {
+        return;
+    }
+    std::string off;
+    for (const auto &controller : split(enabled, ' '))
+        if (!controller.empty()) off += (off.empty() ? "-" : " -") + controller;
+    if (!off.empty()) write_cgroup_file(layout.base + "/cgroup.subtree_control", off);
 }
 
 void record_cgroup_roots(const std::string &data_dir, const CgroupLayout &layout) {

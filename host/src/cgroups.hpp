@@ -26,6 +26,7 @@ struct CgroupLayout {
     // Whether instances may outlive the server: their cgroups can never block its next start.
     bool survives_restart = false;
     std::string origin;                // "own tree" | "delegated" | "delegated, no subgroup"
+    std::string base;                  // v2 delegated: the unit's cgroup, which hands the controllers down
     std::vector<std::string> warnings; // what was tried and failed, for the log
 };
 
@@ -33,6 +34,11 @@ struct CgroupLayout {
 // and `self` the pid moved into <unit>/server when that is needed. Never throws: a layout it
 // cannot make is mode "none", with warnings saying why.
 CgroupLayout choose_cgroup_layout(const std::string &fs_root, const std::string &self_cgroup, pid_t self);
+
+// For "delegated, no subgroup", once every instance stopped: the instances' cgroups removed and
+// the controllers taken back from the unit's cgroup, so systemd finds it as it made it and the
+// next start can join it (it fails while the unit's cgroup hands controllers down). Best effort.
+void release_delegated_cgroups(const CgroupLayout &layout);
 
 // The server records its roots in <data_dir>/cgroup-roots (one "controller folder" a line), so
 // `hangar doctor`, which runs outside the service's cgroup, finds the instances' cgroups too.

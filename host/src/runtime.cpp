@@ -1,6 +1,5 @@
 #include "runtime.hpp"
 
-#include "cgroups.hpp"
 #include "sandbox.hpp"
 #include "util.hpp"
 
@@ -282,6 +281,7 @@ Runtime::Runtime(RuntimeOptions options, Poco::Logger &log) : opt_(std::move(opt
         log_.warning("%s", why);
     cgroup_mode_ = layout.mode;
     cgroup_roots_ = layout.roots;
+    cgroup_layout_ = layout;
     record_cgroup_roots(opt_.data_dir, layout);
     for (const auto &[controller, root] : cgroup_roots_)
         log_.information("instance cgroups (%s, %s): %s", controller, layout.origin, root);
@@ -840,6 +840,7 @@ void Runtime::stop_all() {
         stoppers.emplace_back([this, id] { stop(id); });
     for (auto &t : stoppers)
         t.join();
+    if (!outlive_) release_delegated_cgroups(cgroup_layout_);
 }
 
 std::vector<std::string> Runtime::running() const {

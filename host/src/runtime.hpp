@@ -3,6 +3,7 @@
 // unprivileged user), an unprivileged uid, and a cgroup memory limit where the machine has one.
 #pragma once
 
+#include "cgroups.hpp"
 #include "event_loop.hpp"
 
 #include <nlohmann/json.hpp>
@@ -150,6 +151,7 @@ private:
     std::string cgroup_mode_ = "none";
     // v2: one root with every controller; v1: a root per hierarchy (memory, pids, cpu).
     std::vector<std::pair<std::string, std::string>> cgroup_roots_; // {controller, root}
+    CgroupLayout cgroup_layout_;
     std::string pasta_ports_;
     std::string route_batch_;
     mutable std::mutex mutex_;

@@ -77,6 +77,17 @@ public:
         CPPUNIT_ASSERT_EQUAL(std::string("4242"), text(unit + "/server/cgroup.procs"));
         CPPUNIT_ASSERT_EQUAL(std::string("+memory +pids +cpu"), text(unit + "/cgroup.subtree_control"));
         CPPUNIT_ASSERT_EQUAL(std::string("+memory +pids +cpu"), text(unit + "/instances/cgroup.subtree_control"));
+
+        // At the server's stop: instance cgroups gone (empty folders, as the kernel's are once
+        // their processes ended), controllers taken back, so systemd can start the next server.
+        std::filesystem::remove(unit + "/instances/cgroup.subtree_control");
+        std::filesystem::remove(unit + "/instances/cgroup.procs");
+        std::filesystem::remove(unit + "/instances/cgroup.controllers");
+        std::filesystem::create_directories(unit + "/instances/some-instance");
+        write_text(unit + "/cgroup.subtree_control", "memory pids cpu\n"); // as the kernel shows it
+        release_delegated_cgroups(layout);
+        CPPUNIT_ASSERT(!std::filesystem::exists(unit + "/instances"));
+        CPPUNIT_ASSERT_EQUAL(std::string("-memory -pids -cpu"), text(unit + "/cgroup.subtree_control"));
     }
 
     void testDelegatedSubgroupLetsInstancesOutliveTheServer() {
