@@ -180,6 +180,32 @@ test('an idle timeout saves the profile too, and the next session reopens its ta
   await client.profiles.delete(profile.id);
 });
 
+test('a session with a profile is ready when create returns: the first goto is never interrupted', async () => {
+  // A new profile has no tabs to restore: it starts on about:blank, not on Chromium's new-tab page
+  // opened after the hand-over (which interrupted the first navigation). A saved one restores its
+  // tab before create returns. Headless and headful alike; each goto comes at once.
+  const interrupted = [];
+  for (let i = 0; i < 4; i++) {
+    const profile = await client.profiles.create({ name: `ready-${i}` });
+    for (const saved of [false, true]) {
+      const b = await createBrowser({ headless: i % 2 === 0, profile: { id: profile.id, save_changes: true } });
+      await withPage(b, async (page) => {
+        const first = page.context().pages().map((p) => p.url());
+        if (!saved) assert.deepEqual(first, ['about:blank'], 'a new profile starts on about:blank');
+        else assert.ok(first.some((u) => u.includes(`title=ready-${i}`)), `the saved tab is back: ${first}`);
+        try {
+          await page.goto(`${pages.url}page?title=ready-${i}`);
+        } catch (e) {
+          interrupted.push(`${i}/${saved ? 'saved' : 'new'}: ${e.message.split('\n')[0]}`);
+        }
+      });
+      await deleteBrowser(b.session_id);
+    }
+    await client.profiles.delete(profile.id);
+  }
+  assert.deepEqual(interrupted, []);
+});
+
 test('stopping the server ends its sessions and saves their profiles', async () => {
   const dataDir = mkdtempSync(join(tmpdir(), 'hangar-profiles-restart-'));
   try {
