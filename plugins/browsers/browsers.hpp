@@ -171,6 +171,8 @@ private:
         // What each instance was started with: a PATCH without discard_all_idle leaves older
         // browsers on the old settings, and their sessions must say so.
         std::map<std::string, CreateOptions> built_with;
+        // With refresh_on_profile_update: the profile's updated_at each instance was started on.
+        std::map<std::string, std::string> profile_version;
         int starting = 0;
         std::chrono::steady_clock::time_point next_start{};
         std::uint64_t generation = 0; // bumped by flush/discard: instances started before are not kept
@@ -189,7 +191,12 @@ private:
     json render_pool(const Pool &p) const;
     void save_pool(const Pool &p, bool insert);
     // Starts / ends one idle pool instance (with its read-only profile lease).
-    bool start_pool_instance(const std::string &id, const CreateOptions &launch, const std::string &project);
+    // `profile_version` receives the updated_at of the profile it started on ("" without one).
+    bool start_pool_instance(const std::string &id, const CreateOptions &launch, const std::string &project,
+                             std::string &profile_version);
+    // Pools with refresh_on_profile_update: idle instances started on an older version of the
+    // profile are discarded (and replaced by the filler). One pool, or every such pool.
+    void refresh_pool_profiles(const std::optional<std::string> &only_pool = std::nullopt);
     void destroy_pool_instance(const std::string &id);
     void destroy_pool_instances(std::vector<std::string> ids);
     // Pool capacity a project holds (counts toward its browser limit). Caller holds pools_mutex_.

@@ -121,6 +121,7 @@ void BrowsersPlugin::start_pools() {
         it->second.built_with[id] = it->second.launch;
     }
     pool_filler_ = std::jthread([this](const std::stop_token &stop) { fill_pools(stop); });
+    every(1000, [this] { refresh_pool_profiles(); });
 }
 
 void BrowsersPlugin::stop_pools() {
@@ -174,7 +175,8 @@ void BrowsersPlugin::fill_pools(const std::stop_token &stop) {
             generation = p.generation;
         }
         std::string id = new_session_id();
-        bool ok = start_pool_instance(id, launch, project);
+        std::string profile_version;
+        bool ok = start_pool_instance(id, launch, project, profile_version);
         bool keep = false;
         {
             std::lock_guard lock(pools_mutex_);
@@ -186,6 +188,7 @@ void BrowsersPlugin::fill_pools(const std::stop_token &stop) {
                 if (keep) {
                     it->second.idle.push_back(id);
                     it->second.built_with[id] = launch;
+                    it->second.profile_version[id] = profile_version;
                 }
             }
         }
@@ -194,8 +197,8 @@ void BrowsersPlugin::fill_pools(const std::stop_token &stop) {
     }
 }
 
-bool BrowsersPlugin::start_pool_instance(const std::string &id, const CreateOptions &launch,
-                                         const std::string &project) {
+bool BrowsersPlugin::start_pool_instance(const std::string &id, const CreateOptions &launch, const std::string &project,
+                                         std::string &profile_version) {
     json spec = make_instance_spec(id, launch);
     bool leased = false;
     try {
@@ -206,6 +209,7 @@ bool BrowsersPlugin::start_pool_instance(const std::string &id, const CreateOpti
             if (launch.profile->name) in["name"] = *launch.profile->name;
             json lease = call("profiles.acquire", in);
             leased = true;
+            profile_version = lease["profile"].value("updated_at", json()).dump();
             if (auto archive = lease.value("archive", json()); archive.is_string())
                 spec["inputs"] = {{"profile.tar.zst", archive}};
         }
@@ -228,6 +232,50 @@ bool BrowsersPlugin::start_pool_instance(const std::string &id, const CreateOpti
         warn(std::string("could not start a pooled browser: ") + e.what());
         return false;
     }
+}
+
+void BrowsersPlugin::refresh_pool_profiles(const std::optional<std::string> &only_pool) {
+    struct Check {
+        std::string pool, project;
+        ProfileRef profile;
+    };
+    std::vector<Check> checks;
+    {
+        std::lock_guard lock(pools_mutex_);
+        for (const auto &[id, p] : pools_)
+            if ((!only_pool || *only_pool == id) && p.launch.profile &&
+                p.config.value("refresh_on_profile_update", false) && !p.idle.empty())
+                checks.push_back({id, p.project_id, *p.launch.profile});
+    }
+    std::vector<std::string> stale;
+    for (const auto &c : checks) {
+        std::string version;
+        try {
+            json profile =
+                call("profiles.get", {{"project_id", c.project}, {"id", c.profile.id.value_or(*c.profile.name)}});
+            version = profile.value("updated_at", json()).dump();
+        } catch (const std::exception &) {
+            continue; // the profile is gone: its acquires fail on their own
+        }
+        std::lock_guard lock(pools_mutex_);
+        auto it = pools_.find(c.pool);
+        if (it == pools_.end()) continue;
+        Pool &p = it->second;
+        for (auto idle = p.idle.begin(); idle != p.idle.end();) {
+            if (p.profile_version[*idle] == version) {
+                ++idle;
+                continue;
+            }
+            stale.push_back(*idle);
+            p.built_with.erase(*idle);
+            p.profile_version.erase(*idle);
+            idle = p.idle.erase(idle);
+            p.next_start = {};
+        }
+    }
+    if (stale.empty()) return;
+    poke_pools();
+    destroy_pool_instances(std::move(stale));
 }
 
 void BrowsersPlugin::destroy_pool_instance(const std::string &id) {
@@ -270,6 +318,7 @@ void BrowsersPlugin::pool_session_ended(const std::string &id) {
     for (auto &[_, p] : pools_)
         if (p.leased.erase(id)) {
             p.built_with.erase(id);
+            p.profile_version.erase(id);
             poke_pools(); // the filler builds a replacement
         }
 }
@@ -441,11 +490,14 @@ void BrowsersPlugin::pool_update(Request &req, Response &res) {
             p.idle.clear();
             p.generation++;
         }
-        for (const auto &id : dropped)
+        for (const auto &id : dropped) {
             p.built_with.erase(id);
+            p.profile_version.erase(id);
+        }
         // A smaller pool gives back idle browsers first; leased ones finish their lease.
         while (!p.idle.empty() && static_cast<int>(p.idle.size() + p.leased.size()) > p.size) {
             p.built_with.erase(p.idle.back());
+            p.profile_version.erase(p.idle.back());
             dropped.push_back(p.idle.back());
             p.idle.pop_back();
         }
@@ -489,8 +541,10 @@ void BrowsersPlugin::pool_flush(Request &req, Response &res) {
         std::lock_guard lock(pools_mutex_);
         Pool &p = pool_locked(req.project(), req.param("id_or_name"));
         idle.assign(p.idle.begin(), p.idle.end());
-        for (const auto &id : idle)
+        for (const auto &id : idle) {
             p.built_with.erase(id);
+            p.profile_version.erase(id);
+        }
         p.idle.clear();
         p.generation++;
         p.next_start = {};
@@ -524,6 +578,12 @@ void BrowsersPlugin::pool_acquire(Request &req, Response &res) {
     json pool_telemetry = nullptr;
     std::string id, pool_id;
     int timeout_seconds = 0;
+    {
+        std::lock_guard lock(pools_mutex_);
+        pool_id = pool_locked(project, req.param("id_or_name")).id;
+    }
+    // A profile saved a moment ago (a login just finished) is what this lease must start on.
+    refresh_pool_profiles(pool_id);
     {
         std::unique_lock lock(pools_mutex_);
         Pool &p = pool_locked(project, req.param("id_or_name"));

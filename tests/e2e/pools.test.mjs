@@ -11,7 +11,7 @@ import { after, before, test } from 'node:test';
 import { BadRequestError, ConflictError, NotFoundError, RateLimitError } from '@onkernel/sdk';
 import { chromium } from 'playwright-core';
 
-import { rejectsWith, startServer, waitFor } from './lib/server.mjs';
+import { rejectsWith, startServer, startTestPages, waitFor } from './lib/server.mjs';
 
 let server;
 let client;
@@ -168,5 +168,37 @@ test('pools survive a restart of the server and refill', async () => {
     }
   } finally {
     rmSync(dataDir, { recursive: true, force: true });
+  }
+});
+
+test('refresh_on_profile_update: a lease starts on the profile as last saved, not as it was when the pool filled', async () => {
+  const pages = await startTestPages();
+  const profile = await client.profiles.create({ name: 'pooled-profile' });
+  try {
+    await client.browserPools.create({
+      name: 'fresh', size: 1, headless: true, fill_rate_per_minute: 6000,
+      profile: { name: 'pooled-profile' }, refresh_on_profile_update: true,
+    });
+    await filled('fresh', 1); // started on the empty profile
+    const before = (await client.browserPools.retrieve('fresh')).available_count;
+    assert.equal(before, 1);
+
+    // A session saves the profile with a tab open (as a managed-auth login would).
+    const s = await client.browsers.create({ headless: true, profile: { name: 'pooled-profile', save_changes: true } });
+    const cdp = await chromium.connectOverCDP(s.cdp_ws_url, { timeout: 30_000 });
+    await cdp.contexts()[0].pages()[0].goto(`${pages.url}page?title=saved-after-fill`);
+    await cdp.close();
+    await client.browsers.deleteByID(s.session_id);
+
+    const b = await client.browserPools.acquire('fresh', { acquire_timeout_seconds: 30 });
+    const leased = await chromium.connectOverCDP(b.cdp_ws_url, { timeout: 30_000 });
+    const titles = await Promise.all(leased.contexts()[0].pages().map((p) => p.title().catch(() => '')));
+    await leased.close();
+    assert.ok(titles.includes('saved-after-fill'), `the lease has the saved tab: ${JSON.stringify(titles)}`);
+    await client.browserPools.release('fresh', { session_id: b.session_id, reuse: false });
+  } finally {
+    await client.browserPools.delete('fresh', { force: true }).catch(() => {});
+    await client.profiles.delete(profile.id).catch(() => {});
+    await pages.close();
   }
 });
