@@ -361,8 +361,12 @@ CreateOptions parse_create(const json &body) {
     check_bool(v, body, "gpu", gpu);
     if (gpu) unsupported.emplace_back("gpu");
     // Kernel's retired persistence (the Go SDK and CLI still send it): ignoring it would hand out
-    // a fresh browser where the caller asked to resume one.
-    if (const json *p = field(body, "persistence"); p && !p->is_null()) unsupported.emplace_back("persistence");
+    // a fresh browser where the caller asked to resume one. Past its end of life (2026-05-18) it
+    // is refused as bad input, with what replaced it.
+    if (const json *p = field(body, "persistence"); p && !p->is_null())
+        v.fail("persistence",
+               "was retired by Kernel (end of life 2026-05-18): keep a browser with a long timeout_seconds, and "
+               "its state across browsers with a profile");
 
     v.throw_if_failed("invalid browser options");
     if (!unsupported.empty()) throw_not_implemented(unsupported);

@@ -111,16 +111,18 @@ describe('Kernel Go SDK and CLI requests', () => {
     assert.equal((await go(`/browsers/${session.session_id}`)).status, 200);
   });
 
-  test('create with `persistence` (CLI --persistent-id) answers 501 instead of a fresh browser', async () => {
+  test('create with `persistence` (CLI --persistent-id), retired by Kernel, answers 400 naming what replaced it', async () => {
     const res = await go('/browsers', {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ headless: true, persistence: { id: 'my-persistent' } }),
     });
-    assert.equal(res.status, 501);
+    assert.equal(res.status, 400);
     const body = await res.json();
-    assert.equal(body.code, 'not_implemented');
-    assert.match(body.message, /persistence/);
+    assert.equal(body.code, 'bad_request');
+    assert.match(body.message, /persistence: was retired by Kernel/);
+    assert.match(body.message, /timeout_seconds/);
+    assert.match(body.message, /profile/);
   });
 
   test('fs: write_file as application/octet-stream with Accept */*, read with Accept application/octet-stream', async () => {

@@ -185,7 +185,7 @@ public:
         CPPUNIT_ASSERT(parse_create(parse(R"({"telemetry":{"browser":{"console":{}}}})")).telemetry_captures);
         // An invocation id is taken as it is; the apps plugin checks it is the project's and running.
         CPPUNIT_ASSERT_EQUAL(std::string("inv"), *parse_create(parse(R"({"invocation_id":"inv"})")).invocation_id);
-        expect_error([] { parse_create(parse(R"({"persistence":{"id":"p"}})")); }, 501);
+        expect_error([] { parse_create(parse(R"({"persistence":{"id":"p"}})")); }, 400); // retired by Kernel
         expect_error([] { parse_create(parse(R"({"gpu":true})")); }, 501);
         // Telemetry that would capture nothing is fine.
         CPPUNIT_ASSERT(!parse_create(parse(R"({"telemetry":{}})")).telemetry_captures);
