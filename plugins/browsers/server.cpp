@@ -725,24 +725,30 @@ void BrowsersPlugin::update(Request &req, Response &res) {
     }
 
     if (opts.viewport && *opts.viewport != s.viewport) {
-        // Xvfb restarts at the new size, which would cut a recording off unfinished: as on
-        // Kernel, a running recording refuses the resize unless `force`, which finishes it first.
+        // Xvfb restarts at the new size, under any live viewer and recording: as on Kernel, either
+        // refuses the resize unless `force`. Forced, a recording is split: finished now, and
+        // a new one (same settings) started on the resized screen.
+        json segments = json::array();
         if (!s.headless) {
-            json recording = json::object();
-            try {
-                recording = call("replays.active", {{"session_id", s.id}});
-            } catch (const Error &) {
-                // no replays plugin: nothing records
-            }
-            if (recording.value("count", 0) > 0) {
-                if (!opts.force)
-                    throw Error::conflict("a replay is recording this browser; stop it, or resize with "
-                                          "viewport.force = true (which finishes the recording first)");
-                call("replays.session_ending", {{"session_id", s.id}});
-            }
+            auto count = [&](const char *service) {
+                try {
+                    return call(service, {{"session_id", s.id}}).value("count", 0);
+                } catch (const Error &) {
+                    return 0; // that plugin is not enabled: nothing of its kind is attached
+                }
+            };
+            int recordings = count("replays.active"), viewers = count("liveview.viewers");
+            if ((recordings > 0 || viewers > 0) && !opts.force)
+                throw Error::conflict(
+                    std::string(recordings > 0 ? "a replay is recording" : "a live view is watching") +
+                    " this browser; resize with viewport.force = true (a live view reconnects, a "
+                    "recording goes on as a new replay)");
+            if (recordings > 0)
+                segments = call("replays.split_begin", {{"session_id", s.id}}).value("segments", segments);
         }
         json body = {{"viewport", viewport_json(*opts.viewport)}};
         auto r = instance_call(s.id, "POST", "/chromium/restart", body.dump(), 60000);
+        if (!segments.empty()) call("replays.split_end", {{"session_id", s.id}, {"segments", segments}});
         if (r.status != 200) {
             // Pass the agent's wire error on (e.g. 404 when the instance is gone), reworded.
             json err = json::parse(r.body, nullptr, false);

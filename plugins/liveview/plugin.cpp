@@ -103,6 +103,28 @@ private:
             return json{{"url", in.value("base_url", "") + "/browser/live/" + token}};
         });
 
+        // Viewers connected now, per session: a headful resize restarts the screen under them, so
+        // the browsers plugin refuses it unless forced (as on Kernel).
+        observe_relays("/liveview/ws", [this](const RelayEvent &e) -> std::uint32_t {
+            std::lock_guard lock(viewers_mutex_);
+            if (e.kind == HANGAR_RELAY_OPENED) {
+                viewer_of_[e.relay_id] = std::string(e.activity_key);
+                ++viewers_[std::string(e.activity_key)];
+                return HANGAR_RELAY_WATCH_CLOSE;
+            }
+            if (e.kind == HANGAR_RELAY_CLOSED) {
+                auto it = viewer_of_.find(e.relay_id);
+                if (it != viewer_of_.end() && --viewers_[it->second] <= 0) viewers_.erase(it->second);
+                if (it != viewer_of_.end()) viewer_of_.erase(it);
+            }
+            return 0;
+        });
+        service("liveview.viewers", [this](const json &in) {
+            std::lock_guard lock(viewers_mutex_);
+            auto it = viewers_.find(in.value("session_id", ""));
+            return json{{"count", it == viewers_.end() ? 0 : it->second}};
+        });
+
         route(
             "GET", "/browser/live/{token}", [this](Request &q, Response &r) { page(q, r); }, HANGAR_ROUTE_PUBLIC);
         route(
@@ -302,6 +324,9 @@ private:
     std::int64_t defer_ms_ = 10;
     std::mutex mutex_;
     std::map<bool, Vnc> vnc_; // view_only → its x11vnc
+    std::mutex viewers_mutex_;
+    std::map<std::string, int> viewers_;             // session id → viewers connected (server role)
+    std::map<std::uint64_t, std::string> viewer_of_; // relay id → its session
 };
 
 } // namespace

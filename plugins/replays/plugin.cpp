@@ -127,6 +127,10 @@ private:
                             {in.value("session_id", "")});
             return json{{"count", rows.empty() ? 0 : rows[0].value("n", 0)}};
         });
+        service("replays.split_begin", [this](const json &in) { return split_begin(in.value("session_id", "")); });
+        service("replays.split_end", [this](const json &in) {
+            return split_end(in.value("session_id", ""), in.value("segments", json::array()));
+        });
         service("replays.session_ending", [this](const json &in) {
             finish_session(in.value("session_id", ""));
             return json::object();
@@ -181,21 +185,27 @@ private:
         if (session.value("headless", false))
             throw Error::bad_request("replays need a headful browser: this session is headless",
                                      {{"invalid_input", "session: headless browsers have no screen to record"}});
-        json caller = req.caller();
+        std::string rid = begin_recording(sid, req.caller().value("org_id", ""), req.project(), options.framerate,
+                                          static_cast<std::int64_t>(options.max_duration_seconds) * 1000);
+        res.json(render(row_of(rid), req.base_url()));
+    }
+
+    // A row, the activity hold and the agent's ffmpeg; nothing of it left when the agent refuses.
+    std::string begin_recording(const std::string &sid, const std::string &org, const std::string &project,
+                                int framerate, std::int64_t max_duration_ms) {
         std::string rid = hangar::new_id();
-        std::int64_t started = hangar::now_ms();
         sql("INSERT INTO replays_recordings (id, session_id, org_id, project_id, started_at, finished_at, "
             "max_duration_ms, framerate, state, size_bytes) VALUES (?, ?, ?, ?, ?, NULL, ?, ?, 'recording', NULL)",
-            {rid, sid, caller.value("org_id", ""), req.project(), started,
-             static_cast<std::int64_t>(options.max_duration_seconds) * 1000, options.framerate});
+            {rid, sid, org, project, hangar::now_ms(), max_duration_ms, framerate});
         {
             // A recording counts as activity, as on Kernel: the session does not idle out under it.
             std::lock_guard lock(mutex_);
             recording_activity_[rid] = activity(sid);
         }
-        auto answer = instance_call(
-            sid, "POST", "/replays/" + rid + "/start",
-            json{{"framerate", options.framerate}, {"max_duration_in_seconds", options.max_duration_seconds}}.dump());
+        auto answer = instance_call(sid, "POST", "/replays/" + rid + "/start",
+                                    json{{"framerate", framerate},
+                                         {"max_duration_in_seconds", std::max<std::int64_t>(1, max_duration_ms / 1000)}}
+                                        .dump());
         if (answer.status != 200) {
             sql("DELETE FROM replays_recordings WHERE id = ?", {rid});
             std::lock_guard lock(mutex_);
@@ -205,7 +215,39 @@ private:
             throw Error(answer.status == 502 ? 502 : 500, answer.status == 502 ? "upstream_unavailable" : "internal",
                         "the recording could not start" + (msg.empty() ? std::string() : ": " + msg));
         }
-        res.json(render(row_of(rid), req.base_url()));
+        return rid;
+    }
+
+    // A forced resize (the browsers plugin): each running recording is finished as one segment,
+    // and once the screen has its new size a new one starts with the same settings and what was
+    // left of its maximum duration.
+    json split_begin(const std::string &sid) {
+        json segments = json::array();
+        for (const auto &row :
+             sql("SELECT * FROM replays_recordings WHERE session_id = ? AND state = 'recording'", {sid})) {
+            std::int64_t left = row.at("started_at").get<std::int64_t>() +
+                                row.at("max_duration_ms").get<std::int64_t>() - hangar::now_ms();
+            finish(row.at("id").get<std::string>());
+            if (left < 1000) continue; // it was ending anyway
+            segments.push_back({{"org_id", row.value("org_id", "")},
+                                {"project_id", row.value("project_id", "")},
+                                {"framerate", row.at("framerate")},
+                                {"max_duration_ms", left}});
+        }
+        return {{"segments", segments}};
+    }
+
+    json split_end(const std::string &sid, const json &segments) {
+        json started = json::array();
+        for (const auto &seg : segments)
+            try {
+                started.push_back(begin_recording(sid, seg.value("org_id", ""), seg.value("project_id", ""),
+                                                  seg.value("framerate", 25),
+                                                  seg.value("max_duration_ms", std::int64_t{1000})));
+            } catch (const std::exception &e) {
+                warn("browser session " + sid + ": the recording after the resize did not start: " + e.what());
+            }
+        return {{"replay_ids", started}};
     }
 
     void list(Request &req, Response &res) {

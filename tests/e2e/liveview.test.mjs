@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 
+import { ConflictError } from '@onkernel/sdk';
 import { chromium } from 'playwright-core';
 import { PNG } from 'pngjs';
 
@@ -282,6 +283,28 @@ describe('live view', () => {
 });
 
 describe('live view and the session lifecycle', () => {
+  test('a resize is refused while a viewer watches, unless forced; the viewer then follows the new size', async () => {
+    const small = { width: 800, height: 600 };
+    const session = await client.browsers.create({ headless: false, viewport: small });
+    const viewer = await viewerBrowser.newPage({ viewport: VIEWPORT });
+    try {
+      await viewer.goto(session.browser_live_view_url);
+      await viewer.waitForFunction(() => document.querySelector('#screen canvas')?.width === 800, null, { timeout: 30_000 });
+      const refused = await client.browsers.update(session.session_id, { viewport: VIEWPORT }).catch((e) => e);
+      assert.ok(refused instanceof ConflictError, String(refused));
+      assert.match(refused.message, /live view/);
+      const resized = await client.browsers.update(session.session_id, { viewport: { ...VIEWPORT, force: true } });
+      assert.equal(resized.viewport.width, VIEWPORT.width);
+      await viewer.waitForFunction((w) => document.querySelector('#screen canvas')?.width === w, VIEWPORT.width, { timeout: 30_000 });
+    } finally {
+      await viewer.close();
+    }
+    // With nobody watching any more, a resize needs no force.
+    await waitFor(async () => (await client.browsers.update(session.session_id, { viewport: small }).then(() => true, () => false)),
+      { timeoutMs: 10_000, what: 'a resize once the viewer left' });
+    await client.browsers.deleteByID(session.session_id);
+  });
+
   test('an open viewer keeps an idle session alive; the page says when the session ended', async () => {
     const session = await client.browsers.create({ headless: false, viewport: VIEWPORT, timeout_seconds: 10 });
     const viewer = await openViewer(session.browser_live_view_url);

@@ -225,7 +225,7 @@ describe('replays', () => {
     assert.ok(d1 > d2, `the longer one is longer (${d1} vs ${d2})`);
   });
 
-  test('a resize waits for the recording unless forced, which finishes it first', async () => {
+  test('a resize waits for the recording unless forced, which splits it into a new replay at the new size', async () => {
     const replay = await client.browsers.replays.start(b.id, { framerate: 5 });
     await sleep(1000);
     await rejectsWith(
@@ -235,10 +235,17 @@ describe('replays', () => {
     );
     const resized = await client.browsers.update(b.id, { viewport: { width: 1024, height: 768, force: true } });
     assert.equal(resized.viewport.width, 1024);
-    const done = (await client.browsers.replays.list(b.id)).find((r) => r.replay_id === replay.replay_id);
-    assert.ok(done.finished_at, 'the forced resize finished the recording');
+    const all = await client.browsers.replays.list(b.id);
+    const done = all.find((r) => r.replay_id === replay.replay_id);
+    assert.ok(done.finished_at, 'the forced resize finished the first segment');
     const { file } = await downloadTo(b.id, replay.replay_id, 'resized.mp4');
     assert.equal(probe(file).width, VIEWPORT.width);
+    // The recording goes on as a new replay, on the resized screen.
+    const next = all.find((r) => r.replay_id !== replay.replay_id && !r.finished_at);
+    assert.ok(next, `a new segment records: ${JSON.stringify(all)}`);
+    await sleep(1000);
+    await client.browsers.replays.stop(next.replay_id, { id: b.id });
+    assert.equal(probe((await downloadTo(b.id, next.replay_id, 'segment-2.mp4')).file).width, 1024);
   });
 
   test('a file the sandbox swaps in for a recording is never served from the host', async () => {
