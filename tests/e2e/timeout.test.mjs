@@ -31,9 +31,11 @@ async function exists(id) {
 }
 
 test('timeout_seconds 10: idle one is deleted, one with an open CDP connection is kept', async () => {
+  // The idle clock starts when the session is created: t0 before the creates (a slow second
+  // create on a busy machine once made the first look deleted early).
+  const t0 = Date.now();
   const idle = await client.browsers.create({ headless: true, timeout_seconds: 10 });
   const held = await client.browsers.create({ headless: true, timeout_seconds: 10 });
-  const t0 = Date.now();
   assert.equal(idle.timeout_seconds, 10);
   const cdp = await CdpClient.connect(held.cdp_ws_url);
   try {
