@@ -30,6 +30,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -97,7 +98,27 @@ private:
     std::mutex outbox_mutex_;
     std::condition_variable_any outbox_cv_;
     std::map<std::string, std::vector<json>> outbox_;
+    // Held while a batch taken from the outbox is on its way: a session's end waits for it, so
+    // its last pull finds every event posted before the end.
+    std::mutex posting_mutex_;
     std::jthread sender_;
+    // Posts what waits for `sid` now, and waits for a post under way (a session ending).
+    void flush_posted(const std::string &sid);
+
+    // Sessions that ended with relays still open: the disconnects that follow are archived
+    // directly (the agent is gone), for a while.
+    struct Ended {
+        std::string project;
+        Selection selection;
+        std::chrono::steady_clock::time_point until;
+    };
+    std::map<std::string, Ended> ended_; // under relays_mutex_
+    struct Late {
+        std::string sid, project;
+        json event;
+    };
+    std::vector<Late> late_; // under relays_mutex_; archived by pull_all
+    void archive_direct(const std::string &sid, const std::string &project, json event);
 
     // `connection` and `cdp_command`, from the host's relay observer (relay_observe).
     std::uint32_t relay_event(const RelayEvent &e, bool cdp);
@@ -228,6 +249,10 @@ void TelemetryPlugin::send_posted(const std::stop_token &stop) {
             if (outbox_.empty() && stop.stop_requested()) return;
             // A burst (a CDP client's commands) becomes one post instead of one per event.
             outbox_cv_.wait_for(lock, stop, kPostCoalesce, [] { return false; });
+        }
+        std::lock_guard posting(posting_mutex_);
+        {
+            std::lock_guard lock(outbox_mutex_);
             batch.swap(outbox_);
         }
         for (auto &[sid, events] : batch) {
@@ -240,6 +265,33 @@ void TelemetryPlugin::send_posted(const std::stop_token &stop) {
             if (outbox_.empty()) return;
         }
     }
+}
+
+void TelemetryPlugin::flush_posted(const std::string &sid) {
+    std::lock_guard posting(posting_mutex_);
+    std::vector<json> waiting;
+    {
+        std::lock_guard lock(outbox_mutex_);
+        auto it = outbox_.find(sid);
+        if (it == outbox_.end()) return;
+        waiting = std::move(it->second);
+        outbox_.erase(it);
+    }
+    instance_call(sid, "POST", "/telemetry/event", json{{"events", std::move(waiting)}}.dump(), 2000);
+}
+
+void TelemetryPlugin::archive_direct(const std::string &sid, const std::string &project, json event) {
+    std::lock_guard lock(pull_mutex_);
+    auto rows = sql("SELECT archived_seq FROM telemetry_sessions WHERE session_id = ?", {sid});
+    if (rows.empty()) return;
+    std::int64_t seq = rows[0]["archived_seq"].get<std::int64_t>() + 1;
+    std::int64_t ts = event.value("ts", std::int64_t{0});
+    std::set<std::string> cats = {event.value("category", "")};
+    json batch = json::array({json{{"seq", seq}, {"event", std::move(event)}}});
+    sql("INSERT INTO telemetry_batches (session_id, project_id, first_seq, last_seq, first_ts, last_ts, categories, "
+        "events) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        {sid, project, seq, seq, ts, ts, category_mask(cats), batch.dump()});
+    sql("UPDATE telemetry_sessions SET archived_seq = ? WHERE session_id = ?", {seq, sid});
 }
 
 // A CDP client (agent paths /cdp, /cdp/devtools/…) or a live viewer (/liveview/ws) through the
@@ -288,15 +340,29 @@ std::uint32_t TelemetryPlugin::relay_event(const RelayEvent &e, bool cdp) {
             post(w.sid, make_event("control", "cdp_command", ts, "cdp", e.method, {{"method", std::string(e.method)}}));
         return 0;
     }
-    if (!captures(w.sid, "connection")) return 0;
-    if (w.cdp) {
-        post(w.sid, make_event("connection", "cdp_disconnect", ts, "kernel_api", "cdp_proxy",
-                               {{"duration_ms", e.duration_ms},
-                                {"message_count", e.message_count},
-                                {"reason", disconnect_reason(e.reason)}}));
-    } else {
-        post(w.sid, make_event("connection", "live_view_disconnect", ts, "kernel_api", "live_view",
-                               {{"duration_ms", e.duration_ms}, {"session_id", w.live_view_id}}));
+    json event = w.cdp ? make_event("connection", "cdp_disconnect", ts, "kernel_api", "cdp_proxy",
+                                    {{"duration_ms", e.duration_ms},
+                                     {"message_count", e.message_count},
+                                     {"reason", disconnect_reason(e.reason)}})
+                       : make_event("connection", "live_view_disconnect", ts, "kernel_api", "live_view",
+                                    {{"duration_ms", e.duration_ms}, {"session_id", w.live_view_id}});
+    if (captures(w.sid, "connection")) {
+        post(w.sid, std::move(event));
+        return 0;
+    }
+    // The session ended while this connection was open: its close comes after the last pull.
+    std::optional<std::string> project;
+    {
+        std::lock_guard lock(relays_mutex_);
+        auto it = ended_.find(w.sid);
+        if (it != ended_.end() && it->second.selection.count("connection")) project = it->second.project;
+        bool more = std::any_of(relays_.begin(), relays_.end(), [&](const auto &r) { return r.second.sid == w.sid; });
+        if (it != ended_.end() && (!more || it->second.until < std::chrono::steady_clock::now())) ended_.erase(it);
+    }
+    if (project) {
+        // Archived by the pull timer, off the event loop (the archive is SQLite).
+        std::lock_guard lock(relays_mutex_);
+        late_.push_back({w.sid, *project, std::move(event)});
     }
     return 0;
 }
@@ -327,8 +393,20 @@ json TelemetryPlugin::session_op(const json &in) {
         baseline = in.value("baseline", json());
         sel = apply_update(apply_create(parse_request(baseline, "browser_pool.telemetry")), parse_request(request));
     } else if (op == "release" || op == "end") {
-        // The lease or session is over: archive what the agent holds, close its streams, and stop
-        // capture (a reused browser starts its next lease from the pool's configuration).
+        // The lease or session is over: archive what the agent holds (the server's own events
+        // still queued for it first), close its streams, and stop capture (a reused browser
+        // starts its next lease from the pool's configuration).
+        flush_posted(sid);
+        if (op == "end") {
+            // Connections still open close once the instance is gone: their disconnects are
+            // archived without it.
+            std::scoped_lock lock(live_mutex_, relays_mutex_);
+            auto live = live_.find(sid);
+            bool open = std::any_of(relays_.begin(), relays_.end(), [&](const auto &r) { return r.second.sid == sid; });
+            if (live != live_.end() && open)
+                ended_[sid] = {live->second.project, live->second.selection,
+                               std::chrono::steady_clock::now() + std::chrono::seconds(30)};
+        }
         pull(sid);
         instance_call(sid, "PUT", "/telemetry/config", json{{"telemetry", nullptr}, {"end_streams", true}}.dump(),
                       5000);
@@ -443,6 +521,18 @@ void TelemetryPlugin::pull(const std::string &sid) {
 }
 
 void TelemetryPlugin::pull_all() {
+    std::vector<Late> late;
+    {
+        std::lock_guard lock(relays_mutex_);
+        late.swap(late_);
+    }
+    for (auto &l : late)
+        try {
+            archive_direct(l.sid, l.project, std::move(l.event));
+        } catch (const std::exception &e) {
+            warn("telemetry of browser session " + l.sid +
+                 ": a disconnect after its end was not archived: " + e.what());
+        }
     std::vector<std::string> ids;
     {
         std::lock_guard lock(live_mutex_);

@@ -362,6 +362,31 @@ describe('connections and CDP commands (headful)', () => {
     }
   });
 
+  test('a session deleted under an open connection: its last API call and the disconnect are archived', async () => {
+    const b = await client.browsers.create({ headless: true, telemetry: { enabled: true } });
+    const ws = await openWebSocket(b.cdp_ws_url);
+    const answered = new Promise((resolve) => ws.once('message', resolve));
+    ws.send(JSON.stringify({ id: 1, method: 'Browser.getVersion' }));
+    await answered;
+    const closed = new Promise((resolve) => ws.once('close', resolve));
+    // The server's own event for this call waits in its outbox when the delete comes right after.
+    await client.browsers.fs.writeFile(b.session_id, Buffer.from('last'), { path: '/tmp/last.txt' });
+    await client.browsers.deleteByID(b.session_id);
+    await closed;
+    let events = [];
+    const of = (type) => events.filter((e) => e.event.type === type).map((e) => e.event);
+    await waitFor(async () => {
+      events = await allEvents(b.session_id, { category: ['connection', 'control'] });
+      return of('cdp_disconnect').length === 1;
+    }, { what: 'the disconnect of the connection the end cut', timeoutMs: 15_000 }).catch(() => {});
+    assert.equal(of('cdp_disconnect').length, 1, JSON.stringify(events.map((e) => e.event.type)));
+    assert.equal(of('cdp_disconnect')[0].data.reason, 'upstream_changed');
+    assert.ok(of('api_call').some((e) => e.data.operation_id === 'fsWriteFile'), 'the last API call before the delete');
+    const seqs = events.map((e) => e.seq);
+    assert.deepEqual(seqs, [...seqs].sort((x, y) => x - y), 'in seq order');
+    assert.equal(new Set(seqs).size, seqs.length, 'no seq twice');
+  });
+
   test('a session capturing neither connection nor control is relayed without observation', async () => {
     const b = await client.browsers.create({ headless: true, telemetry: { browser: { console: {} } } });
     try {
