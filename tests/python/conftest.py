@@ -71,10 +71,16 @@ def server() -> Iterator[Server]:
     ready = threading.Event()
     base: list[str] = []
 
+    # HANGAR_TEST_LOG=<file> keeps the server's output there as it comes (a hang shows in it).
+    log = open(os.environ["HANGAR_TEST_LOG"], "a", encoding="utf-8") if os.environ.get("HANGAR_TEST_LOG") else None
+
     def pump() -> None:
         assert proc.stdout is not None
         for line in proc.stdout:
             output.append(line)
+            if log:
+                log.write(line)
+                log.flush()
             m = LISTEN_RE.search(line)
             if m and not ready.is_set():
                 base.append(m.group(1))

@@ -103,12 +103,16 @@ def test_process_exec_spawn_stream(client: Kernel, browser) -> None:
     p = client.browsers.process.spawn(sid, command="sh", args=["-c", "for i in 1 2 3; do echo line$i; done"])
     out = b""
     exit_code = None
-    for ev in client.browsers.process.stdout_stream(p.process_id, id_or_name=sid):
-        if ev.event == "exit":
-            exit_code = ev.exit_code
-            break
-        if ev.data_b64:
-            out += base64.b64decode(ev.data_b64)
+    # Closed by `with` when the loop leaves early: a stream left to the garbage collector closes
+    # its response whenever a collection runs, which can be inside httpcore's pool lock during a
+    # later request, and that request then waits for itself forever.
+    with client.browsers.process.stdout_stream(p.process_id, id_or_name=sid) as stream:
+        for ev in stream:
+            if ev.event == "exit":
+                exit_code = ev.exit_code
+                break
+            if ev.data_b64:
+                out += base64.b64decode(ev.data_b64)
     assert out == b"line1\nline2\nline3\n"
     assert exit_code == 0
     status = client.browsers.process.status(p.process_id, id_or_name=sid)
