@@ -312,13 +312,10 @@ private:
         return base;
     }
 
-    // {id} is checked with the proxies plugin now; a name is not resolved yet.
+    // {id} or {name}, resolved to the id by the proxies plugin now (404 unknown, 400 ambiguous);
+    // the connection keeps the id, so renaming the proxy later changes nothing.
     std::string proxy_id_of(const std::string &project, const json &proxy) const {
-        if (proxy.contains("name") && !proxy.contains("id"))
-            throw Error::not_implemented("proxy by name is not implemented for auth connections yet; pass {id}");
-        std::string id = proxy.value("id", "");
-        call("proxies.attach", {{"project_id", project}, {"proxy_id", id}});
-        return id;
+        return call("proxies.resolve", {{"project_id", project}, {"proxy", proxy}}).at("id").get<std::string>();
     }
 
     // ---- handlers ----------------------------------------------------------------------------------

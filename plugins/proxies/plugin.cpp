@@ -118,6 +118,9 @@ public:
         route("POST", "/proxies/{id}/check", [this](Request &q, Response &r) { check(q, r); });
 
         service("proxies.attach", [this](const json &in) { return attach(in); });
+        // A proxy selector {id?, name?} (auth connections): the id of the one active proxy of the
+        // project it names. A name must match exactly one (ambiguous: 400), as Kernel's contract says.
+        service("proxies.resolve", [this](const json &in) { return json{{"id", resolve(in)}}; });
 
         sign_requests_ = config_bool("sign_requests", false);
         signature_ttl_ = static_cast<int>(std::clamp<std::int64_t>(config_int("signature_ttl_seconds", 60), 1, 86400));
@@ -187,6 +190,27 @@ private:
             sql("SELECT * FROM proxies_proxies WHERE project_id = ? AND id = ? AND deleted_at IS NULL", {project, id});
         if (rows.empty()) return std::nullopt;
         return rows.front();
+    }
+
+    std::string resolve(const json &in) const {
+        std::string project = in.value("project_id", "");
+        const json sel = in.value("proxy", json::object());
+        if (sel.contains("id") && sel["id"].is_string()) {
+            std::string id = sel["id"].get<std::string>();
+            json row = require(project, id);
+            if (sel.contains("name") && sel["name"].is_string() && row.at("name") != sel["name"])
+                throw Error::invalid("proxy", "id and name name different proxies");
+            return id;
+        }
+        if (!sel.contains("name") || !sel["name"].is_string()) throw Error::invalid("proxy", "must be {id} or {name}");
+        std::string name = sel["name"].get<std::string>();
+        json rows = sql("SELECT id FROM proxies_proxies WHERE project_id = ? AND name = ? AND deleted_at IS NULL",
+                        {project, name});
+        if (rows.empty()) throw Error::not_found("proxy \"" + name + "\" not found");
+        if (rows.size() > 1)
+            throw Error::invalid("proxy", "the name \"" + name + "\" matches " + std::to_string(rows.size()) +
+                                              " proxies; select it by id");
+        return rows.front().at("id").get<std::string>();
     }
 
     json require(const std::string &project, const std::string &id) const {

@@ -159,6 +159,25 @@ describe('connections CRUD', () => {
     await rejectsWith(kernel.auth.connections.timeline('nope').then((p) => p), NotFoundError);
   });
 
+  test('proxy by {name}: resolved to the one active proxy of that name (404 unknown, 400 ambiguous)', async () => {
+    const proxy = (name) => kernel.proxies.create({ type: 'custom', name, config: { host: '127.0.0.1', port: 3128 } });
+    const solo = await proxy('ma-solo');
+    const dups = [await proxy('ma-dup'), await proxy('ma-dup')];
+    try {
+      const c = await kernel.auth.connections.create({ domain: 'proxied.test', profile_name: 'crud-proxy', proxy: { name: 'ma-solo' } });
+      assert.equal(c.proxy_id, solo.id);
+      await rejectsWith(kernel.auth.connections.create({ domain: 'p2.test', profile_name: 'crud-p2', proxy: { name: 'ma-dup' } }),
+        BadRequestError, 'bad_request');
+      await rejectsWith(kernel.auth.connections.create({ domain: 'p3.test', profile_name: 'crud-p3', proxy: { name: 'nope' } }),
+        NotFoundError, 'not_found');
+      const updated = await kernel.auth.connections.update(c.id, { proxy: { id: dups[0].id } });
+      assert.equal(updated.proxy_id, dups[0].id);
+      await kernel.auth.connections.delete(c.id);
+    } finally {
+      for (const p of [solo, ...dups]) await kernel.proxies.delete(p.id).catch(() => {});
+    }
+  });
+
   test('submit: 400 with a code when nothing awaits input or with two kinds of input', async () => {
     const c = await kernel.auth.connections.create({ domain: 'submit.test', profile_name: 'crud-f' });
     await rejectsWith(kernel.auth.connections.submit(c.id, { fields: { a: 'b' } }), BadRequestError, 'no_flow_awaiting_input');
