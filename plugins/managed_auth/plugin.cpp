@@ -457,9 +457,6 @@ private:
             throw Error::invalid("record_session", "must be a boolean");
         bool record = body.value("record_session", json()).is_boolean() ? body.at("record_session").get<bool>()
                                                                         : s.value("record_session", false);
-        if (record)
-            throw Error::not_implemented("record_session is not implemented for auth flows yet: log in with "
-                                         "record_session false");
         std::string proxy_id = s.value("proxy_id", "");
         if (auto it = body.find("proxy"); it != body.end() && !it->is_null()) {
             if (!it->is_object()) throw Error::invalid("proxy", "must be {id} or {name}");
@@ -470,12 +467,12 @@ private:
         // Background re-auths after a health check start their browsers as this caller would.
         s["base_url"] = req.base_url();
         sql("UPDATE managed_auth_connections SET settings = ? WHERE id = ?", {s.dump(), id});
-        res.json(start_flow(row, req.caller(), req.base_url(), proxy_id, telemetry));
+        res.json(start_flow(row, req.caller(), req.base_url(), proxy_id, telemetry, record));
     }
 
     // Starts a login (or re-auth) flow: its browser now, the engine on a thread of its own.
     json start_flow(const json &row, const json &caller, const std::string &base_url, const std::string &proxy_id,
-                    const json &telemetry) {
+                    const json &telemetry, bool record) {
         json s = parse_or(row, "settings", json::object());
         std::string id = row.at("id").get<std::string>();
         std::string project = row.at("project_id").get<std::string>();
@@ -498,7 +495,8 @@ private:
         flow->handoff_code = random_code();
 
         json browser_body = {{"stealth", true},
-                             {"headless", headless_},
+                             // A recording needs a screen: recorded flows run headful.
+                             {"headless", headless_ && !record},
                              {"timeout_seconds", flow_timeout_ms_ / 1000 + 60},
                              {"profile", {{"name", row.at("profile_name")}, {"save_changes", false}}}};
         if (!proxy_id.empty()) browser_body["proxy_id"] = proxy_id;
@@ -507,6 +505,22 @@ private:
             "browsers.create",
             {{"project_id", project}, {"caller", flow->caller}, {"base_url", flow->base_url}, {"body", browser_body}});
         flow->session_id = browser.value("session_id", "");
+        json timeline_data = {{"browser_session_id", flow->session_id}, {"telemetry_captured", telemetry.is_object()}};
+        if (record) {
+            // The replay ends with the auth browser (the replays plugin finishes it when the
+            // session goes) and stays listed under that session; the timeline names it.
+            try {
+                timeline_data["replay_id"] =
+                    call("replays.start",
+                         {{"session_id", flow->session_id}, {"project_id", project}, {"org_id", flow->org}})
+                        .at("replay_id");
+            } catch (const std::exception &e) {
+                call("browsers.delete", {{"project_id", project}, {"id", flow->session_id}});
+                throw Error(502, "upstream_unavailable",
+                            std::string("record_session: the recording of the auth browser did not start: ") +
+                                e.what());
+            }
+        }
         std::string hosted = flow->base_url + "/auth/connections/" + id + "/hosted?code=" + flow->handoff_code;
         flow->state = {{"flow_status", "IN_PROGRESS"},
                        {"flow_step", "DISCOVERING"},
@@ -517,9 +531,7 @@ private:
                        {"live_view_url", browser.value("browser_live_view_url", json())}};
         sql("INSERT INTO managed_auth_timeline (id, connection_id, type, status, step, data, created_at, updated_at) "
             "VALUES (?, ?, ?, 'IN_PROGRESS', 'INITIALIZED', ?, ?, ?)",
-            {flow->id, id, flow->type == "REAUTH" ? "reauth" : "login",
-             json{{"browser_session_id", flow->session_id}, {"telemetry_captured", telemetry.is_object()}}.dump(), now,
-             now});
+            {flow->id, id, flow->type == "REAUTH" ? "reauth" : "login", timeline_data.dump(), now, now});
         {
             std::lock_guard lock(flows_mutex_);
             if (auto it = flows_.find(id); it != flows_.end()) retired_.push_back(it->second);
@@ -624,7 +636,7 @@ private:
         auto fresh = sql("SELECT * FROM managed_auth_connections WHERE id = ?", {id});
         if (fresh.empty()) return;
         start_flow(fresh.front(), caller, s.value("base_url", ""), s.value("proxy_id", ""),
-                   s.value("browser_telemetry", json()));
+                   s.value("browser_telemetry", json()), s.value("record_session", false));
     }
 
     // The connection a request may see: its project's with an API key; with a flow JWT, the
@@ -760,9 +772,12 @@ private:
         std::string step = snapshot.value("flow_step", "DISCOVERING");
         if (status == "EXPIRED") step = "EXPIRED";
         auto old = sql("SELECT data FROM managed_auth_timeline WHERE id = ?", {f.id});
-        if (!old.empty())
-            data["telemetry_captured"] =
-                parse_or(old.front(), "data", json::object()).value("telemetry_captured", false);
+        if (!old.empty()) {
+            // What the flow's start recorded stays: whether telemetry ran, and the replay.
+            json started = parse_or(old.front(), "data", json::object());
+            data["telemetry_captured"] = started.value("telemetry_captured", false);
+            if (started.contains("replay_id")) data["replay_id"] = started["replay_id"];
+        }
         sql("UPDATE managed_auth_timeline SET status = ?, step = ?, data = ?, updated_at = ? WHERE id = ?",
             {status, step, data.dump(), now, f.id});
         if (current) broadcast(f.connection_id, snapshot, terminal(status));

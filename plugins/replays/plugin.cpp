@@ -127,6 +127,12 @@ private:
                             {in.value("session_id", "")});
             return json{{"count", rows.empty() ? 0 : rows[0].value("n", 0)}};
         });
+        // Managed auth's record_session: one replay of an auth browser, with the defaults.
+        service("replays.start", [this](const json &in) {
+            return json{{"replay_id",
+                         begin_recording(in.value("session_id", ""), in.value("org_id", ""), in.value("project_id", ""),
+                                         kDefaultFramerate, std::int64_t{kDefaultMaxDurationSeconds} * 1000)}};
+        });
         service("replays.split_begin", [this](const json &in) { return split_begin(in.value("session_id", "")); });
         service("replays.split_end", [this](const json &in) {
             return split_end(in.value("session_id", ""), in.value("segments", json::array()));

@@ -14,7 +14,7 @@ import { BadRequestError, ConflictError, NotFoundError } from '@onkernel/sdk';
 import { chromium } from 'playwright-core';
 
 import { PASSWORD, SMS_CODE, TOTP_SECRET, USER, startSites, totp } from '../fixtures/sites/sites.mjs';
-import { chromiumBaseArgs, chromiumPath, rejectsWith, repoRoot, startServer } from './lib/server.mjs';
+import { chromiumBaseArgs, chromiumPath, rejectsWith, repoRoot, startServer, waitFor } from './lib/server.mjs';
 
 const execFileP = promisify(execFile);
 const FLOW_FIELDS = [
@@ -236,6 +236,27 @@ describe('login flows', () => {
     assert.equal(await signedIn('one', 'one'), true);
     // Nothing of the credential in what the server printed.
     assert.ok(!server.output().includes(PASSWORD));
+  });
+
+  test('record_session: the auth browser is recorded; the timeline names the replay, an MP4 once the flow ended', async () => {
+    await kernel.credentials.create({ name: 'rec', domain: '127.0.0.1', values: { username: USER, password: PASSWORD } });
+    const c = await kernel.auth.connections.create({
+      domain: '127.0.0.1', profile_name: 'rec', login_url: `${sites.origin}/one/login`, credential: { name: 'rec' },
+    });
+    await kernel.auth.connections.login(c.id, { record_session: true });
+    const end = await waitFlow(c.id, done);
+    assert.equal(end.flow_status, 'SUCCESS');
+    const [entry] = (await kernel.auth.connections.timeline(c.id)).items;
+    assert.ok(entry.replay_id, JSON.stringify(entry));
+    // The auth browser is gone; its replay stays, finished, under that session.
+    let replay;
+    await waitFor(async () => {
+      replay = (await kernel.browsers.replays.list(entry.browser_session_id)).find((r) => r.replay_id === entry.replay_id);
+      return replay?.finished_at;
+    }, { what: 'the replay to be finished with the auth browser', timeoutMs: 30_000 });
+    const video = Buffer.from(await (await kernel.browsers.replays.download(entry.replay_id, { id: entry.browser_session_id })).arrayBuffer());
+    assert.equal(video.subarray(4, 8).toString(), 'ftyp', 'an MP4');
+    assert.ok(video.length > 1000);
   });
 
   test('wrong password: FAILED with the site\'s error as website_error, profile untouched', async () => {
