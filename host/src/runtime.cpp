@@ -446,6 +446,10 @@ std::vector<std::string> Runtime::agent_ro_paths() const {
     // The agent binary, its plugins and config; in a build tree also the plugins' sources
     // (runtimes such as the Playwright executor run from there). Installed, all live in /usr.
     std::vector<std::string> paths = {fs::path(opt_.exe).parent_path().string()};
+    // The runtimes plugins start inside (the Playwright executor, the BiDi mapper) live in
+    // <prefix>/share/hangar beside <prefix>/bin: under /usr for a package, elsewhere for an
+    // install into another prefix (or a staging root), which must be bound as well.
+    paths.push_back((fs::path(opt_.exe).parent_path().parent_path() / "share" / "hangar").string());
     if (!opt_.config_file.empty()) paths.push_back(fs::path(opt_.config_file).parent_path().string());
     paths.insert(paths.end(), opt_.plugin_dirs.begin(), opt_.plugin_dirs.end());
     if (under(opt_.exe, HANGAR_BUILD_DIR)) paths.emplace_back(HANGAR_SOURCE_DIR "/plugins");
