@@ -25,6 +25,7 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <regex>
@@ -62,6 +63,14 @@ CREATE INDEX apps_invocations_project ON apps_invocations (project_id, started_a
 INSERT INTO secret_columns (owner, table_name, id_column, column_name) VALUES ('apps', 'apps_deployments', 'id', 'env_vars');
 INSERT INTO secret_columns (owner, table_name, id_column, column_name) VALUES ('apps', 'apps_deployments', 'id', 'api_key');
 )sql"},
+    // Events outlive a restart: a follow after it replays the build log and the invocation's
+    // events, not only the final state. Pruned with the in-memory replay (event_retention_seconds).
+    {2, R"sql(
+CREATE TABLE apps_events (
+    resource TEXT NOT NULL, seq INTEGER NOT NULL, event TEXT NOT NULL, created_ms INTEGER NOT NULL,
+    PRIMARY KEY (resource, seq));
+CREATE INDEX apps_events_age ON apps_events (created_ms);
+)sql"},
 };
 
 // RFC 3339 with nanoseconds (the Invocation's started_at is documented so).
@@ -86,9 +95,23 @@ bool terminal_deployment(const std::string &s) {
 // live to the open streams; closed once the resource reached a terminal state.
 class EventLog {
 public:
+    // `store` keeps each event (with its index) where a restart finds it again.
+    explicit EventLog(std::function<void(std::size_t, const json &)> store = {}) : store_(std::move(store)) {}
+    // What an earlier run stored, before anything is emitted or followed.
+    void preload(std::vector<json> events) {
+        std::lock_guard lock(m_);
+        events_ = std::move(events);
+    }
+    json last() const {
+        std::lock_guard lock(m_);
+        return events_.empty() ? json(nullptr) : events_.back();
+    }
     void emit(const json &event) {
         std::lock_guard lock(m_);
-        if (events_.size() < kMaxEvents) events_.push_back(event);
+        if (events_.size() < kMaxEvents) {
+            events_.push_back(event);
+            if (store_) store_(events_.size(), event);
+        }
         send_all(event);
     }
     void subscribe(std::unique_ptr<SseStream> stream, std::int64_t since_ms) {
@@ -127,6 +150,7 @@ private:
         std::erase_if(subs_, [&](auto &s) { return !s->send(e); });
     }
     mutable std::mutex m_;
+    std::function<void(std::size_t, const json &)> store_;
     std::vector<json> events_;
     std::vector<std::unique_ptr<SseStream>> subs_;
     bool closed_ = false;
@@ -328,11 +352,21 @@ public:
         });
 
         event_retention_ms_ = config_int("event_retention_seconds", 3600) * 1000;
+        sql("DELETE FROM apps_events WHERE created_ms < ?", json::array({now_ms() - event_retention_ms_}));
         every(15000, [this] {
-            std::lock_guard lock(logs_mutex_);
-            std::erase_if(logs_, [&](const auto &kv) { return kv.second->stale(event_retention_ms_); });
-            for (auto &[_, log] : logs_)
-                log->heartbeat();
+            std::vector<std::string> gone;
+            {
+                std::lock_guard lock(logs_mutex_);
+                std::erase_if(logs_, [&](const auto &kv) {
+                    bool stale = kv.second->stale(event_retention_ms_);
+                    if (stale) gone.push_back(kv.first);
+                    return stale;
+                });
+                for (auto &[_, log] : logs_)
+                    log->heartbeat();
+            }
+            for (const auto &key : gone)
+                sql("DELETE FROM apps_events WHERE resource = ?", {key});
         });
         builder_ = std::thread([this] { build_loop(); });
     }
@@ -423,7 +457,20 @@ private:
         std::lock_guard lock(logs_mutex_);
         auto &slot = logs_[key];
         if (created) *created = !slot;
-        if (!slot) slot = std::make_shared<EventLog>();
+        if (!slot) {
+            slot = std::make_shared<EventLog>([this, key](std::size_t seq, const json &event) {
+                try {
+                    sql("INSERT OR REPLACE INTO apps_events (resource, seq, event, created_ms) VALUES (?, ?, ?, ?)",
+                        {key, static_cast<std::int64_t>(seq), event.dump(), now_ms()});
+                } catch (const std::exception &e) {
+                    warn("an event of " + key + " was not stored: " + e.what()); // the live stream has it
+                }
+            });
+            std::vector<json> stored;
+            for (const auto &row : sql("SELECT event FROM apps_events WHERE resource = ? ORDER BY seq", {key}))
+                stored.push_back(json::parse(row.at("event").get<std::string>(), nullptr, false));
+            slot->preload(std::move(stored));
+        }
         return slot;
     }
 
@@ -435,9 +482,15 @@ private:
         auto log = log_for((deployment ? "d/" : "i/") + row.at("id").get<std::string>(), &created);
         std::string status = row.value("status", "");
         if (created && (deployment ? terminal_deployment(status) : terminal_invocation(status))) {
-            log->emit({{"event", kind + "_state"},
-                       {kind, deployment ? render_deployment(row) : render_invocation(row)},
-                       {"timestamp", rfc3339(now_ms())}});
+            // Its stored events end with this state already, unless the restart ended it (or
+            // nothing was stored): then the state is said once more.
+            json last = log->last();
+            bool said = last.is_object() && last.value("event", "") == kind + "_state" &&
+                        last.value(kind, json::object()).value("status", "") == status;
+            if (!said)
+                log->emit({{"event", kind + "_state"},
+                           {kind, deployment ? render_deployment(row) : render_invocation(row)},
+                           {"timestamp", rfc3339(now_ms())}});
             log->close();
         }
         return log;

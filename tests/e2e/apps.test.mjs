@@ -283,3 +283,35 @@ test('a redeploy of the same version supersedes the previous deployment', async 
     NotFoundError,
   );
 });
+
+test('events outlive a restart: a follow afterwards replays the build log and the invocation', async () => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'hangar-e2e-apps-restart-'));
+  const apiKey = 'sk_test_apps_restart_' + Date.now();
+  let first;
+  let second;
+  try {
+    first = await startServer({ dataDir, apiKey });
+    const created = await first.client.deployments.create({ file: await toFile(zipDir(fixture), 'app.zip'), entrypoint_rel_path: 'index.ts' });
+    const before = await collect(await first.client.deployments.follow(created.id));
+    assert.equal(before.at(-1).deployment.status, 'running');
+    const inv = await first.client.invocations.create({ app_name: 'fixture-ts', action_name: 'env', version: 'latest' });
+    assert.equal(inv.status, 'succeeded', inv.status_reason);
+    const invBefore = await collect(await first.client.invocations.follow(inv.id));
+    await first.stop();
+
+    second = await startServer({ dataDir, apiKey });
+    const after = await collect(await second.client.deployments.follow(created.id));
+    const logs = (events) => events.filter((e) => e.event === 'log').map((e) => e.message);
+    assert.ok(logs(after).some((m) => /npm ci/.test(m)), 'the build log is replayed after the restart');
+    assert.deepEqual(logs(after), logs(before));
+    assert.deepEqual(after.filter((e) => e.event === 'deployment_state').map((e) => e.deployment.status),
+      ['queued', 'in_progress', 'running']);
+    const invAfter = await collect(await second.client.invocations.follow(inv.id));
+    assert.deepEqual(invAfter.map((e) => e.event), invBefore.map((e) => e.event));
+    assert.equal(invAfter.at(-1).invocation.status, 'succeeded');
+  } finally {
+    await second?.stop();
+    await first?.stop();
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+});
