@@ -1,5 +1,6 @@
 #include "cgroups.hpp"
 
+#include "event_loop.hpp"
 #include "util.hpp"
 
 #include <fcntl.h>
@@ -22,12 +23,11 @@ constexpr const char *kLimited[] = {"memory", "pids", "cpu"};
 // Writes `value` to a cgroup file in one write(2), as the kernel wants it; "" when it took,
 // else why not.
 std::string write_cgroup_file(const std::string &path, const std::string &value) {
-    int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
-    if (fd < 0) return path + ": " + std::strerror(errno);
-    bool ok = ::write(fd, value.data(), value.size()) == static_cast<ssize_t>(value.size());
-    std::string why = ok ? "" : path + ": cannot write '" + value + "': " + std::strerror(errno);
-    ::close(fd);
-    return why;
+    UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
+    if (!fd) return path + ": " + std::strerror(errno);
+    if (::write(fd.get(), value.data(), value.size()) != static_cast<ssize_t>(value.size()))
+        return path + ": cannot write '" + value + "': " + std::strerror(errno);
+    return "";
 }
 
 std::string make_dir(const std::string &path) {
