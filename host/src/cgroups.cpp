@@ -224,10 +224,10 @@ void release_delegated_cgroups(const CgroupLayout &layout) {
 
 void record_cgroup_roots(const std::string &data_dir, const CgroupLayout &layout) {
     std::string text = "# where hangar serve put the instances' cgroups at its last start\n";
-    text += "mode " + layout.mode + "\norigin " + layout.origin + "\n";
-    text += std::string("survives_restart ") + (layout.survives_restart ? "yes" : "no") + "\n";
+    text.append("mode ").append(layout.mode).append("\norigin ").append(layout.origin).append("\n");
+    text.append("survives_restart ").append(layout.survives_restart ? "yes" : "no").append("\n");
     for (const auto &[controller, root] : layout.roots)
-        text += "root " + controller + " " + root + "\n";
+        text.append("root ").append(controller).append(" ").append(root).append("\n");
     try {
         write_file_atomic(data_dir + "/cgroup-roots", text, 0644);
     } catch (const std::exception &) {

@@ -1077,7 +1077,9 @@ std::vector<InstanceOnDisk> survey_instances(const std::string &data_dir) {
             std::set<std::string> stray;
             for (const auto &root : cgroup_roots)
                 try {
-                    for (const auto &tok : split(read_file(root + "/" + id + "/cgroup.procs"), '\n'))
+                    std::string procs = root;
+                    procs.append("/").append(id).append("/cgroup.procs");
+                    for (const auto &tok : split(read_file(procs), '\n'))
                         if (!trim(tok).empty()) stray.insert(trim(tok));
                 } catch (const std::exception &) {
                     // no such cgroup
