@@ -279,16 +279,14 @@ Runtime::Runtime(RuntimeOptions options, Poco::Logger &log) : opt_(std::move(opt
     auto layout = choose_cgroup_layout("/sys/fs/cgroup", self_cgroup, ::getpid());
     for (const auto &why : layout.warnings)
         log_.warning("%s", why);
-    cgroup_mode_ = layout.mode;
-    cgroup_roots_ = layout.roots;
     cgroup_layout_ = layout;
     record_cgroup_roots(opt_.data_dir, layout);
-    for (const auto &[controller, root] : cgroup_roots_)
+    for (const auto &[controller, root] : cgroup_layout_.roots)
         log_.information("instance cgroups (%s, %s): %s", controller, layout.origin, root);
     // Instances outlive the server only where their cgroups can find every process of them
     // (a restart adopts or kills them by it) and can never block the next start.
-    outlive_ = opt_.use_bwrap && !cgroup_roots_.empty() && layout.survives_restart;
-    if (!outlive_ && !cgroup_roots_.empty())
+    outlive_ = opt_.use_bwrap && !cgroup_layout_.roots.empty() && layout.survives_restart;
+    if (!outlive_ && !cgroup_layout_.roots.empty())
         log_.warning("instances end with the server: under systemd before 254 their cgroups would stop the next "
                      "start (DelegateSubgroup=server, in the packaged unit, lifts this on systemd 254 and later)");
     else if (!outlive_)
@@ -391,7 +389,7 @@ std::vector<std::string> Runtime::make_cgroups(const std::string &id) {
         out << value;
         if (!out.flush()) log_.warning("cgroup %s: cannot write %s", file, value);
     };
-    for (const auto &[controller, root] : cgroup_roots_) {
+    for (const auto &[controller, root] : cgroup_layout_.roots) {
         std::string path = root;
         path.append("/").append(id);
         std::error_code ec;
@@ -415,7 +413,7 @@ std::vector<std::string> Runtime::make_cgroups(const std::string &id) {
 void Runtime::kill_cgroup_processes(const std::string &id) {
     for (auto until = steady_ms() + 2000;;) {
         bool any = false;
-        for (const auto &[_, root] : cgroup_roots_) {
+        for (const auto &[_, root] : cgroup_layout_.roots) {
             std::string procs, file = root;
             file.append("/").append(id).append("/cgroup.procs");
             try {
@@ -435,7 +433,7 @@ void Runtime::kill_cgroup_processes(const std::string &id) {
 }
 
 void Runtime::remove_cgroups(const std::string &id) {
-    for (const auto &[_, root] : cgroup_roots_) {
+    for (const auto &[_, root] : cgroup_layout_.roots) {
         std::string path = root;
         path.append("/").append(id);
         ::rmdir(path.c_str());
@@ -882,7 +880,7 @@ std::optional<std::pair<std::string, int>> Runtime::memory_cgroup(const std::str
     std::lock_guard lock(mutex_);
     auto it = instances_.find(id);
     if (it == instances_.end() || it->second.pid <= 0) return std::nullopt;
-    for (const auto &[controller, root] : cgroup_roots_) {
+    for (const auto &[controller, root] : cgroup_layout_.roots) {
         if (controller != "all" && controller != "memory") continue;
         std::string path = root;
         path.append("/").append(id);
@@ -957,7 +955,7 @@ void Runtime::clean_leftover(const std::string &id) {
 
 bool Runtime::in_own_cgroup(pid_t pid, const std::string &id) const {
     // A pid file names a process; its cgroup says it is still that instance's, not a reused pid.
-    for (const auto &[_, root] : cgroup_roots_) {
+    for (const auto &[_, root] : cgroup_layout_.roots) {
         std::string file = root;
         file.append("/").append(id).append("/cgroup.procs");
         try {
@@ -983,7 +981,7 @@ bool Runtime::try_adopt(const std::string &id, Instance &inst) {
     inst.pidfd = std::make_shared<UniqueFd>(static_cast<int>(::syscall(SYS_pidfd_open, inst.pid, 0)));
     if (inst.pidfd->get() < 0) return false;
     inst.pasta_pid = process_runs(pids[1], "pasta") ? pids[1] : -1;
-    for (const auto &[_, root] : cgroup_roots_) {
+    for (const auto &[_, root] : cgroup_layout_.roots) {
         std::string path = root;
         path.append("/").append(id);
         if (fs::is_directory(path)) inst.cgroups.push_back(path);

@@ -83,7 +83,7 @@ public:
     std::vector<std::string> running() const;
     // Each running instance and its cgroup folders (one per hierarchy), for /metrics.
     std::vector<std::pair<std::string, std::vector<std::string>>> instance_cgroups() const;
-    std::string cgroup_mode() const { return cgroup_mode_; }
+    std::string cgroup_mode() const { return cgroup_layout_.mode; }
     // Whether instance folders are size-capped file systems (a quota is set and we may mount).
     bool disk_quota() const { return disk_quota_; }
 
@@ -148,10 +148,7 @@ private:
     bool disk_quota_ = false;
     bool outlive_ = false;
     std::set<std::string> unclaimed_; // adopted, not yet claimed by a plugin
-    std::string cgroup_mode_ = "none";
-    // v2: one root with every controller; v1: a root per hierarchy (memory, pids, cpu).
-    std::vector<std::pair<std::string, std::string>> cgroup_roots_; // {controller, root}
-    CgroupLayout cgroup_layout_;
+    CgroupLayout cgroup_layout_;      // where instance cgroups go (cgroups.hpp), decided at start
     std::string pasta_ports_;
     std::string route_batch_;
     mutable std::mutex mutex_;
