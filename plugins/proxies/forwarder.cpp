@@ -69,8 +69,10 @@ std::string rewrite_headers(const std::string &head_lines, const std::vector<std
     return out + extra + "\r\n";
 }
 
-// Copies both ways until one side ends or the socket is cut by a route change.
-void splice(Conn &a, Conn &b) {
+// Copies both ways until one side ends or the socket is cut by a route change. Answers whether
+// `b` sent anything.
+bool splice(Conn &a, Conn &b) {
+    bool b_spoke = false;
     char buf[32 * 1024];
     auto deadline = [] { return Clock::now() + std::chrono::seconds(60); };
     for (;;) {
@@ -78,26 +80,72 @@ void splice(Conn &a, Conn &b) {
             pollfd p[2] = {{a.fd(), POLLIN, 0}, {b.fd(), POLLIN, 0}};
             int r = ::poll(p, 2, -1);
             if (r < 0 && errno == EINTR) continue;
-            if (r < 0 || ((p[0].revents | p[1].revents) & (POLLERR | POLLNVAL))) return;
+            if (r < 0 || ((p[0].revents | p[1].revents) & (POLLERR | POLLNVAL))) return b_spoke;
             bool moved = false;
             for (int i = 0; i < 2; ++i) {
                 if (!(p[i].revents & (POLLIN | POLLHUP))) continue;
                 Conn &from = i == 0 ? a : b;
                 long n = from.read(buf, sizeof buf, deadline());
-                if (n <= 0) return;
+                if (n <= 0) return b_spoke;
+                b_spoke = b_spoke || i == 1;
                 (i == 0 ? b : a).write_all({buf, static_cast<std::size_t>(n)}, deadline());
                 moved = true;
             }
-            if (!moved) return;
+            if (!moved) return b_spoke;
             continue;
         }
         for (Conn *from : {&a, &b}) {
             if (!from->pending()) continue;
             long n = from->read(buf, sizeof buf, deadline());
-            if (n <= 0) return;
+            if (n <= 0) return b_spoke;
+            b_spoke = b_spoke || from == &b;
             (from == &a ? b : a).write_all({buf, static_cast<std::size_t>(n)}, deadline());
         }
     }
+}
+
+std::string html_escape(const std::string &in) {
+    std::string out;
+    for (char c : in) {
+        switch (c) {
+        case '<':
+            out += "&lt;";
+            break;
+        case '>':
+            out += "&gt;";
+            break;
+        case '&':
+            out += "&amp;";
+            break;
+        case '"':
+            out += "&quot;";
+            break;
+        default:
+            out += c;
+        }
+    }
+    return out;
+}
+
+// The page a request the proxy layer could not carry gets instead of the site's answer: 502 with
+// the failure's code in X-Kernel-Proxy-Error, as Kernel's egress proxy answers, so a client (and
+// the telemetry collector) can tell a proxy failure from the site's own 502.
+void answer_proxy_error(Conn &client, ProxyFailure failure, const std::string &reason) {
+    const char *code = code_of(failure);
+    std::string page = std::string("<!doctype html><html><head><title>Proxy error: ") + code +
+                       "</title></head><body><h1>The proxy could not carry this request</h1><p><code>" + code +
+                       "</code>: " + html_escape(reason) + "</p></body></html>\n";
+    std::string res = std::string("HTTP/1.1 502 Bad Gateway\r\nX-Kernel-Proxy-Error: ") + code +
+                      "\r\nContent-Type: text/html; charset=utf-8\r\nCache-Control: no-store\r\nContent-Length: " +
+                      std::to_string(page.size()) + "\r\nConnection: close\r\n\r\n" + page;
+    try {
+        client.write_all(res, Clock::now() + std::chrono::seconds(5));
+    } catch (const DialError &) {
+    }
+}
+
+std::string failure_key(const std::string &host, std::uint16_t port) {
+    return lower(host) + ":" + std::to_string(port);
 }
 
 void answer_error(Conn &client, int status, const std::string &reason) {
@@ -149,6 +197,22 @@ void Forwarder::set_route(Route route) {
     for (int fd : clients_)
         ::shutdown(fd, SHUT_RDWR);
     changed_.notify_all();
+}
+
+void Forwarder::remember_failure(const std::string &host, std::uint16_t port, ProxyFailure failure) {
+    constexpr std::size_t kKept = 64;
+    std::lock_guard lock(mutex_);
+    failures_.push_back({failure_key(host, port), failure, Clock::now()});
+    if (failures_.size() > kKept) failures_.pop_front();
+}
+
+std::optional<ProxyFailure> Forwarder::recent_failure(const std::string &host, std::uint16_t port) {
+    constexpr auto kWindow = std::chrono::seconds(30);
+    std::string key = failure_key(host, port);
+    std::lock_guard lock(mutex_);
+    for (auto it = failures_.rbegin(); it != failures_.rend(); ++it)
+        if (it->authority == key && Clock::now() - it->at <= kWindow) return it->failure;
+    return std::nullopt;
 }
 
 std::shared_ptr<const Route> Forwarder::current_route() {
@@ -208,11 +272,6 @@ void Forwarder::serve(int client_fd) {
     } catch (const DialError &) {
         return;
     }
-    auto route = current_route();
-    if (!route) {
-        answer_error(client, 502, "the browser's proxy is not configured yet");
-        return;
-    }
     auto eol = head.find("\r\n");
     std::string line = head.substr(0, eol);
     std::string rest = head.substr(eol + 2);
@@ -225,6 +284,7 @@ void Forwarder::serve(int client_fd) {
     std::string method = line.substr(0, sp1);
     std::string target = line.substr(sp1 + 1, sp2 - sp1 - 1);
     std::string version = line.substr(sp2 + 1);
+    constexpr const char *kNoRoute = "the browser's proxy was not configured in time";
 
     if (method == "CONNECT") {
         std::string host;
@@ -233,12 +293,24 @@ void Forwarder::serve(int client_fd) {
             answer_error(client, 502, "malformed CONNECT target");
             return;
         }
+        auto route = current_route();
+        if (!route) {
+            remember_failure(host, port, ProxyFailure::proxy_unavailable);
+            answer_proxy_error(client, ProxyFailure::proxy_unavailable, kNoRoute);
+            return;
+        }
         const Upstream *up = route->upstream && !bypassed(route->bypass_hosts, host) ? &*route->upstream : nullptr;
         Conn server;
         try {
             server = dial(up, host, port, Clock::now() + kDialTimeout);
         } catch (const DialError &e) {
-            answer_error(client, 502, e.what());
+            // Without a proxy on the way this is the site's own failure, not the proxy layer's.
+            if (!up) {
+                answer_error(client, 502, e.what());
+                return;
+            }
+            remember_failure(host, port, e.failure());
+            answer_proxy_error(client, e.failure(), e.what());
             return;
         }
         client.write_all("HTTP/1.1 200 Connection Established\r\n\r\n", Clock::now() + kDialTimeout);
@@ -263,6 +335,11 @@ void Forwarder::serve(int client_fd) {
         answer_error(client, 502, "malformed URL");
         return;
     }
+    auto route = current_route();
+    if (!route) {
+        answer_proxy_error(client, ProxyFailure::proxy_unavailable, kNoRoute);
+        return;
+    }
     const Upstream *up = route->upstream && !bypassed(route->bypass_hosts, host) ? &*route->upstream : nullptr;
     Conn server;
     std::string out;
@@ -283,13 +360,18 @@ void Forwarder::serve(int client_fd) {
                   rewrite_headers(rest, {"proxy-authorization", "proxy-connection", "connection", "keep-alive"},
                                   "Connection: close\r\n");
         }
-    } catch (const DialError &) {
-        // Closed without an answer: Chromium sees a network failure, as it would going direct,
-        // and no page of ours stands in for the site.
+    } catch (const DialError &e) {
+        // Going direct, closed without an answer: Chromium sees the network failure it would see
+        // without us. Through a proxy, the proxy layer's page names what failed.
+        if (up) answer_proxy_error(client, e.failure(), e.what());
         return;
     }
     server.write_all(out + extra, Clock::now() + kDialTimeout);
-    splice(client, server);
+    // An HTTP proxy that hangs up without a byte of answer did not carry the request (a proxy
+    // behind a port forwarder that cannot reach it looks like this): say so, not an empty reply.
+    if (!splice(client, server) && up && up->scheme != "socks5")
+        answer_proxy_error(client, ProxyFailure::provider_unreachable,
+                           "the proxy closed the connection without an answer");
 }
 
 } // namespace proxies

@@ -5,11 +5,13 @@
 // new way (Chromium retries a request whose idle connection closed).
 #pragma once
 
+#include "net.hpp"
 #include "proxies_model.hpp"
 
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -35,10 +37,16 @@ public:
     std::uint16_t port() const { return port_; }
     void set_route(Route route);
 
+    // Why the last tunnel to host:port failed at the proxy, when that was in the last 30 s.
+    // Chromium shows a refused CONNECT only as ERR_TUNNEL_CONNECTION_FAILED, without our answer,
+    // so the telemetry collector asks here to name the failure.
+    std::optional<ProxyFailure> recent_failure(const std::string &host, std::uint16_t port);
+
 private:
     void accept_loop();
     void serve(int client_fd);
     std::shared_ptr<const Route> current_route();
+    void remember_failure(const std::string &host, std::uint16_t port, ProxyFailure failure);
 
     int listen_fd_ = -1;
     std::uint16_t port_ = 0;
@@ -51,6 +59,13 @@ private:
     int hold_ms_;
     std::set<int> clients_; // open client sockets, cut on a route change
     int active_ = 0;
+
+    struct TunnelFailure {
+        std::string authority; // lower-case host ":" port
+        ProxyFailure failure;
+        Clock::time_point at;
+    };
+    std::deque<TunnelFailure> failures_; // newest last, bounded
 };
 
 } // namespace proxies

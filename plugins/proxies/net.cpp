@@ -53,15 +53,29 @@ int status_of(const std::string &head) {
     return std::atoi(head.c_str() + sp + 1);
 }
 
+// An HTTP proxy's refusal of a CONNECT: 403 is its rules, 504 its own timeout, another 5xx its
+// failure to reach the target (tinyproxy answers 500, squid 503), the rest a refusal of us.
+ProxyFailure failure_of_status(int status) {
+    if (status == 403) return ProxyFailure::destination_blocked;
+    if (status == 504) return ProxyFailure::upstream_timeout;
+    if (status >= 500 && status <= 599) return ProxyFailure::upstream_connect_failed;
+    return ProxyFailure::provider_rejected;
+}
+
 std::string authority(const std::string &host, std::uint16_t port) {
     return (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(port);
 }
 
-void read_exact(Conn &c, char *buf, std::size_t n, Clock::time_point deadline, const char *what) {
+// `closed`: what a proxy that hangs up at this step means (after a CONNECT request: that it could
+// not reach the target; dante closes without a reply when the target refuses).
+void read_exact(Conn &c, char *buf, std::size_t n, Clock::time_point deadline, const char *what, ProxyFailure closed) {
     std::size_t got = 0;
     while (got < n) {
         long r = c.read(buf + got, n - got, deadline);
-        if (r <= 0) throw DialError(std::string(what) + ": the SOCKS5 proxy closed the connection");
+        if (r < 0 && Clock::now() >= deadline)
+            throw DialError(std::string(what) + ": the SOCKS5 proxy did not answer in time",
+                            ProxyFailure::upstream_timeout);
+        if (r <= 0) throw DialError(std::string(what) + ": the SOCKS5 proxy closed the connection", closed);
         got += static_cast<std::size_t>(r);
     }
 }
@@ -72,22 +86,25 @@ void socks5_connect(Conn &c, const Upstream &u, const std::string &host, std::ui
     std::string hello = creds ? std::string("\x05\x02\x00\x02", 4) : std::string("\x05\x01\x00", 3);
     c.write_all(hello, deadline);
     char reply[2];
-    read_exact(c, reply, 2, deadline, "greeting");
-    if (reply[0] != 5) throw DialError("the upstream at " + u.display() + " is not a SOCKS5 proxy");
+    read_exact(c, reply, 2, deadline, "greeting", ProxyFailure::provider_unreachable);
+    if (reply[0] != 5)
+        throw DialError("the upstream at " + u.display() + " is not a SOCKS5 proxy", ProxyFailure::provider_rejected);
     if (static_cast<unsigned char>(reply[1]) == 0x02) {
-        if (!creds) throw DialError("the SOCKS5 proxy wants a username and password");
+        if (!creds) throw DialError("the SOCKS5 proxy wants a username and password", ProxyFailure::provider_rejected);
         if (u.username.size() > 255 || u.password.size() > 255)
-            throw DialError("SOCKS5 usernames and passwords are at most 255 bytes");
+            throw DialError("SOCKS5 usernames and passwords are at most 255 bytes", ProxyFailure::provider_rejected);
         std::string auth = "\x01";
         auth += static_cast<char>(u.username.size());
         auth += u.username;
         auth += static_cast<char>(u.password.size());
         auth += u.password;
         c.write_all(auth, deadline);
-        read_exact(c, reply, 2, deadline, "authentication");
-        if (reply[1] != 0) throw DialError("proxy authentication failed (SOCKS5 rejected the username or password)");
+        read_exact(c, reply, 2, deadline, "authentication", ProxyFailure::provider_rejected);
+        if (reply[1] != 0)
+            throw DialError("proxy authentication failed (SOCKS5 rejected the username or password)",
+                            ProxyFailure::provider_rejected);
     } else if (reply[1] != 0) {
-        throw DialError("the SOCKS5 proxy accepts none of our authentication methods");
+        throw DialError("the SOCKS5 proxy accepts none of our authentication methods", ProxyFailure::provider_rejected);
     }
     std::string req("\x05\x01\x00", 3);
     unsigned char addr[16];
@@ -98,7 +115,7 @@ void socks5_connect(Conn &c, const Upstream &u, const std::string &host, std::ui
         req += '\x04';
         req.append(reinterpret_cast<char *>(addr), 16);
     } else {
-        if (host.size() > 255) throw DialError("host name too long for SOCKS5");
+        if (host.size() > 255) throw DialError("host name too long for SOCKS5", ProxyFailure::upstream_dns_failure);
         req += '\x03';
         req += static_cast<char>(host.size());
         req += host;
@@ -107,26 +124,51 @@ void socks5_connect(Conn &c, const Upstream &u, const std::string &host, std::ui
     req += static_cast<char>(port & 0xff);
     c.write_all(req, deadline);
     char head[4];
-    read_exact(c, head, 4, deadline, "connect");
+    read_exact(c, head, 4, deadline, "connect", ProxyFailure::upstream_connect_failed);
     if (head[1] != 0) {
         static const char *reasons[] = {"succeeded",           "general failure",       "not allowed by its rules",
                                         "network unreachable", "host unreachable",      "connection refused",
                                         "TTL expired",         "command not supported", "address type not supported"};
         auto code = static_cast<unsigned char>(head[1]);
+        // RFC 1928 replies: 2 is the proxy's ruleset, 6 a timeout; the rest fail to connect.
+        ProxyFailure failure = code == 2   ? ProxyFailure::destination_blocked
+                               : code == 6 ? ProxyFailure::upstream_timeout
+                                           : ProxyFailure::upstream_connect_failed;
         throw DialError("the SOCKS5 proxy could not reach " + authority(host, port) + ": " +
-                        (code < 9 ? reasons[code] : "error " + std::to_string(code)));
+                            (code < 9 ? reasons[code] : "error " + std::to_string(code)),
+                        failure);
     }
     std::size_t skip = head[3] == 1 ? 4 : head[3] == 4 ? 16 : 0;
     if (head[3] == 3) {
         char len = 0;
-        read_exact(c, &len, 1, deadline, "connect");
+        read_exact(c, &len, 1, deadline, "connect", ProxyFailure::upstream_connect_failed);
         skip = static_cast<unsigned char>(len);
     }
     char rest[258];
-    read_exact(c, rest, skip + 2, deadline, "connect");
+    read_exact(c, rest, skip + 2, deadline, "connect", ProxyFailure::upstream_connect_failed);
 }
 
 } // namespace
+
+const char *code_of(ProxyFailure f) {
+    switch (f) {
+    case ProxyFailure::provider_unreachable:
+        return "provider_unreachable";
+    case ProxyFailure::provider_rejected:
+        return "provider_rejected";
+    case ProxyFailure::destination_blocked:
+        return "destination_blocked";
+    case ProxyFailure::upstream_dns_failure:
+        return "upstream_dns_failure";
+    case ProxyFailure::upstream_connect_failed:
+        return "upstream_connect_failed";
+    case ProxyFailure::upstream_timeout:
+        return "upstream_timeout";
+    case ProxyFailure::proxy_unavailable:
+        return "proxy_unavailable";
+    }
+    return "upstream_connect_failed";
+}
 
 Conn::Conn(Conn &&o) noexcept : fd_(o.fd_), ctx_(o.ctx_), ssl_(o.ssl_) {
     o.fd_ = -1;
@@ -276,9 +318,10 @@ Conn tcp_connect(const std::string &host, std::uint16_t port, Clock::time_point 
     addrinfo *res = nullptr;
     std::string service = std::to_string(port);
     if (int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &res); rc != 0)
-        throw DialError("cannot resolve " + host + ": " + gai_strerror(rc));
+        throw DialError("cannot resolve " + host + ": " + gai_strerror(rc), ProxyFailure::upstream_dns_failure);
     std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> guard(res, &::freeaddrinfo);
     std::string last = "no address";
+    bool timed_out = false;
     for (addrinfo *ai = res; ai; ai = ai->ai_next) {
         int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
         if (fd < 0) continue;
@@ -294,6 +337,7 @@ Conn tcp_connect(const std::string &host, std::uint16_t port, Clock::time_point 
         int r = ::poll(&p, 1, ms_left(deadline));
         if (r <= 0) {
             last = "timed out";
+            timed_out = true;
             continue;
         }
         int err = 0;
@@ -302,7 +346,8 @@ Conn tcp_connect(const std::string &host, std::uint16_t port, Clock::time_point 
         if (err == 0) return c;
         last = std::strerror(err);
     }
-    throw DialError("cannot connect to " + authority(host, port) + ": " + last);
+    throw DialError("cannot connect to " + authority(host, port) + ": " + last,
+                    timed_out ? ProxyFailure::upstream_timeout : ProxyFailure::upstream_connect_failed);
 }
 
 std::string basic_auth(const Upstream &u) {
@@ -331,9 +376,14 @@ std::string read_head(Conn &c, Clock::time_point deadline, std::string &extra, s
 }
 
 Conn dial_proxy(const Upstream &u, Clock::time_point deadline) {
-    Conn c = tcp_connect(u.host, u.port, deadline);
-    if (u.scheme == "https") c.start_tls(u.host, u.ca_bundle, deadline);
-    return c;
+    try {
+        Conn c = tcp_connect(u.host, u.port, deadline);
+        if (u.scheme == "https") c.start_tls(u.host, u.ca_bundle, deadline);
+        return c;
+    } catch (const DialError &e) {
+        // Whatever stopped us on the way to the proxy, it is the proxy that is out of reach.
+        throw DialError(e.what(), ProxyFailure::provider_unreachable);
+    }
 }
 
 Conn dial(const Upstream *u, const std::string &host, std::uint16_t port, Clock::time_point deadline) {
@@ -347,17 +397,27 @@ Conn dial(const Upstream *u, const std::string &host, std::uint16_t port, Clock:
     std::string req = "CONNECT " + target + " HTTP/1.1\r\nHost: " + target + "\r\n";
     if (auto auth = basic_auth(*u); !auth.empty()) req += "Proxy-Authorization: " + auth + "\r\n";
     req += "\r\n";
-    c.write_all(req, deadline);
     std::string extra;
-    std::string head = read_head(c, deadline, extra);
+    std::string head;
+    try {
+        c.write_all(req, deadline);
+        head = read_head(c, deadline, extra);
+    } catch (const DialError &e) {
+        // The proxy took the connection but did not answer the CONNECT: it is still dialling.
+        throw DialError(e.what(),
+                        Clock::now() >= deadline ? ProxyFailure::upstream_timeout : ProxyFailure::provider_unreachable);
+    }
     int status = status_of(head);
     // tinyproxy answers a bad password with 401 where RFC 9110 says 407.
     if (status == 407 || status == 401)
-        throw DialError("proxy authentication failed (" + std::to_string(status) + " from " + u->display() + ")");
+        throw DialError("proxy authentication failed (" + std::to_string(status) + " from " + u->display() + ")",
+                        ProxyFailure::provider_rejected);
     if (status < 200 || status > 299)
         throw DialError("the proxy " + u->display() + " refused to connect to " + target + " (HTTP " +
-                        std::to_string(status) + ")");
-    if (!extra.empty()) throw DialError("the proxy sent data before the tunnel opened");
+                            std::to_string(status) + ")",
+                        failure_of_status(status));
+    if (!extra.empty())
+        throw DialError("the proxy sent data before the tunnel opened", ProxyFailure::provider_rejected);
     return c;
 }
 

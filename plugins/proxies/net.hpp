@@ -18,10 +18,28 @@ namespace proxies {
 
 using Clock = std::chrono::steady_clock;
 
+// Why a request could not be carried, as the typed code of Kernel's X-Kernel-Proxy-Error header
+// (the same words its proxy_error telemetry event carries).
+enum class ProxyFailure {
+    provider_unreachable,    // the proxy itself could not be reached (refused, TLS, timed out)
+    provider_rejected,       // the proxy refused us (authentication, not a SOCKS5 proxy, an odd answer)
+    destination_blocked,     // the proxy's rules forbid the target (HTTP 403, SOCKS5 "not allowed")
+    upstream_dns_failure,    // the target's name did not resolve
+    upstream_connect_failed, // the target refused or was unreachable
+    upstream_timeout,        // the target did not answer in time
+    proxy_unavailable,       // the browser's proxy was not configured in time
+};
+const char *code_of(ProxyFailure f);
+
 // A failure to reach the target; the message names the hop and never carries a secret.
 class DialError : public std::runtime_error {
 public:
-    using std::runtime_error::runtime_error;
+    explicit DialError(const std::string &what, ProxyFailure failure = ProxyFailure::upstream_connect_failed)
+        : std::runtime_error(what), failure_(failure) {}
+    ProxyFailure failure() const { return failure_; }
+
+private:
+    ProxyFailure failure_;
 };
 
 // A byte stream over TCP, optionally inside TLS. Move-only; closes on destruction.

@@ -164,6 +164,13 @@ public:
         service("proxies.forwarder", [this](const json &) {
             return json{{"proxy_server", "http://127.0.0.1:" + std::to_string(forwarder_->port())}};
         });
+        // {host, port} → {code} when a tunnel there failed at the proxy lately, else {}.
+        service("proxies.recent_failure", [this](const json &in) {
+            auto port = in.value("port", 0);
+            if (port < 1 || port > 65535) return json::object();
+            auto failure = forwarder_->recent_failure(in.value("host", ""), static_cast<std::uint16_t>(port));
+            return failure ? json{{"code", proxies::code_of(*failure)}} : json::object();
+        });
         route("PUT", "/proxies/route", [this](Request &q, Response &r) {
             json body = q.json_body();
             proxies::Route route;

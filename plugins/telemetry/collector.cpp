@@ -2,6 +2,8 @@
 
 #include <hangar/cdp.hpp>
 
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <map>
 #include <set>
@@ -316,6 +318,12 @@ private:
             req.mime = r.value("mimeType", "");
             req.headers = r.value("headers", json::object());
             if (req.resource_type.empty()) req.resource_type = p.value("type", "Other");
+            if (req.status >= 400)
+                for (const auto &[name, value] : req.headers.items())
+                    if (value.is_string() && iequals(name, "x-kernel-proxy-error")) {
+                        proxy_error(sid, t, rid, req, value.get<std::string>(), req.status, method);
+                        break;
+                    }
         } else if (method == "Network.loadingFinished") {
             auto it = requests_.find(key);
             finished();
@@ -356,9 +364,14 @@ private:
         } else if (method == "Network.loadingFailed") {
             auto it = requests_.find(key);
             finished();
+            std::string error_text = p.value("errorText", "");
+            if (it != requests_.end() && error_text == "net::ERR_TUNNEL_CONNECTION_FAILED" && settings_.tunnel_failure)
+                if (auto endpoint = url_endpoint(it->second.url))
+                    if (std::string code = settings_.tunnel_failure(endpoint->first, endpoint->second); !code.empty())
+                        proxy_error(sid, t, rid, it->second, code, 502, method);
             json data = ctx(sid, t);
             data["request_id"] = rid;
-            data["error_text"] = p.value("errorText", "");
+            data["error_text"] = error_text;
             data["canceled"] = p.value("canceled", false);
             data["resource_type"] = p.value("type", "Other");
             if (it != requests_.end()) {
@@ -369,6 +382,30 @@ private:
             }
             emit("network", "network_loading_failed", method, data);
         }
+    }
+
+    // The proxy layer could not carry a request: Kernel's proxy_error, from the code the proxy
+    // answered in X-Kernel-Proxy-Error.
+    void proxy_error(const std::string &sid, const Target &t, const std::string &rid, const Request &req,
+                     const std::string &header_value, int status, const std::string &cdp_event) {
+        std::string raw;
+        json data = ctx(sid, t);
+        data["code"] = proxy_error_code(header_value, raw);
+        if (!raw.empty()) data["raw_code"] = raw;
+        data["request_id"] = rid;
+        data["status"] = status;
+        data["url"] = req.url;
+        if (!req.frame_id.empty()) data["frame_id"] = req.frame_id;
+        if (!req.loader_id.empty()) data["loader_id"] = req.loader_id;
+        if (!req.method.empty()) data["method"] = req.method;
+        if (!req.resource_type.empty()) data["resource_type"] = req.resource_type;
+        emit("network", "proxy_error", cdp_event, data);
+    }
+
+    static bool iequals(std::string_view a, std::string_view b) {
+        return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+                   return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
+               });
     }
 
     void interaction(const std::string &sid, const Target &t, const std::string &payload) {

@@ -18,6 +18,9 @@ namespace hangar::telemetry {
 struct CollectorSettings {
     int screenshot_interval_ms = 5000;
     int reconnect_attempts = 20; // 250 ms apart
+    // Why the proxy refused a tunnel to host:port lately (a proxy_error code), or "". Chromium
+    // reports such a request only as ERR_TUNNEL_CONNECTION_FAILED, without the proxy's answer.
+    std::function<std::string(const std::string &host, int port)> tunnel_failure;
 };
 
 class Collector {

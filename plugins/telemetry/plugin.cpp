@@ -787,6 +787,13 @@ void TelemetryPlugin::start_instance() {
     CollectorSettings settings;
     settings.screenshot_interval_ms =
         static_cast<int>(std::clamp<std::int64_t>(config_int("screenshot_interval_ms", 5000), 200, 3600000));
+    settings.tunnel_failure = [this](const std::string &host, int port) -> std::string {
+        try {
+            return call("proxies.recent_failure", {{"host", host}, {"port", port}}).value("code", "");
+        } catch (const std::exception &) {
+            return ""; // no proxies plugin, or no forwarder in this instance
+        }
+    };
     collector_ = std::make_unique<Collector>([this](json e) { emit(std::move(e)); },
                                              [this] {
                                                  json s = call("browsers.chromium", json::object());

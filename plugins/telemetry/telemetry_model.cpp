@@ -7,6 +7,7 @@
 #include <charconv>
 #include <chrono>
 #include <ctime>
+#include <set>
 
 namespace hangar::telemetry {
 
@@ -233,6 +234,64 @@ std::string disconnect_reason(std::string_view host_reason) {
     if (host_reason == "upstream_close") return "upstream_changed";
     if (host_reason == "upstream_error") return "upstream_error";
     return "context_cancelled"; // the server is stopping
+}
+
+std::string proxy_error_code(std::string_view header_value, std::string &raw_code) {
+    static const std::set<std::string, std::less<>> known = {"destination_blocked",    "destination_route_unavailable",
+                                                             "network_policy_denied",  "provider_blacklisted",
+                                                             "provider_unreachable",   "provider_rejected",
+                                                             "origin_tls_timeout",     "origin_response_incomplete",
+                                                             "proxy_unavailable",      "restricted_route_unavailable",
+                                                             "upstream_timeout",       "upstream_dns_failure",
+                                                             "upstream_connect_failed"};
+    auto first = header_value.find_first_not_of(" \t");
+    auto last = header_value.find_last_not_of(" \t");
+    std::string_view trimmed =
+        first == std::string_view::npos ? std::string_view{} : header_value.substr(first, last - first + 1);
+    if (known.count(trimmed)) {
+        raw_code.clear();
+        return std::string(trimmed);
+    }
+    constexpr std::size_t kRawMax = 64;
+    raw_code.clear();
+    for (char c : trimmed.substr(0, kRawMax)) {
+        char l = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        raw_code += (std::isalnum(static_cast<unsigned char>(l)) || l == '_') ? l : '_';
+    }
+    return "unknown";
+}
+
+std::optional<std::pair<std::string, int>> url_endpoint(std::string_view url) {
+    auto colon = url.find("://");
+    if (colon == std::string_view::npos) return std::nullopt;
+    std::string scheme(url.substr(0, colon));
+    std::transform(scheme.begin(), scheme.end(), scheme.begin(), [](unsigned char c) { return std::tolower(c); });
+    int port = scheme == "https" || scheme == "wss" ? 443 : scheme == "http" || scheme == "ws" ? 80 : 0;
+    if (!port) return std::nullopt;
+    std::string_view rest = url.substr(colon + 3);
+    rest = rest.substr(0, rest.find_first_of("/?#"));
+    if (auto at = rest.rfind('@'); at != std::string_view::npos) rest = rest.substr(at + 1);
+    std::string_view host = rest;
+    std::string_view port_text;
+    if (!rest.empty() && rest.front() == '[') {
+        auto close = rest.find(']');
+        if (close == std::string_view::npos) return std::nullopt;
+        host = rest.substr(1, close - 1);
+        if (close + 1 < rest.size() && rest[close + 1] == ':') port_text = rest.substr(close + 2);
+    } else if (auto c = rest.rfind(':'); c != std::string_view::npos) {
+        host = rest.substr(0, c);
+        port_text = rest.substr(c + 1);
+    }
+    if (!port_text.empty()) {
+        int p = 0;
+        auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), p);
+        if (ec != std::errc() || end != port_text.data() + port_text.size() || p < 1 || p > 65535) return std::nullopt;
+        port = p;
+    }
+    if (host.empty()) return std::nullopt;
+    std::string h(host);
+    std::transform(h.begin(), h.end(), h.begin(), [](unsigned char c) { return std::tolower(c); });
+    return std::pair<std::string, int>(std::move(h), port);
 }
 
 namespace {

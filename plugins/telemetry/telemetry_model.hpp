@@ -88,6 +88,14 @@ std::string digest_hex(std::string_view text);
 // The host's relay close reason as cdp_disconnect's `reason` (client_close | upstream_changed |
 // upstream_error | context_cancelled).
 std::string disconnect_reason(std::string_view host_reason);
+// An X-Kernel-Proxy-Error header value as proxy_error's `code`: one of the published codes, or
+// "unknown" with `raw_code` set to the value lower-cased, [a-z0-9_] only, at most 64 characters
+// (a hostile origin can send the header too, so what it says is bounded).
+std::string proxy_error_code(std::string_view header_value, std::string &raw_code);
+// The host and port a request URL's connection goes to (https/wss 443, http/ws 80 by default),
+// IPv6 literals without brackets; nullopt for other schemes.
+std::optional<std::pair<std::string, int>> url_endpoint(std::string_view url);
+
 // The `oom_kill` counter of a cgroup's memory.events (v2) or memory.oom_control (v1) text.
 std::optional<std::uint64_t> oom_kill_count(std::string_view text);
 // What the kernel log says about one OOM kill: the "oom-kill:" summary line (constraint, the

@@ -346,6 +346,63 @@ describe('proxies', () => {
       }
     });
 
+    test('a failure at the proxy: a 502 naming its code in X-Kernel-Proxy-Error, and a proxy_error telemetry event per request', async () => {
+      const wrongPassword = await kernel.proxies.create(custom({ config: { host: '127.0.0.1', port: tiny.port, username: USER, password: 'wrong-password' } }));
+      const socksProxy = await kernel.proxies.create({ type: 'residential', config: { country: 'DE', city: 'berlin' } });
+      const dead = await kernel.proxies.create(custom({ config: { host: '127.0.0.1', port: deadPort } }));
+      const b = await kernel.browsers.create({ headless: true, proxy_id: socksProxy.id, timeout_seconds: 120, telemetry: { browser: { network: {} } } });
+      const cdp = await chromium.connectOverCDP(b.cdp_ws_url, { timeout: 30_000 });
+      try {
+        const page = cdp.contexts()[0].pages()[0];
+        // sockd cannot reach a port nobody listens on: the page is ours, 502 with the code.
+        const plain = `http://127.0.0.1:${deadPort}/plain`;
+        const res = await page.goto(plain, { timeout: 15_000 });
+        assert.equal(res.status(), 502);
+        assert.equal(res.headers()["x-kernel-proxy-error"], "upstream_connect_failed", await res.text());
+        assert.match(await page.title(), /upstream_connect_failed/);
+        // HTTPS goes as a CONNECT tunnel: Chromium shows only a tunnel failure, telemetry names it.
+        const tunnel = `https://127.0.0.1:${deadPort}/tunnel`;
+        assert.match(await title(page, tunnel), /ERR_TUNNEL_CONNECTION_FAILED/);
+        // The proxy itself is unreachable, or refuses our credentials.
+        await kernel.browsers.update(b.session_id, { proxy_id: dead.id });
+        const unreachable = `http://page.hangar.test:${origin.port}/unreachable`;
+        assert.equal(await title(page, unreachable), 'HTTP 502');
+        await kernel.browsers.update(b.session_id, { proxy_id: wrongPassword.id });
+        const rejected = `https://page.hangar.test:${origin.port}/rejected`;
+        assert.match(await title(page, rejected), /ERR_TUNNEL_CONNECTION_FAILED/);
+        // A page that loads is no proxy error.
+        await kernel.browsers.update(b.session_id, { proxy_id: '' });
+        assert.equal(await title(page, `http://127.0.0.1:${origin.port}/fine`), 'origin 127.0.0.1/fine');
+
+        const want = { [plain]: 'upstream_connect_failed', [tunnel]: 'upstream_connect_failed', [unreachable]: 'provider_unreachable', [rejected]: 'provider_rejected' };
+        let events = [];
+        for (let i = 0; i < 50; i++) {
+          events = [];
+          for await (const e of kernel.browsers.telemetry.events(b.session_id, { since: '10m', limit: 1000, category: 'network' })) events.push(e.event);
+          if (Object.keys(want).every((u) => events.some((e) => e.type === 'proxy_error' && e.data.url === u))) break;
+          await new Promise((r) => setTimeout(r, 200));
+        }
+        const errors = events.filter((e) => e.type === 'proxy_error');
+        const requests = events.filter((e) => e.type === 'network_request');
+        for (const [url, code] of Object.entries(want)) {
+          const e = errors.find((x) => x.data.url === url);
+          assert.ok(e, `a proxy_error for ${url}; got ${JSON.stringify(errors.map((x) => x.data))}`);
+          assert.equal(e.category, 'network');
+          assert.equal(e.data.code, code, url);
+          assert.equal(e.data.status, 502);
+          assert.equal(e.data.method, 'GET');
+          assert.equal(e.data.resource_type, 'Document');
+          assert.equal(e.data.raw_code, undefined, 'a known code has no raw_code');
+          assert.ok(requests.some((r) => r.data.request_id === e.data.request_id && r.data.url === url), 'its request_id is the request\'s');
+        }
+        assert.ok(!errors.some((e) => e.data.url.includes('/fine')), 'no proxy_error for a page that loaded');
+        assert.ok(!JSON.stringify(errors).includes('wrong-password'), 'no credential in an event');
+      } finally {
+        await cdp.close().catch(() => {});
+        await kernel.browsers.deleteByID(b.session_id);
+      }
+    });
+
     test('a pool with a proxy: acquired browsers go through it, a lessee\'s swap is undone on release', async () => {
       const p = await kernel.proxies.create(custom({ name: 'pool-proxy' }));
       const pool = await kernel.browserPools.create({ name: 'proxied-pool', size: 1, headless: true, proxy_id: p.id, fill_rate_per_minute: 6000 });

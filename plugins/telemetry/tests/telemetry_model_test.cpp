@@ -44,6 +44,7 @@ class TelemetryModelTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(ringDropsOldestAndSaysSo);
     CPPUNIT_TEST(oomCounterAndKernelLog);
     CPPUNIT_TEST(connectionHelpers);
+    CPPUNIT_TEST(proxyErrors);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -191,6 +192,29 @@ public:
         CPPUNIT_ASSERT_EQUAL(std::size_t{16}, digest_hex("/browser/live/abc/ws").size());
         CPPUNIT_ASSERT_EQUAL(digest_hex("/browser/live/abc/ws"), digest_hex("/browser/live/abc/ws"));
         CPPUNIT_ASSERT(digest_hex("/browser/live/abc/ws") != digest_hex("/browser/live/abd/ws"));
+    }
+
+    void proxyErrors() {
+        std::string raw = "left over";
+        CPPUNIT_ASSERT_EQUAL(std::string("upstream_connect_failed"),
+                             proxy_error_code(" upstream_connect_failed ", raw));
+        CPPUNIT_ASSERT(raw.empty());
+        CPPUNIT_ASSERT_EQUAL(std::string("unknown"), proxy_error_code("Weird-Code <script>", raw));
+        CPPUNIT_ASSERT_EQUAL(std::string("weird_code__script_"), raw);
+        proxy_error_code(std::string(200, 'x'), raw);
+        CPPUNIT_ASSERT_EQUAL(std::size_t{64}, raw.size());
+
+        auto e = url_endpoint("https://Example.COM/path?q");
+        CPPUNIT_ASSERT(e && e->first == "example.com" && e->second == 443);
+        e = url_endpoint("http://user:pw@127.0.0.1:8080/x");
+        CPPUNIT_ASSERT(e && e->first == "127.0.0.1" && e->second == 8080);
+        e = url_endpoint("wss://[::1]:9443");
+        CPPUNIT_ASSERT(e && e->first == "::1" && e->second == 9443);
+        e = url_endpoint("ws://h");
+        CPPUNIT_ASSERT(e && e->second == 80);
+        CPPUNIT_ASSERT(!url_endpoint("data:text/plain,hi"));
+        CPPUNIT_ASSERT(!url_endpoint("http://h:99999/"));
+        CPPUNIT_ASSERT(!url_endpoint("chrome://newtab/"));
     }
 };
 
