@@ -1,9 +1,10 @@
 // Apps, deployments and invocations (kernel-api.md §2.6–2.8, [1]–[13]; kernel-behaviour.md §19).
 //
-// Server half: the API, the store, builds (npm on the host, with --ignore-scripts: no code of the
-// app runs outside a sandbox) and one sandboxed instance per registry read and per invocation.
+// Server half: the API, the store, builds (npm on the host with --ignore-scripts, pip into a venv
+// with wheels only: no code of the app runs outside a sandbox) and one sandboxed instance per
+// registry read and per invocation.
 // Instance half (inside that sandbox, the agent loads only this plugin): runs the Node runner
-// (runner/runner.mjs) once and answers with its result line.
+// (runner/runner.mjs) or the Python one (runner/runner.py) once and answers with its result line.
 #include <hangar/multipart.hpp>
 #include <hangar/plugin.hpp>
 #include <hangar/process.hpp>
@@ -43,9 +44,10 @@ using hangar::Response;
 namespace {
 
 constexpr const char *kRegion = "aws.us-east-1a";
-constexpr std::size_t kMaxEvents = 20000;    // per deployment / invocation, kept for replay
-constexpr std::size_t kMaxLogLine = 65536;   // §19.3: log lines truncated at 64 KiB
-constexpr const char *kAppRoot = "/srv/app"; // where an invocation's sandbox sees the code
+constexpr std::size_t kMaxEvents = 20000;      // per deployment / invocation, kept for replay
+constexpr std::size_t kMaxLogLine = 65536;     // §19.3: log lines truncated at 64 KiB
+constexpr const char *kAppRoot = "/srv/app";   // where an invocation's sandbox sees the code
+constexpr const char *kVenvRoot = "/srv/venv"; // and a Python app's virtual environment
 
 const hangar_migration kMigrations[] = {
     {1, R"sql(
@@ -295,6 +297,7 @@ public:
         max_per_project_ = config_int("max_concurrent_invocations_per_project", 50);
         max_per_app_ = config_int("max_concurrent_invocations_per_app", 20);
         npm_ = config("npm", "/usr/bin/npm");
+        python_ = config("python", "/usr/bin/python3");
         // What a restart interrupted cannot go on: builds and invocations end with a reason.
         sql("UPDATE apps_deployments SET status = 'failed', status_reason = 'the server restarted during the build', "
             "updated_at = ? WHERE status IN ('queued', 'in_progress')",
@@ -418,19 +421,28 @@ private:
         }
         std::string runner = body.value("runner_dir", "");
         std::vector<std::string> env = {"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + instance_home_dir(),
-                                        "LANG=C.UTF-8", "NODE_ENV=production", "TMPDIR=/tmp"};
+                                        "LANG=C.UTF-8", "NODE_ENV=production", "TMPDIR=/tmp",
+                                        // Logs as they are printed; no bytecode in the read-only code.
+                                        "PYTHONUNBUFFERED=1", "PYTHONDONTWRITEBYTECODE=1"};
         const json vars = body.value("env", json::object()); // kept alive for items()
         for (const auto &[k, v] : vars.items())
             env.push_back(k + "=" + v.get<std::string>());
         auto log = proc::open_log(run_dir + "/logs/app.log");
         auto result = proc::make_pipe();
-        auto child = proc::Child::spawn(
-            {body.value("node", "/usr/bin/node"),
-             {"--import", "file://" + runner + "/node_modules/tsx/dist/loader.mjs", runner + "/runner.mjs", job_file},
-             env,
-             log.get(),
-             log.get(),
-             {{result.write.get(), 3}}});
+        proc::Child::Spec command;
+        if (body.contains("python")) {
+            command.path = body.value("python", "");
+            command.args = {runner + "/runner.py", job_file};
+        } else {
+            command.path = body.value("node", "/usr/bin/node");
+            command.args = {"--import", "file://" + runner + "/node_modules/tsx/dist/loader.mjs",
+                            runner + "/runner.mjs", job_file};
+        }
+        command.env = env;
+        command.stdout_fd = log.get();
+        command.stderr_fd = log.get();
+        command.extra_fds = {{result.write.get(), 3}};
+        auto child = proc::Child::spawn(command);
         result.write.reset();
         std::string line;
         auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(body.value("timeout_ms", 900000));
@@ -581,10 +593,6 @@ private:
             env[key] = std::string(p.data);
         }
         v.throw_if_failed("invalid deployment");
-        if (ep.extension() == ".py")
-            throw Error::not_implemented("Python apps are not implemented yet: a venv per deployment, pip install from "
-                                         "requirements.txt/pyproject.toml and the Python runner are missing; deploy a "
-                                         "TypeScript or JavaScript entrypoint");
         if (file->data.size() > max_archive_bytes_)
             throw Error(413, "payload_too_large",
                         "the archive is larger than " + std::to_string(max_archive_bytes_) +
@@ -776,36 +784,22 @@ private:
             return "the entrypoint " + entry +
                    " is not in the archive (entrypoint_rel_path is relative to the zip's root)";
         std::string ext = fs::path(entry).extension().string();
-        if (ext != ".ts" && ext != ".mts" && ext != ".js" && ext != ".mjs" && ext != ".cjs" && ext != ".cts")
-            return "the entrypoint " + entry + " is not TypeScript or JavaScript (.ts, .mts, .cts, .js, .mjs, .cjs)";
-        if (!fs::exists(src + "/package.json"))
-            return "no package.json at the root of the archive (a TypeScript/JavaScript app needs one, with a "
-                   "package-lock.json)";
-        if (fs::exists(src + "/package-lock.json")) {
-            // --ignore-scripts: install scripts would be the app's code running on the host.
-            auto why =
-                run_logged(job.id, src, {npm_, "ci", "--ignore-scripts", "--no-audit", "--no-fund"}, build_timeout_ms_);
-            if (!why.empty()) return "installing dependencies failed: " + why;
-        } else if (fs::exists(src + "/node_modules")) {
-            log->emit(log_event("no package-lock.json: using the node_modules in the archive"));
-        } else {
-            return "package.json has no package-lock.json beside it (npm ci needs the lockfile; bun.lock and "
-                   "pnpm-lock.yaml are not supported here)";
+        if (ext == ".py") {
+            if (auto why = install_python(job.id, src, ddir); !why.empty()) return why;
+        } else if (ext != ".ts" && ext != ".mts" && ext != ".js" && ext != ".mjs" && ext != ".cjs" && ext != ".cts") {
+            return "the entrypoint " + entry +
+                   " is not TypeScript, JavaScript or Python (.ts, .mts, .cts, .js, .mjs, .cjs, .py)";
+        } else if (auto why = install_node(job.id, src); !why.empty()) {
+            return why;
         }
-        // The sandbox's unprivileged user reads the code: folders traversable up to it.
-        for (fs::path p = src; p.string().size() > config("server.data_dir", "").size(); p = p.parent_path())
+        // The sandbox's unprivileged user reads the code (and the venv): folders traversable up to it.
+        for (fs::path p = ddir; p.string().size() > config("server.data_dir", "").size(); p = p.parent_path())
             ::chmod(p.c_str(), 0755);
-        std::error_code ec;
-        for (auto it = fs::recursive_directory_iterator(src, ec); it != fs::recursive_directory_iterator(); ++it) {
-            auto perms = it->symlink_status().permissions();
-            if (it->is_symlink()) continue;
-            fs::permissions(it->path(),
-                            perms | fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read |
-                                (it->is_directory()
-                                     ? fs::perms::owner_exec | fs::perms::group_exec | fs::perms::others_exec
-                                     : fs::perms::none),
-                            ec);
-        }
+        for (const auto &tree : {src, ddir + "/venv"})
+            if (fs::exists(tree)) {
+                ::chmod(tree.c_str(), 0755);
+                make_world_readable(tree);
+            }
 
         // The deployment's own key (§19.2): scoped to the project, minted before the entrypoint
         // first runs (its `new Kernel()` needs one), refused once the deployment has ended and
@@ -868,16 +862,79 @@ private:
         return "";
     }
 
+    // npm ci from the lockfile; "" or why it failed.
+    std::string install_node(const std::string &id, const std::string &src) {
+        auto log = log_for("d/" + id);
+        if (!fs::exists(src + "/package.json"))
+            return "no package.json at the root of the archive (a TypeScript/JavaScript app needs one, with a "
+                   "package-lock.json)";
+        if (fs::exists(src + "/package-lock.json")) {
+            // --ignore-scripts: install scripts would be the app's code running on the host.
+            auto why =
+                run_logged(id, src, {npm_, "ci", "--ignore-scripts", "--no-audit", "--no-fund"}, build_timeout_ms_);
+            if (!why.empty()) return "installing dependencies failed: " + why;
+        } else if (fs::exists(src + "/node_modules")) {
+            log->emit(log_event("no package-lock.json: using the node_modules in the archive"));
+        } else {
+            return "package.json has no package-lock.json beside it (npm ci needs the lockfile; bun.lock and "
+                   "pnpm-lock.yaml are not supported here)";
+        }
+        return "";
+    }
+
+    // A virtual environment per deployment (<deployment>/venv, shown to the sandbox at /srv/venv)
+    // with the app's dependencies from requirements.txt, or pyproject.toml's [project]
+    // dependencies. Wheels only: building an sdist would run the package's own setup code on the
+    // host, as npm's install scripts would (which --ignore-scripts refuses). "" or why it failed.
+    std::string install_python(const std::string &id, const std::string &src, const std::string &ddir) {
+        std::string requirements = src + "/requirements.txt";
+        if (!fs::exists(requirements)) {
+            if (!fs::exists(src + "/pyproject.toml"))
+                return "no requirements.txt or pyproject.toml at the root of the archive (a Python app lists its "
+                       "dependencies there, the kernel package among them)";
+            requirements = ddir + "/pyproject-requirements.txt";
+            if (auto why = run_logged(
+                    id, src, {python_, runner_dir() + "/pyproject_deps.py", "pyproject.toml", requirements}, 60000);
+                !why.empty())
+                return "reading pyproject.toml failed: " + why;
+        }
+        std::string venv = ddir + "/venv";
+        if (auto why = run_logged(id, ddir, {python_, "-m", "venv", venv}, build_timeout_ms_); !why.empty())
+            return "creating the virtual environment failed: " + why;
+        if (auto why = run_logged(id, src,
+                                  {venv + "/bin/python", "-m", "pip", "install", "--no-input", "--only-binary=:all:",
+                                   "--disable-pip-version-check", "--no-warn-script-location", "-r", requirements},
+                                  build_timeout_ms_);
+            !why.empty())
+            return "installing dependencies failed: " + why +
+                   " (wheels only: a package without a wheel for this platform cannot be installed)";
+        return "";
+    }
+
+    static void make_world_readable(const std::string &tree) {
+        std::error_code ec;
+        for (auto it = fs::recursive_directory_iterator(tree, ec); it != fs::recursive_directory_iterator(); ++it) {
+            auto perms = it->symlink_status().permissions();
+            if (it->is_symlink()) continue;
+            bool traversable = it->is_directory() || (perms & fs::perms::owner_exec) != fs::perms::none;
+            fs::permissions(it->path(),
+                            perms | fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read |
+                                (traversable ? fs::perms::owner_exec | fs::perms::group_exec | fs::perms::others_exec
+                                             : fs::perms::none),
+                            ec);
+        }
+    }
+
     // One sandboxed instance running the runner once. The instance is stopped when this returns
     // (or when a cancel stops it first: the call then fails and `cancelled` says why).
     json run_in_sandbox(const std::string &instance_id, const std::string &deployment_id, json job, const json &env,
                         const std::string &base_url, std::int64_t timeout_ms,
                         const std::function<void(const std::string &)> &on_log = {}) {
-        std::string src =
-            fs::path(*blob_path("deployments/" + deployment_id + "/source.zip")).parent_path().string() + "/src";
-        json spec = {{"id", instance_id},
-                     {"plugins", json::array({"apps"})},
-                     {"binds", json::array({{{"source", src}, {"target", kAppRoot}}})}};
+        std::string ddir = fs::path(*blob_path("deployments/" + deployment_id + "/source.zip")).parent_path().string();
+        json binds = json::array({{{"source", ddir + "/src"}, {"target", kAppRoot}}});
+        bool python = fs::path(job.value("entrypoint", "")).extension() == ".py";
+        if (python) binds.push_back({{"source", ddir + "/venv"}, {"target", kVenvRoot}});
+        json spec = {{"id", instance_id}, {"plugins", json::array({"apps"})}, {"binds", binds}};
         struct Stop {
             const AppsPlugin *p;
             std::string id;
@@ -940,6 +997,7 @@ private:
                      {"timeout_ms", timeout_ms},
                      {"runner_dir", runner_dir()},
                      {"node", config("node", "/usr/bin/node")}};
+        if (python) body["python"] = std::string(kVenvRoot) + "/bin/python";
         auto r = instance_call(instance_id, "POST", "/apps/run", body.dump(),
                                static_cast<std::uint32_t>(timeout_ms + 10000));
         tail_stop = true;
@@ -1339,6 +1397,7 @@ private:
     std::int64_t event_retention_ms_ = 3600000;
     std::int64_t sync_timeout_ms_ = 100000, build_timeout_ms_ = 600000, max_per_project_ = 50, max_per_app_ = 20;
     std::string npm_;
+    std::string python_;
 
     std::mutex logs_mutex_;
     std::map<std::string, std::shared_ptr<EventLog>> logs_;

@@ -14,12 +14,13 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, test } from 'node:test';
 
-import { BadRequestError, InternalServerError, NotFoundError, RateLimitError, toFile } from '@onkernel/sdk';
+import { BadRequestError, NotFoundError, RateLimitError, toFile } from '@onkernel/sdk';
 
 import { TEST_PAGE_TITLE, rejectsWith, startServer, startTestPages, waitFor } from './lib/server.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const fixture = join(here, '../fixtures/apps/ts-app');
+const pyFixture = join(here, '../fixtures/apps/py-app');
 const scratch = mkdtempSync(join(tmpdir(), 'hangar-apps-test-'));
 
 let server;
@@ -206,6 +207,47 @@ test('a thrown error fails the invocation with its message; async_timeout_second
   assert.match(last.status_reason, /timed out/);
 });
 
+test('a Python app: a venv from requirements.txt (wheels only), the kernel package\'s registry, a browser through the Python SDK, a raised error', async () => {
+  const { events, final } = await deploy(zipDir(pyFixture), { entrypoint_rel_path: 'main.py', env_vars: { GREETING: 'hallo' } });
+  const logs = events.filter((e) => e.event === 'log').map((e) => e.message);
+  assert.equal(final.status, 'running', `${final.status_reason}\n${logs.slice(-15).join('\n')}`);
+  assert.ok(logs.some((l) => /pip install .*--only-binary=:all:/.test(l)), 'pip output is streamed');
+  const summary = events.find((e) => e.event === 'app_version_summary');
+  assert.equal(summary.app_name, 'fixture-py');
+  assert.deepEqual(summary.actions.map((a) => a.name).sort(), ['boom', 'env', 'title']);
+
+  const env = await client.invocations.create({ app_name: 'fixture-py', action_name: 'env', version: 'latest' });
+  assert.equal(env.status, 'succeeded', env.status_reason);
+  assert.deepEqual(JSON.parse(env.output), { greeting: 'hallo', has_key: true });
+
+  const title = await client.invocations.create({
+    app_name: 'fixture-py', action_name: 'title', version: 'latest', payload: JSON.stringify({ url: pages.url }),
+  });
+  assert.equal(title.status, 'succeeded', title.status_reason);
+  const out = JSON.parse(title.output);
+  assert.equal(out.title, TEST_PAGE_TITLE);
+  assert.ok((await client.browsers.retrieve(out.session_id, { include_deleted: true })).deleted_at, 'its browser ended with it');
+  const log = await collect(await client.invocations.follow(title.id));
+  assert.ok(log.some((e) => e.event === 'log' && e.message.includes(`browser ${out.session_id}`)), 'print() reaches the log');
+
+  const boom = await client.invocations.create({ app_name: 'fixture-py', action_name: 'boom', version: 'latest', payload: JSON.stringify({ message: 'kaput' }) });
+  assert.equal(boom.status, 'failed');
+  assert.equal(boom.status_reason, 'kaput');
+
+  // pyproject.toml's [project] dependencies serve as well; the project itself is never built
+  const viaPyproject = await deploy(
+    zipFiles({
+      'app/main.py': 'import kernel\napp = kernel.App("fixture-pyproject")\n@app.action("hi")\nasync def hi(ctx):\n    return "hi"\n',
+      'pyproject.toml': '[project]\nname = "fixture"\nversion = "0.1.0"\ndependencies = ["kernel==0.131.0"]\n',
+    }),
+    { entrypoint_rel_path: 'app/main.py' },
+  );
+  assert.equal(viaPyproject.final.status, 'running', viaPyproject.final.status_reason);
+  const hi = await client.invocations.create({ app_name: 'fixture-pyproject', action_name: 'hi', version: 'latest' });
+  assert.equal(hi.status, 'succeeded', hi.status_reason);
+  assert.equal(JSON.parse(hi.output), 'hi');
+});
+
 test('bad input: unknown ids, apps and actions, payloads, archives', async () => {
   const nf = await rejectsWith(client.invocations.retrieve('nope'), NotFoundError);
   assert.equal(nf.error.message, 'invocation not found: nope');
@@ -242,17 +284,10 @@ test('bad input: unknown ids, apps and actions, payloads, archives', async () =>
     BadRequestError,
   );
   await rejectsWith(client.deployments.create({ entrypoint_rel_path: 'index.ts' }), BadRequestError);
-  // Python apps are not implemented: 501 naming what is missing
-  const py = await rejectsWith(
-    client.deployments.create(
-      { file: await toFile(zipFiles({ 'main.py': '' }), 'app.zip'), entrypoint_rel_path: 'main.py' },
-      { maxRetries: 0 },
-    ),
-    InternalServerError,
-    'not_implemented',
-  );
-  assert.equal(py.status, 501);
-  assert.match(py.message, /Python apps/);
+  // a Python app that lists no dependencies: failed with a reason
+  const bare = await deploy(zipFiles({ 'main.py': '' }), { entrypoint_rel_path: 'main.py' });
+  assert.equal(bare.final.status, 'failed');
+  assert.match(bare.final.status_reason, /requirements\.txt or pyproject\.toml/);
 
   // an entrypoint not in the archive, and no lockfile: failed with a reason
   const missing = await deploy(zipFiles({ 'package.json': '{}', 'other.ts': '' }));
