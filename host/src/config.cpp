@@ -37,6 +37,7 @@ const std::map<std::string, std::string> kEnvKeys = {
     {"HANGAR_KEEP_SESSIONS_ON_STOP", "runtime.keep_sessions_on_stop"},
     {"HANGAR_SANDBOX_MEMORY_LIMIT_MB", "sandbox.memory_limit_mb"},
     {"HANGAR_SECRETS_KEY_FILE", "secrets.key_file"},
+    {"HANGAR_APPS_WARM_SANDBOXES", "apps.warm_sandboxes"},
     {"HANGAR_AUDIT", "audit.enabled"},
     {"HANGAR_AUDIT_RETENTION_DAYS", "audit.retention_days"},
 };

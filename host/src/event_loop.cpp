@@ -251,7 +251,9 @@ void EventLoop::handle(Conn &c, std::uint32_t events, int side) {
 
 void EventLoop::heartbeat() {
     for (auto &[id, conn] : conns_)
-        if (conn->sse && !conn->close_after_flush) conn->sse->queue(": keepalive\n\n");
+        // A comment line alone, without the blank line that would end a block: a client that
+        // dispatches every block (the Go SDK's decoder does) would parse an empty one as JSON.
+        if (conn->sse && !conn->close_after_flush) conn->sse->queue(": keepalive\n");
 }
 
 void EventLoop::run() {

@@ -289,13 +289,16 @@ test('bad input: unknown ids, apps and actions, payloads, archives', async () =>
   assert.equal(bare.final.status, 'failed');
   assert.match(bare.final.status_reason, /requirements\.txt or pyproject\.toml/);
 
-  // an entrypoint not in the archive, and no lockfile: failed with a reason
+  // an entrypoint not in the archive: failed with a reason
   const missing = await deploy(zipFiles({ 'package.json': '{}', 'other.ts': '' }));
   assert.equal(missing.final.status, 'failed');
   assert.match(missing.final.status_reason, /index\.ts is not in the archive/);
+  // no lockfile (Kernel's templates ignore it, so the CLI leaves it out): npm install, saying so;
+  // an entrypoint that registers no app: failed with a reason
   const nolock = await deploy(zipFiles({ 'package.json': '{"type":"module"}', 'index.ts': '' }));
+  assert.ok(nolock.events.some((e) => e.event === 'log' && /no package-lock\.json.*npm install/.test(e.message)));
   assert.equal(nolock.final.status, 'failed');
-  assert.match(nolock.final.status_reason, /package-lock\.json/);
+  assert.match(nolock.final.status_reason, /registers no app/);
 });
 
 test('a redeploy of the same version supersedes the previous deployment', async () => {

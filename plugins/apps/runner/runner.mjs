@@ -3,8 +3,9 @@
 //
 //   node --import <runner>/node_modules/tsx/dist/loader.mjs runner.mjs <job file>
 //
-// The job file is JSON: {mode: "describe"|"invoke", app_dir, entrypoint, app_name?, action_name?,
-// payload?, invocation_id?, api_socket?, api_port?}. The one result line goes to fd 3:
+// The job file is JSON: {mode: "describe"|"invoke"|"wait", app_dir, entrypoint, app_name?,
+// action_name?, payload?, invocation_id?, api_socket?, api_port?}; "wait" imports the entrypoint,
+// then reads the rest of an invoke job from fd 4. The one result line goes to fd 3:
 //   describe → {ok: true, apps: [{name, actions: [{name}]}]}
 //   invoke   → {ok: true, output: "<JSON text>"} | {ok: false, error: "<message>"}
 // The app's own stdout/stderr are the invocation's logs (the agent points them at a file).
@@ -106,6 +107,11 @@ async function main() {
   if (job.mode === 'describe') {
     answer({ ok: true, apps: apps.map((a) => a.toJSON()) });
     return;
+  }
+  if (job.mode === 'wait') {
+    // Prepared ahead (a warm sandbox): the entrypoint is imported; the invocation's job comes on
+    // fd 4, written and closed by the agent when one arrives.
+    Object.assign(job, JSON.parse(fs.readFileSync(4, 'utf8')));
   }
   const app = apps.find((a) => a.name === job.app_name);
   if (!app) throw new Error(`app ${job.app_name} is not registered by ${job.entrypoint}`);
