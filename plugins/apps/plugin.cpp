@@ -676,7 +676,7 @@ private:
                         "the archive is larger than " + std::to_string(max_archive_bytes_) +
                             " bytes (max_archive_bytes)");
         // Checked now (names, links, size, entry count), so a bad archive is a 400, not a build.
-        walk_zip(file->data, {100000, max_unpacked_bytes_}, nullptr, "file");
+        walk_zip(file->data, {100000, max_unpacked_bytes_, true}, nullptr, "file");
 
         std::string id = "dep_" + new_id(20);
         auto dir = blob_path("deployments/" + id + "/source.zip");
@@ -856,7 +856,7 @@ private:
             std::ifstream in(base, std::ios::binary);
             zip.assign(std::istreambuf_iterator<char>(in), {});
         }
-        unzip_to(zip, src, {100000, max_unpacked_bytes_}, "file");
+        unzip_to(zip, src, {100000, max_unpacked_bytes_, true}, "file");
         fs::remove(base);
         std::string entry = dep.value("entrypoint_rel_path", "");
         if (!fs::is_regular_file(src + "/" + entry))

@@ -485,7 +485,7 @@ std::string interaction_script(const std::string &binding) {
 }
 
 Collector::Collector(Emit emit, Endpoint endpoint, CollectorSettings settings)
-    : emit_(std::move(emit)), endpoint_(std::move(endpoint)), settings_(settings),
+    : emit_(std::move(emit)), endpoint_(std::move(endpoint)), settings_(std::move(settings)),
       thread_([this](const std::stop_token &st) { run(st); }) {}
 
 Collector::~Collector() {

@@ -802,7 +802,7 @@ void TelemetryPlugin::start_instance() {
                                                  return std::pair<int, std::string>(s["port"].get<int>(),
                                                                                     s["ws_path"].get<std::string>());
                                              },
-                                             settings);
+                                             std::move(settings));
     watcher_ = std::jthread([this](const std::stop_token &st) { watch_system(st); });
 
     route("PUT", "/telemetry/config", [this](Request &req, Response &res) {

@@ -8,7 +8,7 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { execFileSync } from 'node:child_process';
-import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
+import { cpSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync, mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -30,7 +30,8 @@ let deployment;
 
 function zipDir(dir) {
   const out = join(scratch, `${Math.random().toString(36).slice(2)}.zip`);
-  execFileSync('zip', ['-qr', out, '.', '-x', 'node_modules/*'], { cwd: dir });
+  // -y stores symbolic links as links, as the Kernel CLI's zip does
+  execFileSync('zip', ['-qry', out, '.', '-x', 'node_modules/*'], { cwd: dir });
   return readFileSync(out);
 }
 
@@ -301,10 +302,13 @@ test('bad input: unknown ids, apps and actions, payloads, archives', async () =>
   assert.match(nolock.final.status_reason, /registers no app/);
 });
 
-test('a redeploy of the same version supersedes the previous deployment', async () => {
+test('a redeploy of the same version supersedes the previous deployment; links inside the folder are kept, links out refused', async () => {
   const dir = join(scratch, 'redeploy');
   cpSync(fixture, dir, { recursive: true, filter: (src) => !src.includes('node_modules') });
-  const { final } = await deploy(zipDir(dir));
+  // the entrypoint reached through a link in a subfolder, as a symlinked workspace would
+  mkdirSync(join(dir, 'lib'));
+  symlinkSync('../index.ts', join(dir, 'lib', 'entry.ts'));
+  const { final } = await deploy(zipDir(dir), { entrypoint_rel_path: 'lib/entry.ts' });
   assert.equal(final.status, 'running', final.status_reason);
   const old = await client.deployments.retrieve(deployment.id);
   assert.equal(old.status, 'stopped');
@@ -316,6 +320,14 @@ test('a redeploy of the same version supersedes the previous deployment', async 
 
   await client.deployments.delete(final.id);
   assert.equal((await client.deployments.retrieve(final.id)).status, 'stopped');
+
+  // a link leaving the folder: 400 naming it, nothing deployed
+  const out = join(scratch, 'escape');
+  mkdirSync(out);
+  writeFileSync(join(out, 'index.ts'), '');
+  symlinkSync('../../etc/passwd', join(out, 'leak'));
+  const bad = await rejectsWith(client.deployments.create({ file: await toFile(zipDir(out), 'app.zip'), entrypoint_rel_path: 'index.ts' }), BadRequestError);
+  assert.match(bad.message + JSON.stringify(bad.error ?? {}), /leak/);
   await rejectsWith(
     client.invocations.create({ app_name: 'fixture-ts', action_name: 'env', version: 'latest' }),
     NotFoundError,

@@ -9,6 +9,7 @@
 #include <archive_entry.h>
 #include <sys/types.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -17,12 +18,17 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace hangar {
 
 struct ZipLimits {
     std::size_t max_entries = 10000;
     std::uint64_t max_bytes = 256ull << 20; // uncompressed, all entries together
+    // Symbolic links whose target stays in the archive's folder (see link_stays_inside);
+    // refused otherwise, as every link is by default.
+    bool inner_links = false;
 };
 
 struct ZipItem {
@@ -42,7 +48,33 @@ struct ZipEntry {
     std::string rel; // normalised, no trailing slash
     bool dir;
     mode_t mode;
+    std::string link; // a symbolic link's target (ZipLimits::inner_links), else empty
 };
+
+// Whether a link at `rel` (a normalised path in the archive) pointing at `target` resolves inside
+// the archive's folder however the other links in it point. A lexical check alone is not enough:
+// with "a/x" -> ".." and "a/y" -> "x/..", "a/y" looks like "a" but leaves the folder. So the target
+// is relative, its ".." come first only (they climb real folders: the link's parents, which
+// links can never be, see unzip_to) and no further than the link's depth, and the rest only
+// descends.
+inline bool link_stays_inside(const std::string &rel, const std::string &target) {
+    if (target.empty() || target[0] == '/' || target.find('\\') != std::string::npos) return false;
+    auto depth = std::distance(std::filesystem::path(rel).parent_path().begin(),
+                               std::filesystem::path(rel).parent_path().end());
+    bool descending = false;
+    std::ptrdiff_t ups = 0;
+    for (const auto &part : std::filesystem::path(target)) {
+        std::string p = part.string();
+        if (p.empty() || p == ".") continue;
+        if (p == "..") {
+            if (descending) return false;
+            if (++ups > depth) return false;
+            continue;
+        }
+        descending = true;
+    }
+    return true;
+}
 
 // Receives a file entry's bytes in order, chunk by chunk.
 using ZipChunkSink = std::function<void(std::string_view)>;
@@ -74,12 +106,24 @@ inline void walk_zip(std::string_view bytes, const ZipLimits &limits, const ZipE
         for (const auto &part : std::filesystem::path(name))
             if (part == "..") throw Error::invalid(field, "entry '" + name + "' escapes the destination folder");
         auto type = archive_entry_filetype(e);
-        if (type == AE_IFLNK) throw Error::invalid(field, "entry '" + name + "' is a symbolic link, which is refused");
+        if (type == AE_IFLNK && !limits.inner_links)
+            throw Error::invalid(field, "entry '" + name + "' is a symbolic link, which is refused");
         ZipEntry entry;
         entry.rel = std::filesystem::path(name).lexically_normal().string();
         while (!entry.rel.empty() && entry.rel.back() == '/')
             entry.rel.pop_back();
         if (entry.rel.empty() || entry.rel == ".") continue;
+        if (type == AE_IFLNK) {
+            const char *t = archive_entry_symlink(e);
+            entry.link = t ? t : "";
+            if (!link_stays_inside(entry.rel, entry.link))
+                throw Error::invalid(field, "entry '" + name + "' is a symbolic link to '" + entry.link +
+                                                "', which leaves the folder");
+            entry.dir = false;
+            entry.mode = 0777;
+            if (sink) sink(entry);
+            continue;
+        }
         entry.dir = type == AE_IFDIR || name.back() == '/';
         entry.mode = archive_entry_perm(e) & 0777;
         if (!entry.dir && type != AE_IFREG && type != 0)
@@ -114,6 +158,7 @@ inline void read_zip(std::string_view bytes, const ZipLimits &limits, const std:
         bytes, limits,
         [&](const ZipEntry &entry) -> ZipChunkSink {
             flush();
+            if (!entry.link.empty()) throw Error::invalid(field, "entry '" + entry.rel + "' is a symbolic link");
             pending = ZipItem{entry.rel, entry.dir, entry.mode, {}};
             return [&](std::string_view chunk) { pending->data.append(chunk); };
         },
@@ -132,6 +177,8 @@ inline void unzip_to(std::string_view bytes, const std::string &dest, const ZipL
     std::ofstream out;
     fs::path target;
     mode_t mode = 0644;
+    // Links are made after every file and folder, so no entry is ever written through one.
+    std::vector<std::pair<fs::path, std::string>> links;
     auto close_file = [&] {
         if (!out.is_open()) return;
         out.close();
@@ -146,6 +193,10 @@ inline void unzip_to(std::string_view bytes, const std::string &dest, const ZipL
             std::string rel = it.rel.substr(strip.size());
             if (rel.empty()) return {};
             target = fs::path(dest) / rel;
+            if (!it.link.empty()) {
+                links.emplace_back(target, it.link);
+                return {};
+            }
             if (it.dir) {
                 fs::create_directories(target);
                 return {};
@@ -161,6 +212,20 @@ inline void unzip_to(std::string_view bytes, const std::string &dest, const ZipL
         },
         field);
     close_file();
+    for (const auto &[path, to] : links) {
+        std::error_code ec;
+        // Its folders must be real folders: link_stays_inside counts its ".." against them.
+        for (fs::path up = path.parent_path(); up.string().size() > dest.size(); up = up.parent_path())
+            if (fs::is_symlink(fs::symlink_status(up, ec)) ||
+                std::any_of(links.begin(), links.end(), [&](const auto &l) { return l.first == up; }))
+                throw Error::invalid(field, "entry '" + path.lexically_relative(dest).string() +
+                                                "' is inside a symbolic link");
+        if (fs::exists(fs::symlink_status(path, ec)))
+            throw Error::invalid(field, "entry '" + path.lexically_relative(dest).string() +
+                                            "' is a symbolic link where the archive also has a file or folder");
+        fs::create_directories(path.parent_path());
+        fs::create_symlink(to, path);
+    }
 }
 
 } // namespace hangar
