@@ -1,10 +1,14 @@
-// WebDriver BiDi through `webdriver_ws_url`: a raw BiDi client (the spec's wire format over the
-// `ws` package) creates a session with session.new, finds the browsing context, navigates to a
+// WebDriver BiDi through `webdriver_ws_url`: WebdriverIO's BiDi client (npm `webdriver`, what a
+// WebdriverIO session speaks on its webSocketUrl) navigates and reads a title; a raw BiDi client
+// (the spec's wire format over the `ws` package) creates a session with session.new, finds the browsing context, navigates to a
 // local page and reads its title through script.evaluate; a bad token is refused before anything
 // runs in the instance; a Chromium restart closes open BiDi sessions and the URL reaches the new
 // one; an open BiDi connection keeps the session from its idle timeout.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+
+import logger from '@wdio/logger';
+import { BidiHandler } from 'webdriver';
 
 import { BidiClient } from './lib/bidi.mjs';
 import { CdpClient, openWebSocket } from './lib/cdp.mjs';
@@ -53,6 +57,38 @@ async function assertRefused(url, what) {
 }
 
 describe('webdriver_ws_url', () => {
+  test('WebdriverIO\'s own BiDi client (the `webdriver` package): a session, a navigation, the title, a load event', async () => {
+    await withBrowser({}, async (b) => {
+      // The client WebdriverIO opens on a session's webSocketUrl, given Hangar's URL directly.
+      logger.setLevel('webdriver', 'warn'); // its info lines print the URL, token included
+      const wdio = new BidiHandler(b.webdriver_ws_url);
+      assert.equal(await wdio.connect(), true, 'connected');
+      try {
+        const session = await wdio.sessionNew({ capabilities: {} });
+        assert.equal(typeof session.sessionId, 'string');
+        const { contexts } = await wdio.browsingContextGetTree({});
+        const context = contexts[0].context;
+        const loads = [];
+        wdio.socket.on('message', (data) => {
+          const msg = JSON.parse(String(data));
+          if (msg.method === 'browsingContext.load') loads.push(msg.params.url);
+        });
+        await wdio.sessionSubscribe({ events: ['browsingContext.load'] });
+        const url = pages.url + 'page?title=wdio-was-here';
+        const nav = await wdio.browsingContextNavigate({ context, url, wait: 'complete' });
+        assert.equal(nav.url, url);
+        const title = await wdio.scriptEvaluate({ expression: 'document.title', target: { context }, awaitPromise: false });
+        assert.deepEqual(title.result, { type: 'string', value: 'wdio-was-here' });
+        await waitFor(() => loads.includes(url), { what: 'the load event', timeoutMs: 5000 });
+        // A BiDi error reaches WebdriverIO as one.
+        await assert.rejects(wdio.browsingContextNavigate({ context: 'no-such-context', url }), /no such frame|no such/i);
+        await wdio.sessionEnd({});
+      } finally {
+        wdio.close();
+      }
+    });
+  });
+
   test('session.new, getTree, navigate to a local page, title through script.evaluate', async () => {
     await withBrowser({}, async (b) => {
       assert.match(b.webdriver_ws_url, /^ws:\/\/127\.0\.0\.1:\d+\/browser\/webdriver\?jwt=/);
