@@ -318,7 +318,7 @@ private:
             } catch (const std::exception &) {
                 // navigating: the next poll sees the new document
             }
-            std::this_thread::sleep_for(150ms);
+            std::this_thread::sleep_for(100ms);
         }
     }
 

@@ -119,6 +119,8 @@ struct Flow {
     std::int64_t expires_ms = 0, input_deadline_ms = 0;
     std::string handoff_code;
     bool handoff_used = false;
+    bool recorded = false;                       // record_session: the replay ends with the browser
+    std::int64_t started_ms = 0, browser_ms = 0; // login() called; its browser answered
     std::atomic<bool> done{false};
     std::jthread thread;
 };
@@ -487,6 +489,7 @@ private:
         flow->caller = caller;
         flow->org = row.at("org_id").get<std::string>();
         flow->base_url = base_url;
+        flow->recorded = record;
         json plan = parse_or(row, "plan", json());
         json credential = s.value("credential", json());
         flow->type = plan.is_object() && credential.is_object() ? "REAUTH" : "LOGIN";
@@ -501,9 +504,11 @@ private:
                              {"profile", {{"name", row.at("profile_name")}, {"save_changes", false}}}};
         if (!proxy_id.empty()) browser_body["proxy_id"] = proxy_id;
         if (telemetry.is_object()) browser_body["telemetry"] = telemetry;
+        flow->started_ms = hangar::now_ms();
         json browser = call(
             "browsers.create",
             {{"project_id", project}, {"caller", flow->caller}, {"base_url", flow->base_url}, {"body", browser_body}});
+        flow->browser_ms = hangar::now_ms();
         flow->session_id = browser.value("session_id", "");
         json timeline_data = {{"browser_session_id", flow->session_id}, {"telemetry_captured", telemetry.is_object()}};
         if (record) {
@@ -652,8 +657,11 @@ private:
         auto flow = current_flow(req.param("id"));
         // The page must still see how its flow ended (SUCCESS or FAILED) to redirect; submits,
         // expired, canceled and superseded flows get 410.
-        bool read_outcome = req.method() == "GET" && flow && flow->id == claims->value("fid", "") && flow->done &&
-                            (flow->ended == "SUCCESS" || flow->ended == "FAILED");
+        bool read_outcome = false;
+        if (req.method() == "GET" && flow && flow->id == claims->value("fid", "")) {
+            std::lock_guard lock(flow->m); // set as the outcome is known, before its browser is gone
+            read_outcome = flow->ended == "SUCCESS" || flow->ended == "FAILED";
+        }
         if (!read_outcome) flow_must_run(flow, claims->value("fid", ""));
         return require(flow->project, flow->connection_id);
     }
@@ -875,8 +883,10 @@ private:
         Run run(*this, flow, credential);
         InstancePage page(*this, flow->session_id);
         json final_patch;
+        std::int64_t engine_ms = 0;
         try {
             Outcome out = run_login(page, run, es);
+            engine_ms = hangar::now_ms();
             if (out.success) {
                 finish_success(*flow, out, credential);
                 final_patch = {{"flow_status", "SUCCESS"}, {"flow_step", "COMPLETED"}};
@@ -897,20 +907,32 @@ private:
         final_patch["live_view_url"] = nullptr;
         final_patch["discovered_fields"] = nullptr;
         final_patch["fields"] = nullptr;
-        try {
-            call("browsers.delete", {{"project_id", flow->project}, {"id", flow->session_id}});
-        } catch (const std::exception &e) {
-            warn("auth flow " + flow->id + ": its browser did not end cleanly: " + e.what());
-        }
         {
             std::lock_guard lock(flow->m);
             flow->awaiting = false;
             if (flow->ended.empty()) flow->ended = final_patch.value("flow_status", "FAILED");
         }
-        flow->done = true;
+        auto stop_browser = [&] {
+            try {
+                call("browsers.delete", {{"project_id", flow->project}, {"id", flow->session_id}});
+            } catch (const std::exception &e) {
+                warn("auth flow " + flow->id + ": its browser did not end cleanly: " + e.what());
+            }
+        };
+        // The outcome is known and the profile saved: say so before the browser is stopped,
+        // which takes a while and changes nothing the caller waits for. A recorded flow's replay
+        // is finished by that stop, so there the stop comes first.
+        if (flow->recorded) stop_browser();
+        std::int64_t saved_ms = hangar::now_ms();
         persist(*flow, final_patch);
+        if (!flow->recorded) stop_browser();
+        flow->done = true;
+        // Where a login's time went, for an operator chasing a slow one.
+        auto ms = [](std::int64_t from, std::int64_t to) { return std::to_string(to > from ? to - from : 0) + " ms"; };
         info("auth flow " + flow->id + " for connection " + flow->connection_id + ": " +
-             final_patch.value("flow_status", std::string()));
+             final_patch.value("flow_status", std::string()) + " (browser " + ms(flow->started_ms, flow->browser_ms) +
+             ", login " + ms(flow->browser_ms, engine_ms) + ", save " + ms(engine_ms, saved_ms) + ", total " +
+             ms(flow->started_ms, saved_ms) + ")");
     }
 
     void finish_success(Flow &f, const Outcome &out, const json &credential) {
@@ -952,15 +974,21 @@ private:
         json flow = parse_or(row, "flow", json::object());
         std::shared_ptr<hangar::SseStream> sse = res.sse();
         if (auto f = current_flow(id); f && !f->done) {
+            // The snapshot is taken under the subscribers' lock: a terminal state persisted
+            // after it is broadcast to this stream too, and one persisted before it is in it.
+            std::lock_guard subs(subs_mutex_);
             json snapshot;
             {
                 std::lock_guard lock(f->m);
                 snapshot = f->state;
             }
-            std::lock_guard lock(subs_mutex_);
-            sse->send(state_event(snapshot));
-            subs_[id].push_back(sse);
-            return;
+            std::string status = snapshot.value("flow_status", "");
+            if (status != "SUCCESS" && status != "FAILED" && status != "CANCELED" && status != "EXPIRED") {
+                sse->send(state_event(snapshot));
+                subs_[id].push_back(sse);
+                return;
+            }
+            flow = snapshot; // over, its browser still stopping: the last state, then the end
         }
         // No flow running: the last state, then the stream ends.
         if (flow.contains("flow_status")) sse->send(state_event(flow));
