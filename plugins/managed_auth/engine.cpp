@@ -76,7 +76,8 @@ const char *const kDiscoverScript = R"JS((() => {
   for (const el of document.querySelectorAll('[role=alert], [aria-live=assertive], .error, .alert-danger, .error-message, .errors, #error, .flash-error')) {
     if (vis(el) && text(el)) { error = text(el).slice(0, 300); break; }
   }
-  return { url: location.href, ready: document.readyState, fields, submit, buttons, error };
+  const body = document.body ? document.body.innerText.slice(0, 4000) : '';
+  return { url: location.href, ready: document.readyState, fields, submit, buttons, error, text: body };
 })())JS";
 
 namespace {
@@ -93,6 +94,7 @@ struct Discovered {
     json sso = json::array();      // {provider, label, selector (xpath), css}
     json accounts = json::array(); // {id, label, selector}
     json login_links = json::array();
+    std::string external_action; // the page asks for an approval elsewhere (a push to a phone)
 };
 
 PageField page_field(const json &f) {
@@ -151,6 +153,8 @@ Discovered analyse(const json &raw) {
                 break;
             }
     }
+    if (!d.login_form && d.mfa.empty() && d.sso.empty() && d.accounts.empty())
+        d.external_action = external_action_prompt(raw.value("text", ""));
     return d;
 }
 
@@ -184,6 +188,10 @@ public:
             if (!blocked(d, out)) return out;
             std::string error = d.raw.value("error", "");
             if (!d.login_form && d.mfa.empty() && d.sso.empty() && d.accounts.empty()) {
+                if (acted && !d.external_action.empty()) { // approve on the phone, then go on
+                    if (!await_external_action(d, out)) return out;
+                    continue;
+                }
                 if (!acted && !d.login_links.empty()) { // a home page: open its sign-in page
                     click(d.login_links.front().get<std::string>());
                     acted = true;
@@ -286,6 +294,34 @@ private:
         }
     }
 
+    // AWAITING_EXTERNAL_ACTION with the page's own words until the page moves on (the user
+    // approved on their device), within external_action_timeout_ms; false (with `out` filled)
+    // when it never does. Re-auth cannot do this alone, so the plan records it.
+    bool await_external_action(const Discovered &d, Outcome &out) {
+        plan_["needs_external_action"] = true;
+        host_.publish({{"flow_step", "AWAITING_EXTERNAL_ACTION"}, {"external_action_message", d.external_action}});
+        std::string before = signature(d.raw);
+        auto deadline = Clock::now() + std::chrono::milliseconds(s_.external_action_timeout_ms);
+        while (Clock::now() < deadline) {
+            host_.check();
+            std::this_thread::sleep_for(250ms);
+            try {
+                json raw = page_.eval(kDiscoverScript);
+                if (!raw.is_object() || signature(raw) == before) continue;
+            } catch (const FlowEnded &) {
+                throw;
+            } catch (const std::exception &) {
+                // navigating away: the approval came
+            }
+            settle(before);
+            host_.publish({{"flow_step", "SUBMITTING"}, {"external_action_message", nullptr}});
+            return true;
+        }
+        out.error_code = "external_action_timeout";
+        out.error_message = "the sign-in was not approved on the other device in time";
+        return false;
+    }
+
     // False (with `out` filled) when the page left the domains the flow may visit.
     bool blocked(const Discovered &d, Outcome &out) const {
         std::string host = url_host(d.raw.value("url", ""));
@@ -366,6 +402,13 @@ private:
     // Picks an MFA method (the authenticator when a TOTP secret is stored), an SSO provider or an
     // account: on its own when the stored values decide it, else by asking. True when clicked.
     bool choose(const Discovered &d) {
+        if (std::string want = host_.credential_sso_provider(); !want.empty())
+            for (const auto &s : d.sso)
+                if (s.value("provider", "") == want) {
+                    host_.publish({{"sso_provider", want}});
+                    click(s.value("css", ""));
+                    return true;
+                }
         if (!d.mfa.empty() && values_.contains("totp_code"))
             for (const auto &m : d.mfa)
                 if (m.value("type", "") == "totp") {
@@ -403,11 +446,13 @@ private:
              {"sign_in_options", accounts.empty() ? json() : accounts}});
         for (const auto &c : choices)
             if (c.value("id", "") == pending_choice_ || c.value("observed_selector", "") == pending_choice_) {
+                if (c.value("type", "") == "sso_provider") host_.publish({{"sso_provider", c.value("id", "")}});
                 click(c.value("observed_selector", ""));
                 return true;
             }
         for (const auto &s : d.sso)
             if (s.value("selector", "") == pending_choice_) {
+                host_.publish({{"sso_provider", s.value("provider", "")}});
                 click(s.value("css", ""));
                 return true;
             }

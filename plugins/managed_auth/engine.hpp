@@ -44,6 +44,9 @@ public:
     // The stored credential's values (with a current totp_code when it has a TOTP secret);
     // `fresh` asks for a code of the next 30 s window. Empty when the connection has none.
     virtual json credential_values(bool fresh) = 0;
+    // The SSO provider the stored credential names (its button is clicked first, then its values
+    // go into the identity provider's page); empty when none.
+    virtual std::string credential_sso_provider() { return {}; }
 };
 
 struct Outcome {
@@ -59,6 +62,7 @@ struct EngineSettings {
     std::vector<std::string> allowed_domains;
     std::string start_url;
     int settle_timeout_ms = 8000;
+    int external_action_timeout_ms = 600000; // as long as a flow waits for input
     int max_steps = 12;
 };
 

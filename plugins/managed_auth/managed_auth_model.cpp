@@ -6,6 +6,7 @@
 #include <array>
 #include <cctype>
 #include <regex>
+#include <vector>
 
 namespace managed_auth {
 
@@ -291,6 +292,32 @@ std::string sso_provider_of_label(std::string_view label) {
         return {};
     for (const char *p : {"google", "github", "microsoft", "apple", "facebook", "linkedin", "okta", "auth0"})
         if (l.find(p) != std::string::npos) return p;
+    return {};
+}
+
+std::string external_action_prompt(std::string_view page_text) {
+    // A line (a heading or a paragraph of the rendered text) that asks for an action and names
+    // where it happens; else one with a stock phrase ("Check your phone" is often the heading
+    // above the sentence that says what to do, which is the better message).
+    static const std::regex act(R"(\b(approve|approval|confirm|tap|accept|allow)\b)", std::regex::icase);
+    static const std::regex where(R"(\b(phone|device|app|notification|push|prompt)s?\b)", std::regex::icase);
+    static const std::regex stock(R"(check your (phone|device)|push notification|waiting for (your )?approval)",
+                                  std::regex::icase);
+    std::vector<std::string> lines;
+    std::size_t start = 0;
+    while (start <= page_text.size()) {
+        auto end = page_text.find('\n', start);
+        if (end == std::string_view::npos) end = page_text.size();
+        std::string line(page_text.substr(start, end - start));
+        auto b = line.find_first_not_of(" \t\r");
+        auto e = line.find_last_not_of(" \t\r");
+        if (b != std::string::npos) lines.push_back(line.substr(b, e - b + 1).substr(0, 200));
+        start = end + 1;
+    }
+    for (const auto &line : lines)
+        if (std::regex_search(line, act) && std::regex_search(line, where)) return line;
+    for (const auto &line : lines)
+        if (std::regex_search(line, stock)) return line;
     return {};
 }
 

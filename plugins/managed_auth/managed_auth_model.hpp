@@ -66,6 +66,9 @@ std::string field_ref(Kind k, const PageField &f);
 std::string mfa_type_of_label(std::string_view label);
 // SSO provider named by a button label ("Continue with GitHub" -> github); empty when none.
 std::string sso_provider_of_label(std::string_view label);
+// The sentence of a page's text that asks the user to approve the sign-in elsewhere (a push to
+// their phone, a prompt on another device), trimmed to 200 characters; empty when none does.
+std::string external_action_prompt(std::string_view page_text);
 
 // The credential's value for a kind: identifier from username/email/identifier/login, password
 // from password, other text inputs by their name.

@@ -14,6 +14,7 @@
 #include <hangar/plugin.hpp>
 #include <hangar/resource.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <list>
@@ -550,6 +551,7 @@ private:
         }
         persist(*flow, flow->state);
         EngineSettings es;
+        es.external_action_timeout_ms = static_cast<int>(input_timeout_ms_);
         es.domain = row.at("domain").get<std::string>();
         for (const auto &d : s.value("allowed_domains", json::array()))
             es.allowed_domains.push_back(d.get<std::string>());
@@ -845,13 +847,19 @@ private:
             }
             json values = r.value("values", json::object());
             if (r.contains("totp_code")) values["totp_code"] = r["totp_code"];
+            sso_provider_ = r.value("sso_provider", json()).is_string() ? r["sso_provider"].get<std::string>() : "";
+            std::transform(sso_provider_.begin(), sso_provider_.end(), sso_provider_.begin(),
+                           [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
             return values;
         }
+
+        std::string credential_sso_provider() override { return sso_provider_; }
 
     private:
         ManagedAuthPlugin &p_;
         std::shared_ptr<Flow> f_;
         json credential_;
+        std::string sso_provider_; // from the last credential_values()
     };
 
     class InstancePage final : public Page {
@@ -907,6 +915,7 @@ private:
         final_patch["live_view_url"] = nullptr;
         final_patch["discovered_fields"] = nullptr;
         final_patch["fields"] = nullptr;
+        final_patch["external_action_message"] = nullptr;
         {
             std::lock_guard lock(flow->m);
             flow->awaiting = false;

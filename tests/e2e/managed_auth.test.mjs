@@ -316,6 +316,71 @@ describe('login flows', () => {
     assert.equal(sites.hits.totpAccepted, accepted + 1);
   });
 
+  test('push approval: AWAITING_EXTERNAL_ACTION with the page\'s words until approved on the phone, then SUCCESS', async () => {
+    await kernel.credentials.create({ name: 'push', domain: '127.0.0.1', values: { username: USER, password: PASSWORD } });
+    const c = await kernel.auth.connections.create({
+      domain: '127.0.0.1', profile_name: 'push', login_url: `${sites.origin}/push/login`, credential: { name: 'push' },
+    });
+    await kernel.auth.connections.login(c.id);
+    const waiting = await waitFlow(c.id, (x) => x.flow_step === 'AWAITING_EXTERNAL_ACTION');
+    assert.equal(waiting.flow_status, 'IN_PROGRESS');
+    assert.equal(waiting.external_action_message, 'We sent a notification to your phone. Tap Approve to sign in.');
+    // Still waiting a while later: nothing moves on without the approval.
+    await new Promise((r) => setTimeout(r, 1500));
+    assert.equal((await kernel.auth.connections.retrieve(c.id)).flow_step, 'AWAITING_EXTERNAL_ACTION');
+    sites.approvePush();
+    const end = await waitFlow(c.id, done);
+    assert.equal(end.flow_status, 'SUCCESS', JSON.stringify(end));
+    assert.equal(end.status, 'AUTHENTICATED');
+    assert.equal(end.external_action_message, null);
+    assert.match(end.post_login_url, /\/push\/account$/);
+    // A re-auth could not approve on the phone alone.
+    assert.equal(end.can_reauth, false);
+    assert.equal(end.can_reauth_reason, 'requires_external_action');
+    assert.equal(await signedIn('push', 'push'), true);
+  });
+
+  test('SSO to an identity provider on another host: the credential\'s sso_provider clicked, the IdP\'s form filled', async () => {
+    await kernel.credentials.create({ name: 'sso', domain: '127.0.0.1', sso_provider: 'okta', values: { username: USER, password: PASSWORD } });
+    const c = await kernel.auth.connections.create({
+      domain: '127.0.0.1', profile_name: 'sso', login_url: `${sites.origin}/sso/login`, credential: { name: 'sso' },
+      allowed_domains: ['localhost'],
+    });
+    const idp = sites.hits.idpLogins ?? 0;
+    await kernel.auth.connections.login(c.id);
+    const end = await waitFlow(c.id, done);
+    assert.equal(end.flow_status, 'SUCCESS', JSON.stringify(end));
+    assert.equal(end.sso_provider, 'okta');
+    assert.equal(sites.hits.idpLogins, idp + 1, 'the IdP took the login');
+    assert.match(end.post_login_url, /\/sso\/account$/);
+    assert.equal(await signedIn('sso', 'sso'), true);
+  });
+
+  test('SSO chosen by the user: AWAITING_INPUT with pending_sso_buttons, then sso_provider; an IdP host not allowed is blocked', async () => {
+    await kernel.credentials.create({ name: 'sso-pick', domain: '127.0.0.1', values: { username: USER, password: PASSWORD } });
+    const c = await kernel.auth.connections.create({
+      domain: '127.0.0.1', profile_name: 'sso-pick', login_url: `${sites.origin}/sso/login`, credential: { name: 'sso-pick' },
+      allowed_domains: ['localhost'],
+    });
+    await kernel.auth.connections.login(c.id);
+    const ask = await waitFlow(c.id, (x) => x.flow_step === 'AWAITING_INPUT');
+    assert.deepEqual(ask.pending_sso_buttons.map((b) => b.provider), ['okta']);
+    assert.ok(ask.choices.some((x) => x.type === 'sso_provider' && x.id === 'okta'));
+    await kernel.auth.connections.submit(c.id, { sso_provider: 'okta' });
+    const end = await waitFlow(c.id, done);
+    assert.equal(end.flow_status, 'SUCCESS', JSON.stringify(end));
+    assert.equal(end.sso_provider, 'okta');
+
+    const closed = await kernel.auth.connections.create({
+      domain: '127.0.0.1', profile_name: 'sso-closed', login_url: `${sites.origin}/sso/login`, credential: { name: 'sso' },
+    });
+    await kernel.auth.connections.login(closed.id);
+    const blocked = await waitFlow(closed.id, done);
+    assert.equal(blocked.flow_status, 'FAILED');
+    assert.equal(blocked.error_code, 'navigation_blocked');
+    assert.match(blocked.error_message, /localhost/);
+  });
+
   test('choice of MFA method: AWAITING_INPUT with mfa_options, then the SMS code', async () => {
     await kernel.credentials.create({ name: 'mfa', domain: '127.0.0.1', values: { username: USER, password: PASSWORD } });
     const c = await kernel.auth.connections.create({

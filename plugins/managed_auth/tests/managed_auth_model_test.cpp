@@ -119,6 +119,13 @@ public:
         CPPUNIT_ASSERT_EQUAL(std::string(""), mfa_type_of_label("Forgot password?"));
         CPPUNIT_ASSERT_EQUAL(std::string("github"), sso_provider_of_label("Continue with GitHub"));
         CPPUNIT_ASSERT_EQUAL(std::string(""), sso_provider_of_label("Google"));
+        CPPUNIT_ASSERT_EQUAL(
+            std::string("We sent a notification to your phone. Tap Approve to sign in."),
+            external_action_prompt("Sign in\nWe sent a notification to your phone. Tap Approve to sign in."));
+        CPPUNIT_ASSERT_EQUAL(std::string("Check your phone to continue."),
+                             external_action_prompt("Almost there\nCheck your phone to continue.\nHelp"));
+        CPPUNIT_ASSERT_EQUAL(std::string(""), external_action_prompt("Welcome alice. Signed in to one. Sign out"));
+        CPPUNIT_ASSERT_EQUAL(std::string(""), external_action_prompt("Download our app for your phone."));
     }
 
     void values() {
