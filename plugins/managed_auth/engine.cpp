@@ -354,7 +354,7 @@ private:
             } catch (const std::exception &) {
                 // navigating: the next poll sees the new document
             }
-            std::this_thread::sleep_for(100ms);
+            std::this_thread::sleep_for(75ms);
         }
     }
 

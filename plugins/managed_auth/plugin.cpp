@@ -201,12 +201,36 @@ public:
     }
 
 private:
+    // One DevTools connection to the page, kept across operations (a flow makes dozens: every
+    // settle poll is one) and opened again when Chromium moved or the socket broke.
+    std::mutex page_mutex_;
+    std::unique_ptr<hangar::cdp::Connection> page_conn_;
+    int page_port_ = 0;
+
     json page_op(const json &body) {
         json s = call("browsers.chromium", json::object());
         if (!s.contains("port") || !s.at("port").is_number())
             throw Error(503, "unavailable", "Chromium is not running");
         int port = s.at("port").get<int>();
-        hangar::cdp::Connection c(port, hangar::cdp::first_page_path(port), 5s);
+        std::lock_guard lock(page_mutex_);
+        for (;;) {
+            bool reused = page_conn_ && page_port_ == port;
+            if (!reused) {
+                page_conn_ = std::make_unique<hangar::cdp::Connection>(port, hangar::cdp::first_page_path(port), 5s);
+                page_port_ = port;
+            }
+            try {
+                return page_op_on(*page_conn_, body);
+            } catch (const hangar::cdp::Failure &f) {
+                page_conn_.reset(); // a late answer must not meet the next call
+                // A kept socket that had closed (the page went away) failed before the command
+                // ran: once more on a new one. A timeout may have run it: never twice.
+                if (!reused || f.timed_out()) throw;
+            }
+        }
+    }
+
+    json page_op_on(hangar::cdp::Connection &c, const json &body) {
         std::string op = body.value("op", "");
         auto wait_loaded = [&] {
             auto deadline = hangar::cdp::Clock::now() + 15s;

@@ -2,6 +2,8 @@
 
 #include "net.hpp"
 
+#include <hangar/resource.hpp>
+
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -104,29 +106,6 @@ bool splice(Conn &a, Conn &b) {
     }
 }
 
-std::string html_escape(const std::string &in) {
-    std::string out;
-    for (char c : in) {
-        switch (c) {
-        case '<':
-            out += "&lt;";
-            break;
-        case '>':
-            out += "&gt;";
-            break;
-        case '&':
-            out += "&amp;";
-            break;
-        case '"':
-            out += "&quot;";
-            break;
-        default:
-            out += c;
-        }
-    }
-    return out;
-}
-
 // The page a request the proxy layer could not carry gets instead of the site's answer: 502 with
 // the failure's code in X-Kernel-Proxy-Error, as Kernel's egress proxy answers, so a client (and
 // the telemetry collector) can tell a proxy failure from the site's own 502.
@@ -134,7 +113,7 @@ void answer_proxy_error(Conn &client, ProxyFailure failure, const std::string &r
     const char *code = code_of(failure);
     std::string page = std::string("<!doctype html><html><head><title>Proxy error: ") + code +
                        "</title></head><body><h1>The proxy could not carry this request</h1><p><code>" + code +
-                       "</code>: " + html_escape(reason) + "</p></body></html>\n";
+                       "</code>: " + hangar::html_escape(reason) + "</p></body></html>\n";
     std::string res = std::string("HTTP/1.1 502 Bad Gateway\r\nX-Kernel-Proxy-Error: ") + code +
                       "\r\nContent-Type: text/html; charset=utf-8\r\nCache-Control: no-store\r\nContent-Length: " +
                       std::to_string(page.size()) + "\r\nConnection: close\r\n\r\n" + page;

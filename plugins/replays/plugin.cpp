@@ -33,6 +33,7 @@
 namespace {
 
 using hangar::Error;
+using hangar::html_escape;
 using hangar::json;
 using hangar::Request;
 using hangar::Response;
@@ -67,29 +68,6 @@ constexpr auto kFinishGrace = 60s;
 
 std::string blob_key(const std::string &rid) {
     return rid + ".mp4";
-}
-
-std::string html_escape(const std::string &s) {
-    std::string out;
-    for (char c : s) {
-        switch (c) {
-        case '<':
-            out += "&lt;";
-            break;
-        case '>':
-            out += "&gt;";
-            break;
-        case '&':
-            out += "&amp;";
-            break;
-        case '"':
-            out += "&quot;";
-            break;
-        default:
-            out += c;
-        }
-    }
-    return out;
 }
 
 class ReplaysPlugin final : public hangar::Plugin {

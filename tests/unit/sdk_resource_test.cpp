@@ -22,15 +22,6 @@ hangar::QueryParam params(std::map<std::string, std::string> values) {
     };
 }
 
-int status_of(const std::function<void()> &fn) {
-    try {
-        fn();
-    } catch (const hangar::Error &e) {
-        return e.status();
-    }
-    return 0;
-}
-
 } // namespace
 
 class SdkResourceTest : public CppUnit::TestFixture {
@@ -69,7 +60,7 @@ public:
         }
         hangar::Validation zero;
         hangar::parse_paging(params({{"limit", "0"}}), zero);
-        CPPUNIT_ASSERT_EQUAL(400, status_of([&] { zero.throw_if_failed(); }));
+        CPPUNIT_ASSERT_EQUAL(400, hangar::test::error_status([&] { zero.throw_if_failed(); }));
     }
 
     void testFindByIdOrName() {

@@ -1,6 +1,8 @@
 // Small helpers shared by the unit suites: temporary folders, files, polling.
 #pragma once
 
+#include <hangar/plugin.hpp>
+
 #include <cppunit/extensions/HelperMacros.h>
 
 #include <chrono>
@@ -13,6 +15,16 @@
 #include <thread>
 
 namespace hangar::test {
+
+// The HTTP status of the hangar::Error `fn` throws; 0 when it throws none.
+inline int error_status(const std::function<void()> &fn) {
+    try {
+        fn();
+    } catch (const hangar::Error &e) {
+        return e.status();
+    }
+    return 0;
+}
 
 // A fresh folder under $TMPDIR (or /tmp), removed with everything in it on destruction.
 class TempDir {

@@ -241,4 +241,30 @@ void answer_page(Response &res, const Sql &sql, const std::string &select, json 
     res.page(items, paging.offset, rows.size() > limit);
 }
 
+// Text for an HTML page a plugin serves (a replay's viewer, a proxy's error page): <, >, & and "
+// as entities, so a name or a message never becomes markup.
+inline std::string html_escape(std::string_view text) {
+    std::string out;
+    out.reserve(text.size());
+    for (char c : text) {
+        switch (c) {
+        case '<':
+            out += "&lt;";
+            break;
+        case '>':
+            out += "&gt;";
+            break;
+        case '&':
+            out += "&amp;";
+            break;
+        case '"':
+            out += "&quot;";
+            break;
+        default:
+            out += c;
+        }
+    }
+    return out;
+}
+
 } // namespace hangar
