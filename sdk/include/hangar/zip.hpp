@@ -59,8 +59,8 @@ struct ZipEntry {
 // descends.
 inline bool link_stays_inside(const std::string &rel, const std::string &target) {
     if (target.empty() || target[0] == '/' || target.find('\\') != std::string::npos) return false;
-    auto depth =
-        std::distance(std::filesystem::path(rel).parent_path().begin(), std::filesystem::path(rel).parent_path().end());
+    const std::filesystem::path folder = std::filesystem::path(rel).parent_path(); // one object: its iterators pair
+    auto depth = std::distance(folder.begin(), folder.end());
     bool descending = false;
     std::ptrdiff_t ups = 0;
     for (const auto &part : std::filesystem::path(target)) {
