@@ -992,6 +992,12 @@ bool Runtime::try_adopt(const std::string &id, Instance &inst) {
 }
 
 void Runtime::adopt_or_clean_leftovers() {
+    // A pid file being written when the last server died stays as its temporary (write_file_atomic
+    // renames it into place): never valid, so removed with the rest of what that start left.
+    std::error_code ec;
+    for (const auto &entry : fs::directory_iterator(opt_.data_dir + "/instances", ec))
+        if (entry.is_regular_file(ec) && entry.path().filename().string().find(".tmp-") != std::string::npos)
+            fs::remove(entry.path(), ec);
     for (const auto &id : instance_ids_on_disk(opt_.data_dir + "/instances")) {
         Instance inst;
         if (!try_adopt(id, inst)) {

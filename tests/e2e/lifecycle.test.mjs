@@ -97,12 +97,16 @@ test('kill -9 in the middle of creates, a profile save and a recording: no orpha
     const replay = await first.client.browsers.replays.start(filmed.session_id, { framerate: 5 });
 
     // Two creates under way and a save (the delete of a session that saves its profile), then a crash.
+    const pidFiles = () => readdirSync(join(dataDir, 'instances')).filter((f) => f.endsWith('.pids')).length;
+    const before = pidFiles();
     const inFlight = [
       first.client.browsers.create({ headless: true }).catch(() => null),
       first.client.browsers.create({ headless: false }).catch(() => null),
       first.client.browsers.deleteByID(again.session_id).catch(() => null),
     ];
-    await new Promise((r) => setTimeout(r, 150));
+    // The crash comes once a new sandbox is starting (its pids written, not ready yet), not after
+    // a fixed pause, which on a busy machine could fall before any create reached the runtime.
+    await waitFor(() => pidFiles() > before, { timeoutMs: 10_000, intervalMs: 10, what: 'a create starting its sandbox' });
     const procs = descendants(first.pid);
     assert.ok(procs.length > 0);
     // An instance's processes: its sandbox, what runs under it, and its pasta.
