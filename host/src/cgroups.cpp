@@ -19,6 +19,10 @@ namespace hangar::host {
 namespace {
 
 constexpr const char *kLimited[] = {"memory", "pids", "cpu"};
+// v1 keeps CPU accounting in a hierarchy of its own unless it is mounted together with cpu:
+// without it, an instance's CPU time is only the sum over its live processes' /proc stats,
+// which a metrics scrape would read for every process of every instance.
+constexpr const char *kV1Hierarchies[] = {"memory", "pids", "cpu", "cpuacct"};
 
 // Writes `value` to a cgroup file in one write(2), as the kernel wants it; "" when it took,
 // else why not.
@@ -153,9 +157,11 @@ void choose_v2(CgroupLayout &layout, const std::string &fs_root, const std::stri
 
 void choose_v1(CgroupLayout &layout, const std::string &fs_root, const std::string &self_cgroup) {
     bool delegated_any = false;
-    for (const char *controller : kLimited) {
+    for (const char *controller : kV1Hierarchies) {
         std::string mount = fs_root + "/" + controller;
         if (!fs::is_directory(mount)) continue;
+        std::error_code ec;
+        if (std::string_view(controller) == "cpuacct" && fs::equivalent(mount, fs_root + "/cpu", ec)) continue;
         auto why = usable_cgroup(mount + "/hangar");
         if (why.empty()) {
             layout.roots.emplace_back(controller, mount + "/hangar");
@@ -246,7 +252,7 @@ std::vector<std::string> recorded_cgroup_roots(const std::string &data_dir) {
         // never recorded
     }
     for (const char *fallback : {"/sys/fs/cgroup/hangar", "/sys/fs/cgroup/memory/hangar", "/sys/fs/cgroup/pids/hangar",
-                                 "/sys/fs/cgroup/cpu/hangar"})
+                                 "/sys/fs/cgroup/cpu/hangar", "/sys/fs/cgroup/cpuacct/hangar"})
         if (std::find(roots.begin(), roots.end(), fallback) == roots.end()) roots.emplace_back(fallback);
     return roots;
 }

@@ -42,6 +42,7 @@ class CgroupsTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(testDelegatedSubgroupLetsInstancesOutliveTheServer);
     CPPUNIT_TEST(testNotDelegatedMeansNoCgroupsAndSaysWhy);
     CPPUNIT_TEST(testV1DelegatedGoesBelowOwnCgroupPerHierarchy);
+    CPPUNIT_TEST(testV1CpuAccountingHierarchyJoinedUnlessCoMounted);
     CPPUNIT_TEST(testRecordedRootsComeFirst);
     CPPUNIT_TEST_SUITE_END();
 
@@ -140,6 +141,28 @@ public:
             CPPUNIT_ASSERT_EQUAL(fsroot / (controller + "/system.slice/hangar.service/hangar-instances"), root);
             CPPUNIT_ASSERT(std::filesystem::is_directory(root));
         }
+    }
+
+    // A scrape of /metrics reads each instance's CPU time from cpuacct.usage; without that
+    // hierarchy it would have to walk every process of every instance.
+    void testV1CpuAccountingHierarchyJoinedUnlessCoMounted() {
+        TempDir separate;
+        for (const char *c : {"memory", "pids", "cpu", "cpuacct"})
+            fake_cgroup(separate / (std::string(c) + "/hangar"));
+        auto layout = choose_cgroup_layout(separate.path(), "", 7);
+        CPPUNIT_ASSERT_EQUAL(std::size_t(4), layout.roots.size());
+        CPPUNIT_ASSERT_EQUAL(std::string("cpuacct"), layout.roots.back().first);
+        CPPUNIT_ASSERT_EQUAL(separate / "cpuacct/hangar", layout.roots.back().second);
+
+        TempDir together; // "cpu" and "cpuacct" both name the "cpu,cpuacct" mount
+        for (const char *c : {"memory", "pids", "cpu,cpuacct"})
+            fake_cgroup(together / (std::string(c) + "/hangar"));
+        std::filesystem::create_directory_symlink("cpu,cpuacct", together / "cpu");
+        std::filesystem::create_directory_symlink("cpu,cpuacct", together / "cpuacct");
+        layout = choose_cgroup_layout(together.path(), "", 7);
+        CPPUNIT_ASSERT_EQUAL(std::size_t(3), layout.roots.size());
+        for (const auto &[controller, root] : layout.roots)
+            CPPUNIT_ASSERT(controller != "cpuacct");
     }
 
     void testRecordedRootsComeFirst() {
