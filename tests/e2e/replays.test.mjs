@@ -270,7 +270,7 @@ describe('replays', () => {
       BadRequestError,
       'bad_request',
     );
-    await rejectsWith(client.browsers.replays.start(b.id, { record_audio: true }), BadRequestError, 'bad_request');
+    await rejectsWith(client.browsers.replays.start(b.id, { record_audio: 'yes' }), BadRequestError, 'bad_request');
     await rejectsWith(client.browsers.replays.stop('nosuchreplay', { id: b.id }), NotFoundError, 'not_found');
     await rejectsWith(client.browsers.replays.download('nosuchreplay', { id: b.id }), NotFoundError, 'not_found');
     await rejectsWith(client.browsers.replays.list('nosuchsession'), NotFoundError, 'not_found');
