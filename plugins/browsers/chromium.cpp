@@ -403,9 +403,15 @@ void ChromiumRunner::start() {
         if (!settings_.pulseaudio_path.empty() && ::access(settings_.pulseaudio_path.c_str(), X_OK) == 0)
             audio_ = std::make_unique<PulseSink>(settings_);
         display_ = std::make_unique<Xvfb>(settings_, spec_.viewport);
-        if (audio_ && !audio_->wait_ready(Clock::now() + std::chrono::milliseconds(settings_.startup_timeout_ms))) {
+        auto display_ready = Clock::now();
+        if (audio_ && !audio_->wait_ready(display_ready + std::chrono::milliseconds(settings_.startup_timeout_ms))) {
             log_(LogLevel::Warn, "PulseAudio did not start (see logs/pulseaudio.log); this browser has no audio");
             audio_.reset();
+        }
+        if (audio_) {
+            // What the sink adds to a start: it starts with Xvfb, so usually nothing.
+            auto after = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - display_ready).count();
+            log_(LogLevel::Info, "audio sink ready " + std::to_string(after) + " ms after the display");
         }
     }
     bool restore = spec_.restore_session && has_saved_session(settings_.user_data_dir);

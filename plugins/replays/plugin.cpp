@@ -452,6 +452,11 @@ private:
         constexpr int kFramesFd = 3;
         proc::Child::Spec spec;
         spec.path = "/usr/bin/ffmpeg";
+        // Frame 0 is due now, on both clocks: the sound is placed on the feed's timeline by it.
+        const auto feed_start = std::chrono::steady_clock::now();
+        capture.start_wallclock_us =
+            std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+                .count();
         spec.args = ffmpeg_args(capture, options, rec.part, kFramesFd);
         spec.env = proc::environment_with({});
         spec.stdout_fd = log.get();
@@ -461,7 +466,7 @@ private:
             rec.ffmpeg = proc::Child::spawn(spec);
             frames.read.reset();
             rec.feed = std::make_unique<ScreenFeed>(capture.display, capture.width, capture.height, options.framerate,
-                                                    std::move(frames.write));
+                                                    std::move(frames.write), feed_start);
         } catch (const std::exception &e) {
             rec.ffmpeg.stop();
             throw Error::internal(std::string("could not start recording: ") + e.what());

@@ -1,7 +1,9 @@
 #include "recording.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <cstdio>
 
 namespace hangar::replays {
 
@@ -49,11 +51,16 @@ std::vector<std::string> ffmpeg_args(const Capture &capture, const StartOptions 
                                   "-f", "rawvideo", "-pix_fmt", "yuv420p", "-video_size",
                                   std::to_string(capture.width) + "x" + std::to_string(capture.height), "-framerate",
                                   fps, "-i", "pipe:" + std::to_string(input_fd)};
-    if (!capture.audio_source.empty())
-        // What Chromium plays. Both inputs start when ffmpeg does and their timestamps start at
-        // zero (the frames are numbered by the clock, the samples counted, -wallclock 0), which
-        // keeps them in step; -shortest ends the sound when the feed ends, which a sink that
-        // never stops would not do by itself.
+    if (!capture.audio_source.empty()) {
+        // What Chromium plays. ffmpeg opens the sink a while after the feed began (a second
+        // under load), so both cannot just start at zero: the samples carry the wall-clock time
+        // they were captured at (-wallclock 1), shifted so that the feed's frame 0 is zero, and
+        // -copyts keeps those times. -shortest ends the sound when the feed ends, which a sink
+        // that never stops would not do by itself.
+        const auto us = capture.start_wallclock_us;
+        std::array<char, 32> offset{};
+        std::snprintf(offset.data(), offset.size(), "-%lld.%06lld", static_cast<long long>(us / 1'000'000),
+                      static_cast<long long>(us % 1'000'000));
         a.insert(a.end(), {"-thread_queue_size",
                            "1024",
                            "-f",
@@ -63,13 +70,16 @@ std::vector<std::string> ffmpeg_args(const Capture &capture, const StartOptions 
                            "-name",
                            "hangar-replay",
                            "-wallclock",
-                           "0",
+                           "1",
+                           "-itsoffset",
+                           offset.data(),
                            "-sample_rate",
                            "48000",
                            "-channels",
                            "2",
                            "-i",
                            capture.audio_source,
+                           "-copyts",
                            "-map",
                            "0:v",
                            "-map",
@@ -79,6 +89,7 @@ std::vector<std::string> ffmpeg_args(const Capture &capture, const StartOptions 
                            "-b:a",
                            "128k",
                            "-shortest"});
+    }
     a.insert(a.end(),
              {// Repeated frames (the screen did not change) are dropped before the encoder
               // (variable frame rate), but four a second are kept so the duration stays true to a

@@ -4,6 +4,7 @@
 
 #include <hangar/plugin.hpp>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,9 @@ struct Capture {
     // The instance's PulseAudio sink monitor, when the recording takes audio.
     std::string audio_server; // "unix:/run/hangar/pulse/native"
     std::string audio_source; // "hangar.monitor"
+    // The wall-clock time (µs since the epoch) the feed's frame 0 is due: the sound is placed on
+    // the video's timeline by it.
+    std::int64_t start_wallclock_us = 0;
 };
 
 // ffmpeg's arguments (without argv[0]): raw I420 frames of the screen at `framerate` read from

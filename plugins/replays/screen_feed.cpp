@@ -116,8 +116,10 @@ struct ScreenFeed::Display {
     Reply<xcb_get_image_reply_t> image{nullptr, &std::free};
 };
 
-ScreenFeed::ScreenFeed(const std::string &display, int width, int height, int fps, proc::Fd out)
-    : x_(std::make_unique<Display>(display)), out_(std::move(out)), width_(width), height_(height), fps_(fps) {
+ScreenFeed::ScreenFeed(const std::string &display, int width, int height, int fps, proc::Fd out,
+                       Clock::time_point start)
+    : x_(std::make_unique<Display>(display)), out_(std::move(out)), width_(width), height_(height), fps_(fps),
+      start_(start) {
     // A whole frame fits in the pipe when the system allows it (fewer wake-ups on both sides).
     ::fcntl(out_.get(), F_SETPIPE_SZ, 1 << 20);
     ::fcntl(out_.get(), F_SETFL, ::fcntl(out_.get(), F_GETFL) | O_NONBLOCK);
@@ -142,7 +144,7 @@ void ScreenFeed::run(const std::stop_token &stop) {
     xcb_connection_t *c = x_->conn.get();
 
     const auto interval = std::chrono::nanoseconds(1'000'000'000 / fps_);
-    const auto start = Clock::now();
+    const auto start = start_;
     bool changed = true; // the first frame is always read
     std::int32_t pointer_x = -1, pointer_y = -1;
     std::uint32_t pointer_serial = 0;

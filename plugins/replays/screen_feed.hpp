@@ -5,6 +5,7 @@
 
 #include <hangar/process.hpp>
 
+#include <chrono>
 #include <stop_token>
 #include <string>
 #include <thread>
@@ -16,7 +17,8 @@ public:
     // Writes frames of the area (0, 0, width, height) of `display` to `out` from a thread of its
     // own, frame n at start + n / fps, until stop(), until the reader goes (ffmpeg ended), or
     // until the display does. Throws std::runtime_error when the display cannot be read.
-    ScreenFeed(const std::string &display, int width, int height, int fps, proc::Fd out);
+    ScreenFeed(const std::string &display, int width, int height, int fps, proc::Fd out,
+               std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now());
     ScreenFeed(const ScreenFeed &) = delete;
     ScreenFeed &operator=(const ScreenFeed &) = delete;
     ~ScreenFeed();
@@ -33,6 +35,7 @@ private:
     int width_;
     int height_;
     int fps_;
+    std::chrono::steady_clock::time_point start_;
     std::jthread thread_;
 };
 

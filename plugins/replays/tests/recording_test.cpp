@@ -56,7 +56,7 @@ public:
     }
 
     void command_line() {
-        auto args = ffmpeg_args({":7", 1280, 720, "", ""}, {20, 90}, "/run/hangar/recordings/r.part.mp4", 3);
+        auto args = ffmpeg_args({":7", 1280, 720, "", "", 0}, {20, 90}, "/run/hangar/recordings/r.part.mp4", 3);
         auto after = [&](const std::string &flag) {
             auto it = std::find(args.begin(), args.end(), flag);
             CPPUNIT_ASSERT(it != args.end() && it + 1 != args.end());
@@ -74,7 +74,7 @@ public:
     }
 
     void command_line_with_audio() {
-        Capture c{":7", 1280, 720, "unix:/run/hangar/pulse/native", "hangar.monitor"};
+        Capture c{":7", 1280, 720, "unix:/run/hangar/pulse/native", "hangar.monitor", 1'800'000'000'000'042};
         auto args = ffmpeg_args(c, {20, 90, true}, "/run/hangar/recordings/r.part.mp4", 3);
         auto after = [&](const std::string &flag, std::size_t nth = 0) {
             auto it = args.begin();
@@ -88,7 +88,9 @@ public:
         CPPUNIT_ASSERT_EQUAL(std::string("pulse"), after("-f", 1));
         CPPUNIT_ASSERT_EQUAL(std::string("unix:/run/hangar/pulse/native"), after("-server"));
         CPPUNIT_ASSERT_EQUAL(std::string("hangar.monitor"), after("-i", 1));
-        CPPUNIT_ASSERT_EQUAL(std::string("0"), after("-wallclock"));
+        CPPUNIT_ASSERT_EQUAL(std::string("1"), after("-wallclock"));
+        CPPUNIT_ASSERT_EQUAL(std::string("-1800000000.000042"), after("-itsoffset"));
+        CPPUNIT_ASSERT(std::find(args.begin(), args.end(), "-copyts") != args.end());
         CPPUNIT_ASSERT_EQUAL(std::string("aac"), after("-c:a"));
         CPPUNIT_ASSERT(std::find(args.begin(), args.end(), "-shortest") != args.end());
         CPPUNIT_ASSERT_EQUAL(std::string("90"), after("-t"));
