@@ -66,6 +66,7 @@ constexpr const char *kViewTokenType = "replay";
 // ffmpeg needs a moment after SIGTERM: it writes the index, then rewrites the file with the index
 // first (+faststart), which for a long recording is a full copy.
 constexpr auto kFinishGrace = 60s;
+constexpr auto kFlowingTimeout = std::chrono::milliseconds(10'000);
 
 std::string blob_key(const std::string &rid) {
     return rid + ".mp4";
@@ -471,9 +472,11 @@ private:
             rec.ffmpeg.stop();
             throw Error::internal(std::string("could not start recording: ") + e.what());
         }
-        // ffmpeg fails at once when it cannot open the display: say so now, not at stop.
-        for (int i = 0; i < 10 && rec.ffmpeg.running(); ++i)
-            std::this_thread::sleep_for(20ms);
+        // The recording has begun once ffmpeg takes frames (it opens its inputs first, a second
+        // or more under load, the sink too): answering earlier would let the client change the
+        // page before the feed can see it. ffmpeg that cannot start ends: say so now, not at stop.
+        if (!rec.feed->wait_flowing(kFlowingTimeout))
+            warn("replay " + rid + ": ffmpeg took no frames within " + std::to_string(kFlowingTimeout.count()) + " ms");
         if (!rec.ffmpeg.running()) {
             rec.ffmpeg.stop();
             throw Error::internal("ffmpeg ended at once (" + rec.ffmpeg.exit_description() + "); see ffmpeg-" + rid +

@@ -12,12 +12,14 @@
 #include <xcb/xcb.h>
 #include <xcb/xfixes.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <memory>
 #include <optional>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 namespace hangar::replays {
@@ -122,6 +124,7 @@ ScreenFeed::ScreenFeed(const std::string &display, int width, int height, int fp
       start_(start) {
     // A whole frame fits in the pipe when the system allows it (fewer wake-ups on both sides).
     ::fcntl(out_.get(), F_SETPIPE_SZ, 1 << 20);
+    pipe_bytes_ = std::max(0, ::fcntl(out_.get(), F_GETPIPE_SZ));
     ::fcntl(out_.get(), F_SETFL, ::fcntl(out_.get(), F_GETFL) | O_NONBLOCK);
     thread_ = std::jthread([this](const std::stop_token &stop) { run(stop); });
 }
@@ -134,6 +137,14 @@ void ScreenFeed::stop() {
     if (!thread_.joinable()) return;
     thread_.request_stop();
     thread_.join();
+}
+
+bool ScreenFeed::wait_flowing(std::chrono::milliseconds timeout) const {
+    // More written than the pipe holds: ffmpeg has read.
+    for (auto until = Clock::now() + timeout; written_.load() <= pipe_bytes_;
+         std::this_thread::sleep_for(std::chrono::milliseconds(5)))
+        if (ended_.load() || Clock::now() >= until) return false;
+    return true;
 }
 
 void ScreenFeed::run(const std::stop_token &stop) {
@@ -178,13 +189,17 @@ void ScreenFeed::run(const std::stop_token &stop) {
         }
         // Frame n and any slots that passed while this one was made: the timeline stays the clock's.
         const std::int64_t now = (Clock::now() - start) / interval;
-        for (const std::int64_t last = std::max(n, now); n <= last; ++n)
+        for (const std::int64_t last = std::max(n, now); n <= last; ++n) {
             if (!write_all(out_.get(), frame.data(), frame.size(), stop)) {
                 out_.reset();
+                ended_ = true;
                 return;
             }
+            written_ += static_cast<std::int64_t>(frame.size());
+        }
     }
     out_.reset(); // ffmpeg reads the end of its input and finishes the file
+    ended_ = true;
 }
 
 } // namespace hangar::replays

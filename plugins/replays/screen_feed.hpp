@@ -5,7 +5,9 @@
 
 #include <hangar/process.hpp>
 
+#include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <stop_token>
 #include <string>
 #include <thread>
@@ -26,6 +28,11 @@ public:
     // Ends the feed: ffmpeg reads the end of its input and finishes the file.
     void stop();
 
+    // Whether ffmpeg takes frames (it read past the first) within `timeout`. Until then the feed
+    // is blocked and cannot read the screen: what changes meanwhile would land on slots that
+    // passed, earlier in the video than it happened.
+    bool wait_flowing(std::chrono::milliseconds timeout) const;
+
 private:
     struct Display;
     void run(const std::stop_token &stop);
@@ -36,6 +43,9 @@ private:
     int height_;
     int fps_;
     std::chrono::steady_clock::time_point start_;
+    std::int64_t pipe_bytes_ = 0;
+    std::atomic<std::int64_t> written_{0}; // bytes
+    std::atomic<bool> ended_{false};
     std::jthread thread_;
 };
 

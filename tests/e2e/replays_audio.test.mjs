@@ -15,16 +15,24 @@ import { chromium } from 'playwright-core';
 import { descendants, rejectsWith, startServer } from './lib/server.mjs';
 
 const VIEWPORT = { width: 800, height: 600 };
-// A 440 Hz tone at half scale for as long as the page lives, from the first click on.
+// The first click starts a silent 440 Hz oscillator (audio needs a user gesture); the second turns
+// it up to half scale and the page from black to white in the same task, so sound and picture
+// change at one moment.
 const TONE_PAGE = `<html><body style="margin:0;height:100vh;background:#000">
-<button id="play" style="width:100%;height:100%">play</button>
+<button id="play" style="width:100%;height:100%;opacity:0">play</button>
 <script>
+let gain;
 document.getElementById('play').addEventListener('click', () => {
+  if (gain) {
+    gain.gain.value = 0.5;
+    document.body.style.background = '#fff';
+    return;
+  }
   const ctx = new AudioContext();
   const osc = ctx.createOscillator();
-  const gain = ctx.createGain();
+  gain = ctx.createGain();
   osc.frequency.value = 440;
-  gain.gain.value = 0.5;
+  gain.gain.value = 0;
   osc.connect(gain).connect(ctx.destination);
   osc.start();
   document.body.dataset.playing = ctx.state;
@@ -63,10 +71,24 @@ function streams(file) {
 
 /** ffmpeg's volumedetect over the first audio stream: {max, mean} in dB. */
 function loudness(file) {
-  const r = spawnSync('ffmpeg', ['-hide_banner', '-nostats', '-i', file, '-map', '0:a:0', '-af', 'volumedetect', '-f', 'null', '-']);
+  const args = ['-hide_banner', '-nostats', '-i', file, '-map', '0:a:0', '-af', 'volumedetect', '-f', 'null', '-'];
+  const r = spawnSync('ffmpeg', args);
   const text = r.stderr.toString();
   const num = (what) => Number((text.match(new RegExp(`${what}_volume: (-?[\\d.]+|-inf) dB`)) || [])[1]);
   return { max: num('max'), mean: num('mean') };
+}
+
+/** When the picture first turns white and when the sound first rises above -40 dB, in seconds. */
+function whiteAndSound(file) {
+  const frames = execFileSync('ffprobe', [
+    '-v', 'error', '-f', 'lavfi', `movie=${file},signalstats`,
+    '-show_entries', 'frame=pts_time:frame_tags=lavfi.signalstats.YAVG', '-of', 'csv=p=0',
+  ]).toString().trim().split('\n').map((l) => l.split(',').map(Number));
+  const white = frames.find(([, y]) => y > 128)?.[0];
+  const args = ['-v', 'error', '-i', file, '-map', '0:a:0', '-af', 'silencedetect=n=-40dB:d=0.05,ametadata=print:file=-'];
+  const detected = spawnSync('ffmpeg', [...args, '-f', 'null', '-']).stdout.toString();
+  const sound = Number((detected.match(/silence_end=([\d.]+)/) || [])[1]);
+  return { white, sound };
 }
 
 function pulseDaemons() {
@@ -79,6 +101,8 @@ test('a replay with record_audio has an AAC track with the tone the page played;
   try {
     const page = cdp.contexts()[0].pages()[0];
     await page.setContent(TONE_PAGE);
+    await page.click('#play');
+    await page.waitForFunction(() => document.body.dataset.playing === 'running', null, { timeout: 10_000 });
 
     // The instance's own sink, its socket inside the instance folder (/run/hangar in the sandbox).
     const daemons = pulseDaemons();
@@ -87,9 +111,8 @@ test('a replay with record_audio has an AAC track with the tone the page played;
 
     const silent = await client.browsers.replays.start(session.session_id, { framerate: 10 });
     const loud = await client.browsers.replays.start(session.session_id, { framerate: 10, record_audio: true });
-    await sleep(1000);
+    await sleep(1500);
     await page.click('#play');
-    await page.waitForFunction(() => document.body.dataset.playing === 'running', null, { timeout: 10_000 });
     await sleep(3000);
     await client.browsers.replays.stop(loud.replay_id, { id: session.session_id });
     await client.browsers.replays.stop(silent.replay_id, { id: session.session_id });
@@ -106,6 +129,11 @@ test('a replay with record_audio has an AAC track with the tone the page played;
     assert.ok(max > -30, `the tone is in the file (max_volume ${max} dB, mean ${mean} dB)`);
     const duration = Number(audio[0].duration);
     assert.ok(duration > 3 && duration < 8, `the audio lasts as long as the recording (${duration} s)`);
+    // In step: the tone starts when the page turns white (both ≈ 1.5 s in). Starting both inputs
+    // at zero put the sound 0.5-2 s late; on the wall clock they are tens of ms apart.
+    const { white, sound } = whiteAndSound(withAudio);
+    assert.ok(white > 0.5 && sound > 0.5, `the change is not at the start (white ${white} s, sound ${sound} s)`);
+    assert.ok(Math.abs(sound - white) < 0.35, `picture and sound in step: white at ${white} s, sound at ${sound} s`);
 
     const withoutAudio = await download(session.session_id, silent.replay_id, 'silent.mp4');
     assert.deepEqual(
