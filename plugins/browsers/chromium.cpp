@@ -9,6 +9,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -188,19 +189,77 @@ private:
     int display_ = -1;
 };
 
+// ---- PulseAudio ----------------------------------------------------------------------------------
+
+// The headful instance's audio sink: a PulseAudio with one null sink, whose socket lies in the
+// instance's run dir. Started beside Xvfb, it costs ~3 MB PSS and no CPU while idle (README of
+// replays), so Chromium always has an output and a recording can add audio at any time.
+class PulseSink {
+public:
+    explicit PulseSink(const ChromiumSettings &settings)
+        : dir_(settings.run_dir + "/pulse"), socket_(dir_ + "/native") {
+        make_dirs(dir_);
+        ::unlink(socket_.c_str()); // a killed agent's; PulseAudio would refuse to start on it
+        Fd log = open_log(settings.run_dir + "/logs/pulseaudio.log");
+        // Its own HOME and runtime dir, and no DISPLAY: no cookie or state outside the instance
+        // folder, and no D-Bus autolaunch through X11.
+        child_ = Child::spawn({settings.pulseaudio_path,
+                               pulseaudio_args(socket_),
+                               environment_with({"HOME=" + dir_, "XDG_RUNTIME_DIR=" + dir_, "XDG_CONFIG_HOME=" + dir_},
+                                                {"DISPLAY", "DBUS_SESSION_BUS_ADDRESS", "PULSE_SERVER"}),
+                               log.get(),
+                               log.get(),
+                               {}});
+    }
+    ~PulseSink() { child_.stop(1000ms); }
+    PulseSink(const PulseSink &) = delete;
+    PulseSink &operator=(const PulseSink &) = delete;
+
+    // Whether the socket accepts connections by `deadline` (PulseAudio has no readiness fd).
+    bool wait_ready(Clock::time_point deadline) {
+        sockaddr_un addr{};
+        addr.sun_family = AF_UNIX;
+        if (socket_.size() >= sizeof addr.sun_path) return false;
+        std::memcpy(addr.sun_path, socket_.c_str(), socket_.size() + 1);
+        while (child_.running()) {
+            Fd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+            if (fd && ::connect(fd.get(), reinterpret_cast<const sockaddr *>(&addr), sizeof addr) == 0) return true;
+            if (until(deadline).count() <= 0) return false;
+            std::this_thread::sleep_for(2ms);
+        }
+        return false;
+    }
+
+    bool running() { return child_.running(); }
+    std::string server() const { return "unix:" + socket_; }
+
+private:
+    std::string dir_;
+    std::string socket_;
+    Child child_;
+};
+
 // ---- Chromium ------------------------------------------------------------------------------------
 
 class ChromiumProcess {
 public:
     ChromiumProcess(const ChromiumSettings &settings, const LaunchSpec &spec, std::optional<int> display,
-                    std::string_view user_agent, std::string_view url, const Logger &log) {
+                    std::string_view user_agent, std::string_view url, const std::optional<std::string> &pulse_server,
+                    const Logger &log) {
         log_ = open_log(settings.run_dir + "/logs/chromium.log");
         Pipe err = make_pipe();
-        auto env = display ? environment_with({"DISPLAY=:" + std::to_string(*display)})
-                           : environment_with({}, {"DISPLAY", "WAYLAND_DISPLAY"});
+        // PULSE_SERVER names the instance's sink only; without one, no server is named, and
+        // Chromium (which never autospawns one) stays muted.
+        std::vector<std::string> set;
+        std::vector<std::string> remove = {"PULSE_SERVER"};
+        if (display)
+            set.push_back("DISPLAY=:" + std::to_string(*display));
+        else
+            remove.insert(remove.end(), {"DISPLAY", "WAYLAND_DISPLAY"});
+        if (pulse_server) set.push_back("PULSE_SERVER=" + *pulse_server);
         child_ = Child::spawn({settings.chromium_path,
-                               chromium_args(settings, spec, user_agent, url),
-                               std::move(env),
+                               chromium_args(settings, spec, user_agent, url, pulse_server.has_value()),
+                               environment_with(set, remove),
                                log_.get(),
                                err.write.get(),
                                {}});
@@ -325,6 +384,7 @@ ChromiumRunner::~ChromiumRunner() {
 void ChromiumRunner::stop_locked() {
     chromium_.reset();
     display_.reset();
+    audio_.reset();
 }
 
 void ChromiumRunner::start() {
@@ -338,7 +398,22 @@ void ChromiumRunner::start() {
         ::unlink(profile.c_str());
     }
     write_policy();
-    if (!spec_.headless) display_ = std::make_unique<Xvfb>(settings_, spec_.viewport);
+    if (!spec_.headless) {
+        // The sink starts while Xvfb does; audio is not worth failing a session for.
+        if (!settings_.pulseaudio_path.empty() && ::access(settings_.pulseaudio_path.c_str(), X_OK) == 0)
+            audio_ = std::make_unique<PulseSink>(settings_);
+        display_ = std::make_unique<Xvfb>(settings_, spec_.viewport);
+        auto display_ready = Clock::now();
+        if (audio_ && !audio_->wait_ready(display_ready + std::chrono::milliseconds(settings_.startup_timeout_ms))) {
+            log_(LogLevel::Warn, "PulseAudio did not start (see logs/pulseaudio.log); this browser has no audio");
+            audio_.reset();
+        }
+        if (audio_) {
+            // What the sink adds to a start: it starts with Xvfb, so usually nothing.
+            auto after = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - display_ready).count();
+            log_(LogLevel::Info, "audio sink ready " + std::to_string(after) + " ms after the display");
+        }
+    }
     bool restore = spec_.restore_session && has_saved_session(settings_.user_data_dir);
     launch_locked(spec_.start_url.value_or(restore ? "" : "about:blank"));
 }
@@ -390,7 +465,9 @@ void ChromiumRunner::launch_locked(std::string_view url) {
     // Whatever is installed now is loaded: an upload installs, then restarts Chromium.
     spec_.extensions = extensions_();
     auto started = Clock::now();
-    chromium_ = std::make_unique<ChromiumProcess>(settings_, spec_, display, ua, url, log_);
+    std::optional<std::string> pulse_server;
+    if (audio_) pulse_server = audio_->server();
+    chromium_ = std::make_unique<ChromiumProcess>(settings_, spec_, display, ua, url, pulse_server, log_);
     auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count();
     log_(LogLevel::Info, "Chromium " + std::to_string(chromium_->pid()) + " ready on port " +
                              std::to_string(chromium_->endpoint().port) + " in " + std::to_string(ms) + " ms");
@@ -413,6 +490,8 @@ json ChromiumRunner::status() {
         s["ws_path"] = chromium_->endpoint().ws_path;
     }
     if (display_) s["display"] = ":" + std::to_string(display_->display());
+    // Where a recording reads what Chromium plays.
+    if (audio_ && audio_->running()) s["audio"] = {{"server", audio_->server()}, {"source", kAudioSource}};
     return s;
 }
 

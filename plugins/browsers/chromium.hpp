@@ -23,12 +23,13 @@ using Logger = std::function<void(LogLevel, std::string_view)>;
 using ExtensionFolders = std::function<std::vector<std::string>()>;
 
 class Xvfb;
+class PulseSink;
 class ChromiumProcess;
 
 class ChromiumRunner {
 public:
     ChromiumRunner(ChromiumSettings settings, LaunchSpec spec, Logger log, ExtensionFolders extensions);
-    ~ChromiumRunner(); // stops Chromium, then Xvfb
+    ~ChromiumRunner(); // stops Chromium, then Xvfb and the audio sink
     ChromiumRunner(const ChromiumRunner &) = delete;
     ChromiumRunner &operator=(const ChromiumRunner &) = delete;
 
@@ -36,7 +37,8 @@ public:
     // Throws std::runtime_error with a message naming what failed.
     void start();
 
-    // {"pid","port","ws_path","restarts","headless","kiosk_mode","viewport","display"?}
+    // {"pid","port","ws_path","restarts","headless","kiosk_mode","viewport","display"?,
+    //  "audio"?: {"server","source"}}
     json status();
 
     struct Endpoint {
@@ -72,6 +74,7 @@ private:
     ExtensionFolders extensions_;
     std::mutex mutex_;
     std::unique_ptr<Xvfb> display_;
+    std::unique_ptr<PulseSink> audio_; // headful only; absent when PulseAudio is not there
     std::unique_ptr<ChromiumProcess> chromium_;
     int restarts_ = 0;
     int crashes_ = 0; // exits we did not ask for; the second ends the session

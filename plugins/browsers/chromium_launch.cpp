@@ -60,7 +60,7 @@ LaunchSpec parse_launch_spec(const json &spec) {
 }
 
 std::vector<std::string> chromium_args(const ChromiumSettings &settings, const LaunchSpec &spec,
-                                       std::string_view user_agent, std::string_view url) {
+                                       std::string_view user_agent, std::string_view url, bool audio_output) {
     std::vector<std::string> a = {
         // Port 0: Chromium picks a free one and prints it; no port bookkeeping, no races.
         "--remote-debugging-port=0",
@@ -84,9 +84,10 @@ std::vector<std::string> chromium_args(const ChromiumSettings &settings, const L
         "--disable-background-timer-throttling",
         "--disable-backgrounding-occluded-windows",
         "--disable-renderer-backgrounding",
-        "--mute-audio",
         "--window-size=" + std::to_string(spec.viewport.width) + "," + std::to_string(spec.viewport.height),
     };
+    // Headful Chromium plays into the instance's own sink (PULSE_SERVER), which replays record.
+    if (!audio_output) a.emplace_back("--mute-audio");
     if (spec.headless) {
         a.insert(a.begin(), "--headless=new");
         // New headless emulates an 800x600 screen and a toolbar inside the window. A screen of
@@ -120,6 +121,18 @@ std::vector<std::string> chromium_args(const ChromiumSettings &settings, const L
     a.emplace_back("--");
     a.emplace_back(url.empty() ? std::string("about:blank") : std::string(url));
     return a;
+}
+
+std::vector<std::string> pulseaudio_args(const std::string &socket) {
+    return {"--daemonize=no", "--system=no", "--use-pid-file=no", "--exit-idle-time=-1", "--disallow-exit=yes",
+            // No default.pa: only the two modules below; clients cannot load more.
+            "-n", "--disallow-module-loading=yes", "--fail=yes", "--realtime=no", "--high-priority=no",
+            "--log-target=stderr", "--log-level=warning",
+            // Chromium's output; nothing suspends it, so its monitor always has a clock.
+            "-L", std::string("module-null-sink sink_name=") + kAudioSink + " rate=48000 channels=2",
+            // A path in the instance's own folder (no abstract socket, no TCP): nothing outside
+            // this sandbox reaches it, so anonymous access is only this instance's processes.
+            "-L", "module-native-protocol-unix auth-anonymous=1 socket=" + socket};
 }
 
 std::vector<std::string> xvfb_args(const Viewport &v, int displayfd) {

@@ -35,6 +35,8 @@ Viewport parse_viewport(const json &v);
 struct ChromiumSettings {
     std::string chromium_path = "/usr/lib/chromium/chromium";
     std::string xvfb_path = "/usr/bin/Xvfb";
+    // The headful instance's audio sink; empty or missing: no audio (Chromium stays muted).
+    std::string pulseaudio_path = "/usr/bin/pulseaudio";
     std::string user_data_dir = "/home/kernel/user-data";
     std::string run_dir = "/run/hangar"; // the instance dir inside the sandbox: logs/, policy/
     // Where Chromium reads managed policies; the host bind-mounts <run_dir>/policy there. Empty:
@@ -46,9 +48,18 @@ struct ChromiumSettings {
 };
 
 // Chromium's command line (without argv[0]). `user_agent` empty = Chromium's own. `url` goes
-// after "--" so a start_url can never be read as a switch.
+// after "--" so a start_url can never be read as a switch. Without `audio_output` (headless, or
+// no sink) Chromium is muted.
 std::vector<std::string> chromium_args(const ChromiumSettings &settings, const LaunchSpec &spec,
-                                       std::string_view user_agent, std::string_view url);
+                                       std::string_view user_agent, std::string_view url, bool audio_output = false);
+
+// The instance's audio sink, `kAudioSink`, whose monitor `kAudioSource` a recording reads.
+inline constexpr const char *kAudioSink = "hangar";
+inline constexpr const char *kAudioSource = "hangar.monitor";
+
+// PulseAudio's command line: one null sink, clients only through the unix socket `socket` (no
+// system mode, no default script, no module loading by clients, never exits when idle).
+std::vector<std::string> pulseaudio_args(const std::string &socket);
 
 // Xvfb's command line: it picks a free display itself and writes the number to `displayfd` once
 // it accepts connections (the readiness signal).

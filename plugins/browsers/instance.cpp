@@ -14,6 +14,7 @@ void BrowsersPlugin::start_instance() {
     ChromiumSettings settings;
     settings.chromium_path = config("chromium_path", settings.chromium_path);
     settings.xvfb_path = config("xvfb_path", settings.xvfb_path);
+    settings.pulseaudio_path = config("pulseaudio_path", settings.pulseaudio_path);
     settings.run_dir = instance_run_dir();
     settings.user_data_dir = config("user_data_dir", instance_home_dir() + "/user-data");
     settings.policy_mount_dir = config("policy_mount_dir", settings.policy_mount_dir);

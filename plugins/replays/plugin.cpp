@@ -59,12 +59,14 @@ CREATE TABLE replays_recordings (
 CREATE INDEX replays_recordings_session ON replays_recordings (project_id, session_id, started_at);
 CREATE INDEX replays_recordings_state ON replays_recordings (state);
 )sql"},
+    {2, "ALTER TABLE replays_recordings ADD COLUMN record_audio INTEGER NOT NULL DEFAULT 0"},
 };
 
 constexpr const char *kViewTokenType = "replay";
 // ffmpeg needs a moment after SIGTERM: it writes the index, then rewrites the file with the index
 // first (+faststart), which for a long recording is a full copy.
 constexpr auto kFinishGrace = 60s;
+constexpr auto kFlowingTimeout = std::chrono::milliseconds(10'000);
 
 std::string blob_key(const std::string &rid) {
     return rid + ".mp4";
@@ -109,7 +111,7 @@ private:
         service("replays.start", [this](const json &in) {
             return json{{"replay_id",
                          begin_recording(in.value("session_id", ""), in.value("org_id", ""), in.value("project_id", ""),
-                                         kDefaultFramerate, std::int64_t{kDefaultMaxDurationSeconds} * 1000)}};
+                                         kDefaultFramerate, std::int64_t{kDefaultMaxDurationSeconds} * 1000, false)}};
         });
         service("replays.split_begin", [this](const json &in) { return split_begin(in.value("session_id", "")); });
         service("replays.split_end", [this](const json &in) {
@@ -166,21 +168,26 @@ private:
         json session = session_of(req);
         std::string sid = session.at("session_id").get<std::string>();
         if (session.value("ended", false)) throw Error::not_found("browser session " + sid + " has ended");
-        if (session.value("headless", false))
-            throw Error::bad_request("replays need a headful browser: this session is headless",
-                                     {{"invalid_input", "session: headless browsers have no screen to record"}});
-        std::string rid = begin_recording(sid, req.caller().value("org_id", ""), req.project(), options.framerate,
-                                          static_cast<std::int64_t>(options.max_duration_seconds) * 1000);
+        if (session.value("headless", false)) {
+            std::vector<Error::Detail> why = {{"invalid_input", "session: headless browsers have no screen to record"}};
+            if (options.record_audio)
+                why.push_back({"invalid_input", "record_audio: headless browsers have no audio output (muted)"});
+            throw Error::bad_request("replays need a headful browser: this session is headless", why);
+        }
+        std::string rid =
+            begin_recording(sid, req.caller().value("org_id", ""), req.project(), options.framerate,
+                            static_cast<std::int64_t>(options.max_duration_seconds) * 1000, options.record_audio);
         res.json(render(row_of(rid), req.base_url()));
     }
 
     // A row, the activity hold and the agent's ffmpeg; nothing of it left when the agent refuses.
     std::string begin_recording(const std::string &sid, const std::string &org, const std::string &project,
-                                int framerate, std::int64_t max_duration_ms) {
+                                int framerate, std::int64_t max_duration_ms, bool record_audio) {
         std::string rid = hangar::new_id();
         sql("INSERT INTO replays_recordings (id, session_id, org_id, project_id, started_at, finished_at, "
-            "max_duration_ms, framerate, state, size_bytes) VALUES (?, ?, ?, ?, ?, NULL, ?, ?, 'recording', NULL)",
-            {rid, sid, org, project, hangar::now_ms(), max_duration_ms, framerate});
+            "max_duration_ms, framerate, state, size_bytes, record_audio) VALUES (?, ?, ?, ?, ?, NULL, ?, ?, "
+            "'recording', NULL, ?)",
+            {rid, sid, org, project, hangar::now_ms(), max_duration_ms, framerate, record_audio ? 1 : 0});
         {
             // A recording counts as activity, as on Kernel: the session does not idle out under it.
             std::lock_guard lock(mutex_);
@@ -188,7 +195,8 @@ private:
         }
         auto answer = instance_call(sid, "POST", "/replays/" + rid + "/start",
                                     json{{"framerate", framerate},
-                                         {"max_duration_in_seconds", std::max<std::int64_t>(1, max_duration_ms / 1000)}}
+                                         {"max_duration_in_seconds", std::max<std::int64_t>(1, max_duration_ms / 1000)},
+                                         {"record_audio", record_audio}}
                                         .dump());
         if (answer.status != 200) {
             sql("DELETE FROM replays_recordings WHERE id = ?", {rid});
@@ -196,6 +204,8 @@ private:
             recording_activity_.erase(rid);
             json err = json::parse(answer.body, nullptr, false);
             std::string msg = err.is_object() ? err.value("message", "") : "";
+            // What the instance refused (no audio sink) is the caller's to know as it is.
+            if (answer.status == 400) throw Error::bad_request(msg.empty() ? "the recording could not start" : msg);
             throw Error(answer.status == 502 ? 502 : 500, answer.status == 502 ? "upstream_unavailable" : "internal",
                         "the recording could not start" + (msg.empty() ? std::string() : ": " + msg));
         }
@@ -216,6 +226,7 @@ private:
             segments.push_back({{"org_id", row.value("org_id", "")},
                                 {"project_id", row.value("project_id", "")},
                                 {"framerate", row.at("framerate")},
+                                {"record_audio", row.value("record_audio", 0) != 0},
                                 {"max_duration_ms", left}});
         }
         return {{"segments", segments}};
@@ -225,9 +236,9 @@ private:
         json started = json::array();
         for (const auto &seg : segments)
             try {
-                started.push_back(begin_recording(sid, seg.value("org_id", ""), seg.value("project_id", ""),
-                                                  seg.value("framerate", 25),
-                                                  seg.value("max_duration_ms", std::int64_t{1000})));
+                started.push_back(begin_recording(
+                    sid, seg.value("org_id", ""), seg.value("project_id", ""), seg.value("framerate", 25),
+                    seg.value("max_duration_ms", std::int64_t{1000}), seg.value("record_audio", false)));
             } catch (const std::exception &e) {
                 warn("browser session " + sid + ": the recording after the resize did not start: " + e.what());
             }
@@ -417,8 +428,18 @@ private:
         json st = call("browsers.chromium", json::object());
         auto display = st.value("display", json());
         if (!display.is_string()) throw Error::bad_request("replays need a headful browser");
-        Capture capture{display.get<std::string>(), st.at("viewport").at("width").get<int>(),
-                        st.at("viewport").at("height").get<int>()};
+        Capture capture;
+        capture.display = display.get<std::string>();
+        capture.width = st.at("viewport").at("width").get<int>();
+        capture.height = st.at("viewport").at("height").get<int>();
+        if (options.record_audio) {
+            auto audio = st.value("audio", json());
+            if (!audio.is_object())
+                throw Error::bad_request("record_audio: this browser has no audio sink (PulseAudio is not installed "
+                                         "or did not start; see logs/pulseaudio.log in the instance logs)");
+            capture.audio_server = audio.value("server", "");
+            capture.audio_source = audio.value("source", "");
+        }
 
         std::lock_guard lock(agent_mutex_);
         if (recordings_.count(rid)) throw Error::conflict("replay " + rid + " is already recording");
@@ -432,6 +453,11 @@ private:
         constexpr int kFramesFd = 3;
         proc::Child::Spec spec;
         spec.path = "/usr/bin/ffmpeg";
+        // Frame 0 is due now, on both clocks: the sound is placed on the feed's timeline by it.
+        const auto feed_start = std::chrono::steady_clock::now();
+        capture.start_wallclock_us =
+            std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+                .count();
         spec.args = ffmpeg_args(capture, options, rec.part, kFramesFd);
         spec.env = proc::environment_with({});
         spec.stdout_fd = log.get();
@@ -441,14 +467,16 @@ private:
             rec.ffmpeg = proc::Child::spawn(spec);
             frames.read.reset();
             rec.feed = std::make_unique<ScreenFeed>(capture.display, capture.width, capture.height, options.framerate,
-                                                    std::move(frames.write));
+                                                    std::move(frames.write), feed_start);
         } catch (const std::exception &e) {
             rec.ffmpeg.stop();
             throw Error::internal(std::string("could not start recording: ") + e.what());
         }
-        // ffmpeg fails at once when it cannot open the display: say so now, not at stop.
-        for (int i = 0; i < 10 && rec.ffmpeg.running(); ++i)
-            std::this_thread::sleep_for(20ms);
+        // The recording has begun once ffmpeg takes frames (it opens its inputs first, a second
+        // or more under load, the sink too): answering earlier would let the client change the
+        // page before the feed can see it. ffmpeg that cannot start ends: say so now, not at stop.
+        if (!rec.feed->wait_flowing(kFlowingTimeout))
+            warn("replay " + rid + ": ffmpeg took no frames within " + std::to_string(kFlowingTimeout.count()) + " ms");
         if (!rec.ffmpeg.running()) {
             rec.ffmpeg.stop();
             throw Error::internal("ffmpeg ended at once (" + rec.ffmpeg.exit_description() + "); see ffmpeg-" + rid +

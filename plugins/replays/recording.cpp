@@ -1,7 +1,9 @@
 #include "recording.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <cstdio>
 
 namespace hangar::replays {
 
@@ -34,8 +36,8 @@ StartOptions parse_start_options(const json &body) {
     if (auto it = body.find("record_audio"); it != body.end() && !it->is_null()) {
         if (!it->is_boolean())
             v.fail("record_audio", "must be a boolean");
-        else if (it->get<bool>())
-            v.fail("record_audio", "audio cannot be recorded: browser instances have no audio device");
+        else
+            o.record_audio = it->get<bool>();
     }
     v.throw_if_failed("invalid replay options");
     return o;
@@ -44,21 +46,65 @@ StartOptions parse_start_options(const json &body) {
 std::vector<std::string> ffmpeg_args(const Capture &capture, const StartOptions &options, const std::string &output,
                                      int input_fd) {
     const std::string fps = std::to_string(options.framerate);
-    return {"-hide_banner", "-loglevel", "warning", "-nostdin",
-            // I420 frames at a constant rate from the ScreenFeed, the pointer drawn in.
-            "-f", "rawvideo", "-pix_fmt", "yuv420p", "-video_size",
-            std::to_string(capture.width) + "x" + std::to_string(capture.height), "-framerate", fps, "-i",
-            "pipe:" + std::to_string(input_fd),
-            // Repeated frames (the screen did not change) are dropped before the encoder
-            // (variable frame rate), but four a second are kept so the duration stays true to a
-            // quarter second when the screen stood still at the end.
-            "-vf", "mpdecimate=max=" + std::to_string(std::max(1, options.framerate / 4)), "-fps_mode", "vfr",
-            "-filter_threads", "1",
-            // ultrafast + zerolatency: no B-frames or look-ahead, so little CPU and memory; a
-            // keyframe every 2 s keeps seeking quick.
-            "-c:v", "libx264", "-preset", "ultrafast", "-tune", "zerolatency", "-crf", "28", "-g",
-            std::to_string(options.framerate * 2), "-threads", "1", "-t", std::to_string(options.max_duration_seconds),
-            "-movflags", "+faststart", "-f", "mp4", "-y", output};
+    std::vector<std::string> a = {"-hide_banner", "-loglevel", "warning", "-nostdin",
+                                  // I420 frames at a constant rate from the ScreenFeed, the pointer drawn in.
+                                  "-f", "rawvideo", "-pix_fmt", "yuv420p", "-video_size",
+                                  std::to_string(capture.width) + "x" + std::to_string(capture.height), "-framerate",
+                                  fps, "-i", "pipe:" + std::to_string(input_fd)};
+    if (!capture.audio_source.empty()) {
+        // What Chromium plays. ffmpeg opens the sink a while after the feed began (a second
+        // under load), so both cannot just start at zero: the samples carry the wall-clock time
+        // they were captured at (-wallclock 1), shifted so that the feed's frame 0 is zero, and
+        // -copyts keeps those times. -shortest ends the sound when the feed ends, which a sink
+        // that never stops would not do by itself. AAC's fast coder: a third less CPU than the
+        // default (twoloop) for the same tone, loud enough for a screen recording.
+        const auto us = capture.start_wallclock_us;
+        std::array<char, 32> offset{};
+        std::snprintf(offset.data(), offset.size(), "-%lld.%06lld", static_cast<long long>(us / 1'000'000),
+                      static_cast<long long>(us % 1'000'000));
+        a.insert(a.end(), {"-thread_queue_size",
+                           "1024",
+                           "-f",
+                           "pulse",
+                           "-server",
+                           capture.audio_server,
+                           "-name",
+                           "hangar-replay",
+                           "-wallclock",
+                           "1",
+                           "-itsoffset",
+                           offset.data(),
+                           "-sample_rate",
+                           "48000",
+                           "-channels",
+                           "2",
+                           "-i",
+                           capture.audio_source,
+                           "-copyts",
+                           "-map",
+                           "0:v",
+                           "-map",
+                           "1:a",
+                           "-c:a",
+                           "aac",
+                           "-aac_coder",
+                           "fast",
+                           "-b:a",
+                           "128k",
+                           "-shortest"});
+    }
+    a.insert(a.end(),
+             {// Repeated frames (the screen did not change) are dropped before the encoder
+              // (variable frame rate), but four a second are kept so the duration stays true to a
+              // quarter second when the screen stood still at the end.
+              "-vf", "mpdecimate=max=" + std::to_string(std::max(1, options.framerate / 4)), "-fps_mode", "vfr",
+              "-filter_threads", "1",
+              // ultrafast + zerolatency: no B-frames or look-ahead, so little CPU and memory; a
+              // keyframe every 2 s keeps seeking quick.
+              "-c:v", "libx264", "-preset", "ultrafast", "-tune", "zerolatency", "-crf", "28", "-g",
+              std::to_string(options.framerate * 2), "-threads", "1", "-t",
+              std::to_string(options.max_duration_seconds), "-movflags", "+faststart", "-f", "mp4", "-y", output});
+    return a;
 }
 
 } // namespace hangar::replays

@@ -12,12 +12,14 @@
 #include <xcb/xcb.h>
 #include <xcb/xfixes.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <memory>
 #include <optional>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 namespace hangar::replays {
@@ -116,10 +118,13 @@ struct ScreenFeed::Display {
     Reply<xcb_get_image_reply_t> image{nullptr, &std::free};
 };
 
-ScreenFeed::ScreenFeed(const std::string &display, int width, int height, int fps, proc::Fd out)
-    : x_(std::make_unique<Display>(display)), out_(std::move(out)), width_(width), height_(height), fps_(fps) {
+ScreenFeed::ScreenFeed(const std::string &display, int width, int height, int fps, proc::Fd out,
+                       Clock::time_point start)
+    : x_(std::make_unique<Display>(display)), out_(std::move(out)), width_(width), height_(height), fps_(fps),
+      start_(start) {
     // A whole frame fits in the pipe when the system allows it (fewer wake-ups on both sides).
     ::fcntl(out_.get(), F_SETPIPE_SZ, 1 << 20);
+    pipe_bytes_ = std::max(0, ::fcntl(out_.get(), F_GETPIPE_SZ));
     ::fcntl(out_.get(), F_SETFL, ::fcntl(out_.get(), F_GETFL) | O_NONBLOCK);
     thread_ = std::jthread([this](const std::stop_token &stop) { run(stop); });
 }
@@ -134,6 +139,14 @@ void ScreenFeed::stop() {
     thread_.join();
 }
 
+bool ScreenFeed::wait_flowing(std::chrono::milliseconds timeout) const {
+    // More written than the pipe holds: ffmpeg has read.
+    for (auto until = Clock::now() + timeout; written_.load() <= pipe_bytes_;
+         std::this_thread::sleep_for(std::chrono::milliseconds(5)))
+        if (ended_.load() || Clock::now() >= until) return false;
+    return true;
+}
+
 void ScreenFeed::run(const std::stop_token &stop) {
     const auto w = static_cast<std::size_t>(width_), h = static_cast<std::size_t>(height_);
     const std::size_t cw = (w + 1) / 2, ch = (h + 1) / 2;
@@ -142,7 +155,7 @@ void ScreenFeed::run(const std::stop_token &stop) {
     xcb_connection_t *c = x_->conn.get();
 
     const auto interval = std::chrono::nanoseconds(1'000'000'000 / fps_);
-    const auto start = Clock::now();
+    const auto start = start_;
     bool changed = true; // the first frame is always read
     std::int32_t pointer_x = -1, pointer_y = -1;
     std::uint32_t pointer_serial = 0;
@@ -176,13 +189,17 @@ void ScreenFeed::run(const std::stop_token &stop) {
         }
         // Frame n and any slots that passed while this one was made: the timeline stays the clock's.
         const std::int64_t now = (Clock::now() - start) / interval;
-        for (const std::int64_t last = std::max(n, now); n <= last; ++n)
+        for (const std::int64_t last = std::max(n, now); n <= last; ++n) {
             if (!write_all(out_.get(), frame.data(), frame.size(), stop)) {
                 out_.reset();
+                ended_ = true;
                 return;
             }
+            written_ += static_cast<std::int64_t>(frame.size());
+        }
     }
     out_.reset(); // ffmpeg reads the end of its input and finishes the file
+    ended_ = true;
 }
 
 } // namespace hangar::replays

@@ -5,6 +5,9 @@
 
 #include <hangar/process.hpp>
 
+#include <atomic>
+#include <chrono>
+#include <cstdint>
 #include <stop_token>
 #include <string>
 #include <thread>
@@ -16,13 +19,19 @@ public:
     // Writes frames of the area (0, 0, width, height) of `display` to `out` from a thread of its
     // own, frame n at start + n / fps, until stop(), until the reader goes (ffmpeg ended), or
     // until the display does. Throws std::runtime_error when the display cannot be read.
-    ScreenFeed(const std::string &display, int width, int height, int fps, proc::Fd out);
+    ScreenFeed(const std::string &display, int width, int height, int fps, proc::Fd out,
+               std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now());
     ScreenFeed(const ScreenFeed &) = delete;
     ScreenFeed &operator=(const ScreenFeed &) = delete;
     ~ScreenFeed();
 
     // Ends the feed: ffmpeg reads the end of its input and finishes the file.
     void stop();
+
+    // Whether ffmpeg takes frames (it read past the first) within `timeout`. Until then the feed
+    // is blocked and cannot read the screen: what changes meanwhile would land on slots that
+    // passed, earlier in the video than it happened.
+    bool wait_flowing(std::chrono::milliseconds timeout) const;
 
 private:
     struct Display;
@@ -33,6 +42,10 @@ private:
     int width_;
     int height_;
     int fps_;
+    std::chrono::steady_clock::time_point start_;
+    std::int64_t pipe_bytes_ = 0;
+    std::atomic<std::int64_t> written_{0}; // bytes
+    std::atomic<bool> ended_{false};
     std::jthread thread_;
 };
 

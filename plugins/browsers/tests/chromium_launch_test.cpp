@@ -27,6 +27,7 @@ class ChromiumLaunchTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(common_flags);
     CPPUNIT_TEST(headless_and_headful);
     CPPUNIT_TEST(stealth);
+    CPPUNIT_TEST(pulseaudio_command_line);
     CPPUNIT_TEST(url_is_never_a_switch);
     CPPUNIT_TEST(xvfb);
     CPPUNIT_TEST(devtools_line);
@@ -82,6 +83,19 @@ public:
         auto g = chromium_args(settings, headful, "", "");
         CPPUNIT_ASSERT(!has_prefix(g, "--headless"));
         CPPUNIT_ASSERT(has(g, "--kiosk") && has(g, "--window-position=0,0") && has(g, "--window-size=1280,800"));
+        // Muted unless it has the instance's audio sink to play into.
+        CPPUNIT_ASSERT(has(h, "--mute-audio") && has(g, "--mute-audio"));
+        auto sounding = chromium_args(settings, headful, "", "", true);
+        CPPUNIT_ASSERT(!has(sounding, "--mute-audio") && !has(sounding, "--disable-audio-output"));
+    }
+
+    void pulseaudio_command_line() {
+        auto a = pulseaudio_args("/run/hangar/pulse/native");
+        for (const char *f : {"--daemonize=no", "--system=no", "--exit-idle-time=-1", "-n",
+                              "--disallow-module-loading=yes", "--use-pid-file=no"})
+            CPPUNIT_ASSERT_MESSAGE(f, has(a, f));
+        CPPUNIT_ASSERT(has(a, "module-null-sink sink_name=hangar rate=48000 channels=2"));
+        CPPUNIT_ASSERT(has(a, "module-native-protocol-unix auth-anonymous=1 socket=/run/hangar/pulse/native"));
     }
 
     void stealth() {
