@@ -406,7 +406,8 @@ describe('login flows', () => {
     const c = await kernel.auth.connections.create({
       domain: '127.0.0.1', profile_name: 'super', login_url: `${sites.origin}/one/login`,
     });
-    const l1 = await kernel.auth.connections.login(c.id);
+    // The first login's own browser_telemetry reaches its browser; the second has none.
+    const l1 = await kernel.auth.connections.login(c.id, { browser_telemetry: { browser: { console: { enabled: true } } } });
     await waitFlow(c.id, (x) => x.flow_step === 'AWAITING_INPUT');
     const { jwt } = await exchange(c.id, l1.handoff_code);
     assert.equal((await flowGet(c.id, jwt)).status, 200);
@@ -420,6 +421,12 @@ describe('login flows', () => {
     const entries = (await kernel.auth.connections.timeline(c.id)).items;
     assert.equal(entries.length, 2);
     assert.equal(entries.find((e) => e.id === first.id).status, 'CANCELED');
+    assert.equal(entries.find((e) => e.id === first.id).telemetry_captured, true);
+    assert.equal(entries.find((e) => e.id !== first.id).telemetry_captured, false);
+    const firstBrowser = await kernel.browsers.retrieve(first.browser_session_id, { include_deleted: true });
+    assert.equal(firstBrowser.telemetry?.browser?.console?.enabled, true);
+    const second = (await kernel.auth.connections.timeline(c.id, { limit: 1, offset: 1 })).items;
+    assert.deepEqual(second.map((e) => e.id), [entries[1].id]);
     await kernel.auth.connections.delete(c.id);
     await rejectsWith(kernel.auth.connections.retrieve(c.id), NotFoundError);
   });
