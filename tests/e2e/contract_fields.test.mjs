@@ -1359,7 +1359,6 @@ entry('PATCH /browsers/{id_or_name}', ['profile'], { kind: 'honour', check: 'ref
 // choices, deployed apps. Each is a test to write in the named file; none is silently dropped by
 // a read of its handler (`plugins/managed_auth/managed_auth_model.cpp`, `plugins/apps/plugin.cpp`).
 const KNOWN_UNPROVEN = [
-  'POST /auth/connections/{id}/submit selected_choice_id',
   'POST /auth/connections/{id}/submit sign_in_option_id',
   'GET /auth/connections/{id}/hosted error_url',
   'GET /deployments query',

@@ -400,6 +400,20 @@ describe('login flows', () => {
     // a one-time code is never saved
     const cred = await kernel.credentials.retrieve('mfa');
     assert.deepEqual([...cred.value_keys].sort(), ['password', 'username']);
+
+    // The same pick through the canonical selected_choice_id (a choice's id, not the MFA type).
+    const c2 = await kernel.auth.connections.create({
+      domain: '127.0.0.1', profile_name: 'mfa-choice', login_url: `${sites.origin}/mfa/login`, credential: { name: 'mfa' },
+    });
+    await kernel.auth.connections.login(c2.id);
+    const choose2 = await waitFlow(c2.id, (x) => x.flow_step === 'AWAITING_INPUT');
+    const sms = choose2.choices.find((x) => /sms|text/i.test(`${x.id} ${x.label}`));
+    assert.ok(sms, JSON.stringify(choose2.choices));
+    await kernel.auth.connections.submit(c2.id, { selected_choice_id: sms.id });
+    const code2 = await waitFlow(c2.id, (x) => x.flow_step === 'AWAITING_INPUT' && x.discovered_fields?.length > 0);
+    assert.equal(code2.discovered_fields[0].linked_mfa_type, 'sms');
+    await kernel.auth.connections.submit(c2.id, { fields: { [code2.discovered_fields[0].name]: SMS_CODE } });
+    assert.equal((await waitFlow(c2.id, done)).flow_status, 'SUCCESS');
   });
 
   test('a second login supersedes the running flow (410 for its JWT); delete cancels', async () => {
