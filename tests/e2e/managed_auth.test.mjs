@@ -420,13 +420,13 @@ describe('login flows', () => {
     const c = await kernel.auth.connections.create({
       domain: '127.0.0.1', profile_name: 'super', login_url: `${sites.origin}/one/login`,
     });
-    // The first login's own browser_telemetry reaches its browser; the second has none.
+    // The first login's own browser_telemetry reaches its browser; the second turns it off.
     const l1 = await kernel.auth.connections.login(c.id, { browser_telemetry: { browser: { console: { enabled: true } } } });
     await waitFlow(c.id, (x) => x.flow_step === 'AWAITING_INPUT');
     const { jwt } = await exchange(c.id, l1.handoff_code);
     assert.equal((await flowGet(c.id, jwt)).status, 200);
     const first = (await kernel.auth.connections.timeline(c.id)).items[0];
-    await kernel.auth.connections.login(c.id);
+    await kernel.auth.connections.login(c.id, { browser_telemetry: { enabled: false } });
     const gone = await flowGet(c.id, jwt);
     assert.equal(gone.status, 410);
     assert.equal((await gone.json()).code, 'flow_superseded');
