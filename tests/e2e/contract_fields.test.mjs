@@ -246,7 +246,7 @@ async function startPlainProxy() {
       const m = line.match(/^[A-Z]+ (\S+) HTTP/);
       if (!m) return socket.destroy(); // a TLS hello: this proxy speaks no TLS
       proxyHits.push(`${host}${m[1]}`);
-      socket.write('HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 12\r\n\r\n198.51.100.7');
+      socket.end('HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 12\r\nConnection: close\r\n\r\n198.51.100.7');
     });
   });
   const port = await listenAllowed(srv);
@@ -1259,7 +1259,7 @@ honour('pool', 'POST /browser_pools', POOL_FIELDS, 'every option kept and given 
     profile: { name: 'cf-prof-b' },
     proxy_id: ctx.proxy.id,
     refresh_on_profile_update: false,
-    fill_rate_per_minute: 100,
+    fill_rate_per_minute: 6000, // percent of the size a minute: a refill within a second
     telemetry: { browser: { console: { enabled: true } } },
   };
   proxyHits = [];
