@@ -13,7 +13,7 @@
 //     a headful recording, a login flow); the named test file must exist and exercise the field.
 // A contract field the OpenAPI document lacks, a documented field without an entry, and an entry
 // whose check sees the field dropped all fail. At most two browsers are alive at once (one session,
-// one pooled browser), about two minutes.
+// one pooled browser), about a minute.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
