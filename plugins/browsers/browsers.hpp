@@ -138,6 +138,7 @@ private:
     // Resolves `extensions` selectors through the extensions plugin (404 for one the project does
     // not have) and hands their zips to the instance as inputs; returns their ids.
     std::vector<std::string> add_extension_inputs(json &spec, const std::string &project, const json &selectors) const;
+    void resolve_pool_profile(const std::string &project, CreateOptions &launch) const;
 
     // What the proxies plugin adds to a launch: whether the browser signs its requests (the
     // web-bot-auth extension, or the operator's sign_requests) and the proxy's CA bundle, which

@@ -104,6 +104,11 @@ void BrowsersPlugin::start_pools() {
             p.launch = s.launch;
             json unused;
             p.extension_ids = add_extension_inputs(unused, p.project_id, s.launch.extensions);
+            try {
+                resolve_pool_profile(p.project_id, p.launch);
+            } catch (const std::exception &) {
+                // a profile deleted meanwhile: its fills fail on their own, and say so
+            }
         } catch (const Error &e) {
             warn("browser pool " + p.id + " is not filled: its config is no longer valid here: " + e.what());
         }
@@ -331,6 +336,14 @@ BrowsersPlugin::pool_ref(const std::string &pool_id) const {
     return std::make_pair(it->second.id, it->second.name);
 }
 
+// A profile named by name gets its id now: `profile_id` of the pool is the resolved one (the
+// contract calls it authoritative), and a missing profile is a 404 at create, not a failed fill.
+void BrowsersPlugin::resolve_pool_profile(const std::string &project, CreateOptions &launch) const {
+    if (!launch.profile || launch.profile->id || !launch.profile->name) return;
+    json profile = call("profiles.get", {{"project_id", project}, {"id", *launch.profile->name}});
+    launch.profile->id = profile.at("id").get<std::string>();
+}
+
 // ---- handlers ------------------------------------------------------------------------------------
 
 BrowsersPlugin::Pool &BrowsersPlugin::pool_locked(const std::string &project, const std::string &id_or_name) {
@@ -370,6 +383,7 @@ void BrowsersPlugin::pool_create(Request &req, Response &res) {
     proxy_plan(project, settings.launch); // 404 for the proxy, 501 for signing without its plugin
     json unused;
     auto extension_ids = add_extension_inputs(unused, project, settings.launch.extensions); // 404 now, not at fill
+    resolve_pool_profile(project, settings.launch);
     if (settings.launch.telemetry)
         telemetry({{"op", "check"}, {"request", *settings.launch.telemetry}}, settings.launch.telemetry_captures);
     std::lock_guard lock(pools_mutex_);
@@ -463,6 +477,7 @@ void BrowsersPlugin::pool_update(Request &req, Response &res) {
         proxy_plan(project, settings.launch);
         json unused;
         auto extension_ids = add_extension_inputs(unused, project, settings.launch.extensions);
+        resolve_pool_profile(project, settings.launch);
         if (settings.launch.telemetry)
             telemetry({{"op", "check"}, {"request", *settings.launch.telemetry}}, settings.launch.telemetry_captures);
         if (settings.name && settings.name != p.name)

@@ -324,6 +324,9 @@ private:
         // Everything is validated before anything is written.
         std::optional<std::string> name;
         if (body.contains("name") && !body["name"].is_null()) name = parse_name(body, "credential");
+        // Not in Kernel's update, but documented here: a credential moved to another domain.
+        std::optional<std::string> domain;
+        if (body.contains("domain") && !body["domain"].is_null()) domain = parse_domain(body);
         std::vector<std::string> remove_keys;
         if (auto it = body.find("remove_value_keys"); it != body.end() && !it->is_null()) {
             if (!it->is_array()) throw Error::invalid("remove_value_keys", "must be an array of field names");
@@ -351,6 +354,10 @@ private:
         if (name) {
             set += ", name = ?";
             params.push_back(*name);
+        }
+        if (domain) {
+            set += ", domain = ?";
+            params.push_back(*domain);
         }
         if (!remove_keys.empty() || !values.empty()) {
             json merged = open_values(row);

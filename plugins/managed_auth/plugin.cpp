@@ -535,7 +535,9 @@ private:
             {{"project_id", project}, {"caller", flow->caller}, {"base_url", flow->base_url}, {"body", browser_body}});
         flow->browser_ms = hangar::now_ms();
         flow->session_id = browser.value("session_id", "");
-        json timeline_data = {{"browser_session_id", flow->session_id}, {"telemetry_captured", telemetry.is_object()}};
+        // What the browser captures, not what was asked: `{}` or `enabled: false` start nothing.
+        json timeline_data = {{"browser_session_id", flow->session_id},
+                              {"telemetry_captured", browser.value("telemetry", json()).is_object()}};
         if (record) {
             // The replay ends with the auth browser (the replays plugin finishes it when the
             // session goes) and stays listed under that session; the timeline names it.

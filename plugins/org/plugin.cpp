@@ -535,6 +535,17 @@ private:
             q.where += " AND auth_strategy = ?";
             q.params.push_back(*s);
         }
+        // Hangar's services are its API areas: the first segment of the matched route (`browsers`,
+        // `profiles`, `org`, ...). Several may be given, comma-joined.
+        if (auto sv = req.query("service"); sv && !sv->empty()) {
+            std::string any;
+            for (const auto &s : org::split_list(*sv)) {
+                any += std::string(any.empty() ? "" : " OR ") + "route = '/' || ? OR route LIKE '/' || ? || '/%'";
+                q.params.push_back(s);
+                q.params.push_back(s);
+            }
+            if (!any.empty()) q.where += " AND (" + any + ")";
+        }
         std::vector<std::string> users;
         if (auto u = req.query("search_user_id")) users = org::split_list(*u);
         auto search = req.query("search");

@@ -400,18 +400,33 @@ describe('login flows', () => {
     // a one-time code is never saved
     const cred = await kernel.credentials.retrieve('mfa');
     assert.deepEqual([...cred.value_keys].sort(), ['password', 'username']);
+
+    // The same pick through the canonical selected_choice_id (a choice's id, not the MFA type).
+    const c2 = await kernel.auth.connections.create({
+      domain: '127.0.0.1', profile_name: 'mfa-choice', login_url: `${sites.origin}/mfa/login`, credential: { name: 'mfa' },
+    });
+    await kernel.auth.connections.login(c2.id);
+    const choose2 = await waitFlow(c2.id, (x) => x.flow_step === 'AWAITING_INPUT');
+    const sms = choose2.choices.find((x) => /sms|text/i.test(`${x.id} ${x.label}`));
+    assert.ok(sms, JSON.stringify(choose2.choices));
+    await kernel.auth.connections.submit(c2.id, { selected_choice_id: sms.id });
+    const code2 = await waitFlow(c2.id, (x) => x.flow_step === 'AWAITING_INPUT' && x.discovered_fields?.length > 0);
+    assert.equal(code2.discovered_fields[0].linked_mfa_type, 'sms');
+    await kernel.auth.connections.submit(c2.id, { fields: { [code2.discovered_fields[0].name]: SMS_CODE } });
+    assert.equal((await waitFlow(c2.id, done)).flow_status, 'SUCCESS');
   });
 
   test('a second login supersedes the running flow (410 for its JWT); delete cancels', async () => {
     const c = await kernel.auth.connections.create({
       domain: '127.0.0.1', profile_name: 'super', login_url: `${sites.origin}/one/login`,
     });
-    const l1 = await kernel.auth.connections.login(c.id);
+    // The first login's own browser_telemetry reaches its browser; the second turns it off.
+    const l1 = await kernel.auth.connections.login(c.id, { browser_telemetry: { browser: { console: { enabled: true } } } });
     await waitFlow(c.id, (x) => x.flow_step === 'AWAITING_INPUT');
     const { jwt } = await exchange(c.id, l1.handoff_code);
     assert.equal((await flowGet(c.id, jwt)).status, 200);
     const first = (await kernel.auth.connections.timeline(c.id)).items[0];
-    await kernel.auth.connections.login(c.id);
+    await kernel.auth.connections.login(c.id, { browser_telemetry: { enabled: false } });
     const gone = await flowGet(c.id, jwt);
     assert.equal(gone.status, 410);
     assert.equal((await gone.json()).code, 'flow_superseded');
@@ -420,6 +435,12 @@ describe('login flows', () => {
     const entries = (await kernel.auth.connections.timeline(c.id)).items;
     assert.equal(entries.length, 2);
     assert.equal(entries.find((e) => e.id === first.id).status, 'CANCELED');
+    assert.equal(entries.find((e) => e.id === first.id).telemetry_captured, true);
+    assert.equal(entries.find((e) => e.id !== first.id).telemetry_captured, false);
+    const firstBrowser = await kernel.browsers.retrieve(first.browser_session_id, { include_deleted: true });
+    assert.equal(firstBrowser.telemetry?.browser?.console?.enabled, true);
+    const second = (await kernel.auth.connections.timeline(c.id, { limit: 1, offset: 1 })).items;
+    assert.deepEqual(second.map((e) => e.id), [entries[1].id]);
     await kernel.auth.connections.delete(c.id);
     await rejectsWith(kernel.auth.connections.retrieve(c.id), NotFoundError);
   });
