@@ -8,11 +8,9 @@
 //   processes (/proc/<pid>/smaps_rollup of the sandbox and everything under it).
 // Goals: spare/pool p50 ≤ 30 ms, p99 ≤ 100 ms, ≤ 0.05× raw; lifecycle p50 ≤ 150 ms alone, p95 ≤
 // 600 ms at 10 at once; acquire p50 ≤ 10 ms; idle headless ≤ 300 MB PSS.
-import { readFileSync, readdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { join } from 'node:path';
 
-import { CdpClient, launchChromium, now, runStandalone, startServer, summary } from './lib.mjs';
+import { CdpClient, instancePssMb, launchChromium, now, runStandalone, startServer, summary } from './lib.mjs';
 import { startTestPages } from '../tests/e2e/lib/server.mjs';
 
 // playwright-core is installed for the end-to-end tests; resolve it from there.
@@ -37,42 +35,11 @@ async function rawColdStart() {
   }
 }
 
-function children() {
-  const map = new Map();
-  for (const name of readdirSync('/proc')) {
-    if (!/^\d+$/.test(name)) continue;
-    try {
-      const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
-      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-      if (!map.has(ppid)) map.set(ppid, []);
-      map.get(ppid).push(Number(name));
-    } catch {}
-  }
-  return map;
-}
-
-/** PSS in MB of a process and all its descendants. */
-function treePssMb(root) {
-  const kids = children();
-  let kb = 0;
-  const walk = (pid) => {
-    try {
-      const m = /^Pss:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8'));
-      if (m) kb += Number(m[1]);
-    } catch {}
-    for (const c of kids.get(pid) || []) walk(c);
-  };
-  walk(root);
-  return kb / 1024;
-}
-
 async function idlePss(server, headless) {
   const b = await server.client.browsers.create({ headless, timeout_seconds: 600 });
   try {
     await sleep(3000); // let start-up work settle: this is the idle figure
-    // <id>.pids beside the instance folder: "<sandbox pid> <pasta pid>".
-    const [pid] = readFileSync(join(server.dataDir, 'instances', `${b.session_id}.pids`), 'utf8').trim().split(' ').map(Number);
-    return treePssMb(pid);
+    return instancePssMb(server, b.session_id);
   } finally {
     await server.client.browsers.deleteByID(b.session_id);
   }

@@ -1,7 +1,7 @@
 // Shared pieces of the benchmarks: percentiles, a raw Chromium launcher for baselines, and the
 // server helper from the end-to-end tests (its node_modules live in tests/e2e).
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -106,4 +106,39 @@ export async function runStandalone(metaUrl, main) {
     const rows = await main({ log: (m) => console.error(m) });
     console.table(rows.map(({ samples, ...r }) => r));
   }
+}
+
+export function childrenByParent() {
+  const map = new Map();
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      if (!map.has(ppid)) map.set(ppid, []);
+      map.get(ppid).push(Number(name));
+    } catch {}
+  }
+  return map;
+}
+
+/** PSS in MB of a process and all its descendants. */
+export function treePssMb(root, kids = childrenByParent()) {
+  let kb = 0;
+  const walk = (pid) => {
+    try {
+      const m = /^Pss:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8'));
+      if (m) kb += Number(m[1]);
+    } catch {}
+    for (const c of kids.get(pid) || []) walk(c);
+  };
+  walk(root);
+  return kb / 1024;
+}
+
+/** PSS in MB of one Hangar instance: its sandbox process and everything under it. */
+export function instancePssMb(server, sessionId, kids = childrenByParent()) {
+  // <id>.pids beside the instance folder: "<sandbox pid> <pasta pid>".
+  const [pid] = readFileSync(join(server.dataDir, 'instances', `${sessionId}.pids`), 'utf8').trim().split(' ').map(Number);
+  return treePssMb(pid, kids);
 }
