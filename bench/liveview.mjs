@@ -37,12 +37,26 @@ function cpuTicks(pid) {
   }
 }
 
-function pidsMatching(re) {
+function parentOf(pid) {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+  } catch {
+    return 0;
+  }
+}
+
+// Processes whose command line matches, among the descendants of `root` only: the machine is
+// shared, and another server's agents and x11vnc must not count.
+function pidsMatching(re, root) {
   const out = [];
   for (const d of readdirSync('/proc')) {
     if (!/^\d+$/.test(d)) continue;
     try {
-      if (re.test(readFileSync(`/proc/${d}/cmdline`, 'utf8').replaceAll('\0', ' '))) out.push(Number(d));
+      if (!re.test(readFileSync(`/proc/${d}/cmdline`, 'utf8').replaceAll('\0', ' '))) continue;
+      let p = Number(d);
+      while (p > 1 && p !== root) p = parentOf(p);
+      if (p === root) out.push(Number(d));
     } catch {}
   }
   return out;
@@ -153,7 +167,7 @@ export async function run({
     }
     log(`navigation p50 ${summary(navLatency).p50} ms p95 ${summary(navLatency).p95} ms, remote paint p50 ${summary(navPaint).p50} ms`);
     // x11vnc's CPU while the screen is still, from the 6th second of each pause on.
-    const x11vnc = pidsMatching(/x11vnc .*liveview-control/);
+    const x11vnc = pidsMatching(/x11vnc .*liveview-control/, server.pid);
     let stillTicks = 0;
     let stillSeconds = 0;
     for (let i = 0; i < stillSamples; i++) {
@@ -170,8 +184,8 @@ export async function run({
 
     // CPU while one viewer watches a page that changes 10 times a second.
     const pids = [
-      ...pidsMatching(/x11vnc .*liveview-control/),
-      ...pidsMatching(/hangar agent/),
+      ...pidsMatching(/x11vnc .*liveview-control/, server.pid),
+      ...pidsMatching(/hangar agent/, server.pid),
       server.pid,
     ];
     const t0 = now();

@@ -141,6 +141,7 @@ describe('live view', () => {
     const green = await servePage(PAGE.replace('rgb(255, 0, 0)', 'rgb(0, 255, 0)'));
     const viewer = await openViewer(session.browser_live_view_url);
     try {
+      await remote.page.goto(pageUrl, { waitUntil: 'load' }); // red again, whatever came before
       await waitFor(async () => near(await viewerColour(viewer), [255, 0, 0]), { what: 'red in the viewer' });
       await remote.page.goto(green.url.replace('127.0.0.1', 'localhost'), { waitUntil: 'load' });
       await waitFor(async () => near(await viewerColour(viewer), [0, 255, 0]), { what: 'the new page in the viewer' });
