@@ -290,7 +290,7 @@ private:
         spec.path = "/usr/bin/x11vnc";
         // -sb 0: x11vnc's screen-blank throttle would, after 60 s without a screen change, poll
         // only every 2-4 s and let nothing but viewer input wake it, so the first navigation
-        // after a still minute reached the viewer 3.7-4 s late (measured, see README.md).
+        // after a still minute reached the viewer up to 4 s late (measured, see README.md).
         spec.args = {"-display",   vnc.display,
                      "-unixsock",  vnc.socket,
                      "-rfbport",   "0",
