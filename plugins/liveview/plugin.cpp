@@ -288,6 +288,9 @@ private:
         proc::Fd log = proc::open_log(run_dir_ + "/logs/x11vnc-" + name + ".log");
         proc::Child::Spec spec;
         spec.path = "/usr/bin/x11vnc";
+        // -sb 0: x11vnc's screen-blank throttle would, after 60 s without a screen change, poll
+        // only every 2-4 s and let nothing but viewer input wake it, so the first navigation
+        // after a still minute reached the viewer up to 4 s late (measured, see README.md).
         spec.args = {"-display",   vnc.display,
                      "-unixsock",  vnc.socket,
                      "-rfbport",   "0",
@@ -295,6 +298,7 @@ private:
                      "-nopw",      "-norc",
                      "-quiet",     "-xkb",
                      "-noxrecord", "-nowf",
+                     "-sb",        "0",
                      "-wait",      std::to_string(poll_ms_),
                      "-defer",     std::to_string(defer_ms_)};
         if (view_only) spec.args.emplace_back("-viewonly");

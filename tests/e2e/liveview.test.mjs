@@ -1,8 +1,9 @@
 // Live view through the official SDK: a headful browser's browser_live_view_url opened in a real
 // headless Chromium (playwright-core) as a user would. The viewer shows the remote page's colour,
-// follows a change, and a click in the viewer reaches the remote page (checked over CDP); with
-// ?readOnly=true the same click is dropped by the server. The link needs no API key, a forged
-// token is refused, an open viewer keeps the session alive, and the page says when it ended.
+// follows a change and full-page navigations, and a click in the viewer reaches the remote page
+// (checked over CDP); with ?readOnly=true the same click is dropped by the server. The link needs
+// no API key, a forged token is refused, an open viewer keeps the session alive, and the page
+// says when it ended.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 
@@ -131,6 +132,25 @@ describe('live view', () => {
       }
     } finally {
       await viewer.close();
+    }
+  });
+
+  test('the viewer follows full-page navigations, also to another site', async () => {
+    // A second page on another site (localhost vs 127.0.0.1): the remote browser swaps its
+    // renderer, the commonest navigation; the viewer must show each new page.
+    const green = await servePage(PAGE.replace('rgb(255, 0, 0)', 'rgb(0, 255, 0)'));
+    const viewer = await openViewer(session.browser_live_view_url);
+    try {
+      await remote.page.goto(pageUrl, { waitUntil: 'load' }); // red again, whatever came before
+      await waitFor(async () => near(await viewerColour(viewer), [255, 0, 0]), { what: 'red in the viewer' });
+      await remote.page.goto(green.url.replace('127.0.0.1', 'localhost'), { waitUntil: 'load' });
+      await waitFor(async () => near(await viewerColour(viewer), [0, 255, 0]), { what: 'the new page in the viewer' });
+      await remote.page.goto(pageUrl, { waitUntil: 'load' });
+      await waitFor(async () => near(await viewerColour(viewer), [255, 0, 0]), { what: 'the first page again' });
+    } finally {
+      await viewer.close();
+      await remote.page.goto(pageUrl).catch(() => {});
+      await green.close();
     }
   });
 
