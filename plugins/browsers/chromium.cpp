@@ -9,7 +9,6 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -216,19 +215,7 @@ public:
     PulseSink &operator=(const PulseSink &) = delete;
 
     // Whether the socket accepts connections by `deadline` (PulseAudio has no readiness fd).
-    bool wait_ready(Clock::time_point deadline) {
-        sockaddr_un addr{};
-        addr.sun_family = AF_UNIX;
-        if (socket_.size() >= sizeof addr.sun_path) return false;
-        std::memcpy(addr.sun_path, socket_.c_str(), socket_.size() + 1);
-        while (child_.running()) {
-            Fd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-            if (fd && ::connect(fd.get(), reinterpret_cast<const sockaddr *>(&addr), sizeof addr) == 0) return true;
-            if (until(deadline).count() <= 0) return false;
-            std::this_thread::sleep_for(2ms);
-        }
-        return false;
-    }
+    bool wait_ready(Clock::time_point deadline) { return wait_listening(child_, socket_, deadline, 2ms); }
 
     bool running() { return child_.running(); }
     std::string server() const { return "unix:" + socket_; }

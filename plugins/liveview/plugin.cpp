@@ -68,16 +68,6 @@ bool safe_asset_path(const std::string &rel) {
                        [](unsigned char c) { return std::isalnum(c) || c == '/' || c == '.' || c == '_' || c == '-'; });
 }
 
-bool unix_socket_answers(const std::string &path) {
-    proc::Fd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    if (!fd) return false;
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    if (path.size() >= sizeof addr.sun_path) return false;
-    std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-    return ::connect(fd.get(), reinterpret_cast<sockaddr *>(&addr), sizeof addr) == 0;
-}
-
 class LiveViewPlugin final : public hangar::Plugin {
 public:
     void stop() override {
@@ -310,14 +300,10 @@ private:
         } catch (const std::exception &e) {
             throw Error(502, "upstream_unavailable", std::string("could not start x11vnc: ") + e.what());
         }
-        auto deadline = std::chrono::steady_clock::now() + 10s;
-        while (!unix_socket_answers(vnc.socket)) {
-            if (!vnc.child.running() || std::chrono::steady_clock::now() > deadline) {
-                std::string why = vnc.child.running() ? "did not listen in time" : vnc.child.exit_description();
-                vnc = Vnc{};
-                throw Error(502, "upstream_unavailable", "x11vnc failed to start: " + why);
-            }
-            std::this_thread::sleep_for(10ms);
+        if (!proc::wait_listening(vnc.child, vnc.socket, std::chrono::steady_clock::now() + 10s, 10ms)) {
+            std::string why = vnc.child.running() ? "did not listen in time" : vnc.child.exit_description();
+            vnc = Vnc{};
+            throw Error(502, "upstream_unavailable", "x11vnc failed to start: " + why);
         }
         return vnc.socket;
     }

@@ -12,8 +12,10 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/sendfile.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -241,6 +243,27 @@ private:
     pid_t pid_ = -1;
     std::optional<int> status_;
 };
+
+// Whether something listens on the unix socket at `path` (a connect succeeds).
+inline bool unix_socket_answers(const std::string &path) {
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    if (path.size() >= sizeof addr.sun_path) return false;
+    std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+    Fd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    return fd && ::connect(fd.get(), reinterpret_cast<const sockaddr *>(&addr), sizeof addr) == 0;
+}
+
+// For programs with no readiness signal of their own (x11vnc, PulseAudio): true once `child`
+// listens on `path`; false when it exited or `deadline` passed first.
+inline bool wait_listening(Child &child, const std::string &path, std::chrono::steady_clock::time_point deadline,
+                           std::chrono::milliseconds poll) {
+    for (;;) {
+        if (unix_socket_answers(path)) return true;
+        if (!child.running() || std::chrono::steady_clock::now() >= deadline) return false;
+        std::this_thread::sleep_for(poll);
+    }
+}
 
 // The current environment with `overrides` ("K=V") replacing or adding entries and the keys in
 // `remove` left out.
