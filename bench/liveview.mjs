@@ -227,39 +227,28 @@ export async function run({
   const sl = summary(stillLatency);
   const sp = summary(stillPaint);
   const note = `${samples} colour changes at 1920x1080, one headless viewer; baseline: the remote page presenting the change itself`;
+  // A p50 row with its goal, against the remote page's own paint as the baseline.
+  const p50Row = (metric, value, baseline, note) => ({
+    name: 'liveview',
+    metric,
+    value: value.p50,
+    baseline: baseline.p50,
+    ratio: value.p50 / baseline.p50,
+    goal: `≤ ${GOAL_MS} ms`,
+    met: value.p50 <= GOAL_MS,
+    note,
+  });
   return [
-    {
-      name: 'liveview',
-      metric: 'p50 change → viewer shows it (ms)',
-      value: l.p50,
-      baseline: p.p50,
-      ratio: l.p50 / p.p50,
-      goal: `≤ ${GOAL_MS} ms`,
-      met: l.p50 <= GOAL_MS,
-      note,
-    },
+    p50Row('p50 change → viewer shows it (ms)', l, p, note),
     { name: 'liveview', metric: 'p95 change → viewer shows it (ms)', value: l.p95, baseline: p.p95, ratio: l.p95 / p.p95 },
-    {
-      name: 'liveview',
-      metric: 'p50 goto resolved → viewer shows the new page (ms)',
-      value: nl.p50,
-      baseline: np.p50,
-      ratio: nl.p50 / np.p50,
-      goal: `≤ ${GOAL_MS} ms`,
-      met: nl.p50 <= GOAL_MS,
-      note: `${samples} cross-site navigations (waitUntil load) between two local solid-colour pages; baseline: the remote page presenting two frames after goto resolved`,
-    },
+    p50Row(
+      'p50 goto resolved → viewer shows the new page (ms)',
+      nl,
+      np,
+      `${samples} cross-site navigations (waitUntil load) between two local solid-colour pages; baseline: the remote page presenting two frames after goto resolved`,
+    ),
     { name: 'liveview', metric: 'p95 goto resolved → viewer shows the new page (ms)', value: nl.p95, baseline: np.p95, ratio: nl.p95 / np.p95 },
-    {
-      name: 'liveview',
-      metric: 'p50 goto → viewer after 62 s still (ms)',
-      value: sl.p50,
-      baseline: sp.p50,
-      ratio: sl.p50 / sp.p50,
-      goal: `≤ ${GOAL_MS} ms`,
-      met: sl.p50 <= GOAL_MS,
-      note: `${stillSamples} navigations, each after the screen was still for 62 s`,
-    },
+    p50Row('p50 goto → viewer after 62 s still (ms)', sl, sp, `${stillSamples} navigations, each after the screen was still for 62 s`),
     {
       name: 'liveview',
       metric: 'x11vnc CPU, one viewer, screen still (cores)',
