@@ -699,6 +699,9 @@ private:
         if (!flow || flow->id != flow_id)
             throw Error(410, "flow_superseded", "this login flow was superseded by a newer one");
         std::lock_guard lock(flow->m);
+        // Superseded, but the newer flow is still starting its browser and not yet current.
+        if (flow->ended_code == "flow_superseded")
+            throw Error(410, "flow_superseded", "this login flow was superseded by a newer one");
         std::string status = flow->state.value("flow_status", "");
         if (status == "EXPIRED" || flow->ended == "EXPIRED")
             throw Error(410, "flow_expired", "this login flow expired");

@@ -249,6 +249,63 @@ test('a Python app: a venv from requirements.txt (wheels only), the kernel packa
   assert.equal(JSON.parse(hi.output), 'hi');
 });
 
+// The lists' search (`query`), paging (`offset`) and filters, and `since` on the lists and the
+// event follows, over the three apps the tests above deployed and invoked.
+test('lists search, filter and page; since bounds the invocation list and a follow\'s log lines', async () => {
+  const names = async (list) => {
+    const out = [];
+    for await (const x of list) out.push(x);
+    return out;
+  };
+  const apps = await names(client.apps.list());
+  const deployments = await names(client.deployments.list());
+  assert.ok(deployments.length >= 3, JSON.stringify(deployments));
+  // deployments carry no app name; the app version names its deployment
+  const py = { id: apps.find((a) => a.app_name === 'fixture-pyproject').deployment };
+  assert.deepEqual((await names(client.deployments.list({ query: 'pyproj' }))).map((d) => d.id), [py.id]);
+  assert.deepEqual((await names(client.deployments.list({ query: py.id }))).map((d) => d.id), [py.id]);
+  const secondDeployment = await client.deployments.list({ limit: 1, offset: 1 });
+  assert.deepEqual(secondDeployment.getPaginatedItems().map((d) => d.id), [deployments[1].id]);
+
+  assert.deepEqual((await names(client.apps.list({ query: 'fixture-py' }))).map((a) => a.app_name).sort(),
+    ['fixture-py', 'fixture-pyproject']);
+  const secondApp = await client.apps.list({ limit: 1, offset: 1 });
+  assert.deepEqual(secondApp.getPaginatedItems().map((a) => a.id), [apps[1].id]);
+
+  const invocations = await names(client.invocations.list());
+  const hi = invocations.find((i) => i.app_name === 'fixture-pyproject');
+  assert.deepEqual((await names(client.invocations.list({ deployment_id: py.id }))).map((i) => i.id), [hi.id]);
+  // search by id, by app name, by action name
+  assert.deepEqual((await names(client.invocations.list({ query: hi.id }))).map((i) => i.id), [hi.id]);
+  assert.deepEqual((await names(client.invocations.list({ query: 'pyproject' }))).map((i) => i.id), [hi.id]);
+  const boom = await names(client.invocations.list({ query: 'boom' }));
+  assert.ok(boom.length >= 1 && boom.every((i) => i.action_name === 'boom'), JSON.stringify(boom));
+  const secondInvocation = await client.invocations.list({ limit: 1, offset: 1 });
+  assert.deepEqual(secondInvocation.getPaginatedItems().map((i) => i.id), [invocations[1].id]);
+
+  // `since`: a new invocation is the only one started in the last moment
+  const cut = new Date().toISOString();
+  await new Promise((r) => setTimeout(r, 20));
+  const fresh = await client.invocations.create({ app_name: 'fixture-pyproject', action_name: 'hi', version: 'latest' });
+  assert.deepEqual((await names(client.invocations.list({ since: cut }))).map((i) => i.id), [fresh.id]);
+  assert.ok((await names(client.invocations.list({ since: '1h' }))).length >= invocations.length);
+  await rejectsWith(client.invocations.list({ since: 'yesterday-ish' }), BadRequestError);
+
+  // a follow from `since` replays the state events but leaves out log lines older than it
+  const allDeployEvents = await collect(await client.deployments.follow(py.id));
+  assert.ok(allDeployEvents.some((e) => e.event === 'log'));
+  const lateDeploy = await collect(await client.deployments.follow(py.id, { since: cut }));
+  assert.deepEqual(lateDeploy.filter((e) => e.event === 'log'), []);
+  assert.equal(lateDeploy.at(-1).deployment.status, 'running');
+  const boomInvocation = boom[0];
+  const allInvocationEvents = await collect(await client.invocations.follow(boomInvocation.id));
+  assert.ok(allInvocationEvents.some((e) => e.event === 'log'), JSON.stringify(allInvocationEvents));
+  const lateInvocation = await collect(await client.invocations.follow(boomInvocation.id, { since: cut }));
+  assert.deepEqual(lateInvocation.filter((e) => e.event === 'log'), []);
+  assert.equal(lateInvocation.at(-1).invocation.status, 'failed');
+  await rejectsWith(client.deployments.follow(py.id, { since: 'soon' }), BadRequestError);
+});
+
 test('bad input: unknown ids, apps and actions, payloads, archives', async () => {
   const nf = await rejectsWith(client.invocations.retrieve('nope'), NotFoundError);
   assert.equal(nf.error.message, 'invocation not found: nope');

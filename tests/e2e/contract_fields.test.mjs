@@ -1358,20 +1358,7 @@ entry('PATCH /browsers/{id_or_name}', ['profile'], { kind: 'honour', check: 'ref
 // place they act needs a resource this file does not make: finished login flows, a running flow's
 // choices, deployed apps. Each is a test to write in the named file; none is silently dropped by
 // a read of its handler (`plugins/managed_auth/managed_auth_model.cpp`, `plugins/apps/plugin.cpp`).
-const KNOWN_UNPROVEN = [
-  'POST /auth/connections/{id}/submit sign_in_option_id',
-  'GET /auth/connections/{id}/hosted error_url',
-  'GET /deployments query',
-  'GET /deployments offset',
-  'GET /deployments/{id}/events since',
-  'GET /apps query',
-  'GET /apps offset',
-  'GET /invocations deployment_id',
-  'GET /invocations since',
-  'GET /invocations query',
-  'GET /invocations offset',
-  'GET /invocations/{id}/events since',
-];
+const KNOWN_UNPROVEN = [];
 
 // ---------------------------------------------------------------------------------------------
 // The walk

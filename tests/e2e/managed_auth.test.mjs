@@ -416,6 +416,23 @@ describe('login flows', () => {
     assert.equal((await waitFlow(c2.id, done)).flow_status, 'SUCCESS');
   });
 
+  test('an account picker: AWAITING_INPUT with sign_in_options, then sign_in_option_id picks one', async () => {
+    await kernel.credentials.create({ name: 'pick', domain: '127.0.0.1', values: { username: USER, password: PASSWORD } });
+    const c = await kernel.auth.connections.create({
+      domain: '127.0.0.1', profile_name: 'pick', login_url: `${sites.origin}/pick/login`, credential: { name: 'pick' },
+    });
+    await kernel.auth.connections.login(c.id);
+    const asking = await waitFlow(c.id, (x) => x.flow_step === 'AWAITING_INPUT' || done(x));
+    assert.deepEqual(asking.sign_in_options?.map((o) => o.label), ['Personal account', 'Work account'], JSON.stringify(asking));
+    assert.ok(asking.choices.every((x) => x.type === 'account'));
+    const work = asking.sign_in_options.find((o) => o.label === 'Work account');
+    await kernel.auth.connections.submit(c.id, { sign_in_option_id: work.id });
+    const end = await waitFlow(c.id, done);
+    assert.equal(end.flow_status, 'SUCCESS', JSON.stringify(end));
+    assert.match(end.post_login_url, /\/pick\/account$/);
+    assert.equal(sites.hits.pickedAccount, 'work');
+  });
+
   test('a second login supersedes the running flow (410 for its JWT); delete cancels', async () => {
     const c = await kernel.auth.connections.create({
       domain: '127.0.0.1', profile_name: 'super', login_url: `${sites.origin}/one/login`,
@@ -502,6 +519,29 @@ describe('hosted login page', () => {
     });
     assert.equal(sub.status, 410);
     assert.equal((await sub.json()).code, 'flow_ended');
+  });
+});
+
+describe('hosted login page, the flow ends elsewhere', () => {
+  test('a login superseded while the page is open: redirect to error_url with the code', async () => {
+    const c = await kernel.auth.connections.create({
+      domain: '127.0.0.1', profile_name: 'hosted-error', login_url: `${sites.origin}/one/login`,
+    });
+    const l = await kernel.auth.connections.login(c.id);
+    const errorUrl = `${sites.origin}/failed`;
+    const browser = await chromium.launch({ executablePath: chromiumPath, args: chromiumBaseArgs });
+    try {
+      const page = await browser.newPage();
+      await page.goto(`${l.hosted_url}&error_url=${encodeURIComponent(errorUrl)}`);
+      await page.locator('form input[name="identifier"]').waitFor({ timeout: 30_000 });
+      await kernel.auth.connections.login(c.id); // the page's flow is superseded
+      await page.waitForURL((u) => u.toString().startsWith(errorUrl), { timeout: 30_000 });
+      assert.equal(new URL(page.url()).searchParams.get('code'), 'flow_superseded');
+      assert.ok(new URL(page.url()).searchParams.get('message'));
+    } finally {
+      await browser.close();
+    }
+    await kernel.auth.connections.delete(c.id);
   });
 });
 
