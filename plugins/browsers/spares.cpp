@@ -43,7 +43,7 @@ void BrowsersPlugin::start_spares() {
     warm_spares_max_ =
         warm_spares_ == 0
             ? 0
-            : static_cast<int>(std::clamp<std::int64_t>(config_int("warm_spares_max", 4), warm_spares_, 32));
+            : static_cast<int>(std::clamp<std::int64_t>(config_int("warm_spares_max", 6), warm_spares_, 32));
     spares_window_ = std::chrono::seconds(std::clamp<std::int64_t>(config_int("spares_window_seconds", 120), 1, 3600));
     spares_min_free_mb_ = config_int("spares_min_free_mb", 2048);
     if (warm_spares_max_ == 0) return;
