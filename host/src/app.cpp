@@ -418,6 +418,7 @@ private:
         core.loop.stop();
         core.bridges.stop();
         server->stopAll(true);
+        runtime.close_starts();
         plugins.stop_all();
         if (keep)
             runtime.detach_all();

@@ -578,29 +578,52 @@ nlohmann::json Runtime::start(const nlohmann::json &spec) {
     inst.socket = inst.dir + "/agent.sock";
     {
         std::lock_guard lock(mutex_);
+        if (closing_) throw std::runtime_error("the server is stopping");
         if (instances_.count(id)) throw std::runtime_error("instance " + id + " already exists");
         instances_[id] = inst;
+        starting_.insert(id);
     }
+    struct StartDone {
+        Runtime &rt;
+        const std::string &id;
+        ~StartDone() {
+            {
+                std::lock_guard lock(rt.mutex_);
+                rt.starting_.erase(id);
+            }
+            rt.starts_done_.notify_all();
+        }
+    } start_done{*this, id};
+    // `inst` holds everything this start made so far: a stop() meanwhile (a shutdown) only saw
+    // what was recorded when it ran, so the clean-up here goes by `inst`, not by the table.
     auto fail = [&](const std::string &why) {
-        Instance copy;
         {
             std::lock_guard lock(mutex_);
-            copy = instances_[id];
             instances_.erase(id);
         }
-        kill_instance(copy, false);
+        kill_instance(inst, false);
         throw std::runtime_error(why);
+    };
+    // Records what the start made in the table; an instance stopped meanwhile is not recreated
+    // there (its pasta and disk would outlive the server) but ends the start.
+    auto record = [&](auto &&set) {
+        bool present = false;
+        {
+            std::lock_guard lock(mutex_);
+            if (auto it = instances_.find(id); it != instances_.end()) {
+                set(it->second);
+                present = true;
+            }
+        }
+        if (!present) fail("instance " + id + " was stopped while it was starting");
     };
 
     std::error_code ec;
     fs::remove_all(inst.dir, ec);
     fs::create_directories(inst.dir);
     if (disk_quota_) {
-        {
-            std::lock_guard lock(mutex_);
-            instances_[id].disk = true; // from here, a failed start also removes the image
-        }
-        inst.disk = true;
+        inst.disk = true; // from here, a failed start also removes the image
+        record([](Instance &i) { i.disk = true; });
         try {
             attach_disk(inst);
         } catch (const std::exception &e) {
@@ -623,10 +646,7 @@ nlohmann::json Runtime::start(const nlohmann::json &spec) {
     write_file_atomic(inst.dir + "/etc/hosts", "127.0.0.1 localhost\n::1 localhost\n127.0.1.1 hangar\n", 0644);
     write_file_atomic(inst.dir + "/etc/resolv.conf", std::string("nameserver ") + sandbox::kNsGateway + "\n", 0644);
     inst.cgroups = make_cgroups(id);
-    {
-        std::lock_guard lock(mutex_);
-        instances_[id].cgroups = inst.cgroups;
-    }
+    record([&](Instance &i) { i.cgroups = inst.cgroups; });
 
     int ready[2], info[2], block[2], filter[2];
     if (::pipe2(ready, O_CLOEXEC) != 0) fail("pipe failed");
@@ -729,11 +749,8 @@ nlohmann::json Runtime::start(const nlohmann::json &spec) {
                 }).get();
     if (pid < 0) fail("fork failed");
     const auto spawned_at = steady_ms();
-    {
-        std::lock_guard lock(mutex_);
-        instances_[id].pid = pid;
-    }
     inst.pid = pid;
+    record([&](Instance &i) { i.pid = pid; });
     // At once, so a restart after a crash finds and stops even a sandbox still starting.
     write_pids(inst);
     ready_w.reset();
@@ -748,13 +765,10 @@ nlohmann::json Runtime::start(const nlohmann::json &spec) {
         try {
             auto child = read_info_pid(info_r.get(), steady_ms() + opt_.start_timeout_ms);
             inst.pasta_pid = connect_network(inst, child);
-            {
-                std::lock_guard lock(mutex_);
-                instances_[id].pasta_pid = inst.pasta_pid;
-            }
         } catch (const std::exception &e) {
             fail(std::string("sandbox network: ") + e.what());
         }
+        record([&](Instance &i) { i.pasta_pid = inst.pasta_pid; });
         if (::write(block_w.get(), "1", 1) != 1) fail("the sandbox exited during start-up");
     }
     block_w.reset();
@@ -781,6 +795,7 @@ nlohmann::json Runtime::start(const nlohmann::json &spec) {
         log_.warning("instance %s failed to start: %s\n%s", id, why, tail);
         fail(why);
     }
+    record([](Instance &) {}); // still wanted: a stop from here on finds it whole in the table
     log_.debug("instance %s ready in %dms (spawned after %dms)", id, static_cast<int>(steady_ms() - started),
                static_cast<int>(spawned_at - started));
     return {{"id", id}, {"socket", inst.socket}, {"dir", inst.dir}, {"pid", pid}};
@@ -834,7 +849,26 @@ void Runtime::stop(const std::string &id) {
     kill_instance(inst, true);
 }
 
+void Runtime::close_starts() {
+    std::vector<Instance> unfinished;
+    {
+        std::lock_guard lock(mutex_);
+        closing_ = true;
+        for (const auto &id : starting_)
+            if (auto it = instances_.find(id); it != instances_.end()) {
+                unfinished.push_back(it->second);
+                instances_.erase(it);
+            }
+    }
+    // Nobody has had an answer for these: each start ends at its next record() and cleans up
+    // what it made after this; killed at once, so a stop does not wait out a whole start.
+    for (auto &inst : unfinished)
+        kill_instance(inst, false);
+    wait_for_starts();
+}
+
 void Runtime::stop_all() {
+    close_starts();
     std::vector<std::string> ids = running();
     std::vector<std::thread> stoppers;
     stoppers.reserve(ids.size());
@@ -843,6 +877,13 @@ void Runtime::stop_all() {
     for (auto &t : stoppers)
         t.join();
     if (!outlive_) release_delegated_cgroups(cgroup_layout_);
+}
+
+void Runtime::wait_for_starts() {
+    std::unique_lock lock(mutex_);
+    if (!starts_done_.wait_for(lock, std::chrono::milliseconds(opt_.start_timeout_ms + 10000),
+                               [&] { return starting_.empty(); }))
+        log_.warning("%z instance starts did not end before the server stopped", starting_.size());
 }
 
 std::vector<std::string> Runtime::running() const {
@@ -1032,6 +1073,7 @@ std::size_t Runtime::stop_unclaimed() {
 
 void Runtime::detach_all() {
     if (!outlive_) return stop_all();
+    close_starts();
     std::lock_guard lock(mutex_);
     for (const auto &[id, inst] : instances_)
         log_.information("leaving instance %s running for the next start (sandbox pid %d)", id,

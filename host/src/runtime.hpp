@@ -62,6 +62,9 @@ public:
     // and this start adopted ("adopted": true in the answer); it throws when X was not adopted.
     nlohmann::json start(const nlohmann::json &spec);
     void stop(const std::string &id);
+    // The first step of a shutdown: refuses new starts and ends those under way (their callers
+    // are stopping too), so plugins that wait on a start (spare fillers) stop at once.
+    void close_starts();
     void stop_all();
     // Forgets every instance without stopping it, for the next start to adopt (a planned restart).
     // Only where instances outlive the server; otherwise they are stopped.
@@ -151,8 +154,17 @@ private:
     CgroupLayout cgroup_layout_;      // where instance cgroups go (cgroups.hpp), decided at start
     std::string pasta_ports_;
     std::string route_batch_;
+    // Waits until no start is under way; from close_starts, once closing_ is set.
+    void wait_for_starts();
+
     mutable std::mutex mutex_;
     std::map<std::string, Instance> instances_;
+    // Set once the server stops: a start is refused from then on. starting_ holds the starts
+    // under way, which a stop must wait for: the process exiting in the middle of one would leave
+    // its pasta and disk behind.
+    bool closing_ = false;
+    std::set<std::string> starting_;
+    std::condition_variable starts_done_;
     std::set<pid_t> helpers_; // short-lived children (pasta, route set-up) their caller reaps
     std::mutex spawn_mutex_;
     std::condition_variable spawn_cv_;

@@ -181,8 +181,12 @@ void BrowsersPlugin::stop_spares() {
             ids.insert(ids.end(), queue.begin(), queue.end());
         spares_.clear();
     }
+    // At once: one at a time, graceful stops of a few spares could outlast a service manager's
+    // stop timeout and end in SIGKILL.
+    std::vector<std::jthread> stoppers;
+    stoppers.reserve(ids.size());
     for (const auto &id : ids)
-        instance_stop(id);
+        stoppers.emplace_back([this, id] { instance_stop(id); });
 }
 
 } // namespace hangar::browsers

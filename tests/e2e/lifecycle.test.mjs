@@ -4,7 +4,7 @@
 // that keeps sessions is restart.test.mjs.)
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
@@ -38,6 +38,42 @@ test('SIGTERM stops the server cleanly and ends every instance', async () => {
     for (const p of left) try { process.kill(p.pid, 'SIGKILL'); } catch {}
     assert.fail(`orphans after SIGTERM:\n${left.map((p) => `${p.pid} ${p.cmd}`).join('\n')}`);
   });
+});
+
+// A stop that comes while sandboxes are still starting (spares, creates) must end those too: their
+// pasta and disk once outlived the server when the start recorded them after the stop had run.
+test('SIGTERM while sandboxes start: no process, mount or folder of theirs is left', async () => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'hangar-e2e-stop-starting-'));
+  const instances = join(dataDir, 'instances');
+  const seen = new Map(); // id -> the pids its file named (sandbox, pasta)
+  try {
+    const server = await startServer({ dataDir, env: { HANGAR_WARM_SPARES: '2' } });
+    const creating = [
+      server.client.browsers.create({ headless: true }).catch(() => null),
+      server.client.browsers.create({ headless: false }).catch(() => null),
+    ];
+    const starting = () => {
+      for (const f of readdirSync(instances).filter((f) => f.endsWith('.pids'))) {
+        const pids = readFileSync(join(instances, f), 'utf8').trim().split(' ').map(Number);
+        seen.set(f.slice(0, -5), pids.slice(0, 2));
+      }
+      // a sandbox whose network (pasta) is up, the point where the old start re-recorded it
+      return [...seen.values()].some(([, pasta]) => pasta > 0);
+    };
+    await waitFor(starting, { timeoutMs: 30_000, intervalMs: 5, what: 'a sandbox with its network, starting' });
+    const stopped = await server.stop();
+    assert.equal(stopped.code, 0, JSON.stringify(stopped));
+    await Promise.all(creating);
+    const alive = () => [...seen.values()].flat().filter((pid) => pid > 0 && existsSync(`/proc/${pid}`));
+    await waitFor(() => alive().length === 0, { timeoutMs: 5_000, what: 'every sandbox and pasta to end' }).catch(() => {
+      assert.fail(`left running: ${alive().map((p) => `${p} ${readFileSync(`/proc/${p}/cmdline`, 'utf8')}`).join(', ')}`);
+    });
+    const mounts = readFileSync('/proc/self/mounts', 'utf8').split('\n').filter((l) => l.includes(dataDir));
+    assert.deepEqual(mounts, []);
+    assert.deepEqual(existsSync(instances) ? readdirSync(instances) : [], []);
+  } finally {
+    rmSync(dataDir, { recursive: true, force: true });
+  }
 });
 
 test('after a crash the next start adopts the instance that still answers; a stop then ends it', async () => {

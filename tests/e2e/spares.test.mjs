@@ -99,7 +99,7 @@ test('a start_url is opened in the spare at hand-over: one page, at that URL, hi
 
 test('spares follow demand: a burst raises their number to the maximum, and it falls back after', async () => {
   const busy = await startServer({
-    env: { HANGAR_WARM_SPARES: '1', HANGAR_WARM_SPARES_MAX: '3', HANGAR_WARM_SPARES_WINDOW_SECONDS: '10' },
+    env: { HANGAR_WARM_SPARES: '1', HANGAR_WARM_SPARES_MAX: '3', HANGAR_WARM_SPARES_WINDOW_SECONDS: '30' },
   });
   try {
     const count = () => instancesOf(busy).length;
