@@ -232,18 +232,21 @@ private:
 
     json page_op_on(hangar::cdp::Connection &c, const json &body) {
         std::string op = body.value("op", "");
+        // Until the new document has loaded. Page.navigate answers once the new document committed;
+        // a reload is only requested by Page.reload, so the old document is marked first and must
+        // be gone. Short polls, no fixed sleep: every settle of a login passes through here.
         auto wait_loaded = [&] {
             auto deadline = hangar::cdp::Clock::now() + 15s;
-            std::this_thread::sleep_for(100ms);
             while (hangar::cdp::Clock::now() < deadline) {
                 try {
-                    json r =
-                        c.call("Runtime.evaluate", {{"expression", "document.readyState"}, {"returnByValue", true}});
-                    if (r["result"].value("value", "") == "complete") return;
+                    json r = c.call("Runtime.evaluate",
+                                    {{"expression", "!window.__hangarStale && document.readyState === 'complete'"},
+                                     {"returnByValue", true}});
+                    if (r["result"].value("value", false)) return;
                 } catch (const hangar::cdp::Failure &f) {
                     if (f.timed_out()) throw;
                 }
-                std::this_thread::sleep_for(100ms);
+                std::this_thread::sleep_for(25ms);
             }
         };
         auto evaluate = [&](const std::string &expression) {
@@ -261,6 +264,7 @@ private:
             return json::object();
         }
         if (op == "reload") {
+            c.call("Runtime.evaluate", {{"expression", "window.__hangarStale = true"}});
             c.call("Page.reload", json::object());
             wait_loaded();
             return json::object();
