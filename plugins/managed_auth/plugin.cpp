@@ -250,8 +250,19 @@ private:
             }
         };
         auto evaluate = [&](const std::string &expression) {
-            json r = c.call("Runtime.evaluate",
-                            {{"expression", expression}, {"returnByValue", true}, {"awaitPromise", true}});
+            json r;
+            try {
+                r = c.call("Runtime.evaluate",
+                           {{"expression", expression}, {"returnByValue", true}, {"awaitPromise", true}});
+            } catch (const hangar::cdp::Failure &f) {
+                // A navigation ended the evaluation (a settle waits across one): Chromium answered,
+                // so the connection is fine and is kept; the caller evaluates again.
+                std::string what = f.what();
+                if (!f.timed_out() && (what.find("context was destroyed") != std::string::npos ||
+                                       what.find("target navigated or closed") != std::string::npos))
+                    throw Error(409, "page_navigated", "the page navigated while the script ran");
+                throw;
+            }
             if (r.contains("exceptionDetails"))
                 throw Error(422, "page_script_failed",
                             "the page script threw: " + r["exceptionDetails"].value("text", std::string("error")));
