@@ -1,6 +1,5 @@
 #include "engine.hpp"
 
-#include <algorithm>
 #include <chrono>
 #include <map>
 #include <thread>
@@ -282,11 +281,6 @@ public:
 
 private:
     Discovered discover() {
-        if (settled_.is_object()) { // what the last settle ended on: nothing ran in the page since
-            json raw = std::move(settled_);
-            settled_ = json();
-            return analyse(raw);
-        }
         for (int attempt = 0;; ++attempt) {
             try {
                 json raw = page_.eval(kDiscoverScript);
@@ -338,50 +332,29 @@ private:
         return false;
     }
 
-    // Waits until the page differs from `before` (URL, inputs or error text), has loaded and has
-    // held still for quiet_ms, or until the settle timeout passes. The waiting runs inside the
-    // page (one awaited evaluation polls every 25 ms), not as round trips with sleeps between
-    // them: a login settles four times or more, and each sleep was paid on every one. A
-    // navigation destroys the evaluation's context; the next one runs in the new document. The
-    // discovery it ends on is kept for the next discover().
+    // Waits until the page differs from `before` (URL, inputs or error text) and has loaded,
+    // or until the settle timeout passes.
     void settle(const std::string &before) {
         auto deadline = Clock::now() + std::chrono::milliseconds(s_.settle_timeout_ms);
-        const std::string script = std::string("(async (before, quietMs, budgetMs) => {\n"
-                                               "  const discover = () => ") +
-                                   kDiscoverScript + R"JS(;
-  const sig = (r) => r.url + '|' + r.error + r.fields.map((f) => '|' + f.selector).join('');
-  const t0 = performance.now();
-  let last = null, since = 0;
-  for (;;) {
-    if (!window.__hangarStale && document.readyState === 'complete') {
-      const r = discover();
-      const s = sig(r);
-      if (s === before) last = null;
-      else if (s !== last) { last = s; since = performance.now(); }
-      else if (performance.now() - since >= quietMs) return r;
-    }
-    if (performance.now() - t0 >= budgetMs) return null;
-    await new Promise((done) => setTimeout(done, 25));
-  }
-}))JS";
+        std::string last;
+        int stable = 0;
         while (Clock::now() < deadline) {
             host_.check();
-            auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-            // At most a second per evaluation, so a canceled flow is noticed soon.
-            std::string call = script + "(" + json(before).dump() + ", " + std::to_string(s_.quiet_ms) + ", " +
-                               std::to_string(std::clamp<long long>(left, 0, 1000)) + ")";
             try {
-                json raw = page_.eval(call);
-                if (raw.is_object() && signature(raw) != before) {
-                    settled_ = std::move(raw);
-                    return;
+                json raw = page_.eval(kDiscoverScript);
+                std::string sig = raw.is_object() ? signature(raw) : "";
+                bool loaded = raw.is_object() && raw.value("ready", "") == "complete";
+                if (loaded && sig != before) {
+                    if (sig == last && ++stable >= 2) return;
+                    if (sig != last) stable = 0;
+                    last = sig;
                 }
             } catch (const FlowEnded &) {
                 throw;
             } catch (const std::exception &) {
-                // navigating: the next evaluation runs in the new document
-                std::this_thread::sleep_for(25ms);
+                // navigating: the next poll sees the new document
             }
+            std::this_thread::sleep_for(75ms);
         }
     }
 
@@ -536,7 +509,6 @@ private:
     std::string pending_choice_;
     json plan_ = {{"steps", json::array()}};
     json learned_ = json::object();
-    json settled_; // the discovery a settle ended on, until discover() takes it
 };
 
 } // namespace

@@ -62,9 +62,6 @@ struct EngineSettings {
     std::vector<std::string> allowed_domains;
     std::string start_url;
     int settle_timeout_ms = 8000;
-    // A page counts as settled once it changed, loaded and held still this long (a form a
-    // script renders late must not read as a success).
-    int quiet_ms = 100;
     int external_action_timeout_ms = 600000; // as long as a flow waits for input
     int max_steps = 12;
 };

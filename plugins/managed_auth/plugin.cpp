@@ -232,37 +232,23 @@ private:
 
     json page_op_on(hangar::cdp::Connection &c, const json &body) {
         std::string op = body.value("op", "");
-        // Until the new document has loaded. Page.navigate answers once the new document committed;
-        // a reload is only requested by Page.reload, so the old document is marked first and must
-        // be gone. Short polls, no fixed sleep: every settle of a login passes through here.
         auto wait_loaded = [&] {
             auto deadline = hangar::cdp::Clock::now() + 15s;
+            std::this_thread::sleep_for(100ms);
             while (hangar::cdp::Clock::now() < deadline) {
                 try {
-                    json r = c.call("Runtime.evaluate",
-                                    {{"expression", "!window.__hangarStale && document.readyState === 'complete'"},
-                                     {"returnByValue", true}});
-                    if (r["result"].value("value", false)) return;
+                    json r =
+                        c.call("Runtime.evaluate", {{"expression", "document.readyState"}, {"returnByValue", true}});
+                    if (r["result"].value("value", "") == "complete") return;
                 } catch (const hangar::cdp::Failure &f) {
                     if (f.timed_out()) throw;
                 }
-                std::this_thread::sleep_for(25ms);
+                std::this_thread::sleep_for(100ms);
             }
         };
         auto evaluate = [&](const std::string &expression) {
-            json r;
-            try {
-                r = c.call("Runtime.evaluate",
-                           {{"expression", expression}, {"returnByValue", true}, {"awaitPromise", true}});
-            } catch (const hangar::cdp::Failure &f) {
-                // A navigation ended the evaluation (a settle waits across one): Chromium answered,
-                // so the connection is fine and is kept; the caller evaluates again.
-                std::string what = f.what();
-                if (!f.timed_out() && (what.find("context was destroyed") != std::string::npos ||
-                                       what.find("target navigated or closed") != std::string::npos))
-                    throw Error(409, "page_navigated", "the page navigated while the script ran");
-                throw;
-            }
+            json r = c.call("Runtime.evaluate",
+                            {{"expression", expression}, {"returnByValue", true}, {"awaitPromise", true}});
             if (r.contains("exceptionDetails"))
                 throw Error(422, "page_script_failed",
                             "the page script threw: " + r["exceptionDetails"].value("text", std::string("error")));
@@ -275,7 +261,6 @@ private:
             return json::object();
         }
         if (op == "reload") {
-            c.call("Runtime.evaluate", {{"expression", "window.__hangarStale = true"}});
             c.call("Page.reload", json::object());
             wait_loaded();
             return json::object();
