@@ -259,6 +259,7 @@ export async function run({
         goal: `≤ ${GOAL_RATIO}×`,
         met: sOn.p50 / sOff.p50 <= GOAL_RATIO,
         note: `${loads} loads each of a local page with 20 images, 10 fetches, 20 console lines; baseline: telemetry off`,
+        samples: times, // in load order, blocks of `block`: for per-round ratios
       },
       { name: 'telemetry', metric: 'p95 page load on (ms)', value: sOn.p95, baseline: sOff.p95, ratio: sOn.p95 / sOff.p95, goal: '', met: null },
       ...(sBare
