@@ -17,11 +17,51 @@ import { join } from 'node:path';
 
 import { listenAllowed } from '../tests/e2e/lib/server.mjs';
 import { evaluator } from './cdp.mjs';
-import { now, runStandalone, startServer, summary } from './lib.mjs';
+import { CdpClient, now, runStandalone, startServer, summary } from './lib.mjs';
 
 // Playwright is installed for the end-to-end tests; the bench borrows it.
 const require = createRequire(new URL('../tests/e2e/package.json', import.meta.url));
 const { chromium } = require('playwright-core');
+
+// What the collector asks of Chromium, done by a bare CDP client with nothing behind it (its own
+// browser connection, attachToTarget flatten, the domains enabled, one Network.getResponseBody per
+// finished non-image response), so a run can tell Chromium's own cost from Hangar's.
+export const BARE_MODES = {
+  off: null,
+  full: { runtime: true, network: true, page: true, timeline: true, bodies: true },
+  nobodies: { runtime: true, network: true, page: true, timeline: true, bodies: false },
+  network: { network: true, bodies: true },
+  page: { page: true, timeline: true },
+  console: { runtime: true },
+};
+
+export async function bareCollector(wsUrl, m) {
+  const cdp = await CdpClient.connect(wsUrl);
+  const { targetInfos } = await cdp.send('Target.getTargets');
+  const page = targetInfos.find((t) => t.type === 'page');
+  const { sessionId } = await cdp.send('Target.attachToTarget', { targetId: page.targetId, flatten: true });
+  const s = (method, params) => cdp.send(method, params, sessionId).catch(() => null);
+  const mimes = new Map();
+  let events = 0;
+  cdp.ws.on('message', (data) => {
+    const msg = JSON.parse(data.toString());
+    if (!msg.method) return;
+    events++;
+    if (msg.method === 'Network.responseReceived') mimes.set(msg.params.requestId, msg.params.response.mimeType);
+    if (msg.method === 'Network.loadingFinished' && m.bodies) {
+      const mime = mimes.get(msg.params.requestId) || '';
+      if (!mime.startsWith('image/')) s('Network.getResponseBody', { requestId: msg.params.requestId });
+    }
+  });
+  cdp.events = { push() {} }; // keep nothing
+  const enables = [];
+  if (m.runtime) enables.push(s('Runtime.enable'));
+  if (m.network) enables.push(s('Network.enable', { maxPostDataSize: 65536 }));
+  if (m.page) enables.push(s('Page.enable'));
+  if (m.timeline) enables.push(s('PerformanceTimeline.enable', { eventTypes: ['layout-shift', 'largest-contentful-paint'] }));
+  await Promise.all(enables);
+  return { close: () => cdp.close(), events: () => events };
+}
 
 export const GOAL_RATIO = 1.05;
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -33,7 +73,7 @@ ${Array.from({ length: 20 }, (_, i) => `<img src="/img/${i}.svg" width="20" heig
   Promise.all(Array.from({length: 10}, (_, i) => fetch('/api/' + i).then((r) => r.json())));
 </script></body>`;
 
-async function startSite() {
+export async function startSite() {
   const srv = http.createServer((req, res) => {
     const path = new URL(req.url, 'http://x').pathname;
     if (path.startsWith('/api/')) {
@@ -114,18 +154,31 @@ export async function run({
     };
     for (let i = 0; i < 5; i++) await load(); // warm-up
 
-    // 1. page load, alternating blocks
-    const times = { on: [], off: [] };
+    // 1. page load, alternating blocks. A third side, `bare` (BENCH_TELEMETRY_BARE=0 leaves it
+    // out), has telemetry off and a bare CDP client asking Chromium what the collector asks for
+    // these categories: what Chromium itself charges for it, with no agent behind.
+    const bareMode = {
+      runtime: cats.includes('console'),
+      network: cats.includes('network'),
+      bodies: cats.includes('network'),
+      page: cats.includes('page'),
+      timeline: cats.includes('page'),
+    };
+    const modes = process.env.BENCH_TELEMETRY_BARE === '0' ? ['off', 'on'] : ['off', 'on', 'bare'];
+    const times = { on: [], off: [], bare: [] };
     while (times.on.length < loads) {
-      for (const mode of ['off', 'on']) {
+      for (const mode of modes) {
         await client.browsers.update(sid, { telemetry: mode === 'on' ? { enabled: true, ...on } : { enabled: false } });
+        const bare = mode === 'bare' ? await bareCollector(session.cdp_ws_url, bareMode) : null;
         await sleep(300); // the collector attaches
         for (let i = 0; i < block; i++) times[mode].push(await load());
+        await bare?.close();
       }
       log(`telemetry page loads ${times.on.length}/${loads} each`);
     }
     const sOn = summary(times.on);
     const sOff = summary(times.off);
+    const sBare = times.bare.length ? summary(times.bare) : null;
 
     // 2. agent CPU on a busy page for 10 s
     const agent = agentPid(server, sid);
@@ -206,8 +259,24 @@ export async function run({
         goal: `≤ ${GOAL_RATIO}×`,
         met: sOn.p50 / sOff.p50 <= GOAL_RATIO,
         note: `${loads} loads each of a local page with 20 images, 10 fetches, 20 console lines; baseline: telemetry off`,
+        samples: times, // in load order, blocks of `block`: for per-round ratios
       },
       { name: 'telemetry', metric: 'p95 page load on (ms)', value: sOn.p95, baseline: sOff.p95, ratio: sOn.p95 / sOff.p95, goal: '', met: null },
+      ...(sBare
+        ? [
+            {
+              name: 'telemetry',
+              metric: `p50 page load, a bare CDP client asking the same of Chromium (ms)`,
+              value: sBare.p50,
+              baseline: sOff.p50,
+              ratio: sBare.p50 / sOff.p50,
+              goal: '',
+              met: null,
+              note: 'telemetry off; a raw CDP client through the relay enables what the collector enables and reads the same bodies: Chromium\'s own cost',
+            },
+            { name: 'telemetry', metric: 'p50 page load on vs bare client', value: sOn.p50, baseline: sBare.p50, ratio: sOn.p50 / sBare.p50, goal: '', met: null },
+          ]
+        : []),
       { name: 'telemetry', metric: 'agent CPU, busy page (% of a core)', value: cpuOn, baseline: cpuOff, ratio: cpuOn / Math.max(cpuOff, 0.01), goal: '', met: null },
       { name: 'telemetry', metric: `events/s, ${lines} console lines, dropped ${dropped}`, value: rate, baseline: null, ratio: null, goal: '', met: dropped === 0 && flood.length === lines ? null : false },
       {
