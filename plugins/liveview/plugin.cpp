@@ -206,8 +206,8 @@ private:
         }
         res.status(200);
         // Same link, same routes: a headless session's page draws the screencast on a canvas.
-        res.body("text/html; charset=utf-8", session->value("headless", false) ? hangar::liveview::kScreencastPage
-                                                                               : hangar::liveview::kViewerPage);
+        res.body("text/html; charset=utf-8",
+                 session->value("headless", false) ? hangar::liveview::kScreencastPage : hangar::liveview::kViewerPage);
     }
 
     void status(Request &req, Response &res) {
@@ -355,7 +355,7 @@ private:
     std::int64_t poll_ms_ = 10;
     std::int64_t defer_ms_ = 10;
     std::mutex mutex_;
-    std::map<bool, Vnc> vnc_; // view_only → its x11vnc
+    std::map<bool, Vnc> vnc_;                                                  // view_only → its x11vnc
     std::map<bool, std::unique_ptr<hangar::liveview::ScreencastBridge>> cast_; // view_only → its bridge
     int quality_ = 70;
     std::mutex viewers_mutex_;

@@ -84,7 +84,9 @@ inline std::optional<std::pair<std::string, json>> input_command(const std::stri
         if (action != "down" && action != "up") return std::nullopt;
         std::string text = str("text", 16);
         int code = static_cast<int>(num("keyCode", 0, 255));
-        json p = {{"type", action == "up" ? "keyUp" : text.empty() ? "rawKeyDown" : "keyDown"},
+        json p = {{"type", action == "up" ? "keyUp"
+                           : text.empty() ? "rawKeyDown"
+                                          : "keyDown"},
                   {"key", str("key", 32)},
                   {"code", str("code", 32)},
                   {"modifiers", modifiers},
@@ -281,7 +283,8 @@ private:
             const json &params = msg.contains("params") ? msg["params"] : json::object();
             if (method == "Page.screencastFrame" && msg.value("sessionId", "") == session) {
                 const json &meta = params.contains("metadata") ? params["metadata"] : json::object();
-                int w = static_cast<int>(meta.value("deviceWidth", 0.0)), h = static_cast<int>(meta.value("deviceHeight", 0.0));
+                int w = static_cast<int>(meta.value("deviceWidth", 0.0)),
+                    h = static_cast<int>(meta.value("deviceHeight", 0.0));
                 if (w != width || h != height) {
                     width = w;
                     height = h;
