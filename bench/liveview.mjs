@@ -297,6 +297,13 @@ export async function run({
       headless.paint,
       `${samples} colour changes at 1920x1080 through the CDP screencast live view; baseline: the remote page presenting the change itself`,
     ),
+    {
+      name: 'liveview',
+      metric: 'p95 change → viewer shows it, headless session (ms)',
+      value: headless.latency.p95,
+      baseline: headless.paint.p95,
+      ratio: headless.latency.p95 / headless.paint.p95,
+    },
     p50Row('p50 goto → viewer after 62 s still (ms)', sl, sp, `${stillSamples} navigations, each after the screen was still for 62 s`),
     {
       name: 'liveview',
