@@ -2,8 +2,8 @@
 // CDP screencast (relayed through the agent; the viewer never gets CDP) on a canvas, and sends
 // mouse and keys back. Opened in a real headless Chromium (playwright-core) as a user would: it
 // shows the remote page's colour and a change, a click on the canvas reaches a button's handler
-// and typed text an input; a read-only link's input is dropped by the server; the page says when
-// the session ended.
+// and typed text an input; a read-only link's input is dropped by the server; it follows a new tab
+// and falls back when that closes; the page says when the session ended.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 
@@ -144,6 +144,21 @@ describe('headless live view', () => {
       await waitFor(async () => (await remote.evaluate(() => window.clicks)) === before + 1, {
         what: 'the same click through the normal link',
       });
+    } finally {
+      await viewer.close();
+    }
+  });
+
+  test('the viewer follows a new tab, and the remaining page once that tab closes', async () => {
+    const viewer = await openViewer(session.browser_live_view_url);
+    try {
+      await remote.evaluate(() => (document.body.style.background = 'rgb(255, 0, 255)'));
+      await waitFor(async () => near(await viewerColour(viewer), [255, 0, 255]), { what: 'magenta in the viewer' });
+      const tab = await cdp.contexts()[0].newPage();
+      await tab.setContent('<body style="margin:0;height:100vh;background:rgb(255,255,0)"></body>');
+      await waitFor(async () => near(await viewerColour(viewer), [255, 255, 0]), { what: 'the new tab in the viewer' });
+      await tab.close();
+      await waitFor(async () => near(await viewerColour(viewer), [255, 0, 255]), { what: 'the first page again' });
     } finally {
       await viewer.close();
     }
