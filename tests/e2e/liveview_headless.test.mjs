@@ -3,7 +3,8 @@
 // mouse and keys back. Opened in a real headless Chromium (playwright-core) as a user would: it
 // shows the remote page's colour and a change, a click on the canvas reaches a button's handler
 // and typed text an input; a read-only link's input is dropped by the server; it follows a new tab
-// and falls back when that closes; the page says when the session ended.
+// and falls back when that closes; an open viewer counts as activity; the page says when the session
+// ended.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 
@@ -164,10 +165,14 @@ describe('headless live view', () => {
     }
   });
 
-  test('the page says when the session ended', async () => {
-    const other = await client.browsers.create({ headless: true, viewport: REMOTE });
+  test('an open viewer keeps an idle session alive; the page says when the session ended', async () => {
+    const other = await client.browsers.create({ headless: true, viewport: REMOTE, timeout_seconds: 10 });
     const viewer = await openViewer(other.browser_live_view_url);
     try {
+      await new Promise((r) => setTimeout(r, 14_000));
+      const still = await client.browsers.retrieve(other.session_id);
+      assert.equal(still.deleted_at, undefined, 'the open viewer counts as activity');
+
       await client.browsers.deleteByID(other.session_id);
       await waitFor(async () => (await viewer.textContent('#status')) === 'This browser session has ended.', {
         what: 'the viewer to say the session ended',
