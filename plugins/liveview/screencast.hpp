@@ -215,26 +215,29 @@ private:
     // opens, another when it closes).
     void serve(int viewer) {
         using namespace std::chrono_literals;
+        // Short: a stopping bridge waits for a viewer thread inside a call.
+        constexpr std::chrono::milliseconds kCallTimeout = 5s;
         CastTarget t = locate_();
-        cdp::Connection cdp(t.port, t.browser_path);
-        cdp.call("Target.setDiscoverTargets", {{"discover", true}});
+        cdp::Connection cdp(t.port, t.browser_path, kCallTimeout);
+        cdp.call("Target.setDiscoverTargets", {{"discover", true}}, {}, kCallTimeout);
         std::set<std::string> known;
         std::string target, session;
         auto attach = [&](const std::string &id) {
             target = id;
-            session = cdp.call("Target.attachToTarget", {{"targetId", id}, {"flatten", true}})
+            session = cdp.call("Target.attachToTarget", {{"targetId", id}, {"flatten", true}}, {}, kCallTimeout)
                           .value("sessionId", std::string());
             json cast = {{"format", "jpeg"}, {"quality", quality_}, {"everyNthFrame", 1}};
             if (t.width > 0 && t.height > 0) {
                 cast["maxWidth"] = t.width;
                 cast["maxHeight"] = t.height;
             }
-            cdp.call("Page.startScreencast", cast, session);
+            cdp.call("Page.startScreencast", cast, session, kCallTimeout);
         };
         auto attach_any = [&] {
             target.clear();
             session.clear();
-            for (const auto &ti : cdp.call("Target.getTargets").value("targetInfos", json::array())) {
+            for (const auto &ti :
+                 cdp.call("Target.getTargets", json::object(), {}, kCallTimeout).value("targetInfos", json::array())) {
                 known.insert(ti.value("targetId", ""));
                 if (target.empty() && ti.value("type", "") == "page") {
                     try {
