@@ -11,7 +11,9 @@
 //    the remote page has presented two animation frames. Then the same after the screen was
 //    still for 62 s (an agent thinking), the case a live view's idle throttle would hit;
 //  - CPU per viewer: x11vnc + the hangar processes (agent bridge, server relay) over a window in
-//    which the remote page changes colour 10 times a second, in cores.
+//    which the remote page changes colour 10 times a second, in cores;
+//  - the colour-change latency again through a headless 1920x1080 session's live view (the CDP
+//    screencast the agent relays), same baseline.
 // Goal: latency p50 ≤ 150 ms in every case.
 import { readFileSync, readdirSync } from 'node:fs';
 import http from 'node:http';
@@ -73,6 +75,67 @@ async function startSite() {
   return { port, close: () => new Promise((r) => srv.close(r)) };
 }
 
+// Resolves with Date.now() once the middle of the viewer's canvas has the wanted red level.
+const watchColour = (viewer, red) =>
+  viewer.evaluate(
+    (want) =>
+      new Promise((resolve) => {
+        const canvas = document.querySelector('#screen canvas');
+        const ctx = canvas.getContext('2d', { willReadFrequently: true });
+        const check = () => {
+          const px = ctx.getImageData(canvas.width >> 1, canvas.height >> 1, 1, 1).data;
+          if (Math.abs(px[0] - want) <= 8) resolve(Date.now());
+          else requestAnimationFrame(check);
+        };
+        check();
+      }),
+    red,
+  );
+
+// Changes the remote page's colour; resolves with the ms until it presented the change itself.
+const presentColour = (remote, red) =>
+  remote.evaluate(
+    (r) =>
+      new Promise((resolve) => {
+        const t0 = Date.now();
+        document.body.style.background = `rgb(${r},0,0)`;
+        requestAnimationFrame(() => requestAnimationFrame(() => resolve(Date.now() - t0)));
+      }),
+    red,
+  );
+
+// The colour-change latency through a headless session's live view (CDP screencast).
+async function headlessLatency(server, viewerBrowser, samples) {
+  const latency = [];
+  const paint = [];
+  const session = await server.client.browsers.create({ headless: true, viewport: VIEWPORT, timeout_seconds: 600 });
+  const cdp = await chromium.connectOverCDP(session.cdp_ws_url);
+  try {
+    const remote = cdp.contexts()[0].pages()[0];
+    await remote.setContent('<html><body style="margin:0;height:100vh;background:rgb(0,0,0)"></body></html>');
+    const viewer = await viewerBrowser.newPage({ viewport: VIEWPORT });
+    await viewer.goto(session.browser_live_view_url);
+    await viewer.waitForFunction(() => document.getElementById('status')?.textContent === '', null, { timeout: 30_000 });
+    for (let i = 0; i < samples + 3; i++) {
+      const red = i % 2 ? 40 : 220;
+      const seen = watchColour(viewer, red);
+      const t0 = Date.now();
+      const painted = await presentColour(remote, red);
+      const ms = (await seen) - t0;
+      if (i >= 3) {
+        latency.push(ms);
+        paint.push(painted);
+      }
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    await viewer.close();
+  } finally {
+    await cdp.close().catch(() => {});
+    await server.client.browsers.deleteByID(session.session_id).catch(() => {});
+  }
+  return { latency: summary(latency), paint: summary(paint) };
+}
+
 export async function run({
   log = () => {},
   samples = Number(process.env.BENCH_LIVEVIEW_SAMPLES || 40),
@@ -91,6 +154,7 @@ export async function run({
   const stillPaint = [];
   let stillCores = NaN;
   let cores = NaN;
+  let headless;
   try {
     session = await server.client.browsers.create({ headless: false, viewport: VIEWPORT, timeout_seconds: 600 });
     cdp = await chromium.connectOverCDP(session.cdp_ws_url);
@@ -105,32 +169,8 @@ export async function run({
     await viewer.goto(session.browser_live_view_url);
     await viewer.waitForFunction(() => document.getElementById('status')?.textContent === '', null, { timeout: 30_000 });
 
-    // Resolves with Date.now() once the middle of the viewer's canvas has the wanted red level.
-    const watch = (red) =>
-      viewer.evaluate(
-        (want) =>
-          new Promise((resolve) => {
-            const canvas = document.querySelector('#screen canvas');
-            const ctx = canvas.getContext('2d', { willReadFrequently: true });
-            const check = () => {
-              const px = ctx.getImageData(canvas.width >> 1, canvas.height >> 1, 1, 1).data;
-              if (Math.abs(px[0] - want) <= 8) resolve(Date.now());
-              else requestAnimationFrame(check);
-            };
-            check();
-          }),
-        red,
-      );
-    const presented = (red) =>
-      remote.evaluate(
-        (r) =>
-          new Promise((resolve) => {
-            const t0 = Date.now();
-            document.body.style.background = `rgb(${r},0,0)`;
-            requestAnimationFrame(() => requestAnimationFrame(() => resolve(Date.now() - t0)));
-          }),
-        red,
-      );
+    const watch = (red) => watchColour(viewer, red);
+    const presented = (red) => presentColour(remote, red);
 
     for (let i = 0; i < samples + 3; i++) {
       const red = i % 2 ? 40 : 220;
@@ -213,6 +253,9 @@ export async function run({
     const seconds = (now() - t0) / 1000;
     cores = after.reduce((s, v, i) => s + v - before[i], 0) / TICK_HZ / seconds;
     log(`cpu ${cores.toFixed(3)} cores over ${seconds.toFixed(1)} s (${pids.length} processes)`);
+
+    headless = await headlessLatency(server, viewerBrowser, samples);
+    log(`headless (screencast) latency p50 ${headless.latency.p50} ms, remote paint p50 ${headless.paint.p50} ms`);
   } finally {
     await viewerBrowser?.close().catch(() => {});
     await cdp?.close().catch(() => {});
@@ -248,6 +291,19 @@ export async function run({
       `${samples} cross-site navigations (waitUntil load) between two local solid-colour pages; baseline: the remote page presenting two frames after goto resolved`,
     ),
     { name: 'liveview', metric: 'p95 goto resolved → viewer shows the new page (ms)', value: nl.p95, baseline: np.p95, ratio: nl.p95 / np.p95 },
+    p50Row(
+      'p50 change → viewer shows it, headless session (ms)',
+      headless.latency,
+      headless.paint,
+      `${samples} colour changes at 1920x1080 through the CDP screencast live view; baseline: the remote page presenting the change itself`,
+    ),
+    {
+      name: 'liveview',
+      metric: 'p95 change → viewer shows it, headless session (ms)',
+      value: headless.latency.p95,
+      baseline: headless.paint.p95,
+      ratio: headless.latency.p95 / headless.paint.p95,
+    },
     p50Row('p50 goto → viewer after 62 s still (ms)', sl, sp, `${stillSamples} navigations, each after the screen was still for 62 s`),
     {
       name: 'liveview',

@@ -338,8 +338,9 @@ json BrowsersPlugin::render(const Session &s, const std::string &base_url) const
     json out = render_session(s, links, now_ms());
     // Where the SDK sends curl and telemetry/stream directly (with the jwt of cdp_ws_url).
     out["base_url"] = base_url + "/browser/vm/" + s.id;
-    // Headful sessions can be watched when the liveview plugin is enabled (it signs the link).
-    if (!s.headless && !s.deleted_ms) {
+    // Sessions can be watched when the liveview plugin is enabled (it signs the link): headful ones
+    // through x11vnc, headless ones through a CDP screencast.
+    if (!s.deleted_ms) {
         try {
             out["browser_live_view_url"] =
                 call("liveview.url",

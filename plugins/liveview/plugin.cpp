@@ -1,4 +1,4 @@
-// The liveview plugin: browser_live_view_url of headful sessions.
+// The liveview plugin: browser_live_view_url of every session.
 //
 // Server role: the page (/browser/live/{token}), its WebSocket (/browser/live/{token}/ws), a
 // status probe the page asks once disconnected, and noVNC's static files. The token is the
@@ -6,8 +6,10 @@
 // `liveview.url` service when it renders a headful session.
 // Instance role: /liveview/ws starts x11vnc on the instance display on first use (one interactive,
 // one -viewonly for read-only viewers, each on a unix socket in the instance dir) and bridges the
-// viewer's WebSocket to it. See README.md for why it is built so.
+// viewer's WebSocket to it; for a headless instance, a CDP screencast bridge (screencast.hpp) on a
+// unix socket takes x11vnc's place. See README.md for why it is built so.
 #include "page.hpp"
+#include "screencast.hpp"
 
 #include <hangar/plugin.hpp>
 #include <hangar/process.hpp>
@@ -72,7 +74,8 @@ class LiveViewPlugin final : public hangar::Plugin {
 public:
     void stop() override {
         std::lock_guard lock(mutex_);
-        vnc_.clear(); // stops x11vnc; bridged viewers see their stream end
+        vnc_.clear();  // stops x11vnc; bridged viewers see their stream end
+        cast_.clear(); // ends the screencast viewers and their CDP connections
     }
 
 private:
@@ -190,13 +193,21 @@ private:
     void page(Request &req, Response &res) {
         Claims c = claims_of(req.param("token"));
         no_store(res);
-        if (!active(c)) {
+        std::optional<json> session;
+        try {
+            session = call("browsers.session", {{"project_id", c.project_id}, {"id", c.session_id}});
+        } catch (const Error &e) {
+            if (e.status() != 404) throw;
+        }
+        if (!session) {
             res.status(404);
             res.body("text/html; charset=utf-8", hangar::liveview::kEndedPage);
             return;
         }
         res.status(200);
-        res.body("text/html; charset=utf-8", hangar::liveview::kViewerPage);
+        // Same link, same routes: a headless session's page draws the screencast on a canvas.
+        res.body("text/html; charset=utf-8",
+                 session->value("headless", false) ? hangar::liveview::kScreencastPage : hangar::liveview::kViewerPage);
     }
 
     void status(Request &req, Response &res) {
@@ -229,11 +240,13 @@ private:
         run_dir_ = instance_run_dir();
         poll_ms_ = std::clamp<std::int64_t>(config_int("poll_ms", 10), 1, 1000);
         defer_ms_ = std::clamp<std::int64_t>(config_int("defer_ms", 10), 0, 1000);
+        quality_ = static_cast<int>(std::clamp<std::int64_t>(config_int("screencast_quality", 70), 10, 100));
         route(
             "GET", "/liveview/ws",
             [this](Request &q, Response &r) {
                 bool view_only = q.query("mode").value_or("") == "view";
-                ws_bridge_unix(q, r, vnc_socket(view_only));
+                json st = call("browsers.chromium", json::object());
+                ws_bridge_unix(q, r, st.value("headless", false) ? cast_socket(view_only) : vnc_socket(view_only));
             },
             HANGAR_ROUTE_STREAMING);
         route("POST", "/liveview/clipboard", [this](Request &q, Response &r) {
@@ -308,12 +321,43 @@ private:
         return vnc.socket;
     }
 
+    // The screencast bridge for this kind of viewer (headless instances), started on first use.
+    // Each viewer connection locates Chromium anew: a restart moves its DevTools endpoint.
+    std::string cast_socket(bool view_only) {
+        std::lock_guard lock(mutex_);
+        auto &bridge = cast_[view_only];
+        if (!bridge) {
+            auto locate = [this] {
+                json st = call("browsers.chromium", json::object());
+                if (!st.value("port", json()).is_number() || !st.value("ws_path", json()).is_string())
+                    throw std::runtime_error("Chromium is not running");
+                hangar::liveview::CastTarget t;
+                t.port = st["port"].get<int>();
+                t.browser_path = st["ws_path"].get<std::string>();
+                if (st.contains("viewport") && st["viewport"].is_object()) {
+                    t.width = st["viewport"].value("width", 0);
+                    t.height = st["viewport"].value("height", 0);
+                }
+                return t;
+            };
+            std::string path = run_dir_ + "/liveview-cast-" + (view_only ? "view" : "control") + ".sock";
+            try {
+                bridge = std::make_unique<hangar::liveview::ScreencastBridge>(path, view_only, locate, quality_);
+            } catch (const std::exception &e) {
+                throw Error(502, "upstream_unavailable", std::string("could not start the screencast: ") + e.what());
+            }
+        }
+        return bridge->socket();
+    }
+
     std::string novnc_dir_;
     std::string run_dir_;
     std::int64_t poll_ms_ = 10;
     std::int64_t defer_ms_ = 10;
     std::mutex mutex_;
-    std::map<bool, Vnc> vnc_; // view_only → its x11vnc
+    std::map<bool, Vnc> vnc_;                                                  // view_only → its x11vnc
+    std::map<bool, std::unique_ptr<hangar::liveview::ScreencastBridge>> cast_; // view_only → its bridge
+    int quality_ = 70;
     std::mutex viewers_mutex_;
     std::map<std::string, int> viewers_;             // session id → viewers connected (server role)
     std::map<std::uint64_t, std::string> viewer_of_; // relay id → its session

@@ -695,7 +695,7 @@ honour('browser', 'POST /browsers', CREATE_FIELDS, 'one create carrying every op
   const got = await ok('GET', '/browsers/cf-b1');
   assert.equal(got.session_id, b.session_id);
   assert.equal(got.headless, true);
-  assert.equal(got.browser_live_view_url, undefined);
+  assert.match(got.browser_live_view_url, /\/browser\/live\/[^/]+$/, 'headless sessions have a live view too');
   assert.deepEqual(got.tags, { team: 'cf', env: 'test' });
   assert.equal(got.timeout_seconds, 300);
   assert.deepEqual([got.viewport.width, got.viewport.height], [1000, 700]);

@@ -232,6 +232,11 @@ public:
         }
     }
 
+    // For callers that wait on this connection beside other fds (poll): the socket, and whether
+    // messages (or part of one) were already read into memory, which the socket no longer shows.
+    int fd() const { return sock_.get(); }
+    bool pending() const { return !events_.empty() || !buffer_.empty(); }
+
 private:
     void need(std::size_t n, Clock::time_point deadline) {
         while (buffer_.size() < n)
