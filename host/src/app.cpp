@@ -295,6 +295,13 @@ private:
         return dir;
     }
 
+    // Why serve and admin refuse a PostgreSQL store today, though the engine works
+    // (tests/unit/store_postgres_test.cpp): the plugins' runtime queries have not run on it end to end.
+    static constexpr const char *kPostgresNotYet =
+        "a PostgreSQL store is not supported yet: the connection, pool, transactions, the host's tables and "
+        "every plugin's migrations work on it, but the plugins' request-time SQL has not been run on it end to "
+        "end (the e2e suite on PostgreSQL, issue 24); use sqlite:<path> (the default) for now";
+
     // `[store] url`: the SQLite file by default. A PostgreSQL URL is connected to (so a wrong host,
     // password or database is reported as such), then refused until every plugin's SQL runs there.
     static std::unique_ptr<Store> open_store(const Config &cfg, const std::string &dir) {

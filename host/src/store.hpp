@@ -28,13 +28,6 @@ public:
 // newer binary is refused rather than guessed at.
 inline constexpr unsigned kStoreSchemaVersion = 1;
 
-// Why `hangar serve` and `hangar admin` refuse a PostgreSQL store today (the engine itself works:
-// tests/unit/store_postgres_test.cpp). Gone once every plugin's SQL runs on both engines.
-inline constexpr const char *kPostgresNotYet =
-    "a PostgreSQL store is not supported yet: the connection, pool, transactions and migrations work, "
-    "but the plugins' SQL still uses SQLite-only functions (datetime(), strftime(), GLOB, json_extract, "
-    "INSERT OR ...); use sqlite:<path> (the default) for now (issue 24)";
-
 class StoreBackend {
 public:
     virtual ~StoreBackend() = default;

@@ -14,6 +14,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <mutex>
+#include <regex>
 #include <unordered_map>
 
 namespace hangar::host {
@@ -97,7 +98,9 @@ std::string translate_ddl(std::string sql) {
     for (const auto &[from, to] : kRewrites)
         for (auto at = sql.find(from); at != std::string::npos; at = sql.find(from, at + to.size()))
             sql.replace(at, from.size(), to);
-    return sql;
+    // SQLite's INTEGER holds 64 bits, PostgreSQL's 32: millisecond times overflow it.
+    static const std::regex kInteger(R"(\bINTEGER\b)", std::regex::icase);
+    return std::regex_replace(sql, kInteger, "BIGINT");
 }
 
 class PostgresBackend final : public StoreBackend {
@@ -107,8 +110,17 @@ public:
         idle_.push_back(connect()); // fail at start, not at the first request
         open_ = 1;
         // Serialised across nodes starting at once: concurrent CREATE OR REPLACE can collide.
-        script("SELECT pg_advisory_lock(2024062401); " + std::string(kCompatibility) +
-               "SELECT pg_advisory_unlock(2024062401);");
+        // Not through script(): its DDL rewrites are for SQLite-spelled migrations, not this text.
+        auto c = checkout();
+        try {
+            run_script(*c, "SELECT pg_advisory_lock(2024062401); " + std::string(kCompatibility) +
+                               "SELECT pg_advisory_unlock(2024062401);");
+        } catch (const std::exception &e) {
+            checkin(std::move(c));
+            throw StoreError(std::string(kStoreSetting) + " = " + url_.redacted() +
+                             ": cannot create the store's compatibility functions: " + e.what());
+        }
+        checkin(std::move(c));
     }
     ~PostgresBackend() override {
         std::lock_guard lock(mutex_);
