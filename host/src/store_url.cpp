@@ -57,7 +57,8 @@ std::string StoreUrl::redacted() const {
     out += host + ":" + std::to_string(port) + "/" + dbname;
     char sep = '?';
     for (const auto &[k, v] : options) {
-        out += sep + k + "=" + v;
+        out += sep;
+        out.append(k).append("=").append(v);
         sep = '&';
     }
     return out;
