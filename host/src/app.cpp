@@ -295,6 +295,24 @@ private:
         return dir;
     }
 
+    // Why serve and admin refuse a PostgreSQL store today, though the engine works
+    // (tests/unit/store_postgres_test.cpp): the plugins' runtime queries have not run on it end to end.
+    static constexpr const char *kPostgresNotYet =
+        "a PostgreSQL store is not supported yet: the connection, pool, transactions, the host's tables and "
+        "every plugin's migrations work on it, but the plugins' request-time SQL has not been run on it end to "
+        "end (the e2e suite on PostgreSQL, issue 24); use sqlite:<path> (the default) for now";
+
+    // `[store] url`: the SQLite file by default. A PostgreSQL URL is connected to (so a wrong host,
+    // password or database is reported as such), then refused until every plugin's SQL runs there.
+    static std::unique_ptr<Store> open_store(const Config &cfg, const std::string &dir) {
+        auto url = parse_store_url(cfg.get("store.url", ""), dir);
+        if (url.kind == StoreUrl::Kind::postgresql) {
+            open_postgres_backend(url); // connects once and closes: proves the URL and the credentials
+            throw StoreError(std::string(kStoreSetting) + " = " + url.redacted() + ": " + kPostgresNotYet);
+        }
+        return std::make_unique<Store>(url);
+    }
+
     int serve() {
         auto cfg = load_config();
         auto &log = Poco::Logger::get("hangar");
@@ -304,7 +322,7 @@ private:
         core.max_body_bytes = static_cast<std::size_t>(cfg->get_int("server.max_body_bytes", 64ll << 20));
         core.public_url = cfg->get("server.public_url", "");
         core.area_prefixes = kAreas;
-        core.store = std::make_unique<Store>(core.data_dir + "/hangar.db");
+        core.store = open_store(*cfg, core.data_dir);
         core.auth = std::make_unique<Auth>(*core.store);
         core.auth->set_org_session_limit(cfg->get_int("browsers.max_browsers_per_project", 50));
         if (cfg->get_bool("audit.enabled", true)) {
@@ -492,7 +510,8 @@ private:
 
     int admin() {
         auto cfg = load_config();
-        Store store(data_dir(*cfg) + "/hangar.db");
+        auto store_ptr = open_store(*cfg, data_dir(*cfg));
+        Store &store = *store_ptr;
         Auth auth(store);
         auth.bootstrap(cfg->get("auth.bootstrap_key", ""), data_dir(*cfg) + "/bootstrap-api-key");
         auto &p = args_.positional;

@@ -1,109 +1,53 @@
 #include "store.hpp"
 
-#include <Poco/Data/SQLite/Connector.h>
-#include <Poco/Data/SQLite/Utility.h>
-
-#include <sqlite3.h>
+#include <ctime>
 
 namespace hangar::host {
 
 namespace {
-struct StmtCloser {
-    void operator()(sqlite3_stmt *s) const { sqlite3_finalize(s); }
-};
-using Stmt = std::unique_ptr<sqlite3_stmt, StmtCloser>;
+// SQLite's CURRENT_TIMESTAMP text shape, written by the host so both engines record the same.
+std::string utc_now_text() {
+    std::time_t t = std::time(nullptr);
+    std::tm tm{};
+    gmtime_r(&t, &tm);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
+    return buf;
+}
 } // namespace
 
-Store::Store(const std::string &path) {
-    Poco::Data::SQLite::Connector::registerConnector();
-    session_ = std::make_unique<Poco::Data::Session>("SQLite", path);
-    db_ = Poco::Data::SQLite::Utility::dbHandle(*session_);
-    sqlite3_busy_timeout(db_, 5000);
-    // WAL must be set outside a transaction or SQLite ignores it.
-    raw_exec("PRAGMA journal_mode=WAL");
-    raw_exec("PRAGMA synchronous=NORMAL");
-    raw_exec("PRAGMA foreign_keys=ON");
-    raw_exec("CREATE TABLE IF NOT EXISTS plugin_migrations (plugin TEXT NOT NULL, version INTEGER NOT NULL, "
-             "applied_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP, PRIMARY KEY (plugin, version))");
+Store::Store(const std::string &path) : kind_(StoreUrl::Kind::sqlite), backend_(open_sqlite_backend(path)) {
+    init_bookkeeping("sqlite:" + path);
+}
+
+Store::Store(const StoreUrl &url)
+    : kind_(url.kind),
+      backend_(url.kind == StoreUrl::Kind::sqlite ? open_sqlite_backend(url.path) : open_postgres_backend(url)) {
+    init_bookkeeping(url.redacted());
 }
 
 Store::~Store() = default;
 
-void Store::raw_exec(const std::string &sql) {
-    char *err = nullptr;
-    if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
-        std::string msg = err ? err : "unknown error";
-        sqlite3_free(err);
-        throw StoreError(msg);
+void Store::init_bookkeeping(const std::string &shown) {
+    // The schema version first: a newer binary may have reshaped everything else.
+    backend_->script("CREATE TABLE IF NOT EXISTS store_schema (version INTEGER NOT NULL)");
+    auto rows = exec("SELECT MAX(version) AS v FROM store_schema");
+    if (rows.empty() || rows[0]["v"].is_null()) {
+        exec("INSERT INTO store_schema (version) VALUES (?)", {kStoreSchemaVersion});
+    } else if (auto v = rows[0]["v"].get<long long>(); v > kStoreSchemaVersion) {
+        throw StoreError(std::string(kStoreSetting) + " = " + shown + ": the store has schema version " +
+                         std::to_string(v) + ", newer than this hangar's " + std::to_string(kStoreSchemaVersion) +
+                         "; run the hangar release that wrote it (or a newer one)");
+    } else if (v < kStoreSchemaVersion) {
+        exec("UPDATE store_schema SET version = ?", {kStoreSchemaVersion});
     }
+    backend_->script("CREATE TABLE IF NOT EXISTS plugin_migrations (plugin TEXT NOT NULL, version INTEGER NOT NULL, "
+                     "applied_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP, PRIMARY KEY (plugin, version))");
 }
 
 nlohmann::json Store::exec(const std::string &sql, const nlohmann::json &params) {
-    std::lock_guard lock(mutex_);
-    return exec_locked(sql, params);
-}
-
-nlohmann::json Store::exec_locked(const std::string &sql, const nlohmann::json &params) {
-    sqlite3_stmt *raw = nullptr;
-    const char *tail = nullptr;
-    if (sqlite3_prepare_v2(db_, sql.c_str(), static_cast<int>(sql.size()), &raw, &tail) != SQLITE_OK)
-        throw StoreError(sqlite3_errmsg(db_));
-    Stmt stmt(raw);
-    if (!stmt) return nlohmann::json::array();
     if (!params.is_array()) throw StoreError("parameters must be a JSON array");
-    if (static_cast<int>(params.size()) != sqlite3_bind_parameter_count(stmt.get()))
-        throw StoreError("statement expects " + std::to_string(sqlite3_bind_parameter_count(stmt.get())) +
-                         " parameters, got " + std::to_string(params.size()));
-    int i = 1;
-    for (const auto &p : params) {
-        int rc = SQLITE_OK;
-        if (p.is_null())
-            rc = sqlite3_bind_null(stmt.get(), i);
-        else if (p.is_boolean())
-            rc = sqlite3_bind_int64(stmt.get(), i, p.get<bool>() ? 1 : 0);
-        else if (p.is_number_integer())
-            rc = sqlite3_bind_int64(stmt.get(), i, p.get<std::int64_t>());
-        else if (p.is_number_float())
-            rc = sqlite3_bind_double(stmt.get(), i, p.get<double>());
-        else if (p.is_string()) {
-            const auto &s = p.get_ref<const std::string &>();
-            rc = sqlite3_bind_text(stmt.get(), i, s.data(), static_cast<int>(s.size()), SQLITE_TRANSIENT);
-        } else {
-            auto s = p.dump(); // objects and arrays are stored as JSON text
-            rc = sqlite3_bind_text(stmt.get(), i, s.data(), static_cast<int>(s.size()), SQLITE_TRANSIENT);
-        }
-        if (rc != SQLITE_OK) throw StoreError(sqlite3_errmsg(db_));
-        ++i;
-    }
-    nlohmann::json rows = nlohmann::json::array();
-    int cols = sqlite3_column_count(stmt.get());
-    while (true) {
-        int rc = sqlite3_step(stmt.get());
-        if (rc == SQLITE_DONE) break;
-        if (rc != SQLITE_ROW) throw StoreError(sqlite3_errmsg(db_));
-        nlohmann::json row = nlohmann::json::object();
-        for (int c = 0; c < cols; ++c) {
-            const char *name = sqlite3_column_name(stmt.get(), c);
-            switch (sqlite3_column_type(stmt.get(), c)) {
-            case SQLITE_INTEGER:
-                row[name] = sqlite3_column_int64(stmt.get(), c);
-                break;
-            case SQLITE_FLOAT:
-                row[name] = sqlite3_column_double(stmt.get(), c);
-                break;
-            case SQLITE_NULL:
-                row[name] = nullptr;
-                break;
-            default: {
-                const auto *text = reinterpret_cast<const char *>(sqlite3_column_text(stmt.get(), c));
-                row[name] =
-                    std::string(text ? text : "", static_cast<std::size_t>(sqlite3_column_bytes(stmt.get(), c)));
-            }
-            }
-        }
-        rows.push_back(std::move(row));
-    }
-    return rows;
+    return backend_->exec(sql, params);
 }
 
 unsigned Store::schema_version(const std::string &owner) {
@@ -120,17 +64,56 @@ void Store::migrate(const std::string &owner, const std::vector<Migration> &migr
     unsigned current = schema_version(owner);
     for (const auto &m : migrations) {
         if (m.version <= current) continue;
-        std::lock_guard lock(mutex_);
-        raw_exec("BEGIN IMMEDIATE");
+        backend_->begin();
         try {
-            raw_exec(m.sql);
-            exec_locked("INSERT INTO plugin_migrations (plugin, version) VALUES (?, ?)", {owner, m.version});
-            raw_exec("COMMIT");
+            backend_->script(m.sql);
+            backend_->exec("INSERT INTO plugin_migrations (plugin, version, applied_at) VALUES (?, ?, ?)",
+                           {owner, m.version, utc_now_text()});
+            backend_->commit();
         } catch (const std::exception &e) {
-            raw_exec("ROLLBACK");
+            backend_->rollback();
             throw StoreError(owner + " migration " + std::to_string(m.version) + ": " + e.what());
         }
     }
+}
+
+std::string number_placeholders(const std::string &sql) {
+    std::string out;
+    out.reserve(sql.size() + 16);
+    int n = 0;
+    for (std::size_t i = 0; i < sql.size(); ++i) {
+        char c = sql[i];
+        if (c == '\'' || c == '"') { // a string or quoted identifier; a doubled quote stays inside
+            std::size_t end = i + 1;
+            while (end < sql.size()) {
+                if (sql[end] == c) {
+                    if (end + 1 < sql.size() && sql[end + 1] == c) {
+                        end += 2;
+                        continue;
+                    }
+                    break;
+                }
+                ++end;
+            }
+            out.append(sql, i, end - i + 1);
+            i = end;
+        } else if (c == '-' && i + 1 < sql.size() && sql[i + 1] == '-') {
+            auto end = sql.find('\n', i);
+            if (end == std::string::npos) end = sql.size() - 1;
+            out.append(sql, i, end - i + 1);
+            i = end;
+        } else if (c == '/' && i + 1 < sql.size() && sql[i + 1] == '*') {
+            auto end = sql.find("*/", i + 2);
+            end = end == std::string::npos ? sql.size() - 1 : end + 1;
+            out.append(sql, i, end - i + 1);
+            i = end;
+        } else if (c == '?') {
+            out += '$' + std::to_string(++n);
+        } else {
+            out += c;
+        }
+    }
+    return out;
 }
 
 } // namespace hangar::host

@@ -1,19 +1,21 @@
-// The host database: SQLite (WAL) opened through Poco::Data.
+// The host database: SQLite (WAL, the single-machine default) or PostgreSQL, behind one Store.
 //
 // Plugins send SQL text with a JSON array of parameters and get rows back as JSON objects. That
-// dynamic shape is why statements run on the raw sqlite3 handle Poco::Data exposes: it binds a
-// JSON value per `?` and reports each result value's own type (Poco's RecordSet types columns
-// by their declared type, which expressions such as COUNT(*) do not have).
+// dynamic shape is why statements run on the raw handle Poco::Data exposes (sqlite3 for SQLite,
+// PGconn for PostgreSQL): it binds a JSON value per `?` and reports each result value's own type
+// (Poco's RecordSet types columns by their declared type, which expressions such as COUNT(*) do
+// not have). Each engine is a StoreBackend; Store adds what both share (migrations, the schema
+// version, the transaction helper).
 #pragma once
 
-#include <Poco/Data/Session.h>
+#include "store_url.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include <memory>
-#include <mutex>
+#include <stdexcept>
 #include <string>
-
-struct sqlite3;
+#include <vector>
 
 namespace hangar::host {
 
@@ -22,12 +24,34 @@ public:
     using std::runtime_error::runtime_error;
 };
 
+// The layout of the store's own bookkeeping (plugin_migrations, store_schema). A store written by a
+// newer binary is refused rather than guessed at.
+inline constexpr unsigned kStoreSchemaVersion = 1;
+
+class StoreBackend {
+public:
+    virtual ~StoreBackend() = default;
+    // One statement, `?` parameters bound in order.
+    virtual nlohmann::json exec(const std::string &sql, const nlohmann::json &params) = 0;
+    // Several statements, no parameters (migrations).
+    virtual void script(const std::string &sql) = 0;
+    // A transaction pins one connection to the calling thread until commit or rollback.
+    virtual void begin() = 0;
+    virtual void commit() = 0;
+    virtual void rollback() = 0;
+};
+
 class Store {
 public:
+    // The SQLite file at `path` (today's default layout).
     explicit Store(const std::string &path);
+    // Whatever `url` names. Errors name the setting and never echo the password.
+    explicit Store(const StoreUrl &url);
     ~Store();
     Store(const Store &) = delete;
     Store &operator=(const Store &) = delete;
+
+    StoreUrl::Kind kind() const { return kind_; }
 
     // Runs one statement with `params` bound to `?` in order; returns the rows (possibly empty).
     nlohmann::json exec(const std::string &sql, const nlohmann::json &params = nlohmann::json::array());
@@ -40,27 +64,32 @@ public:
     void migrate(const std::string &owner, const std::vector<Migration> &migrations);
     unsigned schema_version(const std::string &owner);
 
-    // Runs `fn` inside BEGIN IMMEDIATE ... COMMIT (ROLLBACK on exception).
+    // Runs `fn` inside BEGIN ... COMMIT (ROLLBACK on exception). SQLite takes its write lock at
+    // BEGIN (IMMEDIATE), so the transaction never fails half-way on a lock upgrade.
     template <typename Fn> auto transaction(Fn &&fn) {
-        std::lock_guard lock(mutex_);
-        raw_exec("BEGIN IMMEDIATE");
+        backend_->begin();
         try {
             auto result = fn();
-            raw_exec("COMMIT");
+            backend_->commit();
             return result;
         } catch (...) {
-            raw_exec("ROLLBACK");
+            backend_->rollback();
             throw;
         }
     }
 
 private:
-    void raw_exec(const std::string &sql);
-    nlohmann::json exec_locked(const std::string &sql, const nlohmann::json &params);
+    void init_bookkeeping(const std::string &shown);
 
-    std::unique_ptr<Poco::Data::Session> session_;
-    sqlite3 *db_ = nullptr;
-    std::recursive_mutex mutex_; // one connection; SQLite writes are serial anyway
+    StoreUrl::Kind kind_;
+    std::unique_ptr<StoreBackend> backend_;
 };
+
+// The engines (store_sqlite.cpp, store_postgres.cpp).
+std::unique_ptr<StoreBackend> open_sqlite_backend(const std::string &path);
+std::unique_ptr<StoreBackend> open_postgres_backend(const StoreUrl &url);
+
+// `?` placeholders → `$1, $2, ...`, skipping quoted strings, identifiers and comments.
+std::string number_placeholders(const std::string &sql);
 
 } // namespace hangar::host

@@ -543,7 +543,8 @@ private:
         if (!slot) {
             slot = std::make_shared<EventLog>([this, key](std::size_t seq, const json &event) {
                 try {
-                    sql("INSERT OR REPLACE INTO apps_events (resource, seq, event, created_ms) VALUES (?, ?, ?, ?)",
+                    sql("INSERT INTO apps_events (resource, seq, event, created_ms) VALUES (?, ?, ?, ?) ON CONFLICT "
+                        "(resource, seq) DO UPDATE SET event = excluded.event, created_ms = excluded.created_ms",
                         {key, static_cast<std::int64_t>(seq), event.dump(), now_ms()});
                 } catch (const std::exception &e) {
                     warn("an event of " + key + " was not stored: " + e.what()); // the live stream has it

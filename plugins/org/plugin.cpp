@@ -229,7 +229,7 @@ private:
         if (status == "active") q += " AND k.revoked_at IS NULL";
         if (status == "deleted") q += " AND k.revoked_at IS NOT NULL";
         if (auto name = req.query("name"); name && !name->empty()) {
-            q += " AND k.name = ? COLLATE NOCASE";
+            q += " AND LOWER(k.name) = LOWER(?)";
             params.push_back(*name);
         }
         if (auto text = req.query("query"); text && !text->empty()) {
@@ -308,7 +308,7 @@ private:
         json rows = sql("SELECT * FROM projects WHERE org_id = ? AND deleted_at IS NULL AND id = ?",
                         json::array({c.org_id, id_or_name}));
         if (rows.empty())
-            rows = sql("SELECT * FROM projects WHERE org_id = ? AND deleted_at IS NULL AND name = ? COLLATE NOCASE",
+            rows = sql("SELECT * FROM projects WHERE org_id = ? AND deleted_at IS NULL AND LOWER(name) = LOWER(?)",
                        json::array({c.org_id, id_or_name}));
         if (rows.empty() || (c.project_scoped && rows[0]["id"] != c.project_id))
             throw Error::not_found("project " + id_or_name + " not found");
@@ -316,7 +316,7 @@ private:
     }
 
     void check_unique_name(const Caller &c, const std::string &name, const std::string &except_id) const {
-        json rows = sql("SELECT id FROM projects WHERE org_id = ? AND deleted_at IS NULL AND name = ? COLLATE NOCASE"
+        json rows = sql("SELECT id FROM projects WHERE org_id = ? AND deleted_at IS NULL AND LOWER(name) = LOWER(?)"
                         " AND id != ?",
                         json::array({c.org_id, name, except_id}));
         if (!rows.empty()) throw Error::conflict("a project named \"" + name + "\" already exists");
@@ -349,7 +349,7 @@ private:
             params.push_back(c.project_id);
         }
         if (auto name = req.query("name"); name && !name->empty()) {
-            q += " AND name = ? COLLATE NOCASE";
+            q += " AND LOWER(name) = LOWER(?)";
             params.push_back(*name);
         }
         if (auto text = req.query("query"); text && !text->empty()) {

@@ -1,0 +1,304 @@
+// The PostgreSQL store against a real PostgreSQL (Debian `postgresql`), started by
+// tests/pg/pgtemp.sh in a temporary folder as an unprivileged user, once for the suite.
+// Covers: connection errors name the setting without the password, types, migrations,
+// transactions on pooled connections, the schema version guard, the host's own tables and
+// queries (Auth, audit), and every real plugin's migrations.
+#include "audit.hpp"
+#include "auth.hpp"
+#include "core.hpp"
+#include "secrets.hpp"
+#include "store.hpp"
+#include "test_support.hpp"
+
+#include <cppunit/extensions/HelperMacros.h>
+
+#include <Poco/Logger.h>
+#include <Poco/Net/ServerSocket.h>
+
+#include <dlfcn.h>
+#include <sys/stat.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <future>
+#include <thread>
+
+using hangar::host::parse_store_url;
+using hangar::host::Store;
+using hangar::host::StoreError;
+using nlohmann::json;
+
+#ifndef HANGAR_REAL_PLUGIN_DIR
+#error "HANGAR_REAL_PLUGIN_DIR must name the folder the real plugins are built into"
+#endif
+
+namespace {
+
+std::string run_capture(const std::string &cmd) {
+    std::string out;
+    FILE *p = ::popen(cmd.c_str(), "r");
+    if (!p) return out;
+    char buf[512];
+    while (std::fgets(buf, sizeof buf, p))
+        out += buf;
+    if (::pclose(p) != 0) throw std::runtime_error(cmd + " failed: " + out);
+    while (!out.empty() && out.back() == '\n')
+        out.pop_back();
+    return out;
+}
+
+// One server for the whole suite; stopped when the test runner exits.
+class PgServer {
+public:
+    static PgServer &get() {
+        static PgServer server;
+        return server;
+    }
+    const std::string &url() const { return url_; }
+    unsigned port() const { return port_; }
+    ~PgServer() {
+        if (!url_.empty()) std::system((script() + " stop " + (dir_ / "pg") + " >/dev/null 2>&1").c_str());
+    }
+
+private:
+    PgServer() {
+        ::chmod(dir_.path().c_str(), 0711); // the server's own user must pass through
+        {
+            Poco::Net::ServerSocket probe(Poco::Net::SocketAddress("127.0.0.1", 0));
+            port_ = probe.address().port();
+        }
+        url_ = run_capture(script() + " start " + (dir_ / "pg") + " " + std::to_string(port_));
+    }
+    static std::string script() { return std::string(HANGAR_SOURCE_DIR) + "/tests/pg/pgtemp.sh"; }
+
+    hangar::test::TempDir dir_;
+    unsigned port_ = 0;
+    std::string url_;
+};
+
+std::string error_of(const std::function<void()> &fn) {
+    try {
+        fn();
+    } catch (const std::exception &e) {
+        return e.what();
+    }
+    return "";
+}
+
+const std::string kSetting = "[store] url / HANGAR_STORE_URL";
+
+} // namespace
+
+class StorePostgresTest : public CppUnit::TestFixture {
+    CPPUNIT_TEST_SUITE(StorePostgresTest);
+    CPPUNIT_TEST(testBadCredentialsNameTheSettingNotThePassword);
+    CPPUNIT_TEST(testUnreachableAndMissingDatabaseFailFast);
+    CPPUNIT_TEST(testPlaceholderNumbering);
+    CPPUNIT_TEST(testParamsAndResultTypes);
+    CPPUNIT_TEST(testMigrationsApplyOnceAndRollBack);
+    CPPUNIT_TEST(testTransactionsPinOneConnection);
+    CPPUNIT_TEST(testPooledConnectionsRunSideBySide);
+    CPPUNIT_TEST(testNewerSchemaVersionRefused);
+    CPPUNIT_TEST(testHostAuthAndAuditRun);
+    CPPUNIT_TEST(testEveryPluginsMigrations);
+    CPPUNIT_TEST_SUITE_END();
+
+    std::unique_ptr<Store> store_;
+
+    static void reset_database() {
+        // A clean public schema per test, on the bare engine (a Store would check the version).
+        auto engine = hangar::host::open_postgres_backend(parse_store_url(PgServer::get().url(), "/unused"));
+        engine->script("DROP SCHEMA public CASCADE; CREATE SCHEMA public");
+    }
+
+public:
+    void setUp() override {
+        reset_database();
+        store_ = std::make_unique<Store>(parse_store_url(PgServer::get().url(), "/unused"));
+    }
+    void tearDown() override { store_.reset(); }
+
+    void testBadCredentialsNameTheSettingNotThePassword() {
+        auto url = "postgresql://hangar:wrong-sekret@127.0.0.1:" + std::to_string(PgServer::get().port()) + "/postgres";
+        auto msg = error_of([&] { Store s(parse_store_url(url, "/unused")); });
+        CPPUNIT_ASSERT_MESSAGE(msg, msg.find(kSetting) != std::string::npos);
+        CPPUNIT_ASSERT_MESSAGE(msg, msg.find("password authentication failed") != std::string::npos);
+        CPPUNIT_ASSERT_MESSAGE(msg, msg.find("wrong-sekret") == std::string::npos);
+        CPPUNIT_ASSERT_MESSAGE(msg, msg.find("hangar:***@127.0.0.1") != std::string::npos);
+    }
+
+    void testUnreachableAndMissingDatabaseFailFast() {
+        unsigned closed = 0;
+        {
+            Poco::Net::ServerSocket probe(Poco::Net::SocketAddress("127.0.0.1", 0));
+            closed = probe.address().port();
+        }
+        auto msg = error_of([&] {
+            Store s(parse_store_url("postgresql://hangar:x@127.0.0.1:" + std::to_string(closed) + "/postgres", "/u"));
+        });
+        CPPUNIT_ASSERT_MESSAGE(msg, msg.find(kSetting) != std::string::npos);
+        CPPUNIT_ASSERT_MESSAGE(msg, msg.find("cannot connect") != std::string::npos);
+        // A host that never answers: connect_timeout ends the wait instead of a hang.
+        auto started = std::chrono::steady_clock::now();
+        msg = error_of([&] { Store s(parse_store_url("postgresql://u:p@192.0.2.1:5432/d?connect_timeout=2", "/u")); });
+        CPPUNIT_ASSERT_MESSAGE(msg, msg.find(kSetting) != std::string::npos);
+        CPPUNIT_ASSERT(std::chrono::steady_clock::now() - started < std::chrono::seconds(20));
+        auto url = PgServer::get().url();
+        url = url.substr(0, url.rfind('/')) + "/no_such_db";
+        msg = error_of([&] { Store s(parse_store_url(url, "/u")); });
+        CPPUNIT_ASSERT_MESSAGE(msg, msg.find("no_such_db") != std::string::npos);
+        CPPUNIT_ASSERT_MESSAGE(msg, msg.find("hangar-test-pw") == std::string::npos);
+    }
+
+    void testPlaceholderNumbering() {
+        CPPUNIT_ASSERT_EQUAL(std::string("SELECT $1, '?', \"a?\", $2 -- ?\n, $3 /* ? */"),
+                             hangar::host::number_placeholders("SELECT ?, '?', \"a?\", ? -- ?\n, ? /* ? */"));
+        CPPUNIT_ASSERT_EQUAL(std::string("SELECT 'it''s ?', $1"),
+                             hangar::host::number_placeholders("SELECT 'it''s ?', ?"));
+    }
+
+    void testParamsAndResultTypes() {
+        store_->exec("CREATE TABLE t (i BIGINT, r DOUBLE PRECISION, s TEXT, n TEXT, b INTEGER, j TEXT)");
+        store_->exec("INSERT INTO t VALUES (?, ?, ?, ?, ?, ?)",
+                     {std::numeric_limits<std::int64_t>::max(), 2.5, "it's ✓", nullptr, true, json{{"a", 1}}});
+        auto r = store_->exec("SELECT * FROM t")[0];
+        CPPUNIT_ASSERT_EQUAL(std::numeric_limits<std::int64_t>::max(), r["i"].get<std::int64_t>());
+        CPPUNIT_ASSERT_EQUAL(2.5, r["r"].get<double>());
+        CPPUNIT_ASSERT_EQUAL(std::string("it's ✓"), r["s"].get<std::string>());
+        CPPUNIT_ASSERT(r["n"].is_null());
+        CPPUNIT_ASSERT_EQUAL(1, r["b"].get<int>());
+        CPPUNIT_ASSERT_EQUAL(std::string("{\"a\":1}"), r["j"].get<std::string>());
+        auto agg = store_->exec("SELECT COUNT(*) AS c, SUM(i - 1) AS s, MAX(s) AS m, 1 = 1 AS yes FROM t")[0];
+        CPPUNIT_ASSERT(agg["c"].is_number_integer() && agg["c"] == 1);
+        CPPUNIT_ASSERT(agg["s"].is_number_integer());
+        CPPUNIT_ASSERT(agg["yes"] == 1);
+        CPPUNIT_ASSERT(store_->exec("UPDATE t SET b = 2").empty());
+        CPPUNIT_ASSERT(!error_of([&] { store_->exec("SELECT nope FROM t"); }).empty());
+        CPPUNIT_ASSERT(!error_of([&] { store_->exec("SELECT ? FROM t", {1, 2}); }).empty());
+    }
+
+    void testMigrationsApplyOnceAndRollBack() {
+        store_->migrate("p", {{1, "CREATE TABLE a (x INTEGER); CREATE TABLE b (y INTEGER)"}});
+        store_->migrate("p", {{1, "CREATE TABLE a (x INTEGER); CREATE TABLE b (y INTEGER)"}});
+        CPPUNIT_ASSERT_EQUAL(1u, store_->schema_version("p"));
+        auto msg = error_of([&] { store_->migrate("p", {{1, ""}, {2, "CREATE TABLE c (z INTEGER); SELECT nope"}}); });
+        CPPUNIT_ASSERT_MESSAGE(msg, msg.find("p migration 2") != std::string::npos);
+        CPPUNIT_ASSERT_EQUAL(1u, store_->schema_version("p"));
+        CPPUNIT_ASSERT(store_->exec("SELECT 1 FROM information_schema.tables WHERE table_name = 'c'").empty());
+        auto applied = store_->exec("SELECT applied_at FROM plugin_migrations WHERE plugin = 'p'")[0]["applied_at"];
+        CPPUNIT_ASSERT_EQUAL(std::size_t(19), applied.get<std::string>().size()); // YYYY-MM-DD HH:MM:SS as SQLite
+    }
+
+    void testTransactionsPinOneConnection() {
+        store_->exec("CREATE TABLE t (x INTEGER)");
+        store_->transaction([&] {
+            store_->exec("INSERT INTO t VALUES (1)");
+            // Inside: the same connection sees its own write.
+            CPPUNIT_ASSERT_EQUAL(std::size_t(1), store_->exec("SELECT x FROM t").size());
+            return 0;
+        });
+        CPPUNIT_ASSERT_THROW(store_->transaction([&]() -> int {
+            store_->exec("INSERT INTO t VALUES (2)");
+            throw std::runtime_error("abort");
+        }),
+                             std::runtime_error);
+        CPPUNIT_ASSERT_EQUAL(std::size_t(1), store_->exec("SELECT x FROM t").size());
+    }
+
+    void testPooledConnectionsRunSideBySide() {
+        // One thread holds a transaction open; another thread's statements still run (one
+        // mutex-serialised connection would block them) and do not see the uncommitted row.
+        store_->exec("CREATE TABLE t (x INTEGER)");
+        std::promise<void> inserted, checked;
+        auto holder = std::async(std::launch::async, [&] {
+            store_->transaction([&] {
+                store_->exec("INSERT INTO t VALUES (1)");
+                inserted.set_value();
+                checked.get_future().wait();
+                return 0;
+            });
+        });
+        inserted.get_future().wait();
+        auto seen = std::async(std::launch::async, [&] { return store_->exec("SELECT x FROM t").size(); });
+        bool ran = seen.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+        checked.set_value();
+        holder.get();
+        CPPUNIT_ASSERT(ran);
+        CPPUNIT_ASSERT_EQUAL(std::size_t(0), seen.get());
+        CPPUNIT_ASSERT_EQUAL(std::size_t(1), store_->exec("SELECT x FROM t").size());
+        // Many threads at once, more than the pool holds.
+        std::vector<std::thread> threads;
+        std::atomic<int> failures{0};
+        for (int i = 0; i < 16; ++i)
+            threads.emplace_back([&, i] {
+                try {
+                    for (int k = 0; k < 20; ++k)
+                        store_->exec("INSERT INTO t VALUES (?)", {i * 100 + k});
+                } catch (...) {
+                    ++failures;
+                }
+            });
+        for (auto &t : threads)
+            t.join();
+        CPPUNIT_ASSERT_EQUAL(0, failures.load());
+        CPPUNIT_ASSERT(store_->exec("SELECT COUNT(*) AS c FROM t")[0]["c"] == 321);
+    }
+
+    void testNewerSchemaVersionRefused() {
+        store_->exec("UPDATE store_schema SET version = ?", {hangar::host::kStoreSchemaVersion + 1});
+        auto msg = error_of([&] { Store s(parse_store_url(PgServer::get().url(), "/u")); });
+        CPPUNIT_ASSERT_MESSAGE(msg, msg.find(kSetting) != std::string::npos);
+        CPPUNIT_ASSERT_MESSAGE(msg, msg.find("newer than this hangar") != std::string::npos);
+        CPPUNIT_ASSERT_MESSAGE(msg, msg.find("hangar-test-pw") == std::string::npos);
+    }
+
+    void testHostAuthAndAuditRun() {
+        hangar::test::TempDir dir;
+        hangar::host::Auth auth(*store_);
+        auth.bootstrap("pg-test-key-0123456789abcdef", (dir / "bootstrap-api-key"));
+        auto project = auth.create_project("second");
+        CPPUNIT_ASSERT(!project.empty());
+        CPPUNIT_ASSERT_EQUAL(std::size_t(2), store_->exec("SELECT id FROM projects").size());
+        auto ok = auth.authenticate(std::string("Bearer pg-test-key-0123456789abcdef"), project);
+        CPPUNIT_ASSERT(std::holds_alternative<hangar::host::Caller>(ok));
+        auto key = auth.create_key("k2", project);
+        CPPUNIT_ASSERT(std::holds_alternative<hangar::host::Caller>(auth.authenticate("Bearer " + key, std::nullopt)));
+        CPPUNIT_ASSERT(
+            !std::holds_alternative<hangar::host::Caller>(auth.authenticate(std::string("Bearer nope"), std::nullopt)));
+        hangar::host::AuditLog::Options opts;
+        hangar::host::AuditLog audit(*store_, Poco::Logger::get("test"), opts);
+        CPPUNIT_ASSERT(store_->schema_version("host.audit") > 0);
+    }
+
+    void testEveryPluginsMigrations() {
+        hangar::host::Config cfg("", {});
+        hangar::host::HostCore core(HANGAR_ROLE_SERVER, cfg);
+        hangar::host::Auth auth(*store_); // plugins' tables reference the host's
+        hangar::host::migrate_secret_registry(*store_);
+        std::vector<std::string> failed;
+        std::size_t ran = 0;
+        for (const auto &entry : std::filesystem::directory_iterator(HANGAR_REAL_PLUGIN_DIR)) {
+            if (entry.path().extension() != ".so") continue;
+            std::unique_ptr<void, int (*)(void *)> dl(::dlopen(entry.path().c_str(), RTLD_NOW | RTLD_LOCAL), ::dlclose);
+            CPPUNIT_ASSERT_MESSAGE(entry.path().string(), dl != nullptr);
+            auto init = reinterpret_cast<hangar_plugin_init_fn>(::dlsym(dl.get(), HANGAR_PLUGIN_INIT_SYMBOL));
+            hangar_plugin_v1 desc{};
+            CPPUNIT_ASSERT(init && init(core.api(), &desc) == 0);
+            std::vector<Store::Migration> migrations;
+            for (std::size_t i = 0; i < desc.migration_count; ++i)
+                migrations.push_back({desc.migrations[i].version, desc.migrations[i].sql});
+            auto msg = error_of([&] { store_->migrate(entry.path().stem().string(), migrations); });
+            if (!msg.empty()) failed.push_back(msg);
+            ++ran;
+        }
+        CPPUNIT_ASSERT(ran >= 10);
+        std::string all;
+        for (auto &f : failed)
+            all += "\n  " + f;
+        CPPUNIT_ASSERT_MESSAGE("plugins whose migrations fail on PostgreSQL:" + all, failed.empty());
+    }
+};
+
+CPPUNIT_TEST_SUITE_REGISTRATION(StorePostgresTest);
