@@ -27,7 +27,6 @@
 
 using hangar::host::parse_store_url;
 using hangar::host::Store;
-using hangar::host::StoreError;
 using nlohmann::json;
 
 #ifndef HANGAR_REAL_PLUGIN_DIR
@@ -230,6 +229,7 @@ public:
         CPPUNIT_ASSERT_EQUAL(std::size_t(1), store_->exec("SELECT x FROM t").size());
         // Many threads at once, more than the pool holds.
         std::vector<std::thread> threads;
+        threads.reserve(16);
         std::atomic<int> failures{0};
         for (int i = 0; i < 16; ++i)
             threads.emplace_back([&, i] {
