@@ -3,11 +3,34 @@
 // novnc package), both found relative to the page so a path prefix in front of Hangar still works.
 #pragma once
 
+#include <string>
 #include <string_view>
 
 namespace hangar::liveview {
 
-inline constexpr std::string_view kViewerPage = R"html(<!doctype html>
+// The start of both viewer pages' scripts: the link's read-only flag, where the stream is, the
+// status line, and the session's state once the stream drops.
+inline constexpr std::string_view kViewerPrelude = R"js(const params = new URLSearchParams(location.search);
+const yes = (v) => v !== null && ['1', 'true', 'yes'].includes(v.toLowerCase());
+const readOnly = ['readOnly', 'readonly', 'ro'].some((k) => yes(params.get(k)));
+const page = location.pathname.replace(/\/+$/, '');
+const wsUrl = new URL(page + '/ws' + (readOnly ? '?readOnly=true' : ''), location.href);
+wsUrl.protocol = location.protocol === 'https:' ? 'wss:' : 'ws:';
+const statusBox = document.getElementById('status');
+const say = (text) => { statusBox.textContent = text; statusBox.classList.toggle('hidden', !text); };
+
+async function sessionState() {
+  try {
+    const r = await fetch(page + '/status', { cache: 'no-store' });
+    if (r.ok) return (await r.json()).state;
+    return r.status === 404 ? 'ended' : 'unknown';
+  } catch {
+    return 'unknown';
+  }
+}
+)js";
+
+inline constexpr std::string_view kViewerHead = R"html(<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
@@ -29,27 +52,10 @@ inline constexpr std::string_view kViewerPage = R"html(<!doctype html>
 <script type="module">
 import RFB from '../../liveview/novnc/core/rfb.js';
 
-const params = new URLSearchParams(location.search);
-const yes = (v) => v !== null && ['1', 'true', 'yes'].includes(v.toLowerCase());
-const readOnly = ['readOnly', 'readonly', 'ro'].some((k) => yes(params.get(k)));
-const page = location.pathname.replace(/\/+$/, '');
-const wsUrl = new URL(page + '/ws' + (readOnly ? '?readOnly=true' : ''), location.href);
-wsUrl.protocol = location.protocol === 'https:' ? 'wss:' : 'ws:';
-const statusBox = document.getElementById('status');
-const say = (text) => { statusBox.textContent = text; statusBox.classList.toggle('hidden', !text); };
-
+)html";
+inline constexpr std::string_view kViewerScript = R"html(
 let rfb = null;
 let retries = 0;
-
-async function sessionState() {
-  try {
-    const r = await fetch(page + '/status', { cache: 'no-store' });
-    if (r.ok) return (await r.json()).state;
-    return r.status === 404 ? 'ended' : 'unknown';
-  } catch {
-    return 'unknown';
-  }
-}
 
 function connect() {
   rfb = new RFB(document.getElementById('screen'), wsUrl.href, { shared: true });
@@ -123,7 +129,7 @@ connect();
 // The live-view page of a headless session: the instance's CDP screencast (relayed by the agent,
 // see screencast.hpp for the stream) drawn on a canvas scaled to fit, and mouse/keyboard input
 // sent back as newline-delimited JSON, which the server drops for a read-only link.
-inline constexpr std::string_view kScreencastPage = R"html(<!doctype html>
+inline constexpr std::string_view kScreencastHead = R"html(<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
@@ -144,14 +150,8 @@ inline constexpr std::string_view kScreencastPage = R"html(<!doctype html>
 <div id="screen"><canvas tabindex="0"></canvas></div>
 <div id="status">Connecting…</div>
 <script type="module">
-const params = new URLSearchParams(location.search);
-const yes = (v) => v !== null && ['1', 'true', 'yes'].includes(v.toLowerCase());
-const readOnly = ['readOnly', 'readonly', 'ro'].some((k) => yes(params.get(k)));
-const page = location.pathname.replace(/\/+$/, '');
-const wsUrl = new URL(page + '/ws' + (readOnly ? '?readOnly=true' : ''), location.href);
-wsUrl.protocol = location.protocol === 'https:' ? 'wss:' : 'ws:';
-const statusBox = document.getElementById('status');
-const say = (text) => { statusBox.textContent = text; statusBox.classList.toggle('hidden', !text); };
+)html";
+inline constexpr std::string_view kScreencastScript = R"html(
 const canvas = document.querySelector('#screen canvas');
 const ctx = canvas.getContext('2d');
 
@@ -159,16 +159,6 @@ let ws = null;
 let retries = 0;
 let size = { width: 0, height: 0 }; // the remote page in CSS pixels
 let shown = false;
-
-async function sessionState() {
-  try {
-    const r = await fetch(page + '/status', { cache: 'no-store' });
-    if (r.ok) return (await r.json()).state;
-    return r.status === 404 ? 'ended' : 'unknown';
-  } catch {
-    return 'unknown';
-  }
-}
 
 // The canvas keeps the frame's pixels; its CSS size fits the window, aspect kept.
 function fit() {
@@ -305,6 +295,17 @@ connect();
 </body>
 </html>
 )html";
+
+inline const std::string &viewer_page() {
+    static const std::string page = std::string(kViewerHead) + std::string(kViewerPrelude) + std::string(kViewerScript);
+    return page;
+}
+
+inline const std::string &screencast_page() {
+    static const std::string page =
+        std::string(kScreencastHead) + std::string(kViewerPrelude) + std::string(kScreencastScript);
+    return page;
+}
 
 inline constexpr std::string_view kEndedPage = R"html(<!doctype html>
 <html lang="en">

@@ -206,8 +206,8 @@ private:
         }
         res.status(200);
         // Same link, same routes: a headless session's page draws the screencast on a canvas.
-        res.body("text/html; charset=utf-8",
-                 session->value("headless", false) ? hangar::liveview::kScreencastPage : hangar::liveview::kViewerPage);
+        res.body("text/html; charset=utf-8", session->value("headless", false) ? hangar::liveview::screencast_page()
+                                                                               : hangar::liveview::viewer_page());
     }
 
     void status(Request &req, Response &res) {
