@@ -172,6 +172,7 @@ test-asan: setup-apt
 	@[ -f $(ASAN_DIR)/CMakeCache.txt ] || cmake -S . -B $(ASAN_DIR) -DCMAKE_BUILD_TYPE=Debug -DHANGAR_SANITIZE=ON
 	cmake --build $(ASAN_DIR) -j$(JOBS) --target hangar-unit-tests
 	cd $(ASAN_DIR) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+	  LSAN_OPTIONS=suppressions=$(CURDIR)/tests/unit/lsan.supp \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j1
 
 # schemathesis, CI-sized: ≥ 1,000 requests, 0 server errors, 0 response-schema violations.
