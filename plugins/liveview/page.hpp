@@ -30,7 +30,8 @@ async function sessionState() {
 }
 )js";
 
-inline constexpr std::string_view kViewerHead = R"html(<!doctype html>
+// What both viewer pages start with, up to their own styles (kViewerHead, kScreencastHead).
+inline constexpr std::string_view kPageTop = R"html(<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
@@ -40,10 +41,12 @@ inline constexpr std::string_view kViewerHead = R"html(<!doctype html>
 <title>Live view</title>
 <style>
   html, body { margin: 0; height: 100%; background: #202124; overflow: hidden; }
-  #screen { position: absolute; inset: 0; }
   #status { position: absolute; inset: 0; display: flex; align-items: center; justify-content: center;
             color: #e8eaed; font: 16px system-ui, sans-serif; pointer-events: none; }
   #status.hidden { display: none; }
+)html";
+
+inline constexpr std::string_view kViewerHead = R"html(  #screen { position: absolute; inset: 0; }
 </style>
 </head>
 <body>
@@ -129,21 +132,9 @@ connect();
 // The live-view page of a headless session: the instance's CDP screencast (relayed by the agent,
 // see screencast.hpp for the stream) drawn on a canvas scaled to fit, and mouse/keyboard input
 // sent back as newline-delimited JSON, which the server drops for a read-only link.
-inline constexpr std::string_view kScreencastHead = R"html(<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="referrer" content="no-referrer">
-<link rel="icon" href="data:,">
-<title>Live view</title>
-<style>
-  html, body { margin: 0; height: 100%; background: #202124; overflow: hidden; }
-  #screen { position: absolute; inset: 0; display: flex; align-items: center; justify-content: center; }
+inline constexpr std::string_view kScreencastHead =
+    R"html(  #screen { position: absolute; inset: 0; display: flex; align-items: center; justify-content: center; }
   #screen canvas { outline: none; display: none; }
-  #status { position: absolute; inset: 0; display: flex; align-items: center; justify-content: center;
-            color: #e8eaed; font: 16px system-ui, sans-serif; pointer-events: none; }
-  #status.hidden { display: none; }
 </style>
 </head>
 <body>
@@ -297,13 +288,14 @@ connect();
 )html";
 
 inline const std::string &viewer_page() {
-    static const std::string page = std::string(kViewerHead) + std::string(kViewerPrelude) + std::string(kViewerScript);
+    static const std::string page =
+        std::string(kPageTop) + std::string(kViewerHead) + std::string(kViewerPrelude) + std::string(kViewerScript);
     return page;
 }
 
 inline const std::string &screencast_page() {
-    static const std::string page =
-        std::string(kScreencastHead) + std::string(kViewerPrelude) + std::string(kScreencastScript);
+    static const std::string page = std::string(kPageTop) + std::string(kScreencastHead) + std::string(kViewerPrelude) +
+                                    std::string(kScreencastScript);
     return page;
 }
 

@@ -169,15 +169,16 @@ private:
     }
 
     // Whether the session is still running; a session that ended (or never was) is not.
-    bool active(const Claims &c) const {
+    // The link's session while it runs; nullopt once it ended.
+    std::optional<json> session_of(const Claims &c) const {
         try {
-            call("browsers.session", {{"project_id", c.project_id}, {"id", c.session_id}});
-            return true;
+            return call("browsers.session", {{"project_id", c.project_id}, {"id", c.session_id}});
         } catch (const Error &e) {
-            if (e.status() == 404) return false;
+            if (e.status() == 404) return std::nullopt;
             throw;
         }
     }
+    bool active(const Claims &c) const { return session_of(c).has_value(); }
 
     // The agent socket of the link's session while it runs; 404 once it ended.
     std::string live_agent_socket(const Claims &c) const {
@@ -193,12 +194,7 @@ private:
     void page(Request &req, Response &res) {
         Claims c = claims_of(req.param("token"));
         no_store(res);
-        std::optional<json> session;
-        try {
-            session = call("browsers.session", {{"project_id", c.project_id}, {"id", c.session_id}});
-        } catch (const Error &e) {
-            if (e.status() != 404) throw;
-        }
+        auto session = session_of(c);
         if (!session) {
             res.status(404);
             res.body("text/html; charset=utf-8", hangar::liveview::kEndedPage);
@@ -329,11 +325,11 @@ private:
         if (!bridge) {
             auto locate = [this] {
                 json st = call("browsers.chromium", json::object());
-                if (!st.value("port", json()).is_number() || !st.value("ws_path", json()).is_string())
-                    throw std::runtime_error("Chromium is not running");
+                auto endpoint = hangar::cdp::endpoint_of(st);
+                if (!endpoint) throw std::runtime_error("Chromium is not running");
                 hangar::liveview::CastTarget t;
-                t.port = st["port"].get<int>();
-                t.browser_path = st["ws_path"].get<std::string>();
+                t.port = endpoint->port;
+                t.browser_path = endpoint->ws_path;
                 if (st.contains("viewport") && st["viewport"].is_object()) {
                     t.width = st["viewport"].value("width", 0);
                     t.height = st["viewport"].value("height", 0);
