@@ -5,6 +5,7 @@
 // Node process (mapper/mapper.mjs, Google's chromium-bidi) serves every BiDi connection of this
 // browser on a unix socket, translating each to CDP on its own connection to this Chromium's
 // DevTools socket. See README.md for why it is built so.
+#include <hangar/cdp.hpp>
 #include <hangar/plugin.hpp>
 #include <hangar/process.hpp>
 
@@ -84,10 +85,8 @@ private:
     // the public URL's jwt out of the mapper.
     std::string mapper_path() const {
         try {
-            json chromium = call("browsers.chromium", json::object());
-            if (chromium.value("port", json()).is_number() && chromium.value("ws_path", json()).is_string())
-                return "/session?port=" + std::to_string(chromium["port"].get<int>()) +
-                       "&path=" + chromium["ws_path"].get<std::string>();
+            if (auto endpoint = hangar::cdp::endpoint_of(call("browsers.chromium", json::object())))
+                return "/session?port=" + std::to_string(endpoint->port) + "&path=" + endpoint->ws_path;
         } catch (const Error &) {
             // no browsers service here: the agent's /cdp
         }

@@ -139,9 +139,9 @@ public:
         if (spec.is_object() && spec.contains("proxy_ca") && spec["proxy_ca"].is_string())
             install_ca(spec["proxy_ca"].get<std::string>());
         signer_ = std::make_unique<proxies::Signer>([this] {
-            json s = call("browsers.chromium", json::object());
-            if (!s.value("port", json()).is_number()) throw std::runtime_error("Chromium is not running");
-            return std::pair<int, std::string>(s["port"].get<int>(), s.value("ws_path", ""));
+            auto endpoint = hangar::cdp::endpoint_of(call("browsers.chromium", json::object()));
+            if (!endpoint) throw std::runtime_error("Chromium is not running");
+            return std::pair<int, std::string>(endpoint->port, endpoint->ws_path);
         });
         route("PUT", "/proxies/signing", [this](Request &q, Response &r) {
             json body = q.json_body();

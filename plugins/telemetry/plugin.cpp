@@ -10,6 +10,7 @@
 #include "collector.hpp"
 #include "telemetry_model.hpp"
 
+#include <hangar/cdp.hpp>
 #include <hangar/plugin.hpp>
 #include <hangar/process.hpp>
 #include <hangar/resource.hpp>
@@ -796,11 +797,10 @@ void TelemetryPlugin::start_instance() {
     };
     collector_ = std::make_unique<Collector>([this](json e) { emit(std::move(e)); },
                                              [this] {
-                                                 json s = call("browsers.chromium", json::object());
-                                                 if (!s["port"].is_number())
-                                                     throw std::runtime_error("Chromium is not running");
-                                                 return std::pair<int, std::string>(s["port"].get<int>(),
-                                                                                    s["ws_path"].get<std::string>());
+                                                 auto endpoint = hangar::cdp::endpoint_of(
+                                                     call("browsers.chromium", json::object()));
+                                                 if (!endpoint) throw std::runtime_error("Chromium is not running");
+                                                 return std::pair<int, std::string>(endpoint->port, endpoint->ws_path);
                                              },
                                              std::move(settings));
     watcher_ = std::jthread([this](const std::stop_token &st) { watch_system(st); });

@@ -40,6 +40,19 @@ private:
     bool timed_out_;
 };
 
+// Where the instance's Chromium answers, from the browsers plugin's `browsers.chromium` service
+// answer; nullopt while none runs (between restarts).
+struct Endpoint {
+    int port = 0;
+    std::string ws_path; // /devtools/browser/...
+};
+inline std::optional<Endpoint> endpoint_of(const json &chromium) {
+    if (!chromium.is_object() || !chromium.value("port", json()).is_number() ||
+        !chromium.value("ws_path", json()).is_string())
+        return std::nullopt;
+    return Endpoint{chromium["port"].get<int>(), chromium["ws_path"].get<std::string>()};
+}
+
 inline std::string base64_decode(std::string_view in) {
     static constexpr std::string_view chars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     std::string out;
