@@ -3,14 +3,16 @@
 //   start, and from a pool (acquire), beside a raw Chromium cold start measured in the same run;
 // - pool acquire latency;
 // - a full lifecycle (get a browser, Playwright connectOverCDP, open a local page, read its title,
-//   give it back) one at a time and 10 at once with a pool of 10;
+//   give it back) one at a time and 10 at once with a pool of 10, beside the same lifecycle on
+//   10 raw Chromiums started beforehand (connect, open, title, disconnect: what is left when
+//   Hangar adds nothing), with the time of each step and the CPU each side spent per lifecycle;
 // - memory of an idle headless and an idle headful session: PSS summed over the instance's
 //   processes (/proc/<pid>/smaps_rollup of the sandbox and everything under it).
 // Goals: spare/pool p50 ≤ 30 ms, p99 ≤ 100 ms, ≤ 0.05× raw; lifecycle p50 ≤ 150 ms alone, p95 ≤
 // 600 ms at 10 at once; acquire p50 ≤ 10 ms; idle headless ≤ 300 MB PSS.
 import { createRequire } from 'node:module';
 
-import { CdpClient, instancePssMb, launchChromium, now, runStandalone, startServer, summary } from './lib.mjs';
+import { CdpClient, instancePssMb, launchChromium, now, runStandalone, startServer, summary, treeCpuMs } from './lib.mjs';
 import { startTestPages } from '../tests/e2e/lib/server.mjs';
 
 // playwright-core is installed for the end-to-end tests; resolve it from there.
@@ -45,18 +47,60 @@ async function idlePss(server, headless) {
   }
 }
 
-async function lifecycle(client, pool, pageUrl) {
-  const t0 = now();
-  const b = await client.browserPools.acquire(pool, { acquire_timeout_seconds: 30 });
-  if (!b) throw new Error('the pool had nothing to lease');
-  const browser = await chromium.connectOverCDP(b.cdp_ws_url, { timeout: 30_000 });
+const STEPS = ['acquire', 'connect', 'goto', 'title', 'disconnect', 'release'];
+
+// One lifecycle; `lease` and `giveBack` are the pool's acquire/release, or nothing for a raw
+// Chromium. Answers the time of each step in STEPS.
+async function lifecycle(pageUrl, lease, giveBack = async () => {}) {
+  const marks = [now()];
+  const mark = () => marks.push(now());
+  const wsUrl = await lease();
+  mark();
+  const browser = await chromium.connectOverCDP(wsUrl, { timeout: 30_000 });
+  mark();
   const page = browser.contexts()[0].pages()[0];
   await page.goto(pageUrl);
+  mark();
   const title = await page.title();
   if (title !== 'Hangar test page') throw new Error(`title ${title}`);
+  mark();
   await browser.close();
-  await client.browserPools.release(pool, { session_id: b.session_id });
-  return now() - t0;
+  mark();
+  await giveBack();
+  mark();
+  return marks.slice(1).map((t, i) => t - marks[i]);
+}
+
+function pooledLifecycle(client, pool, pageUrl) {
+  let id;
+  return lifecycle(
+    pageUrl,
+    async () => {
+      const b = await client.browserPools.acquire(pool, { acquire_timeout_seconds: 30 });
+      if (!b) throw new Error('the pool had nothing to lease');
+      id = b.session_id;
+      return b.cdp_ws_url;
+    },
+    () => client.browserPools.release(pool, { session_id: id }),
+  );
+}
+
+const total = (steps) => steps.reduce((a, b) => a + b, 0);
+
+// Ten lifecycles at once, `rounds` times; answers the step times and the CPU ms per lifecycle
+// of the browser side (the trees under `roots`) and of this process (the Playwright clients).
+async function bursts(rounds, roots, one) {
+  const out = [];
+  const before = roots().reduce((a, pid) => a + treeCpuMs(pid), 0);
+  const client = process.cpuUsage();
+  for (let round = 0; round < rounds; round++) out.push(...(await Promise.all(Array.from({ length: 10 }, (_, i) => one(i)))));
+  const used = process.cpuUsage(client);
+  const browserCpu = (roots().reduce((a, pid) => a + treeCpuMs(pid), 0) - before) / out.length;
+  return { steps: out, browserCpu, clientCpu: (used.user + used.system) / 1000 / out.length };
+}
+
+function stepLine(label, steps) {
+  return `${label}: ${STEPS.map((name, i) => `${name} ${summary(steps.map((s) => s[i])).p50.toFixed(0)}`).join(', ')} ms (p50 of each step)`;
 }
 
 export async function run({ log = () => {}, runs = Number(process.env.BENCH_FAST_RUNS || 15) } = {}) {
@@ -69,7 +113,8 @@ export async function run({ log = () => {}, runs = Number(process.env.BENCH_FAST
   const pooled = [];
   const acquire = [];
   const single = [];
-  const burst = [];
+  let burst = { steps: [] };
+  let rawBurst = { steps: [] };
   let pssHeadless = NaN;
   let pssHeadful = NaN;
   try {
@@ -107,13 +152,26 @@ export async function run({ log = () => {}, runs = Number(process.env.BENCH_FAST
       await client.browserPools.release('bench', { session_id: b.session_id });
     }
     log(`fast: acquire p50 ${summary(acquire).p50.toFixed(1)} ms`);
-    for (let i = 0; i < runs; i++) single.push(await lifecycle(client, 'bench', pages.url));
-    for (let round = 0; round < 3; round++) {
-      const times = await Promise.all(Array.from({ length: 10 }, () => lifecycle(client, 'bench', pages.url)));
-      burst.push(...times);
-    }
-    log(`fast: lifecycle alone p50 ${summary(single).p50.toFixed(0)} ms, 10 at once p95 ${summary(burst).p95.toFixed(0)} ms`);
+    for (let i = 0; i < runs; i++) single.push(total(await pooledLifecycle(client, 'bench', pages.url)));
+    burst = await bursts(3, () => [server.pid], () => pooledLifecycle(client, 'bench', pages.url));
+    log(`fast: lifecycle alone p50 ${summary(single).p50.toFixed(0)} ms, 10 at once p95 ${summary(burst.steps.map(total)).p95.toFixed(0)} ms`);
+    log(`fast: ${stepLine('10 at once through Hangar', burst.steps)}`);
     await client.browserPools.delete('bench', { force: true });
+    // The same ten lifecycles on ten raw Chromiums started beforehand: what the 2 cores give
+    // when Hangar adds nothing.
+    const raws = [];
+    try {
+      for (let i = 0; i < 10; i++) raws.push(await launchChromium());
+      await sleep(2000);
+      rawBurst = await bursts(3, () => raws.map((c) => c.proc.pid), (i) => lifecycle(pages.url, async () => raws[i].wsUrl));
+      log(`fast: ${stepLine('10 at once on raw Chromiums', rawBurst.steps)}`);
+      log(
+        `fast: CPU per lifecycle at 10 at once: Hangar side ${burst.browserCpu.toFixed(0)} ms, raw Chromium ${rawBurst.browserCpu.toFixed(0)} ms;` +
+          ` Playwright client ${burst.clientCpu.toFixed(0)} / ${rawBurst.clientCpu.toFixed(0)} ms`,
+      );
+    } finally {
+      for (const c of raws) await c.stop();
+    }
     pssHeadless = await idlePss(server, true);
     pssHeadful = await idlePss(server, false);
   } finally {
@@ -126,7 +184,8 @@ export async function run({ log = () => {}, runs = Number(process.env.BENCH_FAST
   const p = summary(pooled);
   const a = summary(acquire);
   const l1 = summary(single);
-  const l10 = summary(burst);
+  const l10 = summary(burst.steps.map(total));
+  const raw10 = summary(rawBurst.steps.map(total));
   const note = `headless; ${runs} spare creates, ${raw.length} raw/cold starts, ${pooled.length} acquires, pool of 10`;
   const row = (metric, value, baseline, goal, met) => ({
     name: 'fast',
@@ -147,8 +206,9 @@ export async function run({ log = () => {}, runs = Number(process.env.BENCH_FAST
     row('p95 create→CDP, cold (ms)', c.p95, r.p95, '', null),
     row('p50 pool acquire (ms)', a.p50, '', '≤ 10 ms', a.p50 <= 10),
     row('p50 lifecycle, one at a time (ms)', l1.p50, '', '≤ 150 ms', l1.p50 <= 150),
-    row('p95 lifecycle, 10 at once, pool of 10 (ms)', l10.p95, '', '≤ 600 ms', l10.p95 <= 600),
-    row('p50 lifecycle, 10 at once (ms)', l10.p50, '', '', null),
+    row('p95 lifecycle, 10 at once, pool of 10, vs 10 raw Chromiums (ms)', l10.p95, raw10.p95, '≤ 600 ms', l10.p95 <= 600),
+    row('p50 lifecycle, 10 at once (ms)', l10.p50, raw10.p50, '', null),
+    row('CPU per lifecycle at 10 at once, browser side (ms)', burst.browserCpu, rawBurst.browserCpu, '', null),
     row('idle headless session PSS (MB)', pssHeadless, '', '≤ 300 MB', pssHeadless <= 300),
     row('idle headful session PSS (MB)', pssHeadful, '', '', null),
   ];

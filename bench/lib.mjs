@@ -122,6 +122,26 @@ export function childrenByParent() {
   return map;
 }
 
+/**
+ * CPU time in ms (user + system, with the reaped children of each) of a process and all its live
+ * descendants. Taken before and after some work, the difference is what that tree spent on it,
+ * processes that started and ended in between included once their parent reaped them.
+ */
+export function treeCpuMs(root, kids = childrenByParent()) {
+  const tickMs = 10; // USER_HZ is 100 on Linux
+  let ticks = 0;
+  const walk = (pid) => {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      ticks += Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14]);
+    } catch {}
+    for (const c of kids.get(pid) || []) walk(c);
+  };
+  walk(root);
+  return ticks * tickMs;
+}
+
 /** PSS in MB of a process and all its descendants. */
 export function treePssMb(root, kids = childrenByParent()) {
   let kb = 0;
