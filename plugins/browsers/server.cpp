@@ -726,27 +726,25 @@ void BrowsersPlugin::update(Request &req, Response &res) {
     }
 
     if (opts.viewport && *opts.viewport != s.viewport) {
-        // Xvfb restarts at the new size, under any live viewer and recording: as on Kernel, either
-        // refuses the resize unless `force`. Forced, a recording is split: finished now, and
-        // a new one (same settings) started on the resized screen.
+        // Chromium (headful: with its Xvfb) restarts at the new size, under any live viewer and
+        // recording: as on Kernel, either refuses the resize unless `force`. Forced, a viewer
+        // reconnects to the new screen, and a recording is split: finished now, and a new one
+        // (same settings) started on the resized screen. Headless sessions are never recorded.
         json segments = json::array();
-        if (!s.headless) {
-            auto count = [&](const char *service) {
-                try {
-                    return call(service, {{"session_id", s.id}}).value("count", 0);
-                } catch (const Error &) {
-                    return 0; // that plugin is not enabled: nothing of its kind is attached
-                }
-            };
-            int recordings = count("replays.active"), viewers = count("liveview.viewers");
-            if ((recordings > 0 || viewers > 0) && !opts.force)
-                throw Error::conflict(
-                    std::string(recordings > 0 ? "a replay is recording" : "a live view is watching") +
-                    " this browser; resize with viewport.force = true (a live view reconnects, a "
-                    "recording goes on as a new replay)");
-            if (recordings > 0)
-                segments = call("replays.split_begin", {{"session_id", s.id}}).value("segments", segments);
-        }
+        auto count = [&](const char *service) {
+            try {
+                return call(service, {{"session_id", s.id}}).value("count", 0);
+            } catch (const Error &) {
+                return 0; // that plugin is not enabled: nothing of its kind is attached
+            }
+        };
+        int recordings = s.headless ? 0 : count("replays.active");
+        int viewers = count("liveview.viewers");
+        if ((recordings > 0 || viewers > 0) && !opts.force)
+            throw Error::conflict(std::string(recordings > 0 ? "a replay is recording" : "a live view is watching") +
+                                  " this browser; resize with viewport.force = true (a live view reconnects, a "
+                                  "recording goes on as a new replay)");
+        if (recordings > 0) segments = call("replays.split_begin", {{"session_id", s.id}}).value("segments", segments);
         json body = {{"viewport", viewport_json(*opts.viewport)}};
         auto r = instance_call(s.id, "POST", "/chromium/restart", body.dump(), 60000);
         if (!segments.empty()) call("replays.split_end", {{"session_id", s.id}, {"segments", segments}});

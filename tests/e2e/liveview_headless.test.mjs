@@ -3,11 +3,12 @@
 // mouse and keys back. Opened in a real headless Chromium (playwright-core) as a user would: it
 // shows the remote page's colour and a change, a click on the canvas reaches a button's handler
 // and typed text an input; a read-only link's input is dropped by the server; it follows a new tab
-// and falls back when that closes; an open viewer counts as activity; the page says when the session
-// ended.
+// and falls back when that closes; a resize is refused while it watches unless forced, and then it
+// shows the new size; an open viewer counts as activity; the page says when the session ended.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 
+import { ConflictError } from '@onkernel/sdk';
 import { chromium } from 'playwright-core';
 
 import { chromiumBaseArgs, chromiumPath, servePage, startServer, waitFor } from './lib/server.mjs';
@@ -163,6 +164,31 @@ describe('headless live view', () => {
     } finally {
       await viewer.close();
     }
+  });
+
+  test('a resize is refused while a viewer watches, unless forced; the viewer then shows the new size', async () => {
+    const other = await client.browsers.create({ headless: true, viewport: REMOTE });
+    const viewer = await openViewer(other.browser_live_view_url);
+    const canvasWidth = () => viewer.evaluate(() => document.querySelector('#screen canvas').width);
+    const wider = { width: 1280, height: 800 };
+    try {
+      await waitFor(async () => (await canvasWidth()) === REMOTE.width, { what: 'the first size in the viewer' });
+      const refused = await client.browsers.update(other.session_id, { viewport: wider }).catch((e) => e);
+      assert.ok(refused instanceof ConflictError, String(refused));
+      assert.match(refused.message, /live view/);
+      assert.equal((await client.browsers.retrieve(other.session_id)).viewport.width, REMOTE.width, 'nothing changed');
+      const resized = await client.browsers.update(other.session_id, { viewport: { ...wider, force: true } });
+      assert.equal(resized.viewport.width, wider.width);
+      await waitFor(async () => (await canvasWidth()) === wider.width, { timeoutMs: 30_000, what: 'the new size in the viewer' });
+    } finally {
+      await viewer.close();
+    }
+    // With nobody watching any more, a resize needs no force.
+    await waitFor(async () => client.browsers.update(other.session_id, { viewport: REMOTE }).then(() => true, () => false), {
+      timeoutMs: 10_000,
+      what: 'a resize once the viewer left',
+    });
+    await client.browsers.deleteByID(other.session_id);
   });
 
   test('an open viewer keeps an idle session alive; the page says when the session ended', async () => {
