@@ -103,14 +103,27 @@ private:
     std::unique_ptr<std::counting_semaphore<64>> cold_starts_;
 
     // ---- warm spares (spares.cpp) ----
-    // Started instances of the default configuration (per headless flag) that were never handed
-    // to anyone; POST /browsers takes one when its options need nothing else. How many are kept
-    // follows demand: at least warm_spares, at most warm_spares_max, and in between as many as
-    // the recent creates of that kind would have taken within one start-up time (bursts and
-    // steady rates both). Two filler threads start replacements at once, and retire spares
-    // demand no longer asks for.
-    static bool spare_can_serve(const CreateOptions &o);
-    std::optional<std::string> take_spare(bool headless);
+    // Started instances of the default configuration, per kind (headless or not, stealth or not),
+    // that were never handed to anyone; POST /browsers takes one when its options need nothing
+    // else. How many are kept follows demand: at least warm_spares (stealth kinds: none), at most
+    // warm_spares_max, and in between as many as the recent creates of that kind would have taken
+    // within one start-up time (bursts and steady rates both). Two filler threads start
+    // replacements at once, and retire spares demand no longer asks for.
+    struct SpareKind {
+        bool headless = false;
+        bool stealth = false;
+        bool operator<(const SpareKind &o) const {
+            return std::pair(headless, stealth) < std::pair(o.headless, o.stealth);
+        }
+        std::string label() const {
+            return std::string(headless ? "headless" : "headful") + (stealth ? "_stealth" : "");
+        }
+    };
+    static constexpr SpareKind kSpareKinds[] = {{false, false}, {true, false}, {false, true}, {true, true}};
+    // `profile_has_state`: whether the create's profile (if any) has a saved archive; a spare
+    // starts on an empty user-data folder, which is what a profile without one gives.
+    static bool spare_can_serve(const CreateOptions &o, bool profile_has_state);
+    std::optional<std::string> take_spare(SpareKind kind);
     void start_spares();
     void stop_spares();
     void fill_spares(const std::stop_token &stop);
@@ -119,15 +132,15 @@ private:
         double start_ms = 1000;                                    // moving average of spare starts
         int starting = 0;
     };
-    int spare_target(bool headless, std::chrono::steady_clock::time_point now);
-    int warm_spares_ = 0;     // the minimum per kind
+    int spare_target(SpareKind kind, std::chrono::steady_clock::time_point now);
+    int warm_spares_ = 0;     // the minimum per non-stealth kind
     int warm_spares_max_ = 0; // the cap per kind
     std::chrono::seconds spares_window_{120};
     std::int64_t spares_min_free_mb_ = 2048; // beyond the minimum, only while this much memory is free
     mutable std::mutex spares_mutex_;
     std::condition_variable_any spares_cv_;
-    std::map<bool, std::deque<std::string>> spares_; // headless → ready instance ids
-    std::map<bool, SpareDemand> spare_demand_;
+    std::map<SpareKind, std::deque<std::string>> spares_; // ready instance ids
+    std::map<SpareKind, SpareDemand> spare_demand_;
     std::vector<std::jthread> spare_fillers_;
 
     // ---- browser pools (pools.cpp) ----

@@ -60,10 +60,10 @@ json BrowsersPlugin::metrics_families() const {
     json spares = family("hangar_warm_spares", "gauge", "started browsers waiting to be handed out, by kind");
     {
         std::lock_guard lock(spares_mutex_);
-        for (bool headless : {true, false}) {
-            auto it = spares_.find(headless);
-            spares["samples"].push_back(sample({{"kind", headless ? "headless" : "headful"}},
-                                               it == spares_.end() ? 0.0 : static_cast<double>(it->second.size())));
+        for (SpareKind kind : kSpareKinds) {
+            auto it = spares_.find(kind);
+            spares["samples"].push_back(
+                sample({{"kind", kind.label()}}, it == spares_.end() ? 0.0 : static_cast<double>(it->second.size())));
         }
     }
     families.push_back(std::move(spares));

@@ -598,7 +598,12 @@ json BrowsersPlugin::create_session(const json &body, const std::string &project
     }
 
     std::optional<std::string> spare;
-    if (spare_can_serve(opts) && !plan.ca_bundle) spare = take_spare(opts.headless);
+    auto profile_has_state = [&] {
+        return opts.profile &&
+               call("profiles.has_state", profile_selector(project, "", *opts.profile)).value("has_state", true);
+    };
+    if (spare_can_serve(opts, false) && !plan.ca_bundle && spare_can_serve(opts, profile_has_state()))
+        spare = take_spare({opts.headless, opts.stealth});
     if (spare) {
         // Hand-over: the proxy is a live swap of the spare's route, signing starts before the
         // start URL opens.
@@ -614,6 +619,16 @@ json BrowsersPlugin::create_session(const json &body, const std::string &project
             spare.reset();
         }
     }
+
+    // A spare handed over but not yet a session goes if the create fails on the way (a profile
+    // deleted meanwhile, a bad extension): it may have state of this create by now.
+    struct SpareGuard {
+        const BrowsersPlugin *plugin = nullptr;
+        std::string id;
+        ~SpareGuard() {
+            if (plugin) plugin->instance_stop(id);
+        }
+    } spare_guard{spare ? this : nullptr, spare.value_or("")};
 
     Session s;
     s.id = spare ? *spare : new_session_id();
@@ -653,8 +668,19 @@ json BrowsersPlugin::create_session(const json &body, const std::string &project
         profile_lease.session_id = s.id;
         s.profile_id = lease.at("profile").at("id").get<std::string>();
         s.profile_save_changes = opts.profile->save_changes;
-        if (auto archive = lease.value("archive", json()); archive.is_string())
+        if (auto archive = lease.value("archive", json()); archive.is_string()) {
             spec["inputs"]["profile.tar.zst"] = archive;
+            // Saved between the check above and the lease: the spare restarts Chromium on it,
+            // and opens the start URL again in the new Chromium.
+            if (spare) {
+                if (instance_call(*spare, "PUT", "/chromium/profile", read_whole_file(archive.get<std::string>()),
+                                  60000)
+                        .status != 200)
+                    throw Error(502, "upstream_unavailable", "Chromium could not restart on the profile");
+                if (opts.start_url)
+                    instance_call(*spare, "POST", "/chromium/open", json{{"url", *opts.start_url}}.dump(), 10000);
+            }
+        }
     }
 
     // The row is written only once the instance runs, so a failed start leaves nothing behind.
@@ -686,6 +712,7 @@ json BrowsersPlugin::create_session(const json &body, const std::string &project
         throw;
     }
     profile_lease.plugin = nullptr; // the session holds it now; its end gives it back
+    spare_guard.plugin = nullptr;
     count_create(spare ? "spare" : "cold", started);
     {
         std::lock_guard lock(idle_mutex_);

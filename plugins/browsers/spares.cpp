@@ -26,14 +26,17 @@ std::int64_t available_memory_mb() {
 
 } // namespace
 
-bool BrowsersPlugin::spare_can_serve(const CreateOptions &o) {
+bool BrowsersPlugin::spare_can_serve(const CreateOptions &o, bool profile_has_state) {
     // name, tags and timeout_seconds live only in the session row, a start_url is opened in the
-    // spare at hand-over, and a proxy and request signing are live changes of its forwarder and
-    // signer (a proxy's CA bundle is not: the caller checks); everything that changes how
-    // Chromium starts needs a cold start.
+    // spare at hand-over, a proxy and request signing are live changes of its forwarder and
+    // signer (a proxy's CA bundle is not: the caller checks), stealth is a kind of spare, and a
+    // profile with no saved state is the empty user-data folder the spare already has (its lease
+    // is taken at hand-over as on a cold start). Everything else that changes how Chromium starts
+    // needs a cold start.
     bool only_signing =
         std::all_of(o.extensions.begin(), o.extensions.end(), [](const json &e) { return is_signing_extension(e); });
-    return !o.stealth && !o.kiosk_mode && o.viewport == Viewport{} && !o.chrome_policy && !o.profile && only_signing;
+    return !o.kiosk_mode && o.viewport == Viewport{} && !o.chrome_policy && !(o.profile && profile_has_state) &&
+           only_signing;
 }
 
 void BrowsersPlugin::start_spares() {
@@ -54,11 +57,13 @@ void BrowsersPlugin::start_spares() {
 
 // Enough spares for the creates of one start-up time: the most that came within any such span
 // of the window (a burst), or the steady rate times the start-up time, whichever is more.
-int BrowsersPlugin::spare_target(bool headless, Clock::time_point now) {
-    auto &demand = spare_demand_[headless];
+int BrowsersPlugin::spare_target(SpareKind kind, Clock::time_point now) {
+    auto &demand = spare_demand_[kind];
     while (!demand.creates.empty() && now - demand.creates.front() > spares_window_)
         demand.creates.pop_front();
-    if (demand.creates.empty()) return warm_spares_;
+    // Stealth spares only follow demand: most servers never create a stealth browser.
+    int minimum = kind.stealth ? 0 : warm_spares_;
+    if (demand.creates.empty()) return minimum;
     auto span = std::chrono::milliseconds(static_cast<std::int64_t>(std::max(demand.start_ms, 250.0)));
     int peak = 0;
     for (std::size_t first = 0, last = 0; first < demand.creates.size(); ++first) {
@@ -69,29 +74,29 @@ int BrowsersPlugin::spare_target(bool headless, Clock::time_point now) {
     double window_s = std::chrono::duration<double>(spares_window_).count();
     int steady = static_cast<int>(
         std::ceil(static_cast<double>(demand.creates.size()) / window_s * std::chrono::duration<double>(span).count()));
-    return std::clamp(std::max(peak, steady), warm_spares_, warm_spares_max_);
+    return std::clamp(std::max(peak, steady), minimum, warm_spares_max_);
 }
 
 void BrowsersPlugin::fill_spares(const std::stop_token &stop) {
     while (!stop.stop_requested()) {
-        std::optional<bool> start;
+        std::optional<SpareKind> start;
         std::optional<std::string> retire;
         {
             std::unique_lock lock(spares_mutex_);
             // Targets decay as creates leave the window, so look again every second.
             spares_cv_.wait_for(lock, stop, std::chrono::seconds(1), [&] {
                 auto now = Clock::now();
-                for (bool headless : {false, true}) { // the default configuration (headful) first
-                    int target = spare_target(headless, now);
-                    int ready = static_cast<int>(spares_[headless].size());
-                    int supply = ready + spare_demand_[headless].starting;
+                for (SpareKind kind : kSpareKinds) { // the default configuration (headful) first
+                    int target = spare_target(kind, now);
+                    int ready = static_cast<int>(spares_[kind].size());
+                    int supply = ready + spare_demand_[kind].starting;
                     if (supply < target) {
-                        start = headless;
+                        start = kind;
                         return true;
                     }
                     if (ready > target) {
-                        retire = spares_[headless].back(); // the youngest: the others are warmer
-                        spares_[headless].pop_back();
+                        retire = spares_[kind].back(); // the youngest: the others are warmer
+                        spares_[kind].pop_back();
                         return true;
                     }
                 }
@@ -101,7 +106,7 @@ void BrowsersPlugin::fill_spares(const std::stop_token &stop) {
             if (start) {
                 // Beyond the minimum only while the machine has memory to spare for it.
                 int supply = static_cast<int>(spares_[*start].size()) + spare_demand_[*start].starting;
-                auto free_mb = supply >= warm_spares_ ? available_memory_mb() : -1;
+                auto free_mb = supply >= (start->stealth ? 0 : warm_spares_) ? available_memory_mb() : -1;
                 if (free_mb >= 0 && free_mb < spares_min_free_mb_) {
                     spares_cv_.wait_for(lock, stop, std::chrono::seconds(5), [] { return false; });
                     continue;
@@ -115,7 +120,8 @@ void BrowsersPlugin::fill_spares(const std::stop_token &stop) {
         }
         if (!start) continue;
         CreateOptions defaults;
-        defaults.headless = *start;
+        defaults.headless = start->headless;
+        defaults.stealth = start->stealth;
         std::string id = new_session_id();
         auto began = Clock::now();
         bool ok = true;
@@ -144,16 +150,16 @@ void BrowsersPlugin::fill_spares(const std::stop_token &stop) {
     }
 }
 
-std::optional<std::string> BrowsersPlugin::take_spare(bool headless) {
+std::optional<std::string> BrowsersPlugin::take_spare(SpareKind kind) {
     {
         std::lock_guard lock(spares_mutex_);
-        spare_demand_[headless].creates.push_back(Clock::now());
+        spare_demand_[kind].creates.push_back(Clock::now());
     }
     while (true) {
         std::string id;
         {
             std::lock_guard lock(spares_mutex_);
-            auto &queue = spares_[headless];
+            auto &queue = spares_[kind];
             if (queue.empty()) {
                 spares_cv_.notify_all(); // demand rose: the fillers start more
                 return std::nullopt;

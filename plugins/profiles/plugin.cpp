@@ -86,6 +86,13 @@ public:
         service("profiles.get",
                 [this](const json &in) { return render(require(in.value("project_id", ""), in.value("id", ""))); });
         service("profiles.acquire", [this](const json &in) { return acquire(in); });
+        // The browsers plugin: whether a profile has a saved archive (one without starts on the
+        // empty user-data folder a warm spare already has). 404 as acquire for an unknown one.
+        service("profiles.has_state", [this](const json &in) {
+            json row =
+                require(in.value("project_id", ""), in.contains("id") ? in.value("id", "") : in.value("name", ""));
+            return json{{"has_state", row.value("saved", 0) != 0}};
+        });
         // Managed auth: the connection's profile, created when missing; and a save of a
         // session's state into its leased profile now (after a login succeeded), whatever the
         // lease's save_changes says.

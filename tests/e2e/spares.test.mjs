@@ -3,6 +3,8 @@
 // becomes the session id), a replacement starts in the background, and options a spare cannot
 // serve get a cold start that leaves the spare alone. How many are kept follows demand: a burst
 // raises the count up to HANGAR_WARM_SPARES_MAX, and it falls back once the burst leaves the window.
+// Stealth spares exist only once stealth creates come, and a profile with no saved state (a
+// first login) takes a spare; one with saved state gets a cold start on it.
 import assert from 'node:assert/strict';
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -94,6 +96,70 @@ test('a start_url is opened in the spare at hand-over: one page, at that URL, hi
   } finally {
     await server.client.browsers.deleteByID(b.session_id);
     await pages.close();
+  }
+});
+
+test('stealth spares follow stealth creates; an empty profile takes one, a saved profile starts cold on its state', async () => {
+  const pages = await startTestPages();
+  const profile = await server.client.profiles.create({ name: `first-login-${Date.now()}` });
+  const plain = await waitFor(() => (instances().length === 2 ? instances() : null), { timeoutMs: 60_000, what: 'two spares' });
+  const isStealth = async (b) => {
+    const browser = await chromium.connectOverCDP(b.cdp_ws_url, { timeout: 30_000 });
+    try {
+      return await browser.contexts()[0].pages()[0].evaluate(() => navigator.webdriver === false && !/Headless/.test(navigator.userAgent));
+    } finally {
+      await browser.close();
+    }
+  };
+  try {
+    // No stealth spare before any stealth create: this one starts cold.
+    const first = await server.client.browsers.create({ headless: true, stealth: true });
+    assert.ok(!plain.includes(first.session_id), 'a cold start');
+    assert.ok(await isStealth(first));
+    await server.client.browsers.deleteByID(first.session_id);
+    const withStealth = await waitFor(() => {
+      const now = instances();
+      return now.length === 3 && !now.includes(first.session_id) ? now : null;
+    }, { timeoutMs: 60_000, what: 'a stealth spare beside the two plain ones' });
+    const stealthSpare = withStealth.find((id) => !plain.includes(id));
+
+    // A first login: the profile has no saved state, so the stealth spare serves it.
+    const login = await server.client.browsers.create({ headless: true, stealth: true, profile: { id: profile.id, save_changes: true } });
+    assert.equal(login.session_id, stealthSpare, 'the stealth spare was handed out');
+    assert.equal(login.profile?.id, profile.id);
+    assert.ok(await isStealth(login), 'the spare is a stealth browser');
+    const browser = await chromium.connectOverCDP(login.cdp_ws_url, { timeout: 30_000 });
+    try {
+      const page = browser.contexts()[0].pages()[0];
+      await page.goto(pages.url);
+      await page.evaluate(() => localStorage.setItem('who', 'first-login'));
+    } finally {
+      await browser.close();
+    }
+    await server.client.browsers.deleteByID(login.session_id); // saves the profile
+
+    // Saved state now: a cold start on it, even with a stealth spare ready.
+    const ready = await waitFor(() => {
+      const now = instances();
+      return now.length === 3 && !now.includes(login.session_id) ? now : null;
+    }, { timeoutMs: 60_000, what: 'the stealth spare replaced' });
+    const again = await server.client.browsers.create({ headless: true, stealth: true, profile: { id: profile.id } });
+    try {
+      assert.ok(!ready.includes(again.session_id), 'a cold start, not a spare');
+      const b2 = await chromium.connectOverCDP(again.cdp_ws_url, { timeout: 30_000 });
+      try {
+        const page = b2.contexts()[0].pages()[0];
+        await page.goto(pages.url);
+        assert.equal(await page.evaluate(() => localStorage.getItem('who')), 'first-login', 'the saved state is there');
+      } finally {
+        await b2.close();
+      }
+    } finally {
+      await server.client.browsers.deleteByID(again.session_id);
+    }
+  } finally {
+    await pages.close();
+    await server.client.profiles.delete(profile.id).catch(() => {});
   }
 });
 
