@@ -17,12 +17,18 @@ const { chromium } = require('playwright-core');
 
 export const GOAL_CORES = 0.15;
 export const GOAL_MB = 150;
+const CONTENTS = (process.env.BENCH_REPLAY_PAGES || 'static,animated,scrolling').split(',');
 const TICK_HZ = 100;
 
 function cpuTicks(pid) {
   const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
   const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   return Number(f[11]) + Number(f[12]);
+}
+
+function parentOf(pid) {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
 }
 
 function statusMb(pid, field) {
@@ -49,11 +55,13 @@ async function measure(pid, seconds, helper, helperMbBefore) {
   const pids = helper ? [pid, helper] : [pid];
   const ticks = () => pids.reduce((sum, p) => sum + cpuTicks(p), 0);
   const t0 = now();
-  const c0 = ticks();
+  const c0 = pids.map(cpuTicks);
   await new Promise((r) => setTimeout(r, seconds * 1000));
-  const cores = (ticks() - c0) / TICK_HZ / ((now() - t0) / 1000);
+  const wall = (now() - t0) / 1000;
+  const each = pids.map((p, i) => (cpuTicks(p) - c0[i]) / TICK_HZ / wall);
+  const cores = each.reduce((a, b) => a + b, 0);
   const grown = helper ? Math.max(0, statusMb(helper, 'VmRSS') - helperMbBefore) : 0;
-  return { cores, mb: statusMb(pid, 'VmHWM') + grown };
+  return { cores, ffmpeg: each[0], agent: each[1], mb: statusMb(pid, 'VmHWM') + grown };
 }
 
 export async function run({ log = () => {}, seconds = Number(process.env.BENCH_REPLAY_SECONDS || 10) } = {}) {
@@ -67,17 +75,30 @@ export async function run({ log = () => {}, seconds = Number(process.env.BENCH_R
     const id = session.session_id;
     cdp = await chromium.connectOverCDP(session.cdp_ws_url);
     const page = cdp.contexts()[0].pages()[0];
+    // `mode`: 'static', 'animated' (the whole background and a box change every frame: the
+    // worst case) or 'scrolling' (a column of text scrolled 4 px a frame: a user reading).
+    const text = Array.from({ length: 400 }, (_, i) =>
+      `<p>${i} The quick brown fox jumps over the lazy dog; pack my box with five dozen liquor jugs. ` +
+      'Sphinx of black quartz, judge my vow. How vexingly quick daft zebras jump!</p>').join('');
     await page.setContent(`<html><body style="margin:0;height:100vh;overflow:hidden">
       <div id="box" style="position:absolute;width:200px;height:200px;background:#222"></div>
+      <div id="text" style="display:none;height:100vh;overflow:hidden;font:18px/1.5 serif;padding:0 20%">${text}</div>
       <script>
         let n = 0;
-        window.animating = false;
+        window.mode = 'static';
         (function frame() {
           requestAnimationFrame(frame);
-          if (!window.animating) return;
+          const t = document.getElementById('text'), b = document.getElementById('box');
+          t.style.display = window.mode === 'scrolling' ? 'block' : 'none';
+          b.style.display = window.mode === 'scrolling' ? 'none' : 'block';
+          if (window.mode === 'static') return;
           n++;
+          if (window.mode === 'scrolling') {
+            document.body.style.background = '#fff';
+            t.scrollTop = (n * 4) % (t.scrollHeight - t.clientHeight);
+            return;
+          }
           document.body.style.background = 'hsl(' + (n % 360) + ',60%,60%)';
-          const b = document.getElementById('box');
           b.style.left = (n * 7) % 1700 + 'px';
           b.style.top = (n * 3) % 860 + 'px';
         })();
@@ -85,15 +106,17 @@ export async function run({ log = () => {}, seconds = Number(process.env.BENCH_R
     const display = (await client.browsers.process.exec(id, { command: 'sh', args: ['-c', 'ls /tmp/.X11-unix'] }))
       .stdout_b64;
     const x = Buffer.from(display, 'base64').toString().trim().replace(/^X/, ':');
-    const animate = (on) => page.evaluate((v) => (window.animating = v), on);
-    const agent = await pidOf(/hangar agent/);
+    const animate = (mode) => page.evaluate((v) => (window.mode = v), mode);
 
-    for (const content of ['static', 'animated']) {
-      await animate(content === 'animated');
+    for (const content of CONTENTS) {
+      await animate(content);
       // Hangar's recording.
-      const agentMb = statusMb(agent, 'VmRSS');
       const replay = await client.browsers.replays.start(id, { framerate: 25 });
       const ours = await pidOf(new RegExp(`ffmpeg .*${replay.replay_id}\\.part\\.mp4`));
+      // This instance's agent is ffmpeg's parent (other servers' agents may run beside it). What
+      // it grew by is counted from about the start of the recording.
+      const agent = parentOf(ours);
+      const agentMb = statusMb(agent, 'VmRSS');
       result[`hangar-${content}`] = await measure(ours, seconds, agent, agentMb);
       await client.browsers.replays.stop(replay.replay_id, { id });
 
@@ -106,7 +129,8 @@ export async function run({ log = () => {}, seconds = Number(process.env.BENCH_R
       const theirs = await pidOf(new RegExp(`ffmpeg .*bench-baseline-${content}\\.mp4`));
       result[`baseline-${content}`] = await measure(theirs, seconds);
       await client.browsers.process.kill(base.process_id, { id, signal: 'KILL' }).catch(() => {});
-      log(`${content}: replay ${result[`hangar-${content}`].cores.toFixed(3)} cores / ${result[`hangar-${content}`].mb.toFixed(0)} MB, ` +
+      const h = result[`hangar-${content}`];
+      log(`${content}: replay ${h.cores.toFixed(3)} cores (ffmpeg ${h.ffmpeg.toFixed(3)}, agent ${h.agent.toFixed(3)}) / ${h.mb.toFixed(0)} MB, ` +
         `baseline ${result[`baseline-${content}`].cores.toFixed(3)} cores / ${result[`baseline-${content}`].mb.toFixed(0)} MB`);
     }
   } finally {
@@ -114,9 +138,9 @@ export async function run({ log = () => {}, seconds = Number(process.env.BENCH_R
     if (session) await client.browsers.deleteByID(session.session_id).catch(() => {});
     await server.stop();
   }
-  const note = `1920x1080 at 25 fps for ${seconds} s: a static page (a page being read), and one whose whole background and a box change every frame (the worst case); baseline: ffmpeg x11grab + libx264 defaults on the same display`;
+  const note = `1920x1080 at 25 fps for ${seconds} s: a static page (a page being read), one whose whole background and a box change every frame (the worst case) and a column of text scrolled 4 px a frame; baseline: ffmpeg x11grab + libx264 defaults on the same display`;
   const rows = [];
-  for (const content of ['static', 'animated']) {
+  for (const content of CONTENTS) {
     const h = result[`hangar-${content}`];
     const b = result[`baseline-${content}`];
     rows.push(

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <libyuv/convert.h>
 #include <poll.h>
+#include <sys/uio.h>
 #include <unistd.h>
 #include <xcb/damage.h>
 #include <xcb/xcb.h>
@@ -57,10 +58,15 @@ void draw_pointer(std::uint8_t *screen, int width, int height, const xcb_xfixes_
     }
 }
 
-// Writes all of `data`, waiting for the reader; false when it is gone or `stop` was asked.
-bool write_all(int fd, const std::uint8_t *data, std::size_t size, const std::stop_token &stop) {
+// Writes all of `data`, waiting for the reader; false when it is gone or `stop` was asked. With
+// `splice`, the pipe takes references to the pages instead of copies (vmsplice): no copy into
+// the pipe and no pipe pages allocated and charged, then freed by the reader, for each of the 25
+// frames of 3 MB a second; the caller keeps the pages unchanged until the reader took them.
+bool write_all(int fd, const std::uint8_t *data, std::size_t size, bool splice, const std::stop_token &stop) {
     while (size > 0) {
-        ssize_t n = ::write(fd, data, size);
+        iovec iov{const_cast<std::uint8_t *>(data), size};
+        // vmsplice waits for room unless told not to, whatever O_NONBLOCK says: stop must get through.
+        ssize_t n = splice ? ::vmsplice(fd, &iov, 1, SPLICE_F_NONBLOCK) : ::write(fd, data, size);
         if (n > 0) {
             data += n;
             size -= static_cast<std::size_t>(n);
@@ -122,8 +128,13 @@ ScreenFeed::ScreenFeed(const std::string &display, int width, int height, int fp
                        Clock::time_point start)
     : x_(std::make_unique<Display>(display)), out_(std::move(out)), width_(width), height_(height), fps_(fps),
       start_(start) {
-    // A whole frame fits in the pipe when the system allows it (fewer wake-ups on both sides).
-    ::fcntl(out_.get(), F_SETPIPE_SZ, 1 << 20);
+    // The largest pipe (fewer wake-ups on both sides) that still holds less than half a frame, so
+    // frames can be spliced (see run()); 1 MB is what the system allows without privileges.
+    const auto frame = static_cast<long>(width) * height * 3 / 2;
+    long size = 1 << 20;
+    while (size > 4096 && size > frame / 2)
+        size /= 2;
+    ::fcntl(out_.get(), F_SETPIPE_SZ, static_cast<int>(size));
     pipe_bytes_ = std::max(0, ::fcntl(out_.get(), F_GETPIPE_SZ));
     ::fcntl(out_.get(), F_SETFL, ::fcntl(out_.get(), F_GETFL) | O_NONBLOCK);
     thread_ = std::jthread([this](const std::stop_token &stop) { run(stop); });
@@ -150,8 +161,13 @@ bool ScreenFeed::wait_flowing(std::chrono::milliseconds timeout) const {
 void ScreenFeed::run(const std::stop_token &stop) {
     const auto w = static_cast<std::size_t>(width_), h = static_cast<std::size_t>(height_);
     const std::size_t cw = (w + 1) / 2, ch = (h + 1) / 2;
-    std::vector<std::uint8_t> frame(w * h + 2 * cw * ch);
-    std::uint8_t *y = frame.data(), *u = y + w * h, *v = u + cw * ch;
+    const std::size_t frame_size = w * h + 2 * cw * ch;
+    // Two frames, converted into by turns, so the pipe may hold references to the pages of the
+    // last one (vmsplice) while the next is made: once a whole other frame went into a pipe that
+    // holds less than a frame, the reader has copied every page of this one.
+    const bool splice = frame_size > static_cast<std::size_t>(pipe_bytes_);
+    std::vector<std::uint8_t> frames(splice ? 2 * frame_size : frame_size);
+    std::uint8_t *frame = frames.data();
     xcb_connection_t *c = x_->conn.get();
 
     const auto interval = std::chrono::nanoseconds(1'000'000'000 / fps_);
@@ -183,6 +199,8 @@ void ScreenFeed::run(const std::stop_token &stop) {
                 pointer_y = cursor->y;
                 pointer_serial = cursor->cursor_serial;
             }
+            if (splice) frame = frame == frames.data() ? frames.data() + frame_size : frames.data();
+            std::uint8_t *y = frame, *u = y + w * h, *v = u + cw * ch;
             libyuv::ARGBToI420(pixels, width_ * 4, y, width_, u, static_cast<int>(cw), v, static_cast<int>(cw), width_,
                                height_);
             changed = false;
@@ -190,12 +208,12 @@ void ScreenFeed::run(const std::stop_token &stop) {
         // Frame n and any slots that passed while this one was made: the timeline stays the clock's.
         const std::int64_t now = (Clock::now() - start) / interval;
         for (const std::int64_t last = std::max(n, now); n <= last; ++n) {
-            if (!write_all(out_.get(), frame.data(), frame.size(), stop)) {
+            if (!write_all(out_.get(), frame, frame_size, splice, stop)) {
                 out_.reset();
                 ended_ = true;
                 return;
             }
-            written_ += static_cast<std::int64_t>(frame.size());
+            written_ += static_cast<std::int64_t>(frame_size);
         }
     }
     out_.reset(); // ffmpeg reads the end of its input and finishes the file
