@@ -39,6 +39,9 @@ public:
     virtual void begin() = 0;
     virtual void commit() = 0;
     virtual void rollback() = 0;
+    // Inside a transaction: waits until no other store (another node) changes the schema, until
+    // the transaction ends. SQLite's BEGIN IMMEDIATE already serialises every writer.
+    virtual void lock_schema() {}
 };
 
 class Store {

@@ -23,6 +23,8 @@ namespace {
 
 constexpr std::size_t kPoolSize = 8;
 constexpr auto kPoolWait = std::chrono::seconds(30);
+// pg_advisory_lock keys, one per purpose, the same in every hangar binary.
+constexpr long long kCompatibilityLock = 2024062401, kSchemaLock = 2024062402;
 
 // Type oids from PostgreSQL's pg_type.h (stable across releases).
 constexpr Oid kBool = 16, kInt8 = 20, kInt2 = 21, kInt4 = 23, kOid = 26, kFloat4 = 700, kFloat8 = 701, kNumeric = 1700;
@@ -113,8 +115,9 @@ public:
         // Not through script(): its DDL rewrites are for SQLite-spelled migrations, not this text.
         auto c = checkout();
         try {
-            run_script(*c, "SELECT pg_advisory_lock(2024062401); " + std::string(kCompatibility) +
-                               "SELECT pg_advisory_unlock(2024062401);");
+            const auto key = std::to_string(kCompatibilityLock);
+            run_script(*c, "SELECT pg_advisory_lock(" + key + "); " + std::string(kCompatibility) +
+                               "SELECT pg_advisory_unlock(" + key + ");");
         } catch (const std::exception &e) {
             checkin(std::move(c));
             throw StoreError(std::string(kStoreSetting) + " = " + url_.redacted() +
@@ -178,6 +181,12 @@ public:
             throw;
         }
         release_pin();
+    }
+
+    void lock_schema() override {
+        auto *c = pinned_connection();
+        if (!c) throw StoreError("the schema lock needs a transaction");
+        run_script(*c, "SELECT pg_advisory_xact_lock(" + std::to_string(kSchemaLock) + ")");
     }
 
 private:

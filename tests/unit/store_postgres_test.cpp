@@ -98,6 +98,7 @@ class StorePostgresTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(testPlaceholderNumbering);
     CPPUNIT_TEST(testParamsAndResultTypes);
     CPPUNIT_TEST(testMigrationsApplyOnceAndRollBack);
+    CPPUNIT_TEST(testNodesStartingAtOnceMigrateOnce);
     CPPUNIT_TEST(testTransactionsPinOneConnection);
     CPPUNIT_TEST(testPooledConnectionsRunSideBySide);
     CPPUNIT_TEST(testNewerSchemaVersionRefused);
@@ -189,6 +190,38 @@ public:
         CPPUNIT_ASSERT(store_->exec("SELECT 1 FROM information_schema.tables WHERE table_name = 'c'").empty());
         auto applied = store_->exec("SELECT applied_at FROM plugin_migrations WHERE plugin = 'p'")[0]["applied_at"];
         CPPUNIT_ASSERT_EQUAL(std::size_t(19), applied.get<std::string>().size()); // YYYY-MM-DD HH:MM:SS as SQLite
+    }
+
+    void testNodesStartingAtOnceMigrateOnce() {
+        // Two stores (two nodes) opened on an empty database at the same moment, then migrating the
+        // same plugin at the same moment. The sleep keeps the first migration's transaction open
+        // while the second node reads the version: without the schema lock both would run the
+        // CREATE TABLE and one would fail.
+        store_.reset();
+        reset_database();
+        const auto url = parse_store_url(PgServer::get().url(), "/unused");
+        const std::vector<Store::Migration> migrations{
+            {1, "CREATE TABLE raced (x INTEGER); SELECT pg_sleep(0.5)"},
+            {2, "ALTER TABLE raced ADD COLUMN y INTEGER"},
+        };
+        std::atomic<int> opening{0}, migrating{0};
+        auto node = [&] {
+            for (++opening; opening < 2;)
+                std::this_thread::yield();
+            Store store(url);
+            for (++migrating; migrating < 2;)
+                std::this_thread::yield();
+            store.migrate("raced", migrations);
+            return store.schema_version("raced");
+        };
+        auto a = std::async(std::launch::async, node);
+        auto b = std::async(std::launch::async, node);
+        auto va = error_of([&] { CPPUNIT_ASSERT_EQUAL(2u, a.get()); });
+        auto vb = error_of([&] { CPPUNIT_ASSERT_EQUAL(2u, b.get()); });
+        CPPUNIT_ASSERT_MESSAGE(va + vb, va.empty() && vb.empty());
+        store_ = std::make_unique<Store>(url);
+        CPPUNIT_ASSERT(store_->exec("SELECT COUNT(*) AS c FROM plugin_migrations WHERE plugin = 'raced'")[0]["c"] == 2);
+        CPPUNIT_ASSERT(store_->exec("SELECT COUNT(*) AS c FROM store_schema")[0]["c"] == 1);
     }
 
     void testTransactionsPinOneConnection() {
