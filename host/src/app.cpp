@@ -315,7 +315,9 @@ private:
             open_postgres_backend(url); // connects once and closes: proves the URL and the credentials
             throw StoreError(std::string(kStoreSetting) + " = " + url.redacted() + ": " + kPostgresNotYet);
         }
-        return std::make_unique<Store>(url);
+        auto store = std::make_unique<Store>(url);
+        Poco::Logger::get("hangar").information("store %s", url.redacted());
+        return store;
     }
 
     int serve() {

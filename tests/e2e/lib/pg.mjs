@@ -48,3 +48,9 @@ export async function databaseFor(dataDir, fresh) {
     },
   };
 }
+
+/** pg_dump of the database `server` runs on, as plain SQL in `file` (what lies at rest there). */
+export async function dumpDatabase(server, file) {
+  await execFileP('pg_dump', ['--data-only', '-f', file, '-d', server.env.HANGAR_STORE_URL], { timeout: 60_000 });
+  return file;
+}

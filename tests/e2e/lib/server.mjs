@@ -176,6 +176,14 @@ export async function startServer(opts = {}) {
     check();
   });
 
+  // The switch must not pass on SQLite by mistake: the server names the store it opened.
+  if (db && !output.includes(`store ${db.url.replace(/:[^:@/]*@/, ':***@')}`)) {
+    child.kill('SIGKILL');
+    await exitPromise;
+    await cleanup();
+    throw new Error(`HANGAR_E2E_STORE=postgres but the server did not open ${db.url}:\n${output}`);
+  }
+
   const newClient = (options = {}) =>
     new Kernel({ apiKey, baseURL, timeout: 120_000, ...(opts.clientOptions || {}), ...options });
 
