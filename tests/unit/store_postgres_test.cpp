@@ -58,6 +58,9 @@ public:
     }
     const std::string &url() const { return url_; }
     unsigned port() const { return port_; }
+    // An outage: an immediate stop (as a crash), then a start on the same port and data.
+    void stop() { run_capture(script() + " stop " + (dir_ / "pg")); }
+    void restart() { run_capture(script() + " restart " + (dir_ / "pg")); }
     ~PgServer() {
         if (!url_.empty()) std::system((script() + " stop " + (dir_ / "pg") + " >/dev/null 2>&1").c_str());
     }
@@ -102,6 +105,7 @@ class StorePostgresTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(testTransactionsPinOneConnection);
     CPPUNIT_TEST(testPooledConnectionsRunSideBySide);
     CPPUNIT_TEST(testNewerSchemaVersionRefused);
+    CPPUNIT_TEST(testOutageIsUnavailableThenRecovers);
     CPPUNIT_TEST(testHostAuthAndAuditRun);
     CPPUNIT_TEST(testEveryPluginsMigrations);
     CPPUNIT_TEST_SUITE_END();
@@ -278,6 +282,34 @@ public:
             t.join();
         CPPUNIT_ASSERT_EQUAL(0, failures.load());
         CPPUNIT_ASSERT(store_->exec("SELECT COUNT(*) AS c FROM t")[0]["c"] == 321);
+    }
+
+    void testOutageIsUnavailableThenRecovers() {
+        using hangar::host::StoreUnavailable;
+        store_->exec("CREATE TABLE t (x INTEGER)");
+        // Several pooled connections, all left idle: each goes stale in the outage.
+        std::vector<std::future<void>> side;
+        for (int i = 0; i < 4; ++i)
+            side.push_back(std::async(std::launch::async, [&, i] { store_->exec("INSERT INTO t VALUES (?)", {i}); }));
+        for (auto &f : side)
+            f.get();
+        PgServer::get().stop();
+        CPPUNIT_ASSERT_THROW(store_->exec("SELECT x FROM t"), StoreUnavailable);
+        CPPUNIT_ASSERT_THROW(store_->exec("INSERT INTO t VALUES (9)"), StoreUnavailable);
+        CPPUNIT_ASSERT_THROW(store_->transaction([&] { return store_->exec("INSERT INTO t VALUES (9)"); }),
+                             StoreUnavailable);
+        PgServer::get().restart();
+        // The stale connections are dropped together, so at most one call meets one.
+        std::size_t rows = 0;
+        for (int attempt = 0; attempt < 2 && rows == 0; ++attempt) {
+            try {
+                rows = store_->exec("SELECT x FROM t").size();
+            } catch (const StoreUnavailable &) {
+            }
+        }
+        CPPUNIT_ASSERT_EQUAL(std::size_t(4), rows);
+        store_->exec("INSERT INTO t VALUES (5)");
+        CPPUNIT_ASSERT(store_->exec("SELECT COUNT(*) AS c FROM t")[0]["c"] == 5);
     }
 
     void testNewerSchemaVersionRefused() {

@@ -6,6 +6,8 @@
 // dropped with the whole PostgreSQL at the end of the run.
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 
 const execFileP = promisify(execFile);
@@ -49,8 +51,23 @@ export async function databaseFor(dataDir, fresh) {
   };
 }
 
-/** pg_dump of the database `server` runs on, as plain SQL in `file` (what lies at rest there). */
-export async function dumpDatabase(server, file) {
+/**
+ * The files holding what `server` keeps at rest, to search for secrets: its SQLite file and WAL,
+ * or on PostgreSQL a plain dump of its database (written into its data dir).
+ */
+export async function storeFilesAtRest(server) {
+  if (!server.env.HANGAR_STORE_URL?.startsWith('postgresql:')) {
+    return ['hangar.db', 'hangar.db-wal'].map((f) => join(server.dataDir, f)).filter(existsSync);
+  }
+  const file = join(server.dataDir, 'store.sql');
   await execFileP('pg_dump', ['--data-only', '-f', file, '-d', server.env.HANGAR_STORE_URL], { timeout: 60_000 });
-  return file;
+  return [file];
+}
+
+/** Stops the run's PostgreSQL at once (as a crash), or starts it again on its port. */
+export async function pgOutage(action) {
+  const dir = process.env.HANGAR_E2E_PG_DIR;
+  if (!dir) throw new Error('HANGAR_E2E_PG_DIR is unset: run through tests/pg/with-pg.sh');
+  const script = new URL('../../pg/pgtemp.sh', import.meta.url).pathname;
+  await execFileP(script, [action === 'stop' ? 'stop' : 'restart', dir], { timeout: 60_000 });
 }
