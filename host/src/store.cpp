@@ -54,9 +54,24 @@ void Store::init_bookkeeping(const std::string &shown) {
     }
 }
 
+namespace {
+thread_local bool t_unavailable_seen = false;
+}
+
+bool Store::unavailable_seen(bool reset) {
+    bool seen = t_unavailable_seen;
+    if (reset) t_unavailable_seen = false;
+    return seen;
+}
+
 nlohmann::json Store::exec(const std::string &sql, const nlohmann::json &params) {
     if (!params.is_array()) throw StoreError("parameters must be a JSON array");
-    return backend_->exec(sql, params);
+    try {
+        return backend_->exec(sql, params);
+    } catch (const StoreUnavailable &) {
+        t_unavailable_seen = true;
+        throw;
+    }
 }
 
 unsigned Store::schema_version(const std::string &owner) {

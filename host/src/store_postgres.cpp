@@ -217,11 +217,11 @@ private:
             if (!impl) throw StoreError("the PostgreSQL connector gave no native session");
             c->pg = impl->handle();
         } catch (const Poco::Exception &e) {
-            throw StoreError(std::string(kStoreSetting) + " = " + url_.redacted() + ": cannot connect: " +
+            throw StoreUnavailable(std::string(kStoreSetting) + " = " + url_.redacted() + ": cannot connect: " +
                              first_line(scrub(e.message().empty() ? e.displayText() : e.message(), url_.password)));
         }
         if (!c->pg || PQstatus(c->pg) != CONNECTION_OK)
-            throw StoreError(std::string(kStoreSetting) + " = " + url_.redacted() + ": cannot connect: " +
+            throw StoreUnavailable(std::string(kStoreSetting) + " = " + url_.redacted() + ": cannot connect: " +
                              first_line(scrub(c->pg ? PQerrorMessage(c->pg) : "no connection", url_.password)));
         // Notices (DROP ... CASCADE, IF NOT EXISTS skips) would go to stderr: they are not errors.
         PQsetNoticeProcessor(
@@ -258,16 +258,23 @@ private:
     void checkin(std::unique_ptr<Connection> c) {
         bool healthy = c && PQstatus(c->pg) == CONNECTION_OK && PQtransactionStatus(c->pg) == PQTRANS_IDLE;
         std::lock_guard lock(mutex_);
-        if (healthy)
+        if (healthy) {
             idle_.push_back(std::move(c));
-        else
-            --open_;
-        free_.notify_one();
+        } else {
+            // One lost connection means the server went away: the idle ones are as stale.
+            open_ -= 1 + idle_.size();
+            idle_.clear();
+        }
+        free_.notify_all();
     }
 
     static void check(const PGresult *r, PGconn *pg) {
         auto status = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
         if (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK || status == PGRES_EMPTY_QUERY) return;
+        // A lost connection is the server's outage, not the statement's fault (checkin drops it).
+        if (PQstatus(pg) != CONNECTION_OK)
+            throw StoreUnavailable("the store's server closed the connection: " +
+                                   first_line(r ? PQresultErrorMessage(r) : PQerrorMessage(pg)));
         throw StoreError(first_line(r ? PQresultErrorMessage(r) : PQerrorMessage(pg)));
     }
 
