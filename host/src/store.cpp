@@ -45,8 +45,9 @@ void Store::init_bookkeeping(const std::string &shown) {
         } else if (v < kStoreSchemaVersion) {
             exec("UPDATE store_schema SET version = ?", {kStoreSchemaVersion});
         }
-        backend_->script("CREATE TABLE IF NOT EXISTS plugin_migrations (plugin TEXT NOT NULL, version INTEGER NOT NULL, "
-                         "applied_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP, PRIMARY KEY (plugin, version))");
+        backend_->script(
+            "CREATE TABLE IF NOT EXISTS plugin_migrations (plugin TEXT NOT NULL, version INTEGER NOT NULL, "
+            "applied_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP, PRIMARY KEY (plugin, version))");
         backend_->commit();
     } catch (...) {
         backend_->rollback();

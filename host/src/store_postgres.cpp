@@ -217,12 +217,13 @@ private:
             if (!impl) throw StoreError("the PostgreSQL connector gave no native session");
             c->pg = impl->handle();
         } catch (const Poco::Exception &e) {
-            throw StoreUnavailable(std::string(kStoreSetting) + " = " + url_.redacted() + ": cannot connect: " +
-                             first_line(scrub(e.message().empty() ? e.displayText() : e.message(), url_.password)));
+            throw StoreUnavailable(
+                std::string(kStoreSetting) + " = " + url_.redacted() + ": cannot connect: " +
+                first_line(scrub(e.message().empty() ? e.displayText() : e.message(), url_.password)));
         }
         if (!c->pg || PQstatus(c->pg) != CONNECTION_OK)
             throw StoreUnavailable(std::string(kStoreSetting) + " = " + url_.redacted() + ": cannot connect: " +
-                             first_line(scrub(c->pg ? PQerrorMessage(c->pg) : "no connection", url_.password)));
+                                   first_line(scrub(c->pg ? PQerrorMessage(c->pg) : "no connection", url_.password)));
         // Notices (DROP ... CASCADE, IF NOT EXISTS skips) would go to stderr: they are not errors.
         PQsetNoticeProcessor(
             c->pg, [](void *, const char *) {}, nullptr);
