@@ -102,6 +102,7 @@ class StorePostgresTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(testParamsAndResultTypes);
     CPPUNIT_TEST(testMigrationsApplyOnceAndRollBack);
     CPPUNIT_TEST(testNodesStartingAtOnceMigrateOnce);
+    CPPUNIT_TEST(testRowidColumnsFillThemselves);
     CPPUNIT_TEST(testTransactionsPinOneConnection);
     CPPUNIT_TEST(testPooledConnectionsRunSideBySide);
     CPPUNIT_TEST(testNewerSchemaVersionRefused);
@@ -194,6 +195,24 @@ public:
         CPPUNIT_ASSERT(store_->exec("SELECT 1 FROM information_schema.tables WHERE table_name = 'c'").empty());
         auto applied = store_->exec("SELECT applied_at FROM plugin_migrations WHERE plugin = 'p'")[0]["applied_at"];
         CPPUNIT_ASSERT_EQUAL(std::size_t(19), applied.get<std::string>().size()); // YYYY-MM-DD HH:MM:SS as SQLite
+    }
+
+    void testRowidColumnsFillThemselves() {
+        // SQLite's `INTEGER PRIMARY KEY` fills itself when an INSERT leaves it out; the frozen ABI v1
+        // test plugin (tests/sdk/abi_v1) relies on it and cannot change its SQL.
+        store_->migrate("rowid", {{1, "CREATE TABLE calls (id INTEGER PRIMARY KEY, at TEXT NOT NULL, blob BLOB); "
+                                      "CREATE TABLE logged (n integer primary key autoincrement, x TEXT)"}});
+        store_->exec("INSERT INTO calls (at) VALUES (?)", {"a"});
+        store_->exec("INSERT INTO calls (at, blob) VALUES (?, ?)", {"b", "bytes"});
+        store_->exec("INSERT INTO logged (x) VALUES ('x')");
+        auto rows = store_->exec("SELECT id, at FROM calls ORDER BY id");
+        CPPUNIT_ASSERT_EQUAL(std::size_t(2), rows.size());
+        CPPUNIT_ASSERT(rows[0]["id"] == 1 && rows[1]["id"] == 2);
+        CPPUNIT_ASSERT(store_->exec("SELECT n FROM logged")[0]["n"] == 1);
+        // A column named blob keeps its name; the type became bytea.
+        auto type = store_->exec("SELECT data_type FROM information_schema.columns WHERE table_name = 'calls' AND "
+                                 "column_name = 'blob'");
+        CPPUNIT_ASSERT_EQUAL(std::string("bytea"), type.at(0)["data_type"].get<std::string>());
     }
 
     void testNodesStartingAtOnceMigrateOnce() {
