@@ -298,12 +298,12 @@ private:
     }
 
     // Why serve and admin refuse a PostgreSQL store by default, though the engine works
-    // (tests/unit/store_postgres_test.cpp): only part of the e2e suite has passed on it so far.
+    // (tests/unit/store_postgres_test.cpp): the e2e suite has passed on it file by file, not yet whole.
     static constexpr const char *kPostgresNotYet =
-        "a PostgreSQL store is not supported yet: the connection, pool, transactions, the host's tables and "
-        "every plugin's migrations work on it, but not every plugin's request-time SQL has passed the e2e suite "
-        "on it (`make test-postgres`, issue 24); use sqlite:<path> (the default), or set "
-        "HANGAR_STORE_POSTGRES_UNPROVEN=1 to run it anyway (tests do)";
+        "a PostgreSQL store is not supported yet: the connection, pool, transactions, outages, the host's tables, "
+        "every plugin's migrations and the e2e files run one by one work on it, but the e2e suite has not yet "
+        "passed whole in one run (`make test-postgres`, issue 24); use sqlite:<path> (the default), or set "
+        "HANGAR_STORE_POSTGRES_UNPROVEN=1 to run it anyway (the tests do)";
 
     // `[store] url`: the SQLite file by default. A PostgreSQL URL is connected to (so a wrong host,
     // password or database is reported as such), then refused unless the operator (or the e2e
