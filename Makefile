@@ -6,6 +6,7 @@
 #   make run        setup + build + run `build/bin/hangar serve`
 #   make test       setup + build + CppUnit (ctest) + end-to-end suite + out-of-tree SDK example build
 #   make test-asan  the CppUnit suites under ASan+UBSan, in build-asan/
+#   make test-postgres  the e2e suite with every server on a throw-away PostgreSQL (E2E_TESTS narrows)
 #   make test-python  the Python SDK (PyPI kernel) conformance suite, tests/python (part of `make test`)
 #   make test-api   schemathesis against GET /openapi.json, CI-sized (part of `make test`)
 #   make test-fuzz  schemathesis at full size (≥ 10,000 requests) and each libFuzzer target 10 min
@@ -50,7 +51,7 @@ API_EXAMPLES ?= 8
 
 FORMAT_DIRS  := host plugins sdk tests/unit tests/sdk tests/fuzz
 
-.PHONY: setup setup-apt setup-tun setup-npm setup-venv setup-pyvenv setup-fuzz test-api test-python test-fuzz test-fuzz-smoke fuzz-build setup-package package package-test build run test test-unit test-e2e test-sdk-example test-asan bench format lint clean
+.PHONY: setup setup-apt setup-tun setup-npm setup-venv setup-pyvenv setup-fuzz test-api test-python test-fuzz test-fuzz-smoke fuzz-build setup-package package package-test build run test test-unit test-e2e test-postgres test-sdk-example test-asan bench format lint clean
 
 # ---- setup ------------------------------------------------------------------------------------
 setup: setup-apt setup-tun setup-npm setup-venv setup-pyvenv
@@ -163,6 +164,13 @@ test-e2e: setup-npm
 	cd $(E2E_DIR) && HANGAR_BIN=$(abspath $(BUILD_DIR))/bin/hangar \
 	  HANGAR_SDK_EXAMPLE_DIR=$(abspath $(BUILD_DIR))/sdk-example \
 	  node --test --test-concurrency=1 --test-timeout=$(E2E_TIMEOUT) $(notdir $(E2E_TESTS))
+
+# The same e2e suite with every server on a fresh database of one throw-away PostgreSQL (issue 24;
+# tests/pg/with-pg.sh starts it once and removes it whatever the outcome). E2E_TESTS narrows it.
+test-postgres: setup-npm
+	cd $(E2E_DIR) && HANGAR_BIN=$(abspath $(BUILD_DIR))/bin/hangar \
+	  HANGAR_SDK_EXAMPLE_DIR=$(abspath $(BUILD_DIR))/sdk-example \
+	  ../pg/with-pg.sh node --test --test-concurrency=1 --test-timeout=$(E2E_TIMEOUT) $(notdir $(E2E_TESTS))
 
 # pytest's exit status is the stage's: a failure (1) or no test collected (5) fails `make test`.
 test-python: setup-pyvenv

@@ -1,6 +1,7 @@
 #include "http.hpp"
 
 #include "direct_vm.hpp"
+#include "store.hpp"
 #include "util.hpp"
 
 #include <Poco/Net/HTTPRequestHandler.h>
@@ -10,6 +11,7 @@
 #include <Poco/Net/ServerSocket.h>
 #include <Poco/Net/SocketAddress.h>
 #include <Poco/StreamCopier.h>
+#include <Poco/String.h>
 #include <Poco/ThreadPool.h>
 
 #include <nlohmann/json.hpp>
@@ -41,6 +43,10 @@ void set_error(hangar_response &res, int status, const std::string &code, const 
     res.file.reset();
     // Retrying cannot fix these; tell the SDK so it does not resend (it retries 409/429/5xx).
     if (status == 409 || status == 501) res.headers.emplace_back("x-should-retry", "false");
+    if (code == "store_unavailable") {
+        std::erase_if(res.headers, [](const auto &h) { return Poco::icompare(h.first, "Retry-After") == 0; });
+        res.headers.emplace_back("Retry-After", std::to_string(kStoreRetryAfterSeconds));
+    }
 }
 
 namespace {
@@ -209,8 +215,12 @@ public:
         req.base_url = core_.public_url.empty() ? "http://" + http.getHost() : core_.public_url;
         res.headers.emplace_back("X-Request-Id", req.request_id);
 
+        Store::unavailable_seen(true); // a pooled thread's earlier request is not this one's
         try {
             dispatch(req, res);
+        } catch (const StoreUnavailable &e) { // the host's own reads (the caller's key) during an outage
+            core_.log.warning("request %s %s: %s", req.method, req.path, std::string(e.what()));
+            if (!res.taken_over && !res.sent) set_error(res, 503, "store_unavailable", kStoreUnavailableMessage);
         } catch (const std::exception &e) {
             core_.log.error("request %s %s failed: %s", req.method, req.path, std::string(e.what()));
             if (!res.taken_over && !res.sent)
@@ -219,6 +229,10 @@ public:
             if (!res.taken_over && !res.sent)
                 set_error(res, 500, "internal", "internal error (request " + req.request_id + ")");
         }
+        // A plugin whose SQL met a store outage answers 500 (its SDK sees one error code): the
+        // outage is the answer, with the Retry-After a client backs off by.
+        if (Store::unavailable_seen(true) && !res.taken_over && !res.sent && res.status >= 500 && res.status != 503)
+            set_error(res, 503, "store_unavailable", kStoreUnavailableMessage);
         drain_unread_body(req, res);
         // An upgrade or event-stream request answered normally (an error, say) ends its
         // connection: it may be the far end of a relay splice, which carries one exchange only.

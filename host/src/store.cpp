@@ -29,25 +29,50 @@ Store::Store(const StoreUrl &url)
 Store::~Store() = default;
 
 void Store::init_bookkeeping(const std::string &shown) {
-    // The schema version first: a newer binary may have reshaped everything else.
-    backend_->script("CREATE TABLE IF NOT EXISTS store_schema (version INTEGER NOT NULL)");
-    auto rows = exec("SELECT MAX(version) AS v FROM store_schema");
-    if (rows.empty() || rows[0]["v"].is_null()) {
-        exec("INSERT INTO store_schema (version) VALUES (?)", {kStoreSchemaVersion});
-    } else if (auto v = rows[0]["v"].get<long long>(); v > kStoreSchemaVersion) {
-        throw StoreError(std::string(kStoreSetting) + " = " + shown + ": the store has schema version " +
-                         std::to_string(v) + ", newer than this hangar's " + std::to_string(kStoreSchemaVersion) +
-                         "; run the hangar release that wrote it (or a newer one)");
-    } else if (v < kStoreSchemaVersion) {
-        exec("UPDATE store_schema SET version = ?", {kStoreSchemaVersion});
+    // Under the schema lock: nodes starting at once on an empty store would both create the tables.
+    backend_->begin();
+    try {
+        backend_->lock_schema();
+        // The schema version first: a newer binary may have reshaped everything else.
+        backend_->script("CREATE TABLE IF NOT EXISTS store_schema (version INTEGER NOT NULL)");
+        auto rows = exec("SELECT MAX(version) AS v FROM store_schema");
+        if (rows.empty() || rows[0]["v"].is_null()) {
+            exec("INSERT INTO store_schema (version) VALUES (?)", {kStoreSchemaVersion});
+        } else if (auto v = rows[0]["v"].get<long long>(); v > kStoreSchemaVersion) {
+            throw StoreError(std::string(kStoreSetting) + " = " + shown + ": the store has schema version " +
+                             std::to_string(v) + ", newer than this hangar's " + std::to_string(kStoreSchemaVersion) +
+                             "; run the hangar release that wrote it (or a newer one)");
+        } else if (v < kStoreSchemaVersion) {
+            exec("UPDATE store_schema SET version = ?", {kStoreSchemaVersion});
+        }
+        backend_->script(
+            "CREATE TABLE IF NOT EXISTS plugin_migrations (plugin TEXT NOT NULL, version INTEGER NOT NULL, "
+            "applied_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP, PRIMARY KEY (plugin, version))");
+        backend_->commit();
+    } catch (...) {
+        backend_->rollback();
+        throw;
     }
-    backend_->script("CREATE TABLE IF NOT EXISTS plugin_migrations (plugin TEXT NOT NULL, version INTEGER NOT NULL, "
-                     "applied_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP, PRIMARY KEY (plugin, version))");
+}
+
+namespace {
+thread_local bool t_unavailable_seen = false;
+}
+
+bool Store::unavailable_seen(bool reset) {
+    bool seen = t_unavailable_seen;
+    if (reset) t_unavailable_seen = false;
+    return seen;
 }
 
 nlohmann::json Store::exec(const std::string &sql, const nlohmann::json &params) {
     if (!params.is_array()) throw StoreError("parameters must be a JSON array");
-    return backend_->exec(sql, params);
+    try {
+        return backend_->exec(sql, params);
+    } catch (const StoreUnavailable &) {
+        t_unavailable_seen = true;
+        throw;
+    }
 }
 
 unsigned Store::schema_version(const std::string &owner) {
@@ -66,6 +91,12 @@ void Store::migrate(const std::string &owner, const std::vector<Migration> &migr
         if (m.version <= current) continue;
         backend_->begin();
         try {
+            // Two nodes starting at once: the second waits here, then sees the first one's work.
+            backend_->lock_schema();
+            if (current = schema_version(owner); m.version <= current) {
+                backend_->commit();
+                continue;
+            }
             backend_->script(m.sql);
             backend_->exec("INSERT INTO plugin_migrations (plugin, version, applied_at) VALUES (?, ?, ?)",
                            {owner, m.version, utc_now_text()});

@@ -24,6 +24,15 @@ public:
     using std::runtime_error::runtime_error;
 };
 
+// The store's server cannot be reached right now (PostgreSQL restarting, the network): the request
+// is answered 503 `store_unavailable` with Retry-After, and the next one reconnects by itself.
+class StoreUnavailable : public StoreError {
+public:
+    using StoreError::StoreError;
+};
+inline constexpr int kStoreRetryAfterSeconds = 2;
+inline constexpr const char *kStoreUnavailableMessage = "the store cannot be reached right now; retry shortly";
+
 // The layout of the store's own bookkeeping (plugin_migrations, store_schema). A store written by a
 // newer binary is refused rather than guessed at.
 inline constexpr unsigned kStoreSchemaVersion = 1;
@@ -39,6 +48,9 @@ public:
     virtual void begin() = 0;
     virtual void commit() = 0;
     virtual void rollback() = 0;
+    // Inside a transaction: waits until no other store (another node) changes the schema, until
+    // the transaction ends. SQLite's BEGIN IMMEDIATE already serialises every writer.
+    virtual void lock_schema() {}
 };
 
 class Store {
@@ -52,6 +64,11 @@ public:
     Store &operator=(const Store &) = delete;
 
     StoreUrl::Kind kind() const { return kind_; }
+
+    // Whether a statement on this thread met StoreUnavailable since the last reset. A plugin sees
+    // only a failed call (the C ABI has one error code), so the host reads this after the handler
+    // to answer 503 instead of the plugin's 500, for plugins built against any SDK.
+    static bool unavailable_seen(bool reset = false);
 
     // Runs one statement with `params` bound to `?` in order; returns the rows (possibly empty).
     nlohmann::json exec(const std::string &sql, const nlohmann::json &params = nlohmann::json::array());

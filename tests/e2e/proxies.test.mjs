@@ -9,7 +9,7 @@
 import { test, before, after, describe } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { copyFileSync, chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -18,6 +18,7 @@ import Kernel, { BadRequestError, NotFoundError } from '@onkernel/sdk';
 import { chromium } from 'playwright-core';
 
 import { startServer, rejectsWith, repoRoot } from './lib/server.mjs';
+import { storeFilesAtRest } from './lib/pg.mjs';
 import {
   allowedPort, startOrigin, startTinyproxy, startSocks, selfSignedCert, startStunnel, startBlackHole,
 } from './lib/proxy-servers.mjs';
@@ -179,10 +180,10 @@ describe('proxies', () => {
       await kernel.proxies.delete(p.id);
     });
 
-    test('at rest: the SQLite file and its WAL hold no password and no CA bundle', async () => {
+    test('at rest: the store (SQLite file and WAL, or the PostgreSQL database) holds no password and no CA bundle', async () => {
       const pw = 'at-rest-' + 'Kp3z'.repeat(6);
       await kernel.proxies.create({ ...custom({ name: 'at-rest-proxy' }), config: { host: '127.0.0.1', port: tiny.port, username: USER, password: pw, ca_bundle: cert.pem } });
-      const files = ['hangar.db', 'hangar.db-wal'].map((f) => join(server.dataDir, f)).filter(existsSync);
+      const files = await storeFilesAtRest(server); // on PostgreSQL (make test-postgres): its dump
       const found = async (needle) => {
         let hit = false;
         for (const f of files) {

@@ -58,6 +58,9 @@ public:
     }
     const std::string &url() const { return url_; }
     unsigned port() const { return port_; }
+    // An outage: an immediate stop (as a crash), then a start on the same port and data.
+    void stop() { run_capture(script() + " stop " + (dir_ / "pg")); }
+    void restart() { run_capture(script() + " restart " + (dir_ / "pg")); }
     ~PgServer() {
         if (!url_.empty()) std::system((script() + " stop " + (dir_ / "pg") + " >/dev/null 2>&1").c_str());
     }
@@ -98,9 +101,12 @@ class StorePostgresTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(testPlaceholderNumbering);
     CPPUNIT_TEST(testParamsAndResultTypes);
     CPPUNIT_TEST(testMigrationsApplyOnceAndRollBack);
+    CPPUNIT_TEST(testNodesStartingAtOnceMigrateOnce);
+    CPPUNIT_TEST(testRowidColumnsFillThemselves);
     CPPUNIT_TEST(testTransactionsPinOneConnection);
     CPPUNIT_TEST(testPooledConnectionsRunSideBySide);
     CPPUNIT_TEST(testNewerSchemaVersionRefused);
+    CPPUNIT_TEST(testOutageIsUnavailableThenRecovers);
     CPPUNIT_TEST(testHostAuthAndAuditRun);
     CPPUNIT_TEST(testEveryPluginsMigrations);
     CPPUNIT_TEST_SUITE_END();
@@ -191,6 +197,56 @@ public:
         CPPUNIT_ASSERT_EQUAL(std::size_t(19), applied.get<std::string>().size()); // YYYY-MM-DD HH:MM:SS as SQLite
     }
 
+    void testRowidColumnsFillThemselves() {
+        // SQLite's `INTEGER PRIMARY KEY` fills itself when an INSERT leaves it out; the frozen ABI v1
+        // test plugin (tests/sdk/abi_v1) relies on it and cannot change its SQL.
+        store_->migrate("rowid", {{1, "CREATE TABLE calls (id INTEGER PRIMARY KEY, at TEXT NOT NULL, blob BLOB); "
+                                      "CREATE TABLE logged (n integer primary key autoincrement, x TEXT)"}});
+        store_->exec("INSERT INTO calls (at) VALUES (?)", {"a"});
+        store_->exec("INSERT INTO calls (at, blob) VALUES (?, ?)", {"b", "bytes"});
+        store_->exec("INSERT INTO logged (x) VALUES ('x')");
+        auto rows = store_->exec("SELECT id, at FROM calls ORDER BY id");
+        CPPUNIT_ASSERT_EQUAL(std::size_t(2), rows.size());
+        CPPUNIT_ASSERT(rows[0]["id"] == 1 && rows[1]["id"] == 2);
+        CPPUNIT_ASSERT(store_->exec("SELECT n FROM logged")[0]["n"] == 1);
+        // A column named blob keeps its name; the type became bytea.
+        auto type = store_->exec("SELECT data_type FROM information_schema.columns WHERE table_name = 'calls' AND "
+                                 "column_name = 'blob'");
+        CPPUNIT_ASSERT_EQUAL(std::string("bytea"), type.at(0)["data_type"].get<std::string>());
+    }
+
+    void testNodesStartingAtOnceMigrateOnce() {
+        // Two stores (two nodes) opened on an empty database at the same moment, then migrating the
+        // same plugin at the same moment. The sleep keeps the first migration's transaction open
+        // while the second node reads the version: without the schema lock both would run the
+        // CREATE TABLE and one would fail.
+        store_.reset();
+        reset_database();
+        const auto url = parse_store_url(PgServer::get().url(), "/unused");
+        const std::vector<Store::Migration> migrations{
+            {1, "CREATE TABLE raced (x INTEGER); SELECT pg_sleep(0.5)"},
+            {2, "ALTER TABLE raced ADD COLUMN y INTEGER"},
+        };
+        std::atomic<int> opening{0}, migrating{0};
+        auto node = [&] {
+            for (++opening; opening < 2;)
+                std::this_thread::yield();
+            Store store(url);
+            for (++migrating; migrating < 2;)
+                std::this_thread::yield();
+            store.migrate("raced", migrations);
+            return store.schema_version("raced");
+        };
+        auto a = std::async(std::launch::async, node);
+        auto b = std::async(std::launch::async, node);
+        auto va = error_of([&] { CPPUNIT_ASSERT_EQUAL(2u, a.get()); });
+        auto vb = error_of([&] { CPPUNIT_ASSERT_EQUAL(2u, b.get()); });
+        CPPUNIT_ASSERT_MESSAGE(va + vb, va.empty() && vb.empty());
+        store_ = std::make_unique<Store>(url);
+        CPPUNIT_ASSERT(store_->exec("SELECT COUNT(*) AS c FROM plugin_migrations WHERE plugin = 'raced'")[0]["c"] == 2);
+        CPPUNIT_ASSERT(store_->exec("SELECT COUNT(*) AS c FROM store_schema")[0]["c"] == 1);
+    }
+
     void testTransactionsPinOneConnection() {
         store_->exec("CREATE TABLE t (x INTEGER)");
         store_->transaction([&] {
@@ -245,6 +301,34 @@ public:
             t.join();
         CPPUNIT_ASSERT_EQUAL(0, failures.load());
         CPPUNIT_ASSERT(store_->exec("SELECT COUNT(*) AS c FROM t")[0]["c"] == 321);
+    }
+
+    void testOutageIsUnavailableThenRecovers() {
+        using hangar::host::StoreUnavailable;
+        store_->exec("CREATE TABLE t (x INTEGER)");
+        // Several pooled connections, all left idle: each goes stale in the outage.
+        std::vector<std::future<void>> side;
+        for (int i = 0; i < 4; ++i)
+            side.push_back(std::async(std::launch::async, [&, i] { store_->exec("INSERT INTO t VALUES (?)", {i}); }));
+        for (auto &f : side)
+            f.get();
+        PgServer::get().stop();
+        CPPUNIT_ASSERT_THROW(store_->exec("SELECT x FROM t"), StoreUnavailable);
+        CPPUNIT_ASSERT_THROW(store_->exec("INSERT INTO t VALUES (9)"), StoreUnavailable);
+        CPPUNIT_ASSERT_THROW(store_->transaction([&] { return store_->exec("INSERT INTO t VALUES (9)"); }),
+                             StoreUnavailable);
+        PgServer::get().restart();
+        // The stale connections are dropped together, so at most one call meets one.
+        std::size_t rows = 0;
+        for (int attempt = 0; attempt < 2 && rows == 0; ++attempt) {
+            try {
+                rows = store_->exec("SELECT x FROM t").size();
+            } catch (const StoreUnavailable &) {
+            }
+        }
+        CPPUNIT_ASSERT_EQUAL(std::size_t(4), rows);
+        store_->exec("INSERT INTO t VALUES (5)");
+        CPPUNIT_ASSERT(store_->exec("SELECT COUNT(*) AS c FROM t")[0]["c"] == 5);
     }
 
     void testNewerSchemaVersionRefused() {

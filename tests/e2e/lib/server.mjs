@@ -18,6 +18,8 @@ import { promisify } from 'node:util';
 
 import Kernel, { NotFoundError } from '@onkernel/sdk';
 
+import { databaseFor, onPostgres } from './pg.mjs';
+
 const execFileP = promisify(execFile);
 const here = dirname(fileURLToPath(import.meta.url));
 export const repoRoot = resolve(here, '../../..');
@@ -96,6 +98,8 @@ export async function startServer(opts = {}) {
   const ownDataDir = !opts.dataDir;
   const dataDir = opts.dataDir || mkdtempSync(join(tmpdir(), 'hangar-e2e-'));
   const apiKey = opts.apiKey || 'sk_test_' + randomBytes(24).toString('hex');
+  // HANGAR_E2E_STORE=postgres (lib/pg.mjs): a database of its own unless the test names a store.
+  const db = onPostgres && !opts.env?.HANGAR_STORE_URL ? await databaseFor(dataDir, ownDataDir) : null;
   const env = {
     ...process.env,
     HANGAR_LISTEN: '127.0.0.1:0',
@@ -107,6 +111,7 @@ export async function startServer(opts = {}) {
     // on SIGTERM for the next start to adopt; restart.test.mjs covers that).
     HANGAR_KEEP_SESSIONS_ON_STOP: '0',
     HANGAR_SANDBOX_ALLOW_HOST_PORTS: ALLOWED_PORTS_SPEC,
+    ...(db ? { HANGAR_STORE_URL: db.url, HANGAR_STORE_POSTGRES_UNPROVEN: '1' } : {}),
     ...(opts.extraPluginDir ? { HANGAR_PLUGIN_DIR: opts.extraPluginDir } : {}),
     ...(opts.enablePlugins?.length ? { HANGAR_PLUGINS_ENABLE: opts.enablePlugins.join(',') } : {}),
     ...(opts.env || {}),
@@ -138,8 +143,9 @@ export async function startServer(opts = {}) {
   child.stderr.on('data', onData);
 
   let stopped = false;
-  const cleanup = () => {
+  const cleanup = async () => {
     if (ownDataDir) rmSync(dataDir, { recursive: true, force: true });
+    await db?.drop();
   };
 
   const baseURL = await new Promise((resolveReady, rejectReady) => {
@@ -156,8 +162,8 @@ export async function startServer(opts = {}) {
     function fail(err) {
       clearTimeout(timer);
       child.kill('SIGKILL');
-      exitPromise.then(() => {
-        cleanup();
+      exitPromise.then(async () => {
+        await cleanup().catch((e) => (err.message += `\n(dropping its database: ${e.message})`));
         err.message += `\n--- hangar output ---\n${output}`;
         rejectReady(err);
       });
@@ -169,6 +175,14 @@ export async function startServer(opts = {}) {
     });
     check();
   });
+
+  // The switch must not pass on SQLite by mistake: the server names the store it opened.
+  if (db && !output.includes(`store ${db.url.replace(/:[^:@/]*@/, ':***@')}`)) {
+    child.kill('SIGKILL');
+    await exitPromise;
+    await cleanup();
+    throw new Error(`HANGAR_E2E_STORE=postgres but the server did not open ${db.url}:\n${output}`);
+  }
 
   const newClient = (options = {}) =>
     new Kernel({ apiKey, baseURL, timeout: 120_000, ...(opts.clientOptions || {}), ...options });
@@ -210,7 +224,7 @@ export async function startServer(opts = {}) {
         await exitPromise;
         clearTimeout(t);
       }
-      cleanup();
+      await cleanup();
       return { ...exited, killed };
     },
     /** SIGKILL, as a crash would; the data dir is kept only if the caller owns it. */
@@ -219,7 +233,7 @@ export async function startServer(opts = {}) {
       stopped = true;
       if (!exited) child.kill('SIGKILL');
       await exitPromise;
-      cleanup();
+      await cleanup();
       return exited;
     },
   };
