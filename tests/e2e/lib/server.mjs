@@ -111,7 +111,7 @@ export async function startServer(opts = {}) {
     // on SIGTERM for the next start to adopt; restart.test.mjs covers that).
     HANGAR_KEEP_SESSIONS_ON_STOP: '0',
     HANGAR_SANDBOX_ALLOW_HOST_PORTS: ALLOWED_PORTS_SPEC,
-    ...(db ? { HANGAR_STORE_URL: db.url, HANGAR_STORE_POSTGRES_UNPROVEN: '1' } : {}),
+    ...(db ? { HANGAR_STORE_URL: db.url } : {}),
     ...(opts.extraPluginDir ? { HANGAR_PLUGIN_DIR: opts.extraPluginDir } : {}),
     ...(opts.enablePlugins?.length ? { HANGAR_PLUGINS_ENABLE: opts.enablePlugins.join(',') } : {}),
     ...(opts.env || {}),
