@@ -308,6 +308,7 @@ public:
         store_->exec("CREATE TABLE t (x INTEGER)");
         // Several pooled connections, all left idle: each goes stale in the outage.
         std::vector<std::future<void>> side;
+        side.reserve(4);
         for (int i = 0; i < 4; ++i)
             side.push_back(std::async(std::launch::async, [&, i] { store_->exec("INSERT INTO t VALUES (?)", {i}); }));
         for (auto &f : side)
