@@ -120,9 +120,10 @@ private:
         }
     };
     static constexpr SpareKind kSpareKinds[] = {{false, false}, {true, false}, {false, true}, {true, true}};
-    // `profile_has_state`: whether the create's profile (if any) has a saved archive; a spare
-    // starts on an empty user-data folder, which is what a profile without one gives.
-    static bool spare_can_serve(const CreateOptions &o, bool profile_has_state);
+    // A create's profile must also have no saved archive (profiles.has_state): a spare starts on
+    // an empty user-data folder, which is what a profile without one gives.
+    static bool spare_can_serve(const CreateOptions &o);
+    int spare_minimum(SpareKind kind) const;
     std::optional<std::string> take_spare(SpareKind kind);
     void start_spares();
     void stop_spares();

@@ -602,7 +602,7 @@ json BrowsersPlugin::create_session(const json &body, const std::string &project
         return opts.profile &&
                call("profiles.has_state", profile_selector(project, "", *opts.profile)).value("has_state", true);
     };
-    if (spare_can_serve(opts, false) && !plan.ca_bundle && spare_can_serve(opts, profile_has_state()))
+    if (spare_can_serve(opts) && !plan.ca_bundle && !profile_has_state())
         spare = take_spare({opts.headless, opts.stealth});
     if (spare) {
         // Hand-over: the proxy is a live swap of the spare's route, signing starts before the

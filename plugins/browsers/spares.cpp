@@ -26,17 +26,20 @@ std::int64_t available_memory_mb() {
 
 } // namespace
 
-bool BrowsersPlugin::spare_can_serve(const CreateOptions &o, bool profile_has_state) {
+bool BrowsersPlugin::spare_can_serve(const CreateOptions &o) {
     // name, tags and timeout_seconds live only in the session row, a start_url is opened in the
     // spare at hand-over, a proxy and request signing are live changes of its forwarder and
     // signer (a proxy's CA bundle is not: the caller checks), stealth is a kind of spare, and a
-    // profile with no saved state is the empty user-data folder the spare already has (its lease
-    // is taken at hand-over as on a cold start). Everything else that changes how Chromium starts
-    // needs a cold start.
+    // profile with no saved state (the caller asks) is the empty user-data folder the spare
+    // already has (its lease is taken at hand-over as on a cold start). Everything else that
+    // changes how Chromium starts needs a cold start.
     bool only_signing =
         std::all_of(o.extensions.begin(), o.extensions.end(), [](const json &e) { return is_signing_extension(e); });
-    return !o.kiosk_mode && o.viewport == Viewport{} && !o.chrome_policy && !(o.profile && profile_has_state) &&
-           only_signing;
+    return !o.kiosk_mode && o.viewport == Viewport{} && !o.chrome_policy && only_signing;
+}
+
+int BrowsersPlugin::spare_minimum(SpareKind kind) const {
+    return kind.stealth ? 0 : warm_spares_; // most servers never create a stealth browser
 }
 
 void BrowsersPlugin::start_spares() {
@@ -61,8 +64,7 @@ int BrowsersPlugin::spare_target(SpareKind kind, Clock::time_point now) {
     auto &demand = spare_demand_[kind];
     while (!demand.creates.empty() && now - demand.creates.front() > spares_window_)
         demand.creates.pop_front();
-    // Stealth spares only follow demand: most servers never create a stealth browser.
-    int minimum = kind.stealth ? 0 : warm_spares_;
+    int minimum = spare_minimum(kind);
     if (demand.creates.empty()) return minimum;
     auto span = std::chrono::milliseconds(static_cast<std::int64_t>(std::max(demand.start_ms, 250.0)));
     int peak = 0;
@@ -106,7 +108,7 @@ void BrowsersPlugin::fill_spares(const std::stop_token &stop) {
             if (start) {
                 // Beyond the minimum only while the machine has memory to spare for it.
                 int supply = static_cast<int>(spares_[*start].size()) + spare_demand_[*start].starting;
-                auto free_mb = supply >= (start->stealth ? 0 : warm_spares_) ? available_memory_mb() : -1;
+                auto free_mb = supply >= spare_minimum(*start) ? available_memory_mb() : -1;
                 if (free_mb >= 0 && free_mb < spares_min_free_mb_) {
                     spares_cv_.wait_for(lock, stop, std::chrono::seconds(5), [] { return false; });
                     continue;
