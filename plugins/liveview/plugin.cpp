@@ -168,8 +168,7 @@ private:
         return {c->at("sid").get<std::string>(), c->at("pid").get<std::string>()};
     }
 
-    // Whether the session is still running; a session that ended (or never was) is not.
-    // The link's session while it runs; nullopt once it ended.
+    // The link's session while it runs; nullopt once it ended (or never was).
     std::optional<json> session_of(const Claims &c) const {
         try {
             return call("browsers.session", {{"project_id", c.project_id}, {"id", c.session_id}});
