@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 
 
-import { descendants, hangarBin, startServer, stillAlive, waitFor } from './lib/server.mjs';
+import { descendants, doctor, doctorShows, startServer, stillAlive, waitFor } from './lib/server.mjs';
 
 const isChromium = (p) => /chrom/i.test(p.cmd);
 
@@ -110,15 +110,6 @@ test('after a crash the next start adopts the instance that still answers; a sto
   }
 });
 
-// `hangar doctor` on a data dir; exit status 1 means a check failed.
-function doctor(dataDir) {
-  try {
-    return { status: 0, out: execFileSync(hangarBin, ['doctor'], { env: { ...process.env, HANGAR_DATA_DIR: dataDir }, encoding: 'utf8' }) };
-  } catch (e) {
-    return { status: e.status, out: String(e.stdout) };
-  }
-}
-
 test('kill -9 in the middle of creates, a profile save and a recording: no orphan, no mount, the profile whole', async () => {
   const dataDir = mkdtempSync(join(tmpdir(), 'hangar-e2e-crash-'));
   const apiKey = 'sk_test_crash_' + Date.now();
@@ -154,21 +145,8 @@ test('kill -9 in the middle of creates, a profile save and a recording: no orpha
     await Promise.all(inFlight);
     // Sandboxes still starting stop by themselves (nobody hears their ready line); their folders
     // stay until the next start. The ready ones (the recording, the one saving its profile) run on.
-    const sandboxGone = (file) => {
-      const pid = Number(readFileSync(join(dataDir, 'instances', file), 'utf8').split(' ')[0]);
-      try {
-        return !readFileSync(`/proc/${pid}/cmdline`, 'utf8').startsWith('bwrap');
-      } catch {
-        return true;
-      }
-    };
-    await waitFor(() => readdirSync(join(dataDir, 'instances')).some((f) => f.endsWith('.pids') && sandboxGone(f)), {
-      timeoutMs: 15_000,
-      what: 'a starting sandbox to stop by itself',
-    }).catch(() => {});
-    const report = doctor(dataDir);
-    assert.match(report.out, /instance \S+ left its folder/, report.out);
-    assert.match(report.out, new RegExp(`instance ${filmed.session_id} waits for the next start to adopt it`), report.out);
+    await doctorShows(dataDir, [/instance \S+ left its folder/,
+      new RegExp(`instance ${filmed.session_id} waits for the next start to adopt it`)]);
 
     const second = await startServer({ dataDir, apiKey });
     try {
@@ -191,9 +169,8 @@ test('kill -9 in the middle of creates, a profile save and a recording: no orpha
         'every other instance folder, pid file and disk image removed');
       const mounts = readFileSync('/proc/self/mountinfo', 'utf8').split('\n').filter((l) => l.includes(dataDir));
       assert.ok(mounts.every(isKept), `no other instance file system stays mounted:\n${mounts.join('\n')}`);
-      const after = doctor(dataDir);
-      for (const id of kept) assert.match(after.out, new RegExp(`instance ${id} adopted by server ${second.pid}`), after.out);
-      assert.doesNotMatch(after.out, /runs without a server|left its folder|waits for the next start/, after.out);
+      await doctorShows(dataDir, kept.map((id) => new RegExp(`instance ${id} adopted by server ${second.pid}`)),
+        { absent: /runs without a server|left its folder|waits for the next start/ });
 
       // The profile is the old or the new version, never half of one.
       const tar = Buffer.from(await (await second.client.profiles.download(profile.id, { format: 'tar' })).arrayBuffer());

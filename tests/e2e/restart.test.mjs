@@ -15,19 +15,11 @@ import { NotFoundError } from '@onkernel/sdk';
 import { chromium } from 'playwright-core';
 import WebSocket from 'ws';
 
-import { descendants, hangarBin, startServer, startTestPages, stillAlive, waitFor } from './lib/server.mjs';
+import { descendants, doctor, startServer, startTestPages, stillAlive, waitFor } from './lib/server.mjs';
 
 // The test harness ends sessions on SIGTERM (HANGAR_KEEP_SESSIONS_ON_STOP=0); here the default
 // of a real server is under test.
 const KEEP = { HANGAR_KEEP_SESSIONS_ON_STOP: '1' };
-
-function doctor(dataDir) {
-  try {
-    return { status: 0, out: execFileSync(hangarBin, ['doctor'], { env: { ...process.env, HANGAR_DATA_DIR: dataDir }, encoding: 'utf8' }) };
-  } catch (e) {
-    return { status: e.status, out: String(e.stdout) };
-  }
-}
 
 // After a failure, instances may still be running with their folders mounted: those are
 // unmounted (lazily) so the data dir can go, and the failure shows instead of EBUSY.

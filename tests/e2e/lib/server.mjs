@@ -7,7 +7,7 @@
 // Readiness is the server's own "hangar listening on http://127.0.0.1:<port>" line, never a sleep.
 // stop() sends SIGTERM, then SIGKILL after 10 s, and always removes the temp data dir.
 import assert from 'node:assert/strict';
-import { spawn, execFile } from 'node:child_process';
+import { spawn, execFile, execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, rmSync, readFileSync, readdirSync } from 'node:fs';
 import http from 'node:http';
@@ -256,6 +256,35 @@ export async function waitFor(fn, { timeoutMs = 30_000, intervalMs = 250, what =
     }
     await new Promise((r) => setTimeout(r, intervalMs));
   }
+}
+
+/** `hangar doctor` on a data dir: its exit status (1 when a check failed) and what it printed. */
+export function doctor(dataDir) {
+  try {
+    return { status: 0, out: execFileSync(hangarBin, ['doctor'], { env: { ...process.env, HANGAR_DATA_DIR: dataDir }, encoding: 'utf8' }) };
+  } catch (e) {
+    return { status: e.status, out: String(e.stdout) };
+  }
+}
+
+/**
+ * Runs `hangar doctor` until its report matches every one of `patterns` (and none of `absent`):
+ * instances settle on their own time (a sandbox still starting stops by itself, a cgroup empties),
+ * which a busy machine stretches. On a timeout the error shows the report's instance section first,
+ * the part a CI log's excerpt keeps.
+ */
+export async function doctorShows(dataDir, patterns, { absent = null, timeoutMs = 30_000 } = {}) {
+  let report;
+  const settled = () => {
+    report = doctor(dataDir);
+    return patterns.every((p) => p.test(report.out)) && !(absent && absent.test(report.out));
+  };
+  await waitFor(settled, { timeoutMs, intervalMs: 500, what: 'the doctor report' }).catch((err) => {
+    const at = report.out.indexOf('\ninstances\n');
+    const instances = at >= 0 ? report.out.slice(at + 1) : report.out;
+    throw new Error(`${err.message}: wanted ${patterns.join(', ')}${absent ? `, not ${absent}` : ''}; got\n${instances}`);
+  });
+  return report;
 }
 
 export const TEST_PAGE_TITLE = 'Hangar test page';
