@@ -166,10 +166,13 @@ private:
         void apply(json &spec) const;
     };
     ProxyPlan proxy_plan(const std::string &project, const CreateOptions &o) const;
-    // Once the instance runs: its route and signing key; then, for a signing browser, the start
-    // URL held back so that its first request is signed too.
+    // Once the instance runs: its route and signing key. A signing browser's start URL was held
+    // back (its first request is signed too): open_start_url opens it after this.
     void proxy_handover(const std::string &instance, const std::string &project, const CreateOptions &o,
                         const ProxyPlan &plan, const std::string &base_url) const;
+    // The start URL in the instance's Chromium, when one is asked for (a spare, a signing browser,
+    // a Chromium restarted on a profile); 502 when it does not open.
+    void open_start_url(const std::string &instance, const std::optional<std::string> &url) const;
 
     struct Pool {
         std::string id, org_id, project_id;

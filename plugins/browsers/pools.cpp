@@ -223,9 +223,7 @@ bool BrowsersPlugin::start_pool_instance(const std::string &id, const CreateOpti
         add_extension_inputs(spec, project, launch.extensions);
         instance_start(spec);
         proxy_handover(id, project, launch, plan, {});
-        if (plan.sign && launch.start_url &&
-            instance_call(id, "POST", "/chromium/open", json{{"url", *launch.start_url}}.dump(), 10000).status != 200)
-            throw Error(502, "upstream_unavailable", "the pooled browser could not open the start URL");
+        if (plan.sign) open_start_url(id, launch.start_url);
         return true;
     } catch (const std::exception &e) {
         instance_stop(id);

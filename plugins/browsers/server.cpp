@@ -326,6 +326,11 @@ void BrowsersPlugin::proxy_handover(const std::string &instance, const std::stri
     call("proxies.attach", in);
 }
 
+void BrowsersPlugin::open_start_url(const std::string &instance, const std::optional<std::string> &url) const {
+    if (url && instance_call(instance, "POST", "/chromium/open", json{{"url", *url}}.dump(), 10000).status != 200)
+        throw Error(502, "upstream_unavailable", "the browser could not open the start URL");
+}
+
 json BrowsersPlugin::render(const Session &s, const Request &req) const {
     return render(s, req.base_url());
 }
@@ -609,10 +614,7 @@ json BrowsersPlugin::create_session(const json &body, const std::string &project
         // start URL opens.
         try {
             proxy_handover(*spare, project, opts, plan, base_url);
-            if (opts.start_url &&
-                instance_call(*spare, "POST", "/chromium/open", json{{"url", *opts.start_url}}.dump(), 10000).status !=
-                    200)
-                throw Error::internal("the start URL did not open");
+            open_start_url(*spare, opts.start_url);
         } catch (const std::exception &e) {
             warn(std::string("a warm spare could not be handed over (") + e.what() + "); starting a browser instead");
             instance_stop(*spare);
@@ -677,8 +679,7 @@ json BrowsersPlugin::create_session(const json &body, const std::string &project
                                   60000)
                         .status != 200)
                     throw Error(502, "upstream_unavailable", "Chromium could not restart on the profile");
-                if (opts.start_url)
-                    instance_call(*spare, "POST", "/chromium/open", json{{"url", *opts.start_url}}.dump(), 10000);
+                open_start_url(*spare, opts.start_url);
             }
         }
     }
@@ -693,10 +694,7 @@ json BrowsersPlugin::create_session(const json &body, const std::string &project
         try {
             instance_start(spec);
             proxy_handover(s.id, project, opts, plan, base_url);
-            if (plan.sign && opts.start_url &&
-                instance_call(s.id, "POST", "/chromium/open", json{{"url", *opts.start_url}}.dump(), 10000).status !=
-                    200)
-                throw Error(502, "upstream_unavailable", "the browser could not open the start URL");
+            if (plan.sign) open_start_url(s.id, opts.start_url);
         } catch (...) {
             instance_stop(s.id); // idempotent; whatever half-started goes too
             throw;
