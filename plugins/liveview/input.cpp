@@ -68,4 +68,9 @@ std::optional<std::pair<std::string, json>> input_command(const std::string &lin
     return std::nullopt;
 }
 
+bool is_copy_request(const std::string &line) {
+    json in = json::parse(line, nullptr, false);
+    return in.is_object() && in.value("type", json()) == "copy";
+}
+
 } // namespace hangar::liveview

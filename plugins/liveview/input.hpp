@@ -3,7 +3,7 @@
 //
 // Lines: {"type":"mouse","action":"move|down|up|wheel","x","y","button","buttons","clickCount",
 // "modifiers","deltaX","deltaY"}, {"type":"key","action":"down|up","key","code","text","keyCode",
-// "location","modifiers"}, {"type":"text","text"}.
+// "location","modifiers"}, {"type":"text","text"}; and {"type":"copy"}, which is no input.
 #pragma once
 
 #include <hangar/plugin.hpp>
@@ -17,5 +17,8 @@ namespace hangar::liveview {
 // The CDP command ({method, params}) for one input line, or nothing for a line that is not valid
 // input. Only whitelisted fields pass, numbers clamped: the viewer is a person's browser.
 std::optional<std::pair<std::string, json>> input_command(const std::string &line);
+
+// Whether the line is the viewer's {"type":"copy"}: it wants the page's selection back.
+bool is_copy_request(const std::string &line);
 
 } // namespace hangar::liveview

@@ -190,7 +190,18 @@ async function draw(jpeg) {
   if (waiting) { const next = waiting; waiting = null; draw(next); }
 }
 
-// The agent's byte stream: [u32 length][u8 kind][payload], kind 1 = JSON size, 2 = JPEG.
+// What was selected in the remote page when copy or cut was pressed, to this machine's clipboard
+// where the browser lets the page write it.
+async function copied(text) {
+  try {
+    if (text) await navigator.clipboard?.writeText(text);
+  } catch {
+    // no permission to write the local clipboard
+  }
+}
+
+// The agent's byte stream: [u32 length][u8 kind][payload], kind 1 = JSON size, 2 = JPEG,
+// 3 = JSON {text} after a copy.
 let buf = new Uint8Array(1 << 20);
 let len = 0;
 function take(chunk) {
@@ -210,6 +221,7 @@ function take(chunk) {
     const payload = buf.slice(at + 5, at + 4 + n);
     if (kind === 1) size = JSON.parse(new TextDecoder().decode(payload));
     else if (kind === 2) draw(payload);
+    else if (kind === 3) copied(JSON.parse(new TextDecoder().decode(payload)).text);
     at += 4 + n;
   }
   buf.copyWithin(0, at, len);
@@ -268,6 +280,9 @@ if (!readOnly) {
     // Ctrl/Cmd+V stays local so the paste event below carries the text over.
     if ((e.ctrlKey || e.metaKey) && e.key.toLowerCase() === 'v') return;
     e.preventDefault();
+    // The selection is asked for before a cut removes it.
+    if (action === 'down' && (e.ctrlKey || e.metaKey) && ['c', 'x'].includes(e.key.toLowerCase()))
+      send({ type: 'copy' });
     const text = action === 'down' && !e.ctrlKey && !e.metaKey && !e.altKey
       ? (e.key.length === 1 ? e.key : e.key === 'Enter' ? '\r' : '') : '';
     send({ type: 'key', action, key: e.key, code: e.code, text, keyCode: e.keyCode, location: e.location,

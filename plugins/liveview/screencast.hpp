@@ -5,8 +5,9 @@
 //
 // Stream to the viewer: records of [u32 big-endian length][u8 kind][payload], length counting
 // kind + payload; kind 1 = JSON {"width","height"} (the page's size in CSS pixels, sent when it
-// changes), kind 2 = one JPEG frame. From the viewer: newline-delimited JSON input (see
-// input_command), ignored in view mode.
+// changes), kind 2 = one JPEG frame, kind 3 = JSON {"text"}: what was selected in the page when the
+// viewer pressed copy or cut. From the viewer: newline-delimited JSON input (see input_command),
+// and {"type":"copy"} before a copy or cut key; all ignored in view mode.
 #pragma once
 
 #include "input.hpp"
@@ -209,9 +210,12 @@ private:
                     if (!view_only_ && !session.empty()) {
                         input.append(buf, static_cast<std::size_t>(n));
                         for (auto nl = input.find('\n'); nl != std::string::npos; nl = input.find('\n')) {
-                            if (auto cmd = input_command(input.substr(0, nl)))
-                                cdp.send(cmd->first, cmd->second, session); // the reply is not waited for
+                            std::string line = input.substr(0, nl);
                             input.erase(0, nl + 1);
+                            if (is_copy_request(line))
+                                write_record(viewer, 3, json{{"text", selected_text(cdp, session)}}.dump());
+                            else if (auto cmd = input_command(line))
+                                cdp.send(cmd->first, cmd->second, session); // the reply is not waited for
                         }
                         if (input.size() > (2u << 20)) return; // not line-delimited input
                     }
@@ -252,6 +256,36 @@ private:
                 known.erase(target);
                 attach_any();
             }
+        }
+    }
+
+    // Headless Chromium keeps its clipboard to itself (no CDP read, no X selection), so a copy in
+    // the viewer takes the page's selection instead, read before the copy or cut key goes (a cut
+    // removes it). In a world of its own: the page's scripts neither see the read nor steer it.
+    static std::string selected_text(cdp::Connection &cdp, const std::string &session) {
+        using namespace std::chrono_literals;
+        constexpr auto kTimeout = 2s;
+        static constexpr std::string_view kRead = R"js((() => {
+          const e = document.activeElement;
+          if (e && typeof e.selectionStart === 'number' && typeof e.value === 'string')
+            return e.value.slice(e.selectionStart, e.selectionEnd);
+          return String(document.getSelection() ?? '');
+        })())js";
+        try {
+            std::string frame =
+                cdp.call("Page.getFrameTree", json::object(), session, kTimeout)["frameTree"]["frame"].value(
+                    "id", std::string());
+            int world = cdp.call("Page.createIsolatedWorld", {{"frameId", frame}, {"worldName", "hangar-liveview"}},
+                                 session, kTimeout)
+                            .value("executionContextId", 0);
+            json r =
+                cdp.call("Runtime.evaluate", {{"expression", kRead}, {"contextId", world}, {"returnByValue", true}},
+                         session, kTimeout);
+            std::string text = r["result"].value("value", std::string());
+            return text.size() > (1u << 20) ? std::string() : text;
+        } catch (const cdp::Failure &e) {
+            if (e.timed_out()) throw;
+            return {}; // the page went away meanwhile: nothing was selected
         }
     }
 

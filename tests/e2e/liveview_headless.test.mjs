@@ -2,9 +2,10 @@
 // CDP screencast (relayed through the agent; the viewer never gets CDP) on a canvas, and sends
 // mouse and keys back. Opened in a real headless Chromium (playwright-core) as a user would: it
 // shows the remote page's colour and a change, a click on the canvas reaches a button's handler
-// and typed text an input; a read-only link's input is dropped by the server; it follows a new tab
-// and falls back when that closes; a resize is refused while it watches unless forced, and then it
-// shows the new size; an open viewer counts as activity; the page says when the session ended.
+// and typed text an input; a copy or cut there reaches the viewer's clipboard; a read-only link's
+// input is dropped by the server; it follows a new tab and falls back when that closes; a resize is
+// refused while it watches unless forced, and then it shows the new size; an open viewer counts as
+// activity; the page says when the session ended.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 
@@ -44,9 +45,9 @@ after(async () => {
   await pageServer?.close();
 });
 
-/** Opens the link and waits until the canvas shows the first frame. */
-async function openViewer(url) {
-  const page = await viewerBrowser.newPage({ viewport: VIEWER });
+/** Opens the link (in `page`, or a page of its own) and waits until the canvas shows the first frame. */
+async function openViewer(url, page = null) {
+  page ??= await viewerBrowser.newPage({ viewport: VIEWER });
   await page.goto(url);
   await page.waitForFunction(() => document.getElementById('status')?.textContent === '' &&
     document.querySelector('#screen canvas')?.width > 0, null, { timeout: 30_000 });
@@ -114,6 +115,39 @@ describe('headless live view', () => {
       });
     } finally {
       await viewer.close();
+    }
+  });
+
+  test("a copy or cut in the viewer puts what the page selected on the viewer's clipboard", async () => {
+    const context = await viewerBrowser.newContext({ viewport: VIEWER });
+    await context.grantPermissions(['clipboard-read', 'clipboard-write']);
+    const viewer = await openViewer(session.browser_live_view_url, await context.newPage());
+    const clipboard = () => viewer.evaluate(() => navigator.clipboard.readText());
+    try {
+      // Text selected in the page (not in a field).
+      await remote.evaluate(() => {
+        document.activeElement?.blur();
+        getSelection().selectAllChildren(document.getElementById('b'));
+      });
+      await viewer.focus('#screen canvas');
+      await viewer.keyboard.press('Control+c');
+      await waitFor(async () => (await clipboard()) === 'press', { what: "the page's selection on the viewer's clipboard" });
+
+      // Part of a field's text, cut: the viewer gets it, the field loses it.
+      const word = `cut-${Date.now()}`;
+      await remote.evaluate((w) => {
+        const t = document.getElementById('t');
+        t.value = `keep ${w}`;
+        t.focus();
+        t.setSelectionRange(5, t.value.length);
+      }, word);
+      await viewer.keyboard.press('Control+x');
+      await waitFor(async () => (await clipboard()) === word, { what: "the field's selection on the viewer's clipboard" });
+      await waitFor(async () => (await remote.evaluate(() => document.getElementById('t').value)) === 'keep ', {
+        what: 'the cut text gone from the remote field',
+      });
+    } finally {
+      await context.close();
     }
   });
 

@@ -6,6 +6,7 @@
 #include <cppunit/extensions/HelperMacros.h>
 
 using hangar::liveview::input_command;
+using hangar::liveview::is_copy_request;
 
 class LiveviewInputTest : public CppUnit::TestFixture {
     CPPUNIT_TEST_SUITE(LiveviewInputTest);
@@ -58,6 +59,11 @@ public:
         CPPUNIT_ASSERT(!input_command(R"({"type":"mouse","action":"drag"})"));
         CPPUNIT_ASSERT(!input_command(R"({"type":"key","action":"press","key":"a"})"));
         CPPUNIT_ASSERT(!input_command(R"({"type":"text","text":""})"));
+        // A copy request asks for the selection back; it is no input command.
+        CPPUNIT_ASSERT(is_copy_request(R"({"type":"copy"})"));
+        CPPUNIT_ASSERT(!input_command(R"({"type":"copy"})"));
+        CPPUNIT_ASSERT(!is_copy_request(R"({"type":"key","action":"down","key":"c"})"));
+        CPPUNIT_ASSERT(!is_copy_request("copy"));
     }
 };
 
