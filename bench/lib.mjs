@@ -156,9 +156,17 @@ export function treePssMb(root, kids = childrenByParent()) {
   return kb / 1024;
 }
 
+// An instance's sandbox process, from <id>.pids beside its folder: "<sandbox pid> <pasta pid> ...".
+function sandboxPid(server, sessionId) {
+  return Number(readFileSync(join(server.dataDir, 'instances', `${sessionId}.pids`), 'utf8').trim().split(' ')[0]);
+}
+
 /** PSS in MB of one Hangar instance: its sandbox process and everything under it. */
 export function instancePssMb(server, sessionId, kids = childrenByParent()) {
-  // <id>.pids beside the instance folder: "<sandbox pid> <pasta pid>".
-  const [pid] = readFileSync(join(server.dataDir, 'instances', `${sessionId}.pids`), 'utf8').trim().split(' ').map(Number);
-  return treePssMb(pid, kids);
+  return treePssMb(sandboxPid(server, sessionId), kids);
+}
+
+/** CPU ms spent so far by one Hangar instance: its sandbox process and everything under it. */
+export function instanceCpuMs(server, sessionId, kids = childrenByParent()) {
+  return treeCpuMs(sandboxPid(server, sessionId), kids);
 }

@@ -13,14 +13,15 @@
 //  - CPU per viewer: x11vnc + the hangar processes (agent bridge, server relay) over a window in
 //    which the remote page changes colour 10 times a second, in cores;
 //  - the colour-change latency again through a headless 1920x1080 session's live view (the CDP
-//    screencast the agent relays), same baseline.
+//    screencast the agent relays), same baseline; and that session's CPU (instance + server)
+//    while its page changes 10 times a second, watched by one viewer against unwatched.
 // Goal: latency p50 ≤ 150 ms in every case.
 import { readFileSync, readdirSync } from 'node:fs';
 import http from 'node:http';
 import { createRequire } from 'node:module';
 
 import { listenAllowed } from '../tests/e2e/lib/server.mjs';
-import { now, runStandalone, startServer, summary } from './lib.mjs';
+import { instanceCpuMs, now, runStandalone, startServer, summary } from './lib.mjs';
 
 const require = createRequire(new URL('../tests/e2e/package.json', import.meta.url));
 const { chromium } = require('playwright-core');
@@ -104,10 +105,38 @@ const presentColour = (remote, red) =>
     red,
   );
 
-// The colour-change latency through a headless session's live view (CDP screencast).
+// The remote page changes colour 10 times a second for 10 s.
+const animate = (remote) =>
+  remote.evaluate(
+    () =>
+      new Promise((resolve) => {
+        let n = 0;
+        const id = setInterval(() => {
+          document.body.style.background = `rgb(${(n * 37) % 255},${(n * 91) % 255},${(n * 53) % 255})`;
+          if (++n === 100) {
+            clearInterval(id);
+            resolve();
+          }
+        }, 100);
+      }),
+  );
+
+// Cores the headless instance (agent, Chromium) and the server process spend while the page
+// animates: with a viewer, that is the live view's cost on top of the page's own.
+async function animatedCores(server, remote, sessionId) {
+  const cpu = () => instanceCpuMs(server, sessionId) + cpuTicks(server.pid) * (1000 / TICK_HZ);
+  const t0 = now();
+  const before = cpu();
+  await animate(remote);
+  return (cpu() - before) / (now() - t0);
+}
+
+// The colour-change latency through a headless session's live view (CDP screencast), and its CPU.
 async function headlessLatency(server, viewerBrowser, samples) {
   const latency = [];
   const paint = [];
+  let watched = NaN;
+  let unwatched = NaN;
   const session = await server.client.browsers.create({ headless: true, viewport: VIEWPORT, timeout_seconds: 600 });
   const cdp = await chromium.connectOverCDP(session.cdp_ws_url);
   try {
@@ -128,12 +157,15 @@ async function headlessLatency(server, viewerBrowser, samples) {
       }
       await new Promise((r) => setTimeout(r, 50));
     }
+    watched = await animatedCores(server, remote, session.session_id);
     await viewer.close();
+    await new Promise((r) => setTimeout(r, 1000)); // the viewer's CDP connection and screencast end
+    unwatched = await animatedCores(server, remote, session.session_id);
   } finally {
     await cdp.close().catch(() => {});
     await server.client.browsers.deleteByID(session.session_id).catch(() => {});
   }
-  return { latency: summary(latency), paint: summary(paint) };
+  return { latency: summary(latency), paint: summary(paint), watched, unwatched };
 }
 
 export async function run({
@@ -235,20 +267,7 @@ export async function run({
     ];
     const t0 = now();
     const before = pids.map(cpuTicks);
-    const animate = remote.evaluate(
-      () =>
-        new Promise((resolve) => {
-          let n = 0;
-          const id = setInterval(() => {
-            document.body.style.background = `rgb(${(n * 37) % 255},${(n * 91) % 255},${(n * 53) % 255})`;
-            if (++n === 100) {
-              clearInterval(id);
-              resolve();
-            }
-          }, 100);
-        }),
-    );
-    await animate;
+    await animate(remote);
     const after = pids.map(cpuTicks);
     const seconds = (now() - t0) / 1000;
     cores = after.reduce((s, v, i) => s + v - before[i], 0) / TICK_HZ / seconds;
@@ -256,6 +275,7 @@ export async function run({
 
     headless = await headlessLatency(server, viewerBrowser, samples);
     log(`headless (screencast) latency p50 ${headless.latency.p50} ms, remote paint p50 ${headless.paint.p50} ms`);
+    log(`headless session animating: ${headless.watched.toFixed(3)} cores watched, ${headless.unwatched.toFixed(3)} unwatched`);
   } finally {
     await viewerBrowser?.close().catch(() => {});
     await cdp?.close().catch(() => {});
@@ -320,6 +340,14 @@ export async function run({
       baseline: null,
       ratio: null,
       note: 'x11vnc + hangar agent + server over 10 s',
+    },
+    {
+      name: 'liveview',
+      metric: 'CPU of a headless session watched by one viewer, page changing 10×/s (cores)',
+      value: headless.watched,
+      baseline: headless.unwatched,
+      ratio: headless.watched / headless.unwatched,
+      note: 'the instance (agent, Chromium) + server process over 10 s; baseline: the same with no viewer',
     },
   ];
 }
