@@ -12,7 +12,9 @@
 #include <chrono>
 #include <climits>
 #include <cstdio>
+#include <initializer_list>
 #include <sstream>
+#include <string_view>
 
 using nlohmann::json;
 
@@ -106,21 +108,23 @@ NodeState node_state(bool stopped, std::int64_t heartbeat_at_ms, std::int64_t he
 }
 
 std::string plugin_set_difference(const PluginSet &mine, unsigned my_abi, const PluginSet &theirs, unsigned their_abi) {
-    std::vector<std::string> parts;
+    std::string out;
+    auto part = [&out](std::initializer_list<std::string_view> words) {
+        if (!out.empty()) out += "; ";
+        for (auto w : words)
+            out += w;
+    };
     if (my_abi != their_abi)
-        parts.push_back("plugin ABI v" + std::to_string(my_abi) + " here, v" + std::to_string(their_abi) + " there");
+        part({"plugin ABI v", std::to_string(my_abi), " here, v", std::to_string(their_abi), " there"});
     for (const auto &[name, version] : mine) {
         auto it = theirs.find(name);
         if (it == theirs.end())
-            parts.push_back("plugin " + name + " " + version + " is enabled here, not there");
+            part({"plugin ", name, " ", version, " is enabled here, not there"});
         else if (it->second != version)
-            parts.push_back("plugin " + name + " is " + version + " here, " + it->second + " there");
+            part({"plugin ", name, " is ", version, " here, ", it->second, " there"});
     }
     for (const auto &[name, version] : theirs)
-        if (!mine.count(name)) parts.push_back("plugin " + name + " " + version + " is enabled there, not here");
-    std::string out;
-    for (const auto &p : parts)
-        out += (out.empty() ? "" : "; ") + p;
+        if (!mine.count(name)) part({"plugin ", name, " ", version, " is enabled there, not here"});
     return out;
 }
 
@@ -212,10 +216,12 @@ void NodeRegistration::claim() {
             auto diff =
                 plugin_set_difference(settings_.plugins, HANGAR_ABI_VERSION, parse_plugins(row.value("plugins", "")),
                                       static_cast<unsigned>(int_of(row, "abi_version")));
-            if (!diff.empty())
-                throw NodeError("node \"" + name + "\" cannot join: its plugins differ from live node \"" +
-                                row.value("name", "") + "\" at " + row.value("public_url", "") + ": " + diff + " (" +
-                                kPluginSettings + ")");
+            if (!diff.empty()) {
+                std::string why = "node \"" + name + "\" cannot join: its plugins differ from live node \"";
+                why.append(row.value("name", "")).append("\" at ").append(row.value("public_url", ""));
+                why.append(": ").append(diff).append(" (").append(kPluginSettings).append(")");
+                throw NodeError(why);
+            }
         }
         json params = {settings_.public_url,
                        instance_id_,
