@@ -5,6 +5,7 @@
 #include "http.hpp"
 #include "log_format.hpp"
 #include "metrics.hpp"
+#include "nodes.hpp"
 #include "openapi.hpp"
 #include "plugins.hpp"
 #include "runtime.hpp"
@@ -28,6 +29,7 @@
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <optional>
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -197,6 +199,41 @@ std::vector<std::string> plugin_dirs(const Config &cfg, const std::string &exe) 
     return dirs;
 }
 
+// The plugins this node will start, with their versions, read before anything is written so a
+// node that cannot join is refused first. A plugin the loader would refuse (wrong ABI) is left out.
+PluginSet planned_plugins(HostCore &core, const std::vector<std::string> &dirs,
+                          const std::vector<std::string> &enabled) {
+    PluginManager probe(core);
+    auto files = PluginManager::find_files(dirs);
+    PluginSet out;
+    for (const auto &name : enabled)
+        if (auto it = files.find(name); it != files.end())
+            if (auto seen = probe.inspect(it->second); seen.problem.empty()) out[name] = seen.version;
+    return out;
+}
+
+// What the heartbeat reports. The host does not reach into a plugin: the instance count is the
+// runtime's own, the warm spares come from the `browsers.metrics` service (the gauge /metrics
+// shows), and free memory is the kernel's MemAvailable.
+NodeStatus node_status(HostCore &core, const Runtime &runtime) {
+    NodeStatus s;
+    s.browsers = static_cast<std::int64_t>(runtime.running().size());
+    std::string answer;
+    if (core.services.call("browsers.metrics", "{}", answer) == 200) {
+        auto doc = json::parse(answer, nullptr, false);
+        if (doc.is_object() && doc["families"].is_array())
+            for (const auto &f : doc["families"])
+                if (f.value("name", "") == "hangar_warm_spares" && f.contains("samples") && f["samples"].is_array())
+                    for (const auto &sample : f["samples"])
+                        s.spares += static_cast<std::int64_t>(sample.value("value", 0.0));
+    }
+    try {
+        s.mem_available_bytes = mem_available_bytes(read_file("/proc/meminfo"));
+    } catch (const std::exception &) {
+    }
+    return s;
+}
+
 // Waits for SIGTERM/SIGINT/SIGQUIT or a programmatic stop; wait() returns the signal (0 for a
 // programmatic stop).
 class Termination {
@@ -248,6 +285,7 @@ protected:
             if (args_.command == "serve") return serve();
             if (args_.command == "agent") return agent();
             if (args_.command == "admin") return admin();
+            if (args_.command == "nodes") return nodes();
             if (args_.command == "doctor") {
                 auto cfg = load_config();
                 std::string exe = executable_path();
@@ -258,12 +296,13 @@ protected:
                 std::cout << "hangar " << HANGAR_VERSION << " (plugin ABI v" << HANGAR_ABI_VERSION << ")\n";
                 return 0;
             }
-            std::cerr << "usage: hangar [serve|agent|admin|doctor|version] [--config=FILE]\n"
+            std::cerr << "usage: hangar [serve|agent|admin|doctor|nodes|version] [--config=FILE]\n"
                          "  hangar admin project create NAME\n"
                          "  hangar admin key create [--project PROJECT_ID] [--name NAME]\n"
                          "  hangar admin entitlement <org_id|project_id> <feature> on|off\n"
                          "  hangar admin rotate-secrets-key\n"
-                         "  hangar doctor\n";
+                         "  hangar doctor\n"
+                         "  hangar nodes [--json]\n";
             return args_.command == "help" ? 0 : 64;
         } catch (const std::exception &e) {
             std::cerr << "hangar: " << e.what() << "\n";
@@ -313,8 +352,21 @@ private:
         core.data_dir = data_dir(*cfg);
         core.max_body_bytes = static_cast<std::size_t>(cfg->get_int("server.max_body_bytes", 64ll << 20));
         core.public_url = cfg->get("server.public_url", "");
+        check_public_url(core.public_url); // before the store is opened (a new SQLite file)
         core.area_prefixes = kAreas;
         core.store = open_store(*cfg, core.data_dir);
+        auto dirs = plugin_dirs(*cfg, exe);
+        auto enabled = cfg->enabled_plugins();
+        // Before anything else is written: a node that may not join stops here (nodes.hpp).
+        NodeSettings node_settings;
+        node_settings.name = cfg->get("node.name", "");
+        node_settings.public_url = core.public_url;
+        node_settings.heartbeat_seconds = cfg->get_int("node.heartbeat_seconds", 5);
+        node_settings.plugins = planned_plugins(core, dirs, enabled);
+        NodeRegistration node(*core.store, std::move(node_settings));
+        migrate_nodes(*core.store);
+        node.claim();
+        log.information("node %s (instance %s)", node.settings().name, node.instance_id());
         core.auth = std::make_unique<Auth>(*core.store);
         core.auth->set_org_session_limit(cfg->get_int("browsers.max_browsers_per_project", 50));
         if (cfg->get_bool("audit.enabled", true)) {
@@ -332,8 +384,6 @@ private:
             std::cout << "bootstrap API key (shown once; also in " << core.data_dir
                       << "/bootstrap-api-key): " << generated << std::endl;
 
-        auto dirs = plugin_dirs(*cfg, exe);
-        auto enabled = cfg->enabled_plugins();
         for (auto &d : cfg->disabled_plugins())
             core.disabled_plugins.insert(d);
         RuntimeOptions ropt;
@@ -400,8 +450,13 @@ private:
         core.self_host = self_address(host);
         core.self_port = port;
         server->start();
-        std::cout << "hangar listening on http://" << (host == "0.0.0.0" ? "127.0.0.1" : host) << ":" << port
-                  << std::endl;
+        std::string listening =
+            "http://" + (host == "0.0.0.0" ? std::string("127.0.0.1") : host) + ":" + std::to_string(port);
+        node.publish(core.public_url.empty() ? listening : core.public_url);
+        auto status = [&core, &runtime] { return node_status(core, runtime); };
+        node.beat(status());
+        std::optional<Heartbeat> heartbeat(std::in_place, node, status, log);
+        std::cout << "hangar listening on " << listening << std::endl;
         std::uint16_t metrics_port = 0;
         auto metrics_server = make_metrics_server(core, cfg->get("metrics.listen", ""), metrics_port);
         if (metrics_server) {
@@ -415,6 +470,7 @@ private:
         Termination term;
         int sig = term.wait();
         core.metrics.ready = false;
+        heartbeat.reset(); // the row says stopped once everything below is done (~NodeRegistration)
         // SIGTERM (systemctl stop/restart, a package upgrade) is a planned restart: sessions stay
         // running for the next start to adopt, unless the operator said otherwise. SIGINT (Ctrl-C
         // at a terminal) and SIGQUIT end every session.
@@ -435,6 +491,20 @@ private:
         else
             runtime.stop_all();
         log.information("stopped");
+        return 0;
+    }
+
+    // `hangar nodes [--json]`: every node of the store this config names, with its state by
+    // heartbeat age.
+    int nodes() {
+        auto cfg = load_config();
+        auto store = open_store(*cfg, data_dir(*cfg));
+        migrate_nodes(*store);
+        auto list = list_nodes(*store, now_ms());
+        if (option("json") == "true")
+            std::cout << list.dump(2) << std::endl;
+        else
+            std::cout << format_nodes(list);
         return 0;
     }
 

@@ -23,6 +23,8 @@ const std::map<std::string, std::string> kEnvKeys = {
     {"HANGAR_API_KEY", "auth.bootstrap_key"},
     {"HANGAR_PLUGIN_DIR", "plugins.extra_dirs"},
     {"HANGAR_PUBLIC_URL", "server.public_url"},
+    {"HANGAR_NODE_NAME", "node.name"},
+    {"HANGAR_NODE_HEARTBEAT_SECONDS", "node.heartbeat_seconds"},
     {"HANGAR_LOG_LEVEL", "logging.level"},
     {"HANGAR_LOG_FORMAT", "logging.format"},
     {"HANGAR_METRICS_LISTEN", "metrics.listen"},

@@ -85,8 +85,8 @@ PluginManager::Inspection PluginManager::inspect(const std::string &file) {
     return out;
 }
 
-void PluginManager::load(const std::vector<std::string> &dirs, const std::vector<std::string> &enabled) {
-    std::map<std::string, std::string> found; // name → file
+std::map<std::string, std::string> PluginManager::find_files(const std::vector<std::string> &dirs) {
+    std::map<std::string, std::string> found;
     for (const auto &dir : dirs) {
         std::error_code ec;
         for (const auto &entry : fs::directory_iterator(dir, ec)) {
@@ -95,6 +95,11 @@ void PluginManager::load(const std::vector<std::string> &dirs, const std::vector
             found.emplace(name, entry.path().string());
         }
     }
+    return found;
+}
+
+void PluginManager::load(const std::vector<std::string> &dirs, const std::vector<std::string> &enabled) {
+    auto found = find_files(dirs);
     for (const auto &[name, _] : found)
         if (std::find(enabled.begin(), enabled.end(), name) == enabled.end()) core_.disabled_plugins.insert(name);
 

@@ -3,6 +3,7 @@
 
 #include "core.hpp"
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,8 @@ public:
     // Loads every enabled plugin found in `dirs` (first match wins). A plugin built for another
     // ABI is refused with a log line and skipped; a missing dependency is fatal (PluginError).
     void load(const std::vector<std::string> &dirs, const std::vector<std::string> &enabled);
+    // Every plugin library in `dirs`, name → file (the first folder holding a name wins).
+    static std::map<std::string, std::string> find_files(const std::vector<std::string> &dirs);
     void stop_all();
 
     const std::vector<std::unique_ptr<PluginRecord>> &plugins() const { return plugins_; }

@@ -92,6 +92,8 @@ public:
             {"HANGAR_WARM_SPARES", "0"},
             {"HANGAR_SANDBOX_USER", "nobody"},
             {"HANGAR_SECRETS_KEY_FILE", "/etc/hangar/secrets.key"},
+            {"HANGAR_NODE_NAME", "node-7"},
+            {"HANGAR_NODE_HEARTBEAT_SECONDS", "2"},
         };
         Config cfg(main_, env);
         CPPUNIT_ASSERT_EQUAL(std::string("0.0.0.0:9999"), cfg.get("server.listen", ""));
@@ -104,6 +106,8 @@ public:
         CPPUNIT_ASSERT_EQUAL(0LL, cfg.get_int("browsers.warm_spares", 5));
         CPPUNIT_ASSERT_EQUAL(std::string("nobody"), cfg.get("sandbox.user", ""));
         CPPUNIT_ASSERT_EQUAL(std::string("/etc/hangar/secrets.key"), cfg.get("secrets.key_file", ""));
+        CPPUNIT_ASSERT_EQUAL(std::string("node-7"), cfg.get("node.name", ""));
+        CPPUNIT_ASSERT_EQUAL(2LL, cfg.get_int("node.heartbeat_seconds", 5));
         // Keys nobody overrode keep their file values.
         CPPUNIT_ASSERT_EQUAL(48LL, cfg.get_int("server.threads", 1));
     }
