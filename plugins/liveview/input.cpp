@@ -73,4 +73,15 @@ bool is_copy_request(const std::string &line) {
     return in.is_object() && in.value("type", json()) == "copy";
 }
 
+std::optional<std::pair<int, int>> view_request(const std::string &line) {
+    json in = json::parse(line, nullptr, false);
+    if (!in.is_object() || in.value("type", json()) != "view") return std::nullopt;
+    auto side = [&](const char *k) {
+        auto it = in.find(k);
+        double v = it != in.end() && it->is_number() ? it->get<double>() : 0.0;
+        return static_cast<int>(std::clamp(v, 64.0, 16384.0));
+    };
+    return std::pair{side("width"), side("height")};
+}
+
 } // namespace hangar::liveview

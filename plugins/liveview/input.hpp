@@ -3,7 +3,8 @@
 //
 // Lines: {"type":"mouse","action":"move|down|up|wheel","x","y","button","buttons","clickCount",
 // "modifiers","deltaX","deltaY"}, {"type":"key","action":"down|up","key","code","text","keyCode",
-// "location","modifiers"}, {"type":"text","text"}; and {"type":"copy"}, which is no input.
+// "location","modifiers"}, {"type":"text","text"}; and {"type":"copy"} and {"type":"view"}, which
+// are no input.
 #pragma once
 
 #include <hangar/plugin.hpp>
@@ -20,5 +21,9 @@ std::optional<std::pair<std::string, json>> input_command(const std::string &lin
 
 // Whether the line is the viewer's {"type":"copy"}: it wants the page's selection back.
 bool is_copy_request(const std::string &line);
+
+// The frame size a viewer's {"type":"view","width","height"} asks for (device pixels of its
+// window), clamped to [64, 16384]; nothing for any other line.
+std::optional<std::pair<int, int>> view_request(const std::string &line);
 
 } // namespace hangar::liveview

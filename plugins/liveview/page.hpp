@@ -151,14 +151,27 @@ let retries = 0;
 let size = { width: 0, height: 0 }; // the remote page in CSS pixels
 let shown = false;
 
-// The canvas keeps the frame's pixels; its CSS size fits the window, aspect kept.
+// The canvas has the remote page's size; its CSS size fits the window, aspect kept.
 function fit() {
   if (!canvas.width || !canvas.height) return;
   const scale = Math.min(innerWidth / canvas.width, innerHeight / canvas.height);
   canvas.style.width = Math.floor(canvas.width * scale) + 'px';
   canvas.style.height = Math.floor(canvas.height * scale) + 'px';
 }
-addEventListener('resize', fit);
+// Frames no larger than this window shows them: Chromium's screencast costs about its pixels
+// (JPEG encoding in the instance), and a viewer smaller than the page would throw most away.
+// Read-only viewers ask too: it is no input.
+function askFrameSize() {
+  if (ws?.readyState !== WebSocket.OPEN) return;
+  const dpr = devicePixelRatio || 1;
+  ws.send(JSON.stringify({ type: 'view', width: Math.ceil(innerWidth * dpr), height: Math.ceil(innerHeight * dpr) }) + '\n');
+}
+let resizing = null;
+addEventListener('resize', () => {
+  fit();
+  clearTimeout(resizing);
+  resizing = setTimeout(askFrameSize, 200);
+});
 
 // Frames are decoded one at a time; one that arrives meanwhile replaces the waiting one.
 let decoding = false;
@@ -168,13 +181,16 @@ async function draw(jpeg) {
   decoding = true;
   try {
     const img = await createImageBitmap(new Blob([jpeg], { type: 'image/jpeg' }));
-    if (canvas.width !== img.width || canvas.height !== img.height) {
-      canvas.width = img.width;
-      canvas.height = img.height;
+    const width = size.width || img.width;
+    const height = size.height || img.height;
+    if (canvas.width !== width || canvas.height !== height) {
+      canvas.width = width;
+      canvas.height = height;
       canvas.style.display = 'block';
       fit();
     }
-    ctx.drawImage(img, 0, 0);
+    ctx.drawImage(img, 0, 0, width, height);
+    canvas.dataset.frame = `${img.width}x${img.height}`; // what arrived, for whoever inspects the page
     img.close();
     if (!shown) {
       shown = true;
@@ -234,6 +250,7 @@ function connect() {
   ws = new WebSocket(wsUrl.href);
   ws.binaryType = 'arraybuffer';
   ws.onmessage = (e) => take(e.data);
+  ws.onopen = askFrameSize;
   ws.onclose = async () => {
     ws = null;
     const state = await sessionState();

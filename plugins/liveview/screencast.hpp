@@ -7,7 +7,8 @@
 // kind + payload; kind 1 = JSON {"width","height"} (the page's size in CSS pixels, sent when it
 // changes), kind 2 = one JPEG frame, kind 3 = JSON {"text"}: what was selected in the page when the
 // viewer pressed copy or cut. From the viewer: newline-delimited JSON input (see input_command),
-// and {"type":"copy"} before a copy or cut key; all ignored in view mode.
+// {"type":"copy"} before a copy or cut key, all ignored in view mode; and {"type":"view"} with
+// the viewer window's size, which the frames then fit (view mode too).
 #pragma once
 
 #include "input.hpp"
@@ -161,16 +162,33 @@ private:
         cdp.call("Target.setDiscoverTargets", {{"discover", true}}, {}, kCallTimeout);
         std::set<std::string> known;
         std::string target, session;
+        // The viewport, until the viewer says its window is smaller.
+        int max_width = t.width, max_height = t.height;
+        auto cast = [&] {
+            json params = {{"format", "jpeg"}, {"quality", quality_}, {"everyNthFrame", 1}};
+            if (max_width > 0 && max_height > 0) {
+                params["maxWidth"] = max_width;
+                params["maxHeight"] = max_height;
+            }
+            return params;
+        };
         auto attach = [&](const std::string &id) {
             target = id;
             session = cdp.call("Target.attachToTarget", {{"targetId", id}, {"flatten", true}}, {}, kCallTimeout)
                           .value("sessionId", std::string());
-            json cast = {{"format", "jpeg"}, {"quality", quality_}, {"everyNthFrame", 1}};
-            if (t.width > 0 && t.height > 0) {
-                cast["maxWidth"] = t.width;
-                cast["maxHeight"] = t.height;
-            }
-            cdp.call("Page.startScreencast", cast, session, kCallTimeout);
+            cdp.call("Page.startScreencast", cast(), session, kCallTimeout);
+        };
+        // A frame size the viewer asked for, never above the viewport (Chromium would only scale
+        // the page up): the screencast restarts at it.
+        auto resize_cast = [&](std::pair<int, int> wanted) {
+            int w = t.width > 0 ? std::min(wanted.first, t.width) : wanted.first;
+            int h = t.height > 0 ? std::min(wanted.second, t.height) : wanted.second;
+            if (w == max_width && h == max_height) return;
+            max_width = w;
+            max_height = h;
+            if (session.empty()) return;
+            cdp.send("Page.stopScreencast", json::object(), session);
+            cdp.send("Page.startScreencast", cast(), session);
         };
         auto attach_any = [&] {
             target.clear();
@@ -206,19 +224,21 @@ private:
                     char buf[16384];
                     ssize_t n = ::recv(viewer, buf, sizeof buf, 0);
                     if (n <= 0) return; // the viewer left
-                    // View mode: input is read (to notice the viewer leaving) and dropped.
-                    if (!view_only_ && !session.empty()) {
-                        input.append(buf, static_cast<std::size_t>(n));
-                        for (auto nl = input.find('\n'); nl != std::string::npos; nl = input.find('\n')) {
-                            std::string line = input.substr(0, nl);
-                            input.erase(0, nl + 1);
+                    input.append(buf, static_cast<std::size_t>(n));
+                    for (auto nl = input.find('\n'); nl != std::string::npos; nl = input.find('\n')) {
+                        std::string line = input.substr(0, nl);
+                        input.erase(0, nl + 1);
+                        if (auto size = view_request(line)) {
+                            resize_cast(*size);
+                        } else if (!view_only_ && !session.empty()) {
+                            // (View mode: input is read, to notice the viewer leaving, and dropped.)
                             if (is_copy_request(line))
                                 write_record(viewer, 3, json{{"text", selected_text(cdp, session)}}.dump());
                             else if (auto cmd = input_command(line))
                                 cdp.send(cmd->first, cmd->second, session); // the reply is not waited for
                         }
-                        if (input.size() > (2u << 20)) return; // not line-delimited input
                     }
+                    if (input.size() > (2u << 20)) return; // not line-delimited input
                 }
                 ready = p[0].revents != 0;
             }

@@ -97,6 +97,13 @@ describe('headless live view', () => {
     try {
       const box = await (await viewer.$('#screen canvas')).boundingBox();
       assert.ok(box.width <= VIEWER.width && box.height <= VIEWER.height, 'the canvas is scaled to fit');
+      // Frames come no larger than the viewer's window (the screencast's cost is their pixels);
+      // the canvas keeps the page's size, which mouse positions are mapped to.
+      await waitFor(async () => {
+        const [w, h] = (await viewer.evaluate(() => document.querySelector('#screen canvas').dataset.frame)).split('x').map(Number);
+        return w <= VIEWER.width && h <= VIEWER.height;
+      }, { what: "frames sized to the viewer's window" });
+      assert.equal(await viewer.evaluate(() => document.querySelector('#screen canvas').width), REMOTE.width);
       await waitFor(async () => near(await viewerColour(viewer), [255, 0, 0]), { what: 'red in the viewer' });
       await remote.evaluate(() => (document.body.style.background = 'rgb(0, 0, 255)'));
       await waitFor(async () => near(await viewerColour(viewer), [0, 0, 255]), { what: 'blue in the viewer' });

@@ -7,6 +7,7 @@
 
 using hangar::liveview::input_command;
 using hangar::liveview::is_copy_request;
+using hangar::liveview::view_request;
 
 class LiveviewInputTest : public CppUnit::TestFixture {
     CPPUNIT_TEST_SUITE(LiveviewInputTest);
@@ -64,6 +65,13 @@ public:
         CPPUNIT_ASSERT(!input_command(R"({"type":"copy"})"));
         CPPUNIT_ASSERT(!is_copy_request(R"({"type":"key","action":"down","key":"c"})"));
         CPPUNIT_ASSERT(!is_copy_request("copy"));
+        // A viewer's window size, clamped: it sizes the frames, and is no input command either.
+        auto v = view_request(R"({"type":"view","width":800.4,"height":1e9})");
+        CPPUNIT_ASSERT(v && v->first == 800 && v->second == 16384);
+        auto tiny = view_request(R"({"type":"view","width":-5})");
+        CPPUNIT_ASSERT(tiny && tiny->first == 64 && tiny->second == 64);
+        CPPUNIT_ASSERT(!input_command(R"({"type":"view","width":800,"height":600})"));
+        CPPUNIT_ASSERT(!view_request(R"({"type":"copy"})"));
     }
 };
 
