@@ -51,7 +51,7 @@ API_EXAMPLES ?= 8
 
 FORMAT_DIRS  := host plugins sdk tests/unit tests/sdk tests/fuzz
 
-.PHONY: setup setup-apt setup-tun setup-npm setup-venv setup-pyvenv setup-fuzz test-api test-python test-fuzz test-fuzz-smoke fuzz-build setup-package package package-test build run test test-unit test-e2e test-postgres test-sdk-example test-asan bench format lint clean
+.PHONY: helm-check setup setup-apt setup-tun setup-npm setup-venv setup-pyvenv setup-fuzz test-api test-python test-fuzz test-fuzz-smoke fuzz-build setup-package package package-test build run test test-unit test-e2e test-postgres test-sdk-example test-asan bench format lint clean
 
 # ---- setup ------------------------------------------------------------------------------------
 setup: setup-apt setup-tun setup-npm setup-venv setup-pyvenv
@@ -229,6 +229,28 @@ package: setup setup-package build
 
 package-test: setup setup-package build
 	BUILD_DIR=$(abspath $(BUILD_DIR)) tests/package/run.sh
+
+# ---- Helm chart (packaging/helm) ---------------------------------------------------------------
+# Not part of `make setup`: it fetches what it needs itself. Helm is built once from the Go module
+# proxy into build/tools; kubestrict (strict field check with k8s.io/api's types) likewise; the
+# schema validator (kubernetes-models) comes from packaging/helm's own lockfile.
+HELM_DIR     := packaging/helm
+TOOLS_DIR    := $(CURDIR)/build/tools
+GO           ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
+HELM_VERSION := v3.22.0
+
+$(TOOLS_DIR)/helm:
+	GOBIN=$(TOOLS_DIR) $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+
+$(TOOLS_DIR)/kubestrict: $(HELM_DIR)/kubestrict/main.go $(HELM_DIR)/kubestrict/go.mod $(HELM_DIR)/kubestrict/go.sum
+	cd $(HELM_DIR)/kubestrict && GOBIN=$(TOOLS_DIR) $(GO) install .
+
+$(HELM_DIR)/node_modules/.package-lock.json: $(HELM_DIR)/package.json $(HELM_DIR)/package-lock.json
+	cd $(HELM_DIR) && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+helm-check: $(TOOLS_DIR)/helm $(TOOLS_DIR)/kubestrict $(HELM_DIR)/node_modules/.package-lock.json
+	node $(HELM_DIR)/check.mjs $(TOOLS_DIR)/helm $(TOOLS_DIR)/kubestrict
 
 # ---- housekeeping -----------------------------------------------------------------------------
 # clang-format must have nothing to change; clang-tidy (.clang-tidy) must report nothing in our code.
