@@ -16,8 +16,7 @@ int main(int argc, char **argv) {
     }
     scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
     if (!ctx) return 1;
-    const int denied[] = {SCMP_SYS(unshare), SCMP_SYS(mount), SCMP_SYS(umount2), SCMP_SYS(pivot_root),
-                          SCMP_SYS(setns)};
+    const int denied[] = {SCMP_SYS(unshare), SCMP_SYS(mount), SCMP_SYS(umount2), SCMP_SYS(pivot_root), SCMP_SYS(setns)};
     for (unsigned i = 0; i < sizeof denied / sizeof *denied; ++i)
         seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), denied[i], 0);
     const long ns_flags[] = {CLONE_NEWNS,  CLONE_NEWUTS, CLONE_NEWIPC,   CLONE_NEWUSER,
