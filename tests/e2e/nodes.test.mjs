@@ -96,7 +96,9 @@ describe('two nodes on one PostgreSQL store', { skip: !onPostgres && 'needs HANG
   let dbDir;
   let a;
   let b;
-  const shared = () => ({ HANGAR_STORE_URL: db.url, HANGAR_NODE_HEARTBEAT_SECONDS: '1' });
+  // No warm spares: node-b is killed with -9 below, and an instance of its would outlive it with
+  // no later start on its data dir to clean it up.
+  const shared = () => ({ HANGAR_STORE_URL: db.url, HANGAR_NODE_HEARTBEAT_SECONDS: '1', HANGAR_WARM_SPARES: '0' });
 
   before(async () => {
     dbDir = mkdtempSync(join(tmpdir(), 'hangar-e2e-nodes-db-'));
