@@ -130,6 +130,18 @@ std::array<pid_t, 3> read_pids(const std::string &file) {
     return out;
 }
 
+// In a freshly forked child: moves it into each cgroup (`<cgroup>/cgroup.procs` files). Only
+// async-signal-safe calls: the paths were made before the fork.
+void join_cgroups(const std::vector<std::string> &procs) {
+    for (const auto &file : procs) {
+        int cg = ::open(file.c_str(), O_WRONLY | O_CLOEXEC);
+        if (cg >= 0) {
+            [[maybe_unused]] auto n = ::write(cg, "0", 1);
+            ::close(cg);
+        }
+    }
+}
+
 bool agent_answers(const std::string &socket) {
     try {
         return unix_http_call(socket, "GET", "/_agent/health", "", 2000).status == 200;
@@ -215,7 +227,11 @@ pid_t Runtime::connect_network(const Instance &inst, pid_t child) {
     }
     std::string pid_file = inst.dir + "/logs/pasta.pid";
     const std::string log = inst.dir + "/logs/agent.log";
-    run_helper(inst.id, log, sandbox::pasta_argv(pasta_ports_, pid_file), {user.get(), net.get()}, "", 5000);
+    // pasta stays running (a daemon) once this returns. In the instance's cgroups, a server killed
+    // before the pid file names it still leaves it findable: the next start's sweep of the
+    // instance's cgroups ends it. (This pasta does not quit when the namespace goes.)
+    run_helper(inst.id, log, sandbox::pasta_argv(pasta_ports_, pid_file), {user.get(), net.get()}, "", 5000, false,
+               inst.cgroups);
     pid_t pasta = -1;
     try {
         pasta = static_cast<pid_t>(std::stol(read_file(pid_file)));
@@ -494,12 +510,16 @@ std::vector<std::string> Runtime::sandbox_argv(const Instance &inst) const {
 }
 
 void Runtime::run_helper(const std::string &id, const std::string &log_path, std::vector<std::string> args,
-                         const std::vector<int> &fds, const std::string &stdin_text, int timeout_ms, bool as_server) {
+                         const std::vector<int> &fds, const std::string &stdin_text, int timeout_ms, bool as_server,
+                         const std::vector<std::string> &cgroups) {
     std::vector<char *> argv;
     argv.reserve(args.size() + 1);
     for (auto &s : args)
         argv.push_back(s.data());
     argv.push_back(nullptr);
+    std::vector<std::string> procs;
+    for (const auto &cg : cgroups)
+        procs.push_back(cg + "/cgroup.procs");
     // Sized before fork: the child may not allocate (another thread may hold the heap's lock).
     std::vector<int> moved(fds.size(), -1);
     char env_path[] = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -520,6 +540,7 @@ void Runtime::run_helper(const std::string &id, const std::string &log_path, std
                         helpers_.insert(child);
                     }
                     if (child != 0) return child;
+                    join_cgroups(procs); // while still allowed to (before the uid change)
                     // Descriptors first to high numbers, so moving them to 3.. cannot clobber one.
                     for (std::size_t i = 0; i < fds.size(); ++i)
                         moved[i] = ::fcntl(fds[i], F_DUPFD, 100);
@@ -719,13 +740,7 @@ nlohmann::json Runtime::start(const nlohmann::json &spec) {
     pid_t pid = spawn([&]() -> pid_t {
                     pid_t child = ::fork();
                     if (child != 0) return child;
-                    for (const auto &file : procs) {
-                        int cg = ::open(file.c_str(), O_WRONLY);
-                        if (cg >= 0) {
-                            [[maybe_unused]] auto n = ::write(cg, "0", 1);
-                            ::close(cg);
-                        }
-                    }
+                    join_cgroups(procs);
                     int moved[4];
                     for (int i = 0; i < 4; ++i)
                         moved[i] = ::fcntl(child_fds[i], F_DUPFD, 100);

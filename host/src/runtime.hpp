@@ -138,10 +138,11 @@ private:
     // outside (pasta) and sets its routes; returns pasta's pid. Throws with the reason.
     pid_t connect_network(const Instance &inst, pid_t child);
     // Runs a helper to completion with the given descriptors at 3.. (the sandbox's namespaces),
-    // as the instance user unless `as_server`; its output goes to `log_path`. Throws unless it
-    // exits 0.
+    // as the instance user unless `as_server`, in `cgroups` when given (what it leaves running is
+    // then the instance's); its output goes to `log_path`. Throws unless it exits 0.
     void run_helper(const std::string &id, const std::string &log_path, std::vector<std::string> args,
-                    const std::vector<int> &fds, const std::string &stdin_text, int timeout_ms, bool as_server = false);
+                    const std::vector<int> &fds, const std::string &stdin_text, int timeout_ms, bool as_server = false,
+                    const std::vector<std::string> &cgroups = {});
 
     RuntimeOptions opt_;
     Poco::Logger &log_;

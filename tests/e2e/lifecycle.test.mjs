@@ -110,6 +110,19 @@ test('after a crash the next start adopts the instance that still answers; a sto
   }
 });
 
+// Command lines of the pasta processes whose pid file lies under `dataDir`.
+function pastasOf(dataDir) {
+  const out = [];
+  for (const d of readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      const cmd = readFileSync(`/proc/${d}/cmdline`, 'utf8').replaceAll('\0', ' ');
+      if (cmd.startsWith('pasta') && cmd.includes(dataDir)) out.push(`${d} ${cmd}`);
+    } catch {}
+  }
+  return out;
+}
+
 test('kill -9 in the middle of creates, a profile save and a recording: no orphan, no mount, the profile whole', async () => {
   const dataDir = mkdtempSync(join(tmpdir(), 'hangar-e2e-crash-'));
   const apiKey = 'sk_test_crash_' + Date.now();
@@ -144,8 +157,10 @@ test('kill -9 in the middle of creates, a profile save and a recording: no orpha
     await first.kill();
     await Promise.all(inFlight);
     // Sandboxes still starting stop by themselves (nobody hears their ready line); their folders
-    // stay until the next start. The ready ones (the recording, the one saving its profile) run on.
-    await doctorShows(dataDir, [/instance \S+ left its folder/,
+    // stay until the next start, with the pasta of one whose network was already up (it does not
+    // quit by itself: its cgroup finds it). The ready ones (the recording, the one saving its
+    // profile) run on.
+    await doctorShows(dataDir, [/instance \S+ (left its folder|runs without a server \(\d+ process\(es\) left in its cgroup, no sandbox\))/,
       new RegExp(`instance ${filmed.session_id} waits for the next start to adopt it`)]);
 
     const second = await startServer({ dataDir, apiKey });
@@ -169,6 +184,10 @@ test('kill -9 in the middle of creates, a profile save and a recording: no orpha
         'every other instance folder, pid file and disk image removed');
       const mounts = readFileSync('/proc/self/mountinfo', 'utf8').split('\n').filter((l) => l.includes(dataDir));
       assert.ok(mounts.every(isKept), `no other instance file system stays mounted:\n${mounts.join('\n')}`);
+      // Nor a pasta of theirs: one started after the process list above was taken is in no list
+      // but its instance's cgroup (and names its instance folder in its pid-file argument).
+      await waitFor(() => pastasOf(dataDir).every(isKept), { timeoutMs: 10_000, what: 'no pasta of another instance' })
+        .catch((err) => assert.fail(`${err.message}:\n${pastasOf(dataDir).join('\n')}`));
       await doctorShows(dataDir, kept.map((id) => new RegExp(`instance ${id} adopted by server ${second.pid}`)),
         { absent: /runs without a server|left its folder|waits for the next start/ });
 
@@ -200,6 +219,7 @@ test('kill -9 in the middle of creates, a profile save and a recording: no orpha
       });
   } finally {
     for (const p of leftovers) try { process.kill(p.pid, 'SIGKILL'); } catch {}
+    for (const p of pastasOf(dataDir)) try { process.kill(Number(p.split(' ')[0]), 'SIGKILL'); } catch {}
     // After a failure an instance may still be mounted: unmounted lazily so the failure shows.
     for (const line of readFileSync('/proc/self/mountinfo', 'utf8').split('\n')) {
       const point = line.split(' ')[4];

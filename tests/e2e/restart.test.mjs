@@ -40,6 +40,19 @@ function instanceTree(dataDir, id) {
   return [{ pid, cmd }, ...descendants(pid)];
 }
 
+// The instance's processes once two looks 500 ms apart agree: a process Chromium is still
+// starting (a helper mid-exec, a short-lived fork) would otherwise seem to die under the test.
+async function settledTree(dataDir, id) {
+  let last = instanceTree(dataDir, id);
+  return waitFor(async () => {
+    await new Promise((r) => setTimeout(r, 500));
+    const now = instanceTree(dataDir, id);
+    const same = JSON.stringify(now) === JSON.stringify(last);
+    last = now;
+    return same && now;
+  }, { timeoutMs: 15_000, intervalMs: 0, what: `the processes of instance ${id} to settle` });
+}
+
 // The first message of the live view's VNC stream (the RFB version banner).
 function liveViewBanner(liveViewUrl) {
   const url = liveViewUrl.replace(/^http/, 'ws').replace(/\?.*$/, '') + '/ws';
@@ -83,7 +96,7 @@ test('SIGTERM keeps every session; the next start adopts them at the same URLs',
       window.kept = 42;
     });
     await first.client.browsers.fs.writeFile(headless.session_id, Buffer.from('kept across the restart'), { path: '/home/kernel/kept.txt' });
-    trees = [...instanceTree(dataDir, headless.session_id), ...instanceTree(dataDir, headful.session_id)];
+    trees = [...(await settledTree(dataDir, headless.session_id)), ...(await settledTree(dataDir, headful.session_id))];
     assert.ok(trees.filter((p) => /chromium/.test(p.cmd)).length >= 2, 'both Chromiums run');
     const pids = [sandboxPid(dataDir, headless.session_id), sandboxPid(dataDir, headful.session_id)];
 
@@ -168,7 +181,7 @@ test('an instance that died while the server was down is cleaned and its session
   try {
     const first = await startServer({ dataDir, apiKey, env: KEEP });
     const s = await first.client.browsers.create({ headless: true });
-    trees = instanceTree(dataDir, s.session_id);
+    trees = await settledTree(dataDir, s.session_id);
     await first.stop();
     assert.deepEqual(stillAlive(trees), trees, 'the instance outlives the server');
 
