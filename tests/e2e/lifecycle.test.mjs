@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 
 
-import { descendants, doctor, doctorShows, startServer, stillAlive, waitFor } from './lib/server.mjs';
+import { descendants, doctor, doctorShows, processTable, startServer, stillAlive, waitFor } from './lib/server.mjs';
 
 const isChromium = (p) => /chrom/i.test(p.cmd);
 
@@ -110,18 +110,8 @@ test('after a crash the next start adopts the instance that still answers; a sto
   }
 });
 
-// Command lines of the pasta processes whose pid file lies under `dataDir`.
-function pastasOf(dataDir) {
-  const out = [];
-  for (const d of readdirSync('/proc')) {
-    if (!/^\d+$/.test(d)) continue;
-    try {
-      const cmd = readFileSync(`/proc/${d}/cmdline`, 'utf8').replaceAll('\0', ' ');
-      if (cmd.startsWith('pasta') && cmd.includes(dataDir)) out.push(`${d} ${cmd}`);
-    } catch {}
-  }
-  return out;
-}
+// The pasta processes ({pid, cmd}) whose pid file lies under `dataDir`.
+const pastasOf = (dataDir) => processTable().filter((p) => p.cmd.startsWith('pasta') && p.cmd.includes(dataDir));
 
 test('kill -9 in the middle of creates, a profile save and a recording: no orphan, no mount, the profile whole', async () => {
   const dataDir = mkdtempSync(join(tmpdir(), 'hangar-e2e-crash-'));
@@ -186,8 +176,8 @@ test('kill -9 in the middle of creates, a profile save and a recording: no orpha
       assert.ok(mounts.every(isKept), `no other instance file system stays mounted:\n${mounts.join('\n')}`);
       // Nor a pasta of theirs: one started after the process list above was taken is in no list
       // but its instance's cgroup (and names its instance folder in its pid-file argument).
-      await waitFor(() => pastasOf(dataDir).every(isKept), { timeoutMs: 10_000, what: 'no pasta of another instance' })
-        .catch((err) => assert.fail(`${err.message}:\n${pastasOf(dataDir).join('\n')}`));
+      await waitFor(() => pastasOf(dataDir).every((p) => isKept(p.cmd)), { timeoutMs: 10_000, what: 'no pasta of another instance' })
+        .catch((err) => assert.fail(`${err.message}:\n${pastasOf(dataDir).map((p) => `${p.pid} ${p.cmd}`).join('\n')}`));
       await doctorShows(dataDir, kept.map((id) => new RegExp(`instance ${id} adopted by server ${second.pid}`)),
         { absent: /runs without a server|left its folder|waits for the next start/ });
 
@@ -219,7 +209,7 @@ test('kill -9 in the middle of creates, a profile save and a recording: no orpha
       });
   } finally {
     for (const p of leftovers) try { process.kill(p.pid, 'SIGKILL'); } catch {}
-    for (const p of pastasOf(dataDir)) try { process.kill(Number(p.split(' ')[0]), 'SIGKILL'); } catch {}
+    for (const p of pastasOf(dataDir)) try { process.kill(p.pid, 'SIGKILL'); } catch {}
     // After a failure an instance may still be mounted: unmounted lazily so the failure shows.
     for (const line of readFileSync('/proc/self/mountinfo', 'utf8').split('\n')) {
       const point = line.split(' ')[4];

@@ -147,45 +147,43 @@ describe('two nodes on one PostgreSQL store', { skip: !onPostgres && 'needs HANG
     assert.equal(all['node-b'].browsers, 0);
   });
 
-  test('a third start with a live node\'s name is refused, naming the setting and the holder, and writes nothing', async () => {
+  // A start on its own data dir with `extra` settings against this store, refused: its exit code
+  // and output, once the store is checked to hold exactly what it held before.
+  async function refusedWithNothingWritten(extra) {
     const before = await storeCounts();
     const dataDir = mkdtempSync(join(tmpdir(), 'hangar-e2e-nodes-'));
+    let refused;
     try {
-      const { code, output } = await refusedStart(baseEnv({
+      refused = await refusedStart(baseEnv({
         ...shared(),
-        HANGAR_NODE_NAME: 'node-a',
         HANGAR_DATA_DIR: dataDir,
         HANGAR_API_KEY: 'sk_test_' + randomBytes(24).toString('hex'), // would be stored if it got that far
+        ...extra,
       }));
-      assert.notEqual(code, 0, output);
-      assert.ok(output.includes(`HANGAR_NODE_NAME = "node-a" is taken by a live node at ${a.baseURL}`), output);
-      assert.doesNotMatch(output, /hangar listening/);
     } finally {
       rmSync(dataDir, { recursive: true, force: true });
     }
     assert.equal(await storeCounts(), before, 'nothing written');
+    return refused;
+  }
+
+  test('a third start with a live node\'s name is refused, naming the setting and the holder, and writes nothing', async () => {
+    const { code, output } = await refusedWithNothingWritten({ HANGAR_NODE_NAME: 'node-a' });
+    assert.notEqual(code, 0, output);
+    assert.ok(output.includes(`HANGAR_NODE_NAME = "node-a" is taken by a live node at ${a.baseURL}`), output);
+    assert.doesNotMatch(output, /hangar listening/);
   });
 
   test('a start whose plugin set differs from the live nodes\' is refused naming the plugin', async () => {
-    const before = await storeCounts();
-    const dataDir = mkdtempSync(join(tmpdir(), 'hangar-e2e-nodes-'));
-    try {
-      const { code, output } = await refusedStart(baseEnv({
-        ...shared(),
-        HANGAR_NODE_NAME: 'node-c',
-        HANGAR_DATA_DIR: dataDir,
-        HANGAR_API_KEY: 'sk_test_' + randomBytes(24).toString('hex'),
-        HANGAR_PLUGIN_DIR: join(repoRoot, 'build/test-plugins'),
-        HANGAR_PLUGINS_ENABLE: 'ut_services',
-      }));
-      assert.notEqual(code, 0, output);
-      assert.match(output, /node "node-c" cannot join: its plugins differ from live node "node-[ab]"/);
-      assert.match(output, /plugin ut_services \S+ is enabled here, not there/);
-      assert.match(output, /HANGAR_PLUGINS_ENABLE/);
-    } finally {
-      rmSync(dataDir, { recursive: true, force: true });
-    }
-    assert.equal(await storeCounts(), before, 'nothing written');
+    const { code, output } = await refusedWithNothingWritten({
+      HANGAR_NODE_NAME: 'node-c',
+      HANGAR_PLUGIN_DIR: join(repoRoot, 'build/test-plugins'),
+      HANGAR_PLUGINS_ENABLE: 'ut_services',
+    });
+    assert.notEqual(code, 0, output);
+    assert.match(output, /node "node-c" cannot join: its plugins differ from live node "node-[ab]"/);
+    assert.match(output, /plugin ut_services \S+ is enabled here, not there/);
+    assert.match(output, /HANGAR_PLUGINS_ENABLE/);
   });
 
   test('a node killed with -9 reads as stale once its heartbeat allowance passed; a SIGTERM stop as stopped', async () => {
