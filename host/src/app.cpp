@@ -361,12 +361,22 @@ private:
         NodeSettings node_settings;
         node_settings.name = cfg->get("node.name", "");
         node_settings.public_url = core.public_url;
-        node_settings.heartbeat_seconds = cfg->get_int("node.heartbeat_seconds", 5);
+        node_settings.heartbeat_seconds = cfg->get_int("node.heartbeat_seconds", 3);
         node_settings.plugins = planned_plugins(core, dirs, enabled);
+        // A node without the store's secrets key stops here too, before its claim: on a store that
+        // has nodes both steps only read.
+        migrate_secret_registry(*core.store);
+        core.tokens = std::make_unique<Tokens>(
+            Tokens::shared(*core.store, secrets_key_file(*cfg, core.data_dir), core.data_dir + "/token.secret"));
         NodeRegistration node(*core.store, std::move(node_settings));
         migrate_nodes(*core.store);
         node.claim();
         log.information("node %s (instance %s)", node.settings().name, node.instance_id());
+        core.node_name = node.settings().name;
+        // Plugins that keep per-node state (browser sessions) learn which nodes are gone from here.
+        core.services.offer("host.nodes", [&core](std::string_view) {
+            return json{{"self", core.node_name}, {"nodes", list_nodes(*core.store, now_ms())}}.dump();
+        });
         core.auth = std::make_unique<Auth>(*core.store);
         core.auth->set_org_session_limit(cfg->get_int("browsers.max_browsers_per_project", 50));
         if (cfg->get_bool("audit.enabled", true)) {
@@ -376,8 +386,6 @@ private:
             core.audit = std::make_unique<AuditLog>(*core.store, log, audit);
         }
         core.feature_switches = feature_switches(*cfg);
-        migrate_secret_registry(*core.store);
-        core.tokens = std::make_unique<Tokens>(core.data_dir + "/token.secret");
         std::string generated =
             core.auth->bootstrap(cfg->get("auth.bootstrap_key", ""), core.data_dir + "/bootstrap-api-key");
         if (!generated.empty())

@@ -67,11 +67,15 @@ public:
     bool add(const std::string &name, const std::string &owner, hangar_service_fn fn, void *user);
     // A stopped plugin's services answer 404 from then on instead of calling into it.
     void remove_owned_by(const std::string &owner);
+    // A service of the host's own (owner "host"): JSON text in, JSON text out, status 200; an
+    // exception answers 503 with its message (the store is the only thing these read).
+    void offer(const std::string &name, std::function<std::string(std::string_view)> fn);
     // Returns 404 with a wire error when nobody offers `name`.
     int call(const std::string &name, std::string_view in, std::string &out) const;
 
 private:
     mutable std::mutex mutex_;
+    std::map<std::string, std::function<std::string(std::string_view)>> host_services_;
     struct Entry {
         std::string owner;
         hangar_service_fn fn;
@@ -138,6 +142,7 @@ struct HostCore {
     Metrics metrics; // GET /metrics (metrics.cpp)
     std::size_t max_body_bytes = 64u << 20;
     std::string public_url;
+    std::string node_name; // this node's name in the store (nodes.hpp); plugins read it as node.name
     // Where the API listens (server role; set before the first request), for req_dispatch and
     // for plugins that read `server.bound_listen` (host:port, port 0 resolved).
     std::string self_host;

@@ -52,10 +52,26 @@ void Services::remove_owned_by(const std::string &owner) {
     std::erase_if(services_, [&](const auto &kv) { return kv.second.owner == owner; });
 }
 
+void Services::offer(const std::string &name, std::function<std::string(std::string_view)> fn) {
+    std::lock_guard lock(mutex_);
+    host_services_[name] = std::move(fn);
+}
+
 int Services::call(const std::string &name, std::string_view in, std::string &out) const {
     std::pair<hangar_service_fn, void *> target;
     {
-        std::lock_guard lock(mutex_);
+        std::unique_lock lock(mutex_);
+        if (auto own = host_services_.find(name); own != host_services_.end()) {
+            auto fn = own->second;
+            lock.unlock();
+            try {
+                out = fn(in);
+                return 200;
+            } catch (const std::exception &e) {
+                out = json{{"code", "store_unavailable"}, {"message", e.what()}}.dump();
+                return 503;
+            }
+        }
         auto it = services_.find(name);
         if (it == services_.end()) {
             out = json{{"code", "not_found"}, {"message", "no plugin offers the service " + name}}.dump();
@@ -156,6 +172,8 @@ int config_get(hangar_plugin_ctx *ctx, hangar_str key, hangar_buf *out) {
     // secrets key that plugins keep there.
     if (k == "server.data_dir" && !ctx->core->data_dir.empty()) return fill(out, ctx->core->data_dir);
     // Whether the server is stopping for a restart that adopts its instances (see app.cpp).
+    // The name the node claimed (the host name when none was set).
+    if (k == "node.name" && !ctx->core->node_name.empty()) return fill(out, ctx->core->node_name);
     if (k == "runtime.stopping_keeps_sessions") return fill(out, ctx->core->stopping_keeps_sessions ? "true" : "false");
     if (k == "server.bound_listen" && ctx->core->self_port != 0) {
         const auto &h = ctx->core->self_host;

@@ -56,7 +56,7 @@ std::int64_t mem_available_bytes(const std::string &meminfo);
 struct NodeSettings {
     std::string name;       // [node] name, HANGAR_NODE_NAME
     std::string public_url; // [server] public_url, HANGAR_PUBLIC_URL; empty until derived
-    std::int64_t heartbeat_seconds = 5;
+    std::int64_t heartbeat_seconds = 3;
     PluginSet plugins;
 };
 

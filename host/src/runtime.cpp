@@ -518,6 +518,7 @@ void Runtime::run_helper(const std::string &id, const std::string &log_path, std
         argv.push_back(s.data());
     argv.push_back(nullptr);
     std::vector<std::string> procs;
+    procs.reserve(cgroups.size());
     for (const auto &cg : cgroups)
         procs.push_back(cg + "/cgroup.procs");
     // Sized before fork: the child may not allocate (another thread may hold the heap's lock).

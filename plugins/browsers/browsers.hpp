@@ -52,6 +52,13 @@ private:
     std::string session_from_token(const std::string &token, const char *type) const;
     // The session of a base_url route ({session_id} and its jwt): 401 unless they match.
     std::string vm_session(const Request &req) const;
+    // The public URL of node `name` (from the host's node list, re-read when unknown).
+    std::optional<std::string> node_url(const std::string &name) const;
+    // Throws 501 for an active session another node runs: its instance is not reachable from
+    // here, and relaying to the owner is not built yet (issue 24 point 3).
+    void require_here(const std::string &id, const std::optional<std::string> &node) const;
+    // agent_socket(sid), or that 501 when another node runs the session.
+    std::string session_socket(const std::string &sid) const;
     void relay_curl(Request &req, Response &res, const std::string &sid, const std::string &agent_path);
     void insert(const Session &s);
     void write_tags(const std::string &id, const Tags &tags);
@@ -69,6 +76,9 @@ private:
     // The same after the session exists: telemetry never fails it, a problem is only logged.
     void telemetry_after_start(const json &in) const;
     void sweep_idle();
+    // Ends the sessions of nodes that stopped heartbeating, and stops this node's instances whose
+    // sessions another node ended (a DELETE sent to it, or this node was stale for a while).
+    void sweep_other_nodes();
     void reap_orphans();
 
     // Names being created or renamed right now (project + '\n' + name): the store has no
@@ -83,6 +93,11 @@ private:
     std::mutex idle_mutex_;
     std::unordered_map<std::string, std::int64_t> idle_baseline_ms_; // for keys the host never saw
     std::atomic<bool> sweeping_{false};
+    std::string node_;                  // this node's name (config node.name); every session row names its node
+    std::int64_t nodes_checked_ms_ = 0; // sweep_other_nodes' last run (sweep thread only)
+    mutable std::mutex node_urls_mutex_;
+    mutable std::map<std::string, std::string> node_urls_; // node name -> public URL
+    void remember_node_urls(const json &nodes) const;
     std::atomic<bool> stopping_{false};
     std::uint32_t token_grace_seconds_ = 7 * 24 * 3600;
 

@@ -66,6 +66,13 @@ ALTER TABLE browsers_sessions ADD COLUMN proxy_id TEXT;
 ALTER TABLE browsers_sessions ADD COLUMN invocation_id TEXT;
 CREATE INDEX browsers_sessions_invocation ON browsers_sessions (invocation_id) WHERE invocation_id IS NOT NULL;
 )sql"},
+    // The node whose runtime holds a session's instance (nodes share one store), and the node that
+    // marked it deleted: the owner stops an instance another node ended (server.cpp, sweep_idle).
+    {6, R"sql(
+ALTER TABLE browsers_sessions ADD COLUMN node TEXT;
+ALTER TABLE browsers_sessions ADD COLUMN ended_by TEXT;
+CREATE INDEX browsers_sessions_node ON browsers_sessions (node, deleted_at);
+)sql"},
 };
 
 } // namespace

@@ -15,6 +15,17 @@ namespace hangar::browsers {
 namespace {
 
 constexpr const char *kSelect = "SELECT * FROM browsers_sessions";
+// How often the idle sweep also reads the node list (a store query) for sweep_other_nodes.
+constexpr std::int64_t kOtherNodesCheckMs = 2000;
+// How far back sweep_other_nodes looks for this node's sessions that another node ended (the
+// index on (node, deleted_at) keeps it a short range scan). A node stalled for longer leaves such
+// instances running until its next start, which stops every instance no active session claims.
+constexpr std::int64_t kEndedElsewhereWindowMs = std::int64_t{10} * 60 * 1000;
+
+std::optional<std::string> node_of(const json &row) {
+    auto node = row.value("node", json());
+    return node.is_string() ? std::optional(node.get<std::string>()) : std::nullopt;
+}
 
 std::string reservation_key(const std::string &project, const std::string &name) {
     return project + "\n" + name;
@@ -108,6 +119,7 @@ void BrowsersPlugin::start_server() {
     cold_starts_ = std::make_unique<std::counting_semaphore<64>>(
         static_cast<std::ptrdiff_t>(std::clamp<std::int64_t>(config_int("max_parallel_starts", 2), 1, 64)));
     token_grace_seconds_ = static_cast<std::uint32_t>(config_int("token_grace_seconds", token_grace_seconds_));
+    node_ = config("node.name", "");
     reap_orphans();
     start_metrics();
 
@@ -164,7 +176,7 @@ void BrowsersPlugin::start_server() {
         "GET", "/browser/vm/{session_id}/telemetry/stream",
         [this](Request &q, Response &r) {
             std::string sid = vm_session(q);
-            relay_unix(q, r, agent_socket(sid), "/telemetry/stream", sid);
+            relay_unix(q, r, session_socket(sid), "/telemetry/stream", sid);
         },
         open);
 
@@ -174,6 +186,9 @@ void BrowsersPlugin::start_server() {
     // outlives sessions (replays).
     service("browsers.session", [this](const json &in) {
         auto s = require(in.value("project_id", ""), in.value("id", ""), in.value("include_deleted", false));
+        // The instance plugins ask to reach the instance; readers of what is kept (include_deleted)
+        // do not.
+        if (!in.value("include_deleted", false)) require_here(s.id, s.node);
         return json{{"session_id", s.id},
                     {"headless", s.headless},
                     {"ended", s.deleted_ms.has_value()},
@@ -218,9 +233,10 @@ void BrowsersPlugin::start_server() {
     });
     // For the host's direct-to-browser routes (host/src/direct_vm.cpp): whose an active session is.
     service("browsers.session_owner", [this](const json &in) {
-        auto rows = sql("SELECT project_id FROM browsers_sessions WHERE id = ? AND deleted_at IS NULL",
+        auto rows = sql("SELECT project_id, node FROM browsers_sessions WHERE id = ? AND deleted_at IS NULL",
                         {in.value("session_id", "")});
         if (rows.empty()) throw Error::not_found("browser session not found");
+        require_here(in.value("session_id", ""), node_of(rows[0]));
         return json{{"project_id", rows[0].at("project_id")}};
     });
 
@@ -251,7 +267,7 @@ void BrowsersPlugin::stop_server() {
     // restart (the host says so) leaves them running: the next start adopts them.
     if (!config_bool("end_sessions_on_shutdown", true) || config_bool("runtime.stopping_keeps_sessions", false)) return;
     std::vector<std::string> ids;
-    for (const auto &row : sql("SELECT id FROM browsers_sessions WHERE deleted_at IS NULL"))
+    for (const auto &row : sql("SELECT id FROM browsers_sessions WHERE deleted_at IS NULL AND node = ?", {node_}))
         ids.push_back(row.at("id").get<std::string>());
     end_sessions(ids, "the server is stopping");
 }
@@ -335,7 +351,12 @@ json BrowsersPlugin::render(const Session &s, const Request &req) const {
     return render(s, req.base_url());
 }
 
-json BrowsersPlugin::render(const Session &s, const std::string &base_url) const {
+json BrowsersPlugin::render(const Session &s, const std::string &request_base_url) const {
+    // Another node's session: its URLs point at that node, so CDP and the live view take no extra
+    // hop (tokens verify on every node: one signing key per store).
+    std::string base_url = request_base_url;
+    if (s.node && *s.node != node_ && s.active())
+        if (auto owner = node_url(*s.node)) base_url = *owner;
     std::string base = ws_base(base_url);
     std::uint32_t ttl = static_cast<std::uint32_t>(s.timeout_seconds) + token_grace_seconds_;
     Links links{cdp_ws_url(base, token_sign({{"sid", s.id}, {"typ", "cdp"}}, ttl)),
@@ -377,7 +398,7 @@ std::string BrowsersPlugin::vm_session(const Request &req) const {
 }
 
 void BrowsersPlugin::relay_curl(Request &req, Response &res, const std::string &sid, const std::string &agent_path) {
-    std::string socket = agent_socket(sid);
+    std::string socket = session_socket(sid);
     // The query goes on (curl/raw's url and timeout_ms), the jwt does not: the sandbox never
     // holds a credential for its own session.
     std::string query;
@@ -408,8 +429,8 @@ void BrowsersPlugin::insert(const Session &s) {
     json policy = s.chrome_policy ? json(s.chrome_policy->dump()) : json(nullptr);
     sql("INSERT INTO browsers_sessions (id, org_id, project_id, key_id, name, created_at, deleted_at, timeout_seconds, "
         "headless, stealth, kiosk_mode, viewport_width, viewport_height, viewport_refresh_rate, start_url, tags, "
-        "chrome_policy, profile_id, profile_save_changes, pool_id, proxy_id, invocation_id) VALUES (?, ?, ?, ?, ?, ?, "
-        "NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "chrome_policy, profile_id, profile_save_changes, pool_id, proxy_id, invocation_id, node) VALUES (?, ?, ?, ?, "
+        "?, ?, NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         {s.id,
          s.org_id,
          s.project_id,
@@ -430,7 +451,8 @@ void BrowsersPlugin::insert(const Session &s) {
          s.profile_save_changes ? 1 : 0,
          opt(s.pool_id),
          opt(s.proxy_id),
-         opt(s.invocation_id)});
+         opt(s.invocation_id),
+         node_});
     if (s.tags) write_tags(s.id, *s.tags);
 }
 
@@ -443,7 +465,8 @@ void BrowsersPlugin::write_tags(const std::string &id, const Tags &tags) {
 bool BrowsersPlugin::mark_deleted(const std::string &id, std::int64_t at) {
     std::lock_guard lock(delete_mutex_);
     if (sql("SELECT id FROM browsers_sessions WHERE id = ? AND deleted_at IS NULL", {id}).empty()) return false;
-    sql("UPDATE browsers_sessions SET deleted_at = ? WHERE id = ? AND deleted_at IS NULL", {at, id});
+    sql("UPDATE browsers_sessions SET deleted_at = ?, ended_by = ? WHERE id = ? AND deleted_at IS NULL",
+        {at, node_, id});
     ++deletes_;
     return true;
 }
@@ -485,6 +508,10 @@ void BrowsersPlugin::telemetry_after_start(const json &in) const {
 }
 
 void BrowsersPlugin::stop_session_instance(const std::string &id) {
+    // Another node's instance: that node stops it on its next sweep, with its recordings, telemetry
+    // and profile lease, which live there (sweep_other_nodes).
+    auto owner = sql("SELECT node FROM browsers_sessions WHERE id = ?", {id});
+    if (!owner.empty() && owner[0].value("node", json()).is_string() && owner[0].at("node") != node_) return;
     // What the agent captured is archived before it goes (the telemetry plugin depends on this
     // one, so it is called by name).
     telemetry_after_start({{"op", "end"}, {"session_id", id}});
@@ -734,6 +761,8 @@ void BrowsersPlugin::update(Request &req, Response &res) {
     // would be taken for the start of the next request.
     UpdateOptions opts = parse_update(req.json_body(false));
     Session s = require(project, req.param("id_or_name"), false);
+    // Name and tags live in the store; the rest changes the instance, which another node may run.
+    if (opts.viewport || opts.profile || opts.proxy_id || opts.telemetry) require_here(s.id, s.node);
     if (opts.telemetry) telemetry({{"op", "check"}, {"request", *opts.telemetry}}, opts.telemetry_captures);
     auto busy = activity(s.id); // a PATCH in flight (e.g. a Chromium restart) is activity
 
@@ -856,12 +885,12 @@ void BrowsersPlugin::remove_session(const std::string &project, const std::strin
 
 void BrowsersPlugin::cdp_browser_socket(Request &req, Response &res) {
     std::string sid = session_from_token(req.query("jwt").value_or(""), "cdp");
-    relay_unix(req, res, agent_socket(sid), "/cdp", sid);
+    relay_unix(req, res, session_socket(sid), "/cdp", sid);
 }
 
 void BrowsersPlugin::cdp_target_socket(Request &req, Response &res) {
     std::string sid = session_from_token(req.param("token"), "cdp");
-    relay_unix(req, res, agent_socket(sid), "/cdp/devtools/" + req.param("rest"), sid);
+    relay_unix(req, res, session_socket(sid), "/cdp/devtools/" + req.param("rest"), sid);
 }
 
 void BrowsersPlugin::cdp_json(Request &req, Response &res, const std::string &agent_path) {
@@ -879,7 +908,7 @@ void BrowsersPlugin::cdp_json(Request &req, Response &res, const std::string &ag
 // checked first, so a bad one is refused before anything starts there.
 void BrowsersPlugin::webdriver_socket(Request &req, Response &res) {
     std::string sid = session_from_token(req.query("jwt").value_or(""), "webdriver");
-    relay_unix(req, res, agent_socket(sid), "/bidi", sid);
+    relay_unix(req, res, session_socket(sid), "/bidi", sid);
 }
 
 // ---- background ----------------------------------------------------------------------------------
@@ -893,7 +922,8 @@ void BrowsersPlugin::sweep_idle() {
 
     auto now = now_ms();
     std::vector<std::string> expired;
-    for (const auto &row : sql("SELECT id, timeout_seconds FROM browsers_sessions WHERE deleted_at IS NULL")) {
+    for (const auto &row :
+         sql("SELECT id, timeout_seconds FROM browsers_sessions WHERE deleted_at IS NULL AND node = ?", {node_})) {
         std::string id = row.at("id").get<std::string>();
         std::int64_t timeout_ms = row.at("timeout_seconds").get<std::int64_t>() * 1000;
         std::int64_t idle = idle_ms(id);
@@ -909,11 +939,92 @@ void BrowsersPlugin::sweep_idle() {
     // A session's row is written only once its instance runs, so an active row without a
     // running instance lost it (agent crash, OOM kill): end it, which also cleans its folder.
     std::vector<std::string> lost;
-    for (const auto &row : sql("SELECT id FROM browsers_sessions WHERE deleted_at IS NULL")) {
+    for (const auto &row : sql("SELECT id FROM browsers_sessions WHERE deleted_at IS NULL AND node = ?", {node_})) {
         std::string id = row.at("id").get<std::string>();
         if (!instance_socket(id)) lost.push_back(id);
     }
     if (!lost.empty()) end_sessions(lost, "its instance exited unexpectedly");
+
+    if (now - nodes_checked_ms_ >= kOtherNodesCheckMs) {
+        nodes_checked_ms_ = now;
+        sweep_other_nodes();
+    }
+}
+
+void BrowsersPlugin::remember_node_urls(const json &nodes) const {
+    std::lock_guard lock(node_urls_mutex_);
+    for (const auto &n : nodes)
+        if (auto url = n.value("public_url", ""); !url.empty()) node_urls_[n.value("name", "")] = url;
+}
+
+std::optional<std::string> BrowsersPlugin::node_url(const std::string &name) const {
+    {
+        std::lock_guard lock(node_urls_mutex_);
+        if (auto it = node_urls_.find(name); it != node_urls_.end()) return it->second;
+    }
+    try {
+        remember_node_urls(call("host.nodes", json::object()).value("nodes", json::array()));
+    } catch (const Error &) {
+        return std::nullopt; // the store is away: the caller falls back to its own URL
+    }
+    std::lock_guard lock(node_urls_mutex_);
+    if (auto it = node_urls_.find(name); it != node_urls_.end()) return it->second;
+    return std::nullopt;
+}
+
+void BrowsersPlugin::require_here(const std::string &id, const std::optional<std::string> &node) const {
+    if (!node || *node == node_) return;
+    auto url = node_url(*node);
+    throw Error::not_implemented(
+        "browser session " + id + " runs on node " + *node + (url ? " at " + *url : "") + ", and this node (" + node_ +
+        ") does not relay requests to another node's browsers yet: send this request to " + (url ? *url : "that node"));
+}
+
+std::string BrowsersPlugin::session_socket(const std::string &sid) const {
+    if (auto socket = instance_socket(sid)) return *socket;
+    auto rows = sql("SELECT node FROM browsers_sessions WHERE id = ? AND deleted_at IS NULL", {sid});
+    if (!rows.empty()) require_here(sid, node_of(rows[0]));
+    return agent_socket(sid); // not running here: its 404
+}
+
+void BrowsersPlugin::sweep_other_nodes() {
+    json nodes;
+    try {
+        nodes = call("host.nodes", json::object()).value("nodes", json::array());
+    } catch (const Error &e) {
+        warn(std::string("the node list could not be read: ") + e.what());
+        return;
+    }
+    remember_node_urls(nodes);
+    // A stale node was killed or lost its machine (a planned stop is "stopped" and keeps its
+    // sessions for its restart to adopt). Its instances are gone or unreachable: its sessions end
+    // here, and its own next start stops whatever of them survived (they are no longer active).
+    for (const auto &n : nodes) {
+        const std::string name = n.value("name", "");
+        if (n.value("state", "") != "stale" || name == node_) continue;
+        std::vector<std::string> orphaned;
+        for (const auto &row : sql("SELECT id FROM browsers_sessions WHERE deleted_at IS NULL AND node = ?", {name}))
+            orphaned.push_back(row.at("id").get<std::string>());
+        const auto at = now_ms();
+        for (const auto &id : orphaned)
+            if (mark_deleted(id, at)) {
+                std::string why = "ending browser session " + id;
+                info(why.append(": its node ").append(name).append(" stopped heartbeating"));
+            }
+    }
+    // Sessions of this node that another node ended: their instances stop here. Only recent ends
+    // are looked at; an instance is stopped once, and then has no socket.
+    std::vector<std::string> ended_elsewhere;
+    for (const auto &row : sql("SELECT id FROM browsers_sessions WHERE node = ? AND deleted_at > ? AND ended_by <> ?",
+                               {node_, now_ms() - kEndedElsewhereWindowMs, node_})) {
+        std::string id = row.at("id").get<std::string>();
+        if (instance_socket(id)) ended_elsewhere.push_back(id);
+    }
+    std::vector<std::jthread> stoppers;
+    for (const auto &id : ended_elsewhere) {
+        info("ending browser session " + id + ": another node ended it");
+        stoppers.emplace_back([this, id] { stop_session_instance(id); });
+    }
 }
 
 void BrowsersPlugin::reap_orphans() {
@@ -922,8 +1033,11 @@ void BrowsersPlugin::reap_orphans() {
     // nobody claims (spares, idle pool members) the host stops once every plugin started.
     std::vector<std::string> gone;
     const auto now = now_ms();
+    // Rows from before sessions named their node were all this (then only) node's.
+    sql("UPDATE browsers_sessions SET node = ? WHERE node IS NULL", {node_});
     for (const auto &row : sql("SELECT id, project_id, profile_id, profile_save_changes FROM browsers_sessions WHERE "
-                               "deleted_at IS NULL")) {
+                               "deleted_at IS NULL AND node = ?",
+                               {node_})) {
         std::string id = row.at("id").get<std::string>();
         bool alive = false;
         try {

@@ -455,6 +455,7 @@ Session session_from_row(const json &row) {
     s.pool_id = text("pool_id");
     s.proxy_id = text("proxy_id");
     s.invocation_id = text("invocation_id");
+    s.node = text("node");
     s.profile_save_changes = integer("profile_save_changes", 0) != 0;
     return s;
 }

@@ -126,6 +126,7 @@ struct Session {
     std::optional<std::string> pool_id;  // acquired from this browser pool
     std::optional<std::string> proxy_id; // the proxy its traffic goes through now (a swap changes it)
     std::optional<std::string> invocation_id;
+    std::optional<std::string> node; // the node whose runtime holds its instance (nodes share a store)
 
     bool active() const { return !deleted_ms.has_value(); }
 };

@@ -2,7 +2,9 @@
 // heartbeats there; `hangar nodes` lists them. A start is refused, writing nothing, when its
 // name is held by a live node, when its plugin set differs from a live node's, or when
 // HANGAR_PUBLIC_URL is not an http(s) URL. A node killed with -9 reads as stale once its
-// heartbeat allowance (3 intervals) passed.
+// heartbeat allowance (3 intervals) passed, and the other nodes end its browser sessions; each
+// node's own sweeps leave the other nodes' sessions alone, a session read through another node
+// points at its owner, and a DELETE through another node stops the instance on its owner.
 //
 // The single-node cases run on either store. Two nodes on one store need PostgreSQL (each SQLite
 // file is one machine's): those run under `make test-postgres` and are skipped on SQLite.
@@ -14,6 +16,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { promisify } from 'node:util';
+
+import WebSocket from 'ws';
 
 import { databaseFor, onPostgres } from './lib/pg.mjs';
 import { hangarBin, repoRoot, startServer, waitFor } from './lib/server.mjs';
@@ -96,13 +100,22 @@ describe('two nodes on one PostgreSQL store', { skip: !onPostgres && 'needs HANG
   let dbDir;
   let a;
   let b;
-  // No warm spares: node-b is killed with -9 below, and an instance of its would outlive it with
-  // no later start on its data dir to clean it up.
-  const shared = () => ({ HANGAR_STORE_URL: db.url, HANGAR_NODE_HEARTBEAT_SECONDS: '1', HANGAR_WARM_SPARES: '0' });
+  // node-b's own data dir: it is killed with -9 below and started again on it, and that start
+  // stops the instances the kill left behind.
+  let bDir;
+  // No warm spares: fewer browsers on two cores, and none to outlive a kill. Nodes of one store
+  // share its secrets key (the operator copies it; the Helm chart mounts one Secret).
+  const shared = () => ({
+    HANGAR_STORE_URL: db.url,
+    HANGAR_SECRETS_KEY_FILE: join(dbDir, 'secrets.key'),
+    HANGAR_NODE_HEARTBEAT_SECONDS: '1',
+    HANGAR_WARM_SPARES: '0',
+  });
 
   before(async () => {
     dbDir = mkdtempSync(join(tmpdir(), 'hangar-e2e-nodes-db-'));
     db = await databaseFor(dbDir, true);
+    bDir = mkdtempSync(join(tmpdir(), 'hangar-e2e-nodes-b-'));
     a = await startServer({ apiKey, env: { ...shared(), HANGAR_NODE_NAME: 'node-a' } });
   });
   after(async () => {
@@ -110,6 +123,7 @@ describe('two nodes on one PostgreSQL store', { skip: !onPostgres && 'needs HANG
     await b?.stop();
     await db?.drop();
     rmSync(dbDir, { recursive: true, force: true });
+    rmSync(bDir, { recursive: true, force: true });
   });
 
   const byName = async (env) => Object.fromEntries((await nodes(env)).map((n) => [n.name, n]));
@@ -120,9 +134,7 @@ describe('two nodes on one PostgreSQL store', { skip: !onPostgres && 'needs HANG
     return stdout.trim();
   }
 
-  // The browser lives while node-a is the only node: sessions are not yet owned by a node, so
-  // another node's sweep would end them as "instance exited unexpectedly" (issue 24 point 3 adds
-  // the owner). The count is read through node-b's config once it runs: one store.
+  // The count is read through node-b's config once it runs: one store.
   test('the browser count follows a create; hangar nodes lists both nodes with their URLs', async () => {
     assert.equal((await byName(a.env))['node-a'].browsers, 0);
     const browser = await a.client.browsers.create({ headless: true });
@@ -136,7 +148,7 @@ describe('two nodes on one PostgreSQL store', { skip: !onPostgres && 'needs HANG
       what: 'node-a back to 0 browsers',
     });
 
-    b = await startServer({ apiKey, env: { ...shared(), HANGAR_NODE_NAME: 'node-b' } });
+    b = await startServer({ apiKey, dataDir: bDir, env: { ...shared(), HANGAR_NODE_NAME: 'node-b' } });
     const all = await byName(b.env);
     assert.deepEqual(Object.keys(all).sort(), ['node-a', 'node-b']);
     assert.equal(all['node-a'].public_url, a.baseURL);
@@ -174,6 +186,16 @@ describe('two nodes on one PostgreSQL store', { skip: !onPostgres && 'needs HANG
     assert.doesNotMatch(output, /hangar listening/);
   });
 
+  test('a start with another secrets key is refused naming the setting, and writes nothing', async () => {
+    const { code, output } = await refusedWithNothingWritten({
+      HANGAR_NODE_NAME: 'node-d',
+      HANGAR_SECRETS_KEY_FILE: join(dbDir, 'another.key'),
+    });
+    assert.notEqual(code, 0, output);
+    assert.ok(output.includes(`HANGAR_SECRETS_KEY_FILE = "${join(dbDir, 'another.key')}" does not open what this store holds`), output);
+    assert.doesNotMatch(output, /hangar listening/);
+  });
+
   test('a start whose plugin set differs from the live nodes\' is refused naming the plugin', async () => {
     const { code, output } = await refusedWithNothingWritten({
       HANGAR_NODE_NAME: 'node-c',
@@ -186,8 +208,97 @@ describe('two nodes on one PostgreSQL store', { skip: !onPostgres && 'needs HANG
     assert.match(output, /HANGAR_PLUGINS_ENABLE/);
   });
 
-  test('a node killed with -9 reads as stale once its heartbeat allowance passed; a SIGTERM stop as stopped', async () => {
+  /** The session as `status=deleted` lists it through `server`, or undefined while it is active. */
+  async function deletedThrough(server, id) {
+    for await (const s of server.client.browsers.list({ status: 'deleted' })) if (s.session_id === id) return s;
+    return undefined;
+  }
+
+  let cdpId = 0;
+  function cdpVersion(ws) {
+    const id = ++cdpId;
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error('no CDP reply within 10 s')), 10_000);
+      const onMessage = (data) => {
+        const msg = JSON.parse(data.toString());
+        if (msg.id !== id) return;
+        clearTimeout(timer);
+        ws.off('message', onMessage);
+        resolve(msg.result);
+      };
+      ws.on('message', onMessage);
+      ws.send(JSON.stringify({ id, method: 'Browser.getVersion' }));
+    });
+  }
+
+  let onA;
+  let onB;
+  let cdpOnA;
+  test('each node\'s sweeps leave the other\'s sessions alone; another node\'s session points at it (CDP works there, instance routes answer 501 here); a DELETE through the other node stops the instance on its owner', async () => {
+    onA = await a.client.browsers.create({ headless: true });
+    onB = await b.client.browsers.create({ headless: true });
+    // Every sweep (once a second) of each node ran a few times, each seeing a session without an
+    // instance of its own.
+    await new Promise((r) => setTimeout(r, 4000));
+    for (const [server, id] of [[a, onB.session_id], [b, onA.session_id], [a, onA.session_id], [b, onB.session_id]]) {
+      const read = await server.client.browsers.retrieve(id);
+      assert.equal(read.deleted_at, undefined, `${id} read through ${server.baseURL}: ${JSON.stringify(read)}`);
+    }
+    assert.doesNotMatch(a.output() + b.output(), /ending browser session/);
+
+    // Read through node-a, node-b's session points at node-b, and its token verifies there (one
+    // signing key per store).
+    const viaA = await a.client.browsers.retrieve(onB.session_id);
+    assert.equal(new URL(viaA.cdp_ws_url).host, new URL(b.baseURL).host, viaA.cdp_ws_url);
+    const cdpOnB = new WebSocket(viaA.cdp_ws_url);
+    await new Promise((resolve, reject) => {
+      cdpOnB.once('open', resolve);
+      cdpOnB.once('error', reject);
+    });
+    assert.match((await cdpVersion(cdpOnB)).product, /Chrome/);
+    cdpOnB.close();
+    // Its instance routes through node-a are not relayed yet: a 501 that names where to go.
+    await assert.rejects(a.client.browsers.computer.captureScreenshot(onB.session_id), (err) => {
+      assert.equal(err.status, 501, err.message);
+      assert.equal(err.error?.code, 'not_implemented', JSON.stringify(err.error));
+      assert.ok(err.message.includes(`runs on node node-b at ${b.baseURL}`), err.message);
+      return true;
+    });
+
+    const ended = await a.client.browsers.create({ headless: true });
+    await waitFor(async () => (await byName(a.env))['node-a'].browsers === 2, { timeoutMs: 15_000, what: 'node-a at 2 browsers' });
+    await b.client.browsers.deleteByID(ended.session_id);
+    assert.ok((await deletedThrough(a, ended.session_id))?.deleted_at, 'deleted for every node at once');
+    await waitFor(async () => (await byName(a.env))['node-a'].browsers === 1, {
+      timeoutMs: 15_000,
+      what: 'node-a stopping the instance node-b ended',
+    });
+    assert.match(a.output(), new RegExp(`ending browser session ${ended.session_id}: another node ended it`));
+
+    cdpOnA = new WebSocket(onA.cdp_ws_url);
+    await new Promise((resolve, reject) => {
+      cdpOnA.once('open', resolve);
+      cdpOnA.once('error', reject);
+    });
+  });
+
+  test('a node killed with -9 reads as stale, its sessions end on the other node within 15 s, the other\'s live on; a SIGTERM stop reads as stopped', async () => {
+    assert.ok(cdpOnA, 'the test before opened a CDP connection to node-a');
+    assert.match((await cdpVersion(cdpOnA)).product, /Chrome/);
+    const killedAt = Date.now();
     await b.kill();
+    await waitFor(async () => (await deletedThrough(a, onB.session_id))?.deleted_at, {
+      timeoutMs: 15_000,
+      intervalMs: 200,
+      what: `node-b's session ${onB.session_id} read as deleted through node-a`,
+    });
+    const endedAfterMs = Date.now() - killedAt;
+    assert.ok(endedAfterMs <= 15_000, `${endedAfterMs} ms`);
+    assert.match(a.output(), new RegExp(`ending browser session ${onB.session_id}: its node node-b stopped heartbeating`));
+    assert.equal((await a.client.browsers.retrieve(onA.session_id)).deleted_at, undefined, 'node-a\'s session lives on');
+    assert.match((await cdpVersion(cdpOnA)).product, /Chrome/, 'an open CDP connection to node-a still answers');
+    cdpOnA.close();
+
     const stale = await waitFor(async () => {
       const m = await byName(a.env);
       return m['node-b'].state === 'stale' ? m : null;
@@ -197,13 +308,22 @@ describe('two nodes on one PostgreSQL store', { skip: !onPostgres && 'needs HANG
     const { stdout } = await execFileP(hangarBin, ['nodes'], { env: a.env, timeout: 30_000 });
     assert.match(stdout, /node-b\s+stale\s/);
 
-    // The stale name is taken over by the next node that claims it.
+    // The stale name is taken over by the next node that claims it. Its start on the same data
+    // dir stops the instance of the session node-a ended, and it takes browsers again.
     const oldInstance = stale['node-b'].instance_id;
-    b = await startServer({ apiKey, env: { ...shared(), HANGAR_NODE_NAME: 'node-b' } });
+    b = await startServer({ apiKey, dataDir: bDir, env: { ...shared(), HANGAR_NODE_NAME: 'node-b' } });
     const back = (await byName(a.env))['node-b'];
     assert.equal(back.state, 'live');
     assert.notEqual(back.instance_id, oldInstance);
     assert.equal(back.public_url, b.baseURL);
+    await waitFor(async () => (await byName(a.env))['node-b'].browsers === 0, {
+      timeoutMs: 15_000,
+      what: 'node-b without the instance of its ended session',
+    });
+    const again = await b.client.browsers.create({ headless: true });
+    assert.equal((await a.client.browsers.retrieve(again.session_id)).deleted_at, undefined);
+    await b.client.browsers.deleteByID(again.session_id);
+    await a.client.browsers.deleteByID(onA.session_id);
 
     await a.stop();
     assert.equal((await byName(b.env))['node-a'].state, 'stopped');

@@ -130,8 +130,8 @@ test('after Chromium restarts (viewport change) the next call reconnects', async
 
 test('snippets run inside the browser sandbox, not in the server', async () => {
   // vm contexts are no boundary (a host object's constructor reaches Node itself); the sandbox is.
-  const secret = `${server.dataDir}/token.secret`;
-  assert.ok(existsSync(secret), 'the server has its signing secret');
+  const secret = `${server.dataDir}/secrets.key`;
+  assert.ok(existsSync(secret), 'the server has its secrets key');
   const code = `
     const proc = page.constructor.constructor('return process')();
     const fs = proc.getBuiltinModule('fs');

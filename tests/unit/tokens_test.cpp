@@ -1,4 +1,6 @@
 // Tokens: HS256 capability tokens for URLs (cdp_ws_url, live view).
+#include "secrets.hpp"
+#include "store.hpp"
 #include "test_support.hpp"
 #include "tokens.hpp"
 #include "util.hpp"
@@ -65,6 +67,7 @@ class TokensTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(testOtherAlgorithmRefused);
     CPPUNIT_TEST(testGarbageRefused);
     CPPUNIT_TEST(testSecretFile);
+    CPPUNIT_TEST(testSharedThroughTheStore);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -194,6 +197,37 @@ public:
         Tokens weak(dir / "weak.secret");
         CPPUNIT_ASSERT(hangar::host::trim(hangar::host::read_file(dir / "weak.secret")).size() >= 32);
         CPPUNIT_ASSERT(!weak.verify(token).has_value());
+    }
+
+    // Two nodes of one store (two data dirs, one secrets key): a token either signs verifies on
+    // the other. The first keeps its old per-data-dir secret, so earlier URLs stay valid; the
+    // store holds the secret sealed, never as text.
+    void testSharedThroughTheStore() {
+        TempDir dir;
+        hangar::host::Store store(dir / "db.sqlite");
+        hangar::host::migrate_secret_registry(store);
+        const std::string key = dir / "secrets.key";
+        hangar::test::write_text(dir / "a.secret", kSecret + "\n");
+        std::string earlier = Tokens(kSecret, 0).sign({{"sub", "before"}}, 60);
+
+        Tokens a = Tokens::shared(store, key, dir / "a.secret");
+        Tokens b = Tokens::shared(store, key, dir / "b.secret"); // no file of its own
+        CPPUNIT_ASSERT(a.verify(earlier).has_value());
+        CPPUNIT_ASSERT(b.verify(earlier).has_value());
+        CPPUNIT_ASSERT(b.verify(a.sign({{"sub", "x"}}, 60)).has_value());
+        CPPUNIT_ASSERT(!std::filesystem::exists(dir / "b.secret"));
+
+        auto rows = store.exec("SELECT sealed FROM host_keys");
+        CPPUNIT_ASSERT_EQUAL(std::size_t(1), rows.size());
+        const std::string sealed = rows[0].at("sealed").get<std::string>();
+        CPPUNIT_ASSERT(sealed.rfind("hs1:", 0) == 0);
+        CPPUNIT_ASSERT(sealed.find(kSecret) == std::string::npos);
+        // Declared, so `hangar admin rotate-secrets-key` re-seals it.
+        CPPUNIT_ASSERT_EQUAL(std::size_t(1),
+                             store.exec("SELECT 1 FROM secret_columns WHERE table_name = 'host_keys'").size());
+        auto rotation = hangar::host::rotate_secrets_key(store, key);
+        CPPUNIT_ASSERT_EQUAL(std::size_t(1), rotation.values);
+        CPPUNIT_ASSERT(Tokens::shared(store, key, dir / "c.secret").verify(earlier).has_value());
     }
 };
 
