@@ -286,6 +286,7 @@ protected:
             if (args_.command == "agent") return agent();
             if (args_.command == "admin") return admin();
             if (args_.command == "nodes") return nodes();
+            if (args_.command == "drain") return drain();
             if (args_.command == "doctor") {
                 auto cfg = load_config();
                 std::string exe = executable_path();
@@ -302,7 +303,8 @@ protected:
                          "  hangar admin entitlement <org_id|project_id> <feature> on|off\n"
                          "  hangar admin rotate-secrets-key\n"
                          "  hangar doctor\n"
-                         "  hangar nodes [--json]\n";
+                         "  hangar nodes [--json]\n"
+                         "  hangar drain [NAME] [--wait]\n";
             return args_.command == "help" ? 0 : 64;
         } catch (const std::exception &e) {
             std::cerr << "hangar: " << e.what() << "\n";
@@ -373,9 +375,19 @@ private:
         node.claim();
         log.information("node %s (instance %s)", node.settings().name, node.instance_id());
         core.node_name = node.settings().name;
+        core.node = &node;
         // Plugins that keep per-node state (browser sessions) learn which nodes are gone from here.
         core.services.offer("host.nodes", [&core](std::string_view) {
             return json{{"self", core.node_name}, {"nodes", list_nodes(*core.store, now_ms())}}.dump();
+        });
+        // A draining node's last session ended (the browsers plugin says so): it stops as on
+        // SIGINT, ending what is left (spares, idle pool members), and its row reads stopped.
+        Termination term;
+        core.services.offer("host.drained", [&core, &term, &log](std::string_view) {
+            if (!core.node || !core.node->draining()) throw std::runtime_error("this node is not draining");
+            log.information("node %s drained: stopping", core.node_name);
+            term.request(0);
+            return std::string("{}");
         });
         core.auth = std::make_unique<Auth>(*core.store);
         core.auth->set_org_session_limit(cfg->get_int("browsers.max_browsers_per_project", 50));
@@ -475,7 +487,6 @@ private:
         }
         core.metrics.ready = true;
 
-        Termination term;
         int sig = term.wait();
         core.metrics.ready = false;
         heartbeat.reset(); // the row says stopped once everything below is done (~NodeRegistration)
@@ -514,6 +525,43 @@ private:
         else
             std::cout << format_nodes(list);
         return 0;
+    }
+
+    // `hangar drain [NAME] [--wait]`: the node (this config's when no name is given) takes no new
+    // browsers and stops once its sessions ended; --wait returns when it has stopped.
+    int drain() {
+        auto cfg = load_config();
+        auto store = open_store(*cfg, data_dir(*cfg));
+        migrate_nodes(*store);
+        std::string name = args_.positional.empty() ? cfg->get("node.name", "") : args_.positional[0];
+        // `--wait NAME` reads as --wait=NAME to the option parser.
+        std::string wait = option("wait");
+        if (!wait.empty() && wait != "true" && wait != "false") name = std::exchange(wait, "true");
+        if (name.empty()) name = host_name();
+        request_drain(*store, name, now_ms());
+        std::cout << "node " << name << " is draining: it takes no new browsers and stops once its sessions ended"
+                  << std::endl;
+        if (wait != "true") return 0;
+        std::int64_t shown = -1;
+        for (;;) {
+            std::this_thread::sleep_for(std::chrono::seconds(1));
+            for (const auto &n : list_nodes(*store, now_ms())) {
+                if (n.value("name", "") != name) continue;
+                const auto state = n.value("state", "");
+                if (state == "stopped") {
+                    std::cout << "node " << name << " drained and stopped" << std::endl;
+                    return 0;
+                }
+                if (state == "stale") {
+                    std::cerr << "hangar: node " << name << " stopped heartbeating while draining" << std::endl;
+                    return 1;
+                }
+                if (auto browsers = n.value("browsers", std::int64_t{0}); browsers != shown) {
+                    shown = browsers;
+                    std::cout << "node " << name << ": " << browsers << " browser(s) still running" << std::endl;
+                }
+            }
+        }
     }
 
     int agent() {

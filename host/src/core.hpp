@@ -36,6 +36,7 @@
 namespace hangar::host {
 
 class Runtime;
+class NodeRegistration;
 struct PluginRecord;
 
 struct RouteTarget {
@@ -142,7 +143,8 @@ struct HostCore {
     Metrics metrics; // GET /metrics (metrics.cpp)
     std::size_t max_body_bytes = 64u << 20;
     std::string public_url;
-    std::string node_name; // this node's name in the store (nodes.hpp); plugins read it as node.name
+    std::string node_name;                  // this node's name in the store (nodes.hpp); plugins read it as node.name
+    const NodeRegistration *node = nullptr; // server role: plugins read node.draining through it
     // Where the API listens (server role; set before the first request), for req_dispatch and
     // for plugins that read `server.bound_listen` (host:port, port 0 resolved).
     std::string self_host;

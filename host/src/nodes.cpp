@@ -29,6 +29,8 @@ const std::vector<Store::Migration> kNodesMigrations = {
         " heartbeat_at INTEGER NOT NULL, heartbeat_seconds INTEGER NOT NULL, stopped_at INTEGER,"
         " browsers INTEGER NOT NULL DEFAULT 0, spares INTEGER NOT NULL DEFAULT 0,"
         " mem_available_bytes INTEGER NOT NULL DEFAULT -1)"},
+    // `hangar drain`: set by the command, read by the node's heartbeat, cleared by its next claim.
+    {2, "ALTER TABLE nodes ADD COLUMN draining_at INTEGER"},
 };
 
 const char *kNameSetting = "[node] name / HANGAR_NODE_NAME";
@@ -246,7 +248,7 @@ void NodeRegistration::claim() {
             auto taken = store_.exec(
                 "UPDATE nodes SET public_url = ?, instance_id = ?, boot_id = ?, pid = ?, hangar_version = ?,"
                 " abi_version = ?, plugins = ?, started_at = ?, heartbeat_at = ?, heartbeat_seconds = ?,"
-                " stopped_at = NULL, browsers = 0, spares = 0, mem_available_bytes = -1"
+                " stopped_at = NULL, draining_at = NULL, browsers = 0, spares = 0, mem_available_bytes = -1"
                 " WHERE name = ? AND instance_id = ? RETURNING name",
                 params);
             if (taken.empty())
@@ -267,9 +269,23 @@ void NodeRegistration::publish(const std::string &public_url) {
 bool NodeRegistration::beat(const NodeStatus &status) {
     auto rows = store_.exec(
         "UPDATE nodes SET heartbeat_at = ?, browsers = ?, spares = ?, mem_available_bytes = ?"
-        " WHERE name = ? AND instance_id = ? AND stopped_at IS NULL RETURNING name",
+        " WHERE name = ? AND instance_id = ? AND stopped_at IS NULL RETURNING draining_at",
         {now_ms(), status.browsers, status.spares, status.mem_available_bytes, settings_.name, instance_id_});
+    if (!rows.empty() && !rows[0].value("draining_at", json()).is_null()) draining_ = true;
     return !rows.empty();
+}
+
+std::int64_t request_drain(Store &store, const std::string &name, std::int64_t now) {
+    auto rows =
+        store.exec("SELECT heartbeat_at, heartbeat_seconds, stopped_at, draining_at FROM nodes WHERE name = ?", {name});
+    if (rows.empty()) throw NodeError("no node is named \"" + name + "\" in this store (hangar nodes lists them)");
+    const auto &row = rows[0];
+    auto state = node_state(stopped(row), int_of(row, "heartbeat_at"), int_of(row, "heartbeat_seconds", 5), now);
+    if (state != NodeState::live)
+        throw NodeError("node \"" + name + "\" is " + to_string(state) + ": only a live node can be drained");
+    if (auto since = int_of(row, "draining_at", -1); since >= 0) return since;
+    store.exec("UPDATE nodes SET draining_at = ? WHERE name = ? AND draining_at IS NULL", {now, name});
+    return now;
 }
 
 void NodeRegistration::mark_stopped() {
@@ -285,16 +301,18 @@ json list_nodes(Store &store, std::int64_t now) {
     json out = json::array();
     for (auto &row :
          store.exec("SELECT name, public_url, instance_id, hangar_version, abi_version, plugins, started_at,"
-                    " heartbeat_at, heartbeat_seconds, stopped_at, browsers, spares, mem_available_bytes"
+                    " heartbeat_at, heartbeat_seconds, stopped_at, browsers, spares, mem_available_bytes, draining_at"
                     " FROM nodes ORDER BY started_at, name")) {
         auto heartbeat = int_of(row, "heartbeat_at");
         auto state = node_state(stopped(row), heartbeat, int_of(row, "heartbeat_seconds", 5), now);
+        // A live node told to drain takes no new browsers until it stops by itself.
+        const bool draining = state == NodeState::live && int_of(row, "draining_at", -1) >= 0;
         json plugins = json::object();
         for (const auto &[p, v] : parse_plugins(row.value("plugins", "")))
             plugins[p] = v;
         out.push_back({{"name", row.value("name", "")},
                        {"public_url", row.value("public_url", "")},
-                       {"state", to_string(state)},
+                       {"state", draining ? "draining" : to_string(state)},
                        {"instance_id", row.value("instance_id", "")},
                        {"hangar_version", row.value("hangar_version", "")},
                        {"abi_version", int_of(row, "abi_version")},

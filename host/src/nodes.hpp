@@ -11,6 +11,7 @@
 
 #include <Poco/Logger.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -84,6 +85,9 @@ public:
     void mark_stopped();
 
     const std::string &instance_id() const { return instance_id_; }
+    // Set by the first beat that finds `hangar drain` asked for it; it stays set until the process
+    // ends (a restart claims the name afresh, not draining).
+    bool draining() const { return draining_; }
     const NodeSettings &settings() const { return settings_; }
 
 private:
@@ -92,7 +96,12 @@ private:
     std::string instance_id_;
     std::string boot_id_;
     bool claimed_ = false;
+    std::atomic<bool> draining_{false};
 };
+
+// `hangar drain NAME`: marks the live node NAME draining (it takes no new browsers and stops once
+// its sessions ended); returns since when. Throws NodeError for an unknown or not live node.
+std::int64_t request_drain(Store &store, const std::string &name, std::int64_t now);
 
 // Creates the host-owned `nodes` table (the same SQL on both engines).
 void migrate_nodes(Store &store);

@@ -79,6 +79,17 @@ private:
     // Ends the sessions of nodes that stopped heartbeating, and stops this node's instances whose
     // sessions another node ended (a DELETE sent to it, or this node was stale for a while).
     void sweep_other_nodes();
+    // `hangar drain`: new browsers are refused (503, Retry-After: through a load balancer the
+    // SDK's retry reaches another node), warm spares stop, and once this node's last session
+    // ended the host is told to stop.
+    bool draining() const { return config_bool("node.draining", false); }
+    void refuse_while_draining(Response &res) const;
+    void sweep_draining();
+    std::mutex spares_stop_mutex_;
+    bool drain_began_ = false;   // sweep thread only
+    bool drain_done_ = false;    // sweep thread only
+    int drain_quiet_sweeps_ = 0; // sweep thread only: sweeps in a row that found nothing running
+    std::atomic<int> ending_{0}; // stop_session_instance calls under way (a DELETE not yet answered)
     void reap_orphans();
 
     // Names being created or renamed right now (project + '\n' + name): the store has no

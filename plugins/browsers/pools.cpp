@@ -571,6 +571,7 @@ void BrowsersPlugin::pool_acquire(Request &req, Response &res) {
     const auto started = Clock::now();
     std::string project = req.project();
     json body = req.json_body(true);
+    refuse_while_draining(res);
     json lease_body = json::object();
     for (const char *k : {"name", "tags"})
         if (body.contains(k)) lease_body[k] = body[k];

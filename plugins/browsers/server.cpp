@@ -508,6 +508,11 @@ void BrowsersPlugin::telemetry_after_start(const json &in) const {
 }
 
 void BrowsersPlugin::stop_session_instance(const std::string &id) {
+    ++ending_;
+    struct Ended {
+        std::atomic<int> &count;
+        ~Ended() { --count; }
+    } ended{ending_};
     // Another node's instance: that node stops it on its next sweep, with its recordings, telemetry
     // and profile lease, which live there (sweep_other_nodes).
     auto owner = sql("SELECT node FROM browsers_sessions WHERE id = ?", {id});
@@ -585,6 +590,7 @@ void BrowsersPlugin::create(Request &req, Response &res) {
     std::string project = req.project();
     json caller = req.caller();
     json body = req.json_body(true);
+    refuse_while_draining(res);
     try {
         res.json(create_session(body, project, caller, req.base_url()));
     } catch (const Error &e) {
@@ -948,6 +954,38 @@ void BrowsersPlugin::sweep_idle() {
     if (now - nodes_checked_ms_ >= kOtherNodesCheckMs) {
         nodes_checked_ms_ = now;
         sweep_other_nodes();
+    }
+    if (draining()) sweep_draining();
+}
+
+void BrowsersPlugin::refuse_while_draining(Response &res) const {
+    if (!draining()) return;
+    res.header("Retry-After", "2");
+    throw Error(503, "node_draining",
+                "node " + node_ + " is draining (hangar drain): it takes no new browsers; another node does");
+}
+
+void BrowsersPlugin::sweep_draining() {
+    if (drain_done_) return;
+    if (!drain_began_) {
+        drain_began_ = true;
+        info("node " + node_ + " is draining: no new browsers, warm spares stopped");
+        stop_spares();
+    }
+    // Quiet twice in a row, with no end under way: a DELETE that just marked the last session is
+    // answered before the server goes.
+    if (ending_ > 0 ||
+        !sql("SELECT id FROM browsers_sessions WHERE deleted_at IS NULL AND node = ? LIMIT 1", {node_}).empty()) {
+        drain_quiet_sweeps_ = 0;
+        return;
+    }
+    if (++drain_quiet_sweeps_ < 2) return;
+    drain_done_ = true;
+    try {
+        call("host.drained", json::object());
+    } catch (const Error &e) {
+        drain_done_ = false; // asked again at the next sweep
+        warn(std::string("the drained node could not stop: ") + e.what());
     }
 }
 

@@ -178,6 +178,8 @@ std::optional<std::string> BrowsersPlugin::take_spare(SpareKind kind) {
 }
 
 void BrowsersPlugin::stop_spares() {
+    // A drain (the sweep thread) and the shutdown may both stop them.
+    std::lock_guard stopping(spares_stop_mutex_);
     for (auto &filler : spare_fillers_)
         filler.request_stop();
     spares_cv_.notify_all();

@@ -55,7 +55,7 @@ input{width:100%;padding:8px;box-sizing:border-box;font:inherit} button{margin-t
     return data;
   };
   const submit = async (body) => {
-    show('form', false); show('choices', false); shown = '';
+    show('form', false); show('choices', false); shown = ''; $('form').innerHTML = '';
     $('status').textContent = 'Submitting…';
     try { await call('POST', '/submit', body); } catch (e) { if (e.message !== 'expired') $('status').textContent = e.message; }
   };
@@ -79,12 +79,16 @@ input{width:100%;padding:8px;box-sizing:border-box;font:inherit} button{margin-t
     $('status').textContent = 'The site needs more from you.';
     const fields = c.fields || [];
     if (fields.length) {
-      const form = $('form'); form.innerHTML = '';
+      // The fields can change under the user (the flow learns more of the page): what was typed
+      // into a field that stays is kept, or a poll would wipe it between two keystrokes.
+      const form = $('form'); const typed = {};
+      for (const i of form.querySelectorAll('input')) typed[i.name] = i.value;
+      form.innerHTML = '';
       for (const f of fields) {
         const d = (c.discovered_fields || []).find((x) => x.selector === f.observed_selector) || {};
         const label = document.createElement('label'); label.textContent = f.label || d.label || f.id;
         const input = document.createElement('input'); input.name = f.id;
-        input.type = f.type === 'password' ? 'password' : 'text';
+        input.type = f.type === 'password' ? 'password' : 'text'; input.value = typed[f.id] || '';
         if (f.type === 'code' || f.type === 'totp_code') { input.autocomplete = 'one-time-code'; input.inputMode = 'numeric'; }
         label.appendChild(input); form.appendChild(label);
       }

@@ -5,6 +5,7 @@
 // heartbeat allowance (3 intervals) passed, and the other nodes end its browser sessions; each
 // node's own sweeps leave the other nodes' sessions alone, a session read through another node
 // points at its owner, and a DELETE through another node stops the instance on its owner.
+// `hangar drain` makes a node refuse new browsers and stop by itself once its sessions ended.
 //
 // The single-node cases run on either store. Two nodes on one store need PostgreSQL (each SQLite
 // file is one machine's): those run under `make test-postgres` and are skipped on SQLite.
@@ -214,6 +215,15 @@ describe('two nodes on one PostgreSQL store', { skip: !onPostgres && 'needs HANG
     return undefined;
   }
 
+  async function openSocket(url) {
+    const ws = new WebSocket(url);
+    await new Promise((resolve, reject) => {
+      ws.once('open', resolve);
+      ws.once('error', reject);
+    });
+    return ws;
+  }
+
   let cdpId = 0;
   function cdpVersion(ws) {
     const id = ++cdpId;
@@ -250,11 +260,7 @@ describe('two nodes on one PostgreSQL store', { skip: !onPostgres && 'needs HANG
     // signing key per store).
     const viaA = await a.client.browsers.retrieve(onB.session_id);
     assert.equal(new URL(viaA.cdp_ws_url).host, new URL(b.baseURL).host, viaA.cdp_ws_url);
-    const cdpOnB = new WebSocket(viaA.cdp_ws_url);
-    await new Promise((resolve, reject) => {
-      cdpOnB.once('open', resolve);
-      cdpOnB.once('error', reject);
-    });
+    const cdpOnB = await openSocket(viaA.cdp_ws_url);
     assert.match((await cdpVersion(cdpOnB)).product, /Chrome/);
     cdpOnB.close();
     // Its instance routes through node-a are not relayed yet: a 501 that names where to go.
@@ -275,14 +281,10 @@ describe('two nodes on one PostgreSQL store', { skip: !onPostgres && 'needs HANG
     });
     assert.match(a.output(), new RegExp(`ending browser session ${ended.session_id}: another node ended it`));
 
-    cdpOnA = new WebSocket(onA.cdp_ws_url);
-    await new Promise((resolve, reject) => {
-      cdpOnA.once('open', resolve);
-      cdpOnA.once('error', reject);
-    });
+    cdpOnA = await openSocket(onA.cdp_ws_url);
   });
 
-  test('a node killed with -9 reads as stale, its sessions end on the other node within 15 s, the other\'s live on; a SIGTERM stop reads as stopped', async () => {
+  test('a node killed with -9 reads as stale, its sessions end on the other node within 15 s, the other\'s live on; its restart rejoins', async (t) => {
     assert.ok(cdpOnA, 'the test before opened a CDP connection to node-a');
     assert.match((await cdpVersion(cdpOnA)).product, /Chrome/);
     const killedAt = Date.now();
@@ -293,6 +295,7 @@ describe('two nodes on one PostgreSQL store', { skip: !onPostgres && 'needs HANG
       what: `node-b's session ${onB.session_id} read as deleted through node-a`,
     });
     const endedAfterMs = Date.now() - killedAt;
+    t.diagnostic(`node-b's session read deleted ${endedAfterMs} ms after the kill (heartbeat 1 s)`);
     assert.ok(endedAfterMs <= 15_000, `${endedAfterMs} ms`);
     assert.match(a.output(), new RegExp(`ending browser session ${onB.session_id}: its node node-b stopped heartbeating`));
     assert.equal((await a.client.browsers.retrieve(onA.session_id)).deleted_at, undefined, 'node-a\'s session lives on');
@@ -324,7 +327,54 @@ describe('two nodes on one PostgreSQL store', { skip: !onPostgres && 'needs HANG
     assert.equal((await a.client.browsers.retrieve(again.session_id)).deleted_at, undefined);
     await b.client.browsers.deleteByID(again.session_id);
     await a.client.browsers.deleteByID(onA.session_id);
+  });
 
+  test('hangar drain: the node refuses new browsers with 503 and Retry-After, keeps serving its session, stops by itself once it ended, and rejoins on restart', async () => {
+    const kept = await b.client.browsers.create({ headless: true });
+    const { stdout } = await execFileP(hangarBin, ['drain', 'node-b'], { env: a.env, timeout: 30_000 });
+    assert.match(stdout, /node node-b is draining/);
+    assert.equal((await byName(a.env))['node-b'].state, 'draining');
+    // node-b reads it at its next heartbeat (1 s here).
+    const refused = await waitFor(async () => {
+      const r = await b.fetch('/browsers', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+      if (r.status === 200) {
+        await b.client.browsers.deleteByID((await r.json()).session_id); // before node-b heard of the drain
+        return null;
+      }
+      return r;
+    }, { timeoutMs: 15_000, what: 'node-b refusing creates' });
+    assert.equal(refused.status, 503);
+    assert.equal(refused.headers.get('retry-after'), '2');
+    const body = await refused.json();
+    assert.equal(body.code, 'node_draining');
+    assert.match(body.message, /node node-b is draining/);
+    // Creates through the other node go on; the draining node still serves its own session.
+    const elsewhere = await a.client.browsers.create({ headless: true });
+    await a.client.browsers.deleteByID(elsewhere.session_id);
+    assert.equal((await b.client.browsers.retrieve(kept.session_id)).session_id, kept.session_id);
+    const cdp = await openSocket(kept.cdp_ws_url);
+    assert.match((await cdpVersion(cdp)).product, /Chrome/);
+    cdp.close();
+
+    // `--wait` returns once the node stopped, which it does once its last session ended.
+    const waiting = execFileP(hangarBin, ['drain', 'node-b', '--wait'], { env: a.env, timeout: 60_000 });
+    await new Promise((r) => setTimeout(r, 1500));
+    assert.equal(b.exited(), null, 'node-b runs while its session lives');
+    await b.client.browsers.deleteByID(kept.session_id);
+    const waited = await waiting;
+    assert.match(waited.stdout, /node node-b drained and stopped/);
+    await waitFor(() => b.exited(), { timeoutMs: 15_000, what: 'node-b to exit' });
+    assert.equal(b.exited().code, 0, JSON.stringify(b.exited()));
+    assert.match(b.output(), /node node-b drained: stopping/);
+    assert.equal((await byName(a.env))['node-b'].state, 'stopped');
+
+    b = await startServer({ apiKey, dataDir: bDir, env: { ...shared(), HANGAR_NODE_NAME: 'node-b' } });
+    assert.equal((await byName(a.env))['node-b'].state, 'live');
+    const back = await b.client.browsers.create({ headless: true });
+    await b.client.browsers.deleteByID(back.session_id);
+  });
+
+  test('a SIGTERM stop reads as stopped', async () => {
     await a.stop();
     assert.equal((await byName(b.env))['node-a'].state, 'stopped');
   });

@@ -58,6 +58,7 @@ class NodesTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(testLiveNameRefusedWithoutWriting);
     CPPUNIT_TEST(testStaleNameTakenOver);
     CPPUNIT_TEST(testDifferentPluginsRefusedOnlyAgainstLiveNodes);
+    CPPUNIT_TEST(testDrain);
     CPPUNIT_TEST_SUITE_END();
 
     std::unique_ptr<TempDir> dir_;
@@ -178,6 +179,34 @@ public:
         first.mark_stopped();
         same.mark_stopped();
         other.claim(); // no live node left to differ from
+    }
+
+    // `hangar drain`: only a live node; its next beat learns it; a restart's claim clears it.
+    void testDrain() {
+        auto why = refusal([&] { hangar::host::request_drain(*store_, "a", hangar::host::now_ms()); });
+        CPPUNIT_ASSERT_MESSAGE(why, contains(why, "no node is named \"a\""));
+        NodeRegistration node(*store_, settings("a"));
+        node.claim();
+        CPPUNIT_ASSERT(node.beat({}));
+        CPPUNIT_ASSERT(!node.draining());
+        auto since = hangar::host::request_drain(*store_, "a", 1000);
+        CPPUNIT_ASSERT_EQUAL(std::int64_t{1000}, since);
+        CPPUNIT_ASSERT_EQUAL(since, hangar::host::request_drain(*store_, "a", 2000)); // asked twice: the first stands
+        CPPUNIT_ASSERT_EQUAL(std::string("draining"),
+                             list_nodes(*store_, hangar::host::now_ms())[0]["state"].get<std::string>());
+        CPPUNIT_ASSERT(node.beat({}));
+        CPPUNIT_ASSERT(node.draining());
+        node.mark_stopped();
+        CPPUNIT_ASSERT_EQUAL(std::string("stopped"),
+                             list_nodes(*store_, hangar::host::now_ms())[0]["state"].get<std::string>());
+        why = refusal([&] { hangar::host::request_drain(*store_, "a", hangar::host::now_ms()); });
+        CPPUNIT_ASSERT_MESSAGE(why, contains(why, "node \"a\" is stopped: only a live node can be drained"));
+        NodeRegistration again(*store_, settings("a"));
+        again.claim();
+        CPPUNIT_ASSERT(again.beat({}));
+        CPPUNIT_ASSERT(!again.draining());
+        CPPUNIT_ASSERT_EQUAL(std::string("live"),
+                             list_nodes(*store_, hangar::host::now_ms())[0]["state"].get<std::string>());
     }
 };
 
