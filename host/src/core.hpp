@@ -69,7 +69,8 @@ public:
     // A stopped plugin's services answer 404 from then on instead of calling into it.
     void remove_owned_by(const std::string &owner);
     // A service of the host's own (owner "host"): JSON text in, JSON text out, status 200; an
-    // exception answers 503 with its message (the store is the only thing these read).
+    // exception answers 503 `store_unavailable` with its message (host.nodes fails only when the
+    // store does; host.drained refuses a node that is not draining the same way).
     void offer(const std::string &name, std::function<std::string(std::string_view)> fn);
     // Returns 404 with a wire error when nobody offers `name`.
     int call(const std::string &name, std::string_view in, std::string &out) const;

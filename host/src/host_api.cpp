@@ -172,11 +172,11 @@ int config_get(hangar_plugin_ctx *ctx, hangar_str key, hangar_buf *out) {
     // The data dir as the host resolved it (absolute, default applied), for files such as the
     // secrets key that plugins keep there.
     if (k == "server.data_dir" && !ctx->core->data_dir.empty()) return fill(out, ctx->core->data_dir);
-    // Whether the server is stopping for a restart that adopts its instances (see app.cpp).
     // The name the node claimed (the host name when none was set).
     if (k == "node.name" && !ctx->core->node_name.empty()) return fill(out, ctx->core->node_name);
     // `hangar drain` asked this node to take no new browsers (nodes.hpp).
     if (k == "node.draining" && ctx->core->node) return fill(out, ctx->core->node->draining() ? "true" : "false");
+    // Whether the server is stopping for a restart that adopts its instances (see app.cpp).
     if (k == "runtime.stopping_keeps_sessions") return fill(out, ctx->core->stopping_keeps_sessions ? "true" : "false");
     if (k == "server.bound_listen" && ctx->core->self_port != 0) {
         const auto &h = ctx->core->self_host;

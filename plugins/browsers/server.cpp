@@ -516,7 +516,7 @@ void BrowsersPlugin::stop_session_instance(const std::string &id) {
     // Another node's instance: that node stops it on its next sweep, with its recordings, telemetry
     // and profile lease, which live there (sweep_other_nodes).
     auto owner = sql("SELECT node FROM browsers_sessions WHERE id = ?", {id});
-    if (!owner.empty() && owner[0].value("node", json()).is_string() && owner[0].at("node") != node_) return;
+    if (auto node = owner.empty() ? std::nullopt : node_of(owner[0]); node && *node != node_) return;
     // What the agent captured is archived before it goes (the telemetry plugin depends on this
     // one, so it is called by name).
     telemetry_after_start({{"op", "end"}, {"session_id", id}});
