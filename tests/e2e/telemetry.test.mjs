@@ -183,12 +183,21 @@ describe('capture from a real page', () => {
   });
 
   test('control: every per-browser API call as api_call with its operation, status and duration', async () => {
-    const all = await allEvents(id, { category: ['control'] });
+    // An API call is recorded after its answer is sent (the caller never waits for telemetry),
+    // so the event may land a moment after writeFile returned.
+    let all = [];
+    let control = [];
+    await waitFor(
+      async () => {
+        all = await allEvents(id, { category: ['control'] });
+        control = all.filter((e) => e.event.type === 'api_call');
+        return control.some((e) => e.event.data.operation_id === 'fsWriteFile');
+      },
+      { what: 'the api_call event of fsWriteFile', timeoutMs: 10_000 },
+    );
     // The user's Playwright commands are control events too (cdp_command, tested below).
     assert.ok(all.some((e) => e.event.type === 'cdp_command'));
-    const control = all.filter((e) => e.event.type === 'api_call');
     const write = control.find((e) => e.event.data.operation_id === 'fsWriteFile');
-    assert.ok(write, JSON.stringify(control.map((e) => e.event.data.operation_id)));
     assert.equal(write.event.type, 'api_call');
     assert.equal(write.event.source.kind, 'kernel_api');
     assert.ok(write.event.data.status >= 200 && write.event.data.status < 300);
