@@ -5,7 +5,7 @@
 // Hangar's create answers only once the browser has its first page (so a client finds
 // contexts()[0].pages()[0], as on Kernel); the second baseline is the same raw start carried on
 // to that point, which is the like-for-like comparison.
-import { CdpClient, launchChromium, now, runStandalone, startServer, summary } from './lib.mjs';
+import { CdpClient, createToCdp, launchChromium, now, runStandalone, startServer, summary } from './lib.mjs';
 
 export const GOAL_RATIO = 1.3;
 
@@ -29,20 +29,6 @@ async function rawColdStart() {
   }
 }
 
-async function hangarCreate(client) {
-  const t0 = now();
-  const b = await client.browsers.create({ headless: true });
-  try {
-    const cdp = await CdpClient.connect(b.cdp_ws_url);
-    await cdp.send('Browser.getVersion');
-    const ms = now() - t0;
-    await cdp.close();
-    return ms;
-  } finally {
-    await client.browsers.deleteByID(b.session_id);
-  }
-}
-
 export async function run({ log = () => {}, runs = Number(process.env.BENCH_CREATE_RUNS || 20) } = {}) {
   const warmSpares = process.env.BENCH_WARM_SPARES ?? '0';
   const server = await startServer({ env: { HANGAR_WARM_SPARES: warmSpares } });
@@ -52,12 +38,12 @@ export async function run({ log = () => {}, runs = Number(process.env.BENCH_CREA
   try {
     // One warm-up of each (page cache, first-run work) that is not counted.
     await rawColdStart();
-    await hangarCreate(server.client);
+    await createToCdp(server);
     for (let i = 0; i < runs; i++) {
       const r = await rawColdStart();
       raw.push(r.ms);
       rawPage.push(r.withPage);
-      hangar.push(await hangarCreate(server.client));
+      hangar.push(await createToCdp(server));
       log(`create ${i + 1}/${runs}: hangar ${hangar.at(-1).toFixed(0)} ms, raw chromium ${raw.at(-1).toFixed(0)} ms`);
     }
   } finally {

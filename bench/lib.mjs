@@ -84,16 +84,20 @@ export function launchChromium({ extraArgs = [], timeoutMs = 30_000 } = {}) {
 }
 
 // POST /browsers (headless, default options) → the first CDP reply over cdp_ws_url, in ms; the
-// session is deleted after.
-export async function createToCdp(server) {
+// session is deleted after. `target`: a server from startServer, or an SDK client.
+export async function createToCdp(target) {
+  const client = target.client ?? target;
   const t0 = now();
-  const s = await server.client.browsers.create({ headless: true });
-  const cdp = await CdpClient.connect(s.cdp_ws_url);
-  await cdp.send('Browser.getVersion');
-  const ms = now() - t0;
-  await cdp.close();
-  await server.client.browsers.deleteByID(s.session_id);
-  return ms;
+  const s = await client.browsers.create({ headless: true });
+  try {
+    const cdp = await CdpClient.connect(s.cdp_ws_url);
+    await cdp.send('Browser.getVersion');
+    const ms = now() - t0;
+    await cdp.close();
+    return ms;
+  } finally {
+    await client.browsers.deleteByID(s.session_id);
+  }
 }
 
 export function summary(xs) {

@@ -304,7 +304,7 @@ protected:
                          "  hangar admin rotate-secrets-key\n"
                          "  hangar doctor\n"
                          "  hangar nodes [--json]\n"
-                         "  hangar drain [NAME] [--wait]\n";
+                         "  hangar drain [NAME] [--wait [--timeout SECONDS]]\n";
             return args_.command == "help" ? 0 : 64;
         } catch (const std::exception &e) {
             std::cerr << "hangar: " << e.what() << "\n";
@@ -364,6 +364,7 @@ private:
         node_settings.name = cfg->get("node.name", "");
         node_settings.public_url = core.public_url;
         node_settings.heartbeat_seconds = cfg->get_int("node.heartbeat_seconds", 3);
+        node_settings.max_browsers = std::max<std::int64_t>(0, cfg->get_int("node.max_browsers", 0));
         node_settings.plugins = planned_plugins(core, dirs, enabled);
         // A node without the store's secrets key stops here too, before its claim: on a store that
         // has nodes both steps only read.
@@ -378,7 +379,10 @@ private:
         core.node = &node;
         // Plugins that keep per-node state (browser sessions) learn which nodes are gone from here.
         core.services.offer("host.nodes", [&core](std::string_view) {
-            return json{{"self", core.node_name}, {"nodes", list_nodes(*core.store, now_ms())}}.dump();
+            const auto now = now_ms();
+            auto nodes = list_nodes(*core.store, now);
+            const bool judge = core.node && core.node->may_judge_others(nodes, now);
+            return json{{"self", core.node_name}, {"nodes", std::move(nodes)}, {"may_judge_stale", judge}}.dump();
         });
         // A draining node's last session ended (the browsers plugin says so): it stops as on
         // SIGINT, ending what is left (spares, idle pool members), and its row reads stopped.
@@ -527,9 +531,23 @@ private:
         return 0;
     }
 
-    // `hangar drain [NAME] [--wait]`: the node (this config's when no name is given) takes no new
-    // browsers and stops once its sessions ended; --wait returns when it has stopped.
+    // `hangar drain [NAME] [--wait [--timeout SECONDS]]`: the node (this config's when no name is
+    // given) takes no new browsers and stops once its sessions ended; --wait returns when it has
+    // stopped, or fails after SECONDS (a pod's preStop must leave its grace period to SIGTERM).
     int drain() {
+        std::int64_t timeout_s = 0;
+        if (auto t = option("timeout"); !t.empty()) {
+            std::size_t used = 0;
+            try {
+                timeout_s = std::stoll(t, &used);
+            } catch (const std::exception &) {
+                used = 0;
+            }
+            if (used != t.size() || timeout_s <= 0) {
+                std::cerr << "hangar: --timeout needs a number of seconds above 0, not '" << t << "'" << std::endl;
+                return 2;
+            }
+        }
         auto cfg = load_config();
         auto store = open_store(*cfg, data_dir(*cfg));
         migrate_nodes(*store);
@@ -542,6 +560,7 @@ private:
         std::cout << "node " << name << " is draining: it takes no new browsers and stops once its sessions ended"
                   << std::endl;
         if (wait != "true") return 0;
+        const std::int64_t deadline = timeout_s > 0 ? now_ms() + timeout_s * 1000 : 0;
         std::int64_t shown = -1;
         for (;;) {
             std::this_thread::sleep_for(std::chrono::seconds(1));
@@ -560,6 +579,10 @@ private:
                     shown = browsers;
                     std::cout << "node " << name << ": " << browsers << " browser(s) still running" << std::endl;
                 }
+            }
+            if (deadline && now_ms() > deadline) {
+                std::cerr << "hangar: node " << name << " is still draining after " << timeout_s << " s" << std::endl;
+                return 1;
             }
         }
     }

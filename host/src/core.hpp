@@ -215,6 +215,8 @@ struct hangar_response {
     std::optional<std::string> file;
     bool taken_over = false; // the socket left the HTTP server (stream, relay, upgrade)
     bool sent = false;       // the response was written directly (plain relay)
+    // Answered by the node that runs the browser (relay_to_owner_node), which audits it.
+    bool relayed_to_node = false;
 };
 
 struct hangar_stream {

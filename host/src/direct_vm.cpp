@@ -48,8 +48,14 @@ bool direct_vm_request(HostCore &core, hangar_request &req, hangar_response &res
         return true;
     }
     std::string owner;
-    if (core.services.call("browsers.session_owner", json{{"session_id", sid}}.dump(), owner) != 200) {
-        set_error(res, 404, "not_found", "browser session " + sid + " has ended");
+    if (int status = core.services.call("browsers.session_owner", json{{"session_id", sid}}.dump(), owner);
+        status != 200) {
+        auto answer = json::parse(owner, nullptr, false);
+        if (status == 421 && answer.is_object()) // another node runs it: relayed there, token and all
+            set_error(res, status, answer.value("code", ""), answer.value("message", ""),
+                      answer.value("details", json::array()).dump());
+        else
+            set_error(res, 404, "not_found", "browser session " + sid + " has ended");
         return true;
     }
     auto project = json::parse(owner, nullptr, false).value("project_id", "");

@@ -371,6 +371,23 @@ int store_exec(hangar_plugin_ctx *ctx, hangar_str sql, hangar_str params, hangar
     });
 }
 
+int store_exec_batch(hangar_plugin_ctx *ctx, hangar_str statements, hangar_buf *out, hangar_buf *err) {
+    return guarded(err, [&] {
+        auto &store = ctx->core->store;
+        if (!store) throw std::runtime_error("the store is only available in the server role");
+        json list = json::parse(sv(statements));
+        if (!list.is_array()) throw std::runtime_error("statements must be a JSON array");
+        json results = store->transaction([&] {
+            json all = json::array();
+            for (const auto &statement : list)
+                all.push_back(
+                    store->exec(statement.at("sql").get<std::string>(), statement.value("params", json::array())));
+            return all;
+        });
+        return fill(out, results.dump());
+    });
+}
+
 // Blob keys are relative paths of safe segments, confined to the plugin's own folder.
 std::optional<std::string> blob_file(hangar_plugin_ctx *ctx, hangar_str key) {
     static const std::regex segment("^[A-Za-z0-9._-]+$");
@@ -671,6 +688,7 @@ const hangar_host_v1 kHostTable = {
     relay_observe,
     instance_cgroup,
     req_dispatch,
+    store_exec_batch,
 };
 
 } // namespace

@@ -212,7 +212,10 @@ public:
             req.query_string = uri.substr(q + 1);
             req.query = hangar::query_pairs(req.query_string);
         }
-        req.base_url = core_.public_url.empty() ? "http://" + http.getHost() : core_.public_url;
+        // HTTP/1.0 clients (a load balancer's health check, say) may send no Host: the address
+        // they reached stands in.
+        const std::string host = http.has("Host") ? http.getHost() : http.serverAddress().toString();
+        req.base_url = core_.public_url.empty() ? "http://" + host : core_.public_url;
         res.headers.emplace_back("X-Request-Id", req.request_id);
 
         Store::unavailable_seen(true); // a pooled thread's earlier request is not this one's
@@ -229,6 +232,7 @@ public:
             if (!res.taken_over && !res.sent)
                 set_error(res, 500, "internal", "internal error (request " + req.request_id + ")");
         }
+        if (res.status == 421 && !res.taken_over && !res.sent) relay_to_owner_node(req, res);
         // A plugin whose SQL met a store outage answers 500 (its SDK sees one error code): the
         // outage is the answer, with the Retry-After a client backs off by.
         if (Store::unavailable_seen(true) && !res.taken_over && !res.sent && res.status >= 500 && res.status != 503)
@@ -250,7 +254,7 @@ public:
         core_.metrics.observe_request(
             req.method, req.route, status,
             std::chrono::duration<double>(std::chrono::steady_clock::now() - started_precise).count());
-        if (core_.audit && req.caller) audit(req, status, duration);
+        if (core_.audit && req.caller && !res.relayed_to_node) audit(req, status, duration);
         if (!req.browser_session.empty()) report_api_call(req, status, duration);
         if (core_.log.information())
             core_.log.information("%s %s %d %dms id=%s", req.method, req.path, status, static_cast<int>(duration),
@@ -411,7 +415,7 @@ private:
             e.client_ip = "";
         }
         e.user_agent = req.http.get("User-Agent", "");
-        e.domain = req.http.getHost();
+        e.domain = req.http.get("Host", "");
         e.auth_strategy = "api_key";
         e.user_id = req.caller->key_id;
         core_.audit->record(std::move(e));

@@ -30,9 +30,16 @@ struct Upstream {
     bool unix_socket;
     std::string address; // socket path, or host
     std::uint16_t port;
+    // Another Hangar node (relay_to_owner_node): it authenticates the caller itself, so the
+    // credentials go along, and whatever the route is, it is spliced whole when it streams.
+    bool hangar_node = false;
 };
 int relay(hangar_request &req, hangar_response &res, const Upstream &up, const std::string &path,
           const std::string &activity_key);
+// A plugin answered 421 wrong_node (plugin.h, res_error): the request goes, as received, to the
+// node named in the answer, which answers the client. Marked with X-Hangar-Relayed-By so that a
+// node which does not own the browser either answers 502 instead of relaying a second time.
+void relay_to_owner_node(hangar_request &req, hangar_response &res);
 // Completes a WebSocket upgrade and closes it with a code and reason.
 void ws_reject(hangar_request &req, hangar_response &res, std::uint16_t code, const std::string &reason);
 // Completes a WebSocket upgrade and bridges its messages to a byte stream on a unix socket, on

@@ -31,6 +31,8 @@ const std::vector<Store::Migration> kNodesMigrations = {
         " mem_available_bytes INTEGER NOT NULL DEFAULT -1)"},
     // `hangar drain`: set by the command, read by the node's heartbeat, cleared by its next claim.
     {2, "ALTER TABLE nodes ADD COLUMN draining_at INTEGER"},
+    // `[node] max_browsers`: the placement of creates (browsers plugin) reads every node's cap here.
+    {3, "ALTER TABLE nodes ADD COLUMN max_browsers INTEGER NOT NULL DEFAULT 0"},
 };
 
 const char *kNameSetting = "[node] name / HANGAR_NODE_NAME";
@@ -234,12 +236,14 @@ void NodeRegistration::claim() {
                        plugins.dump(),
                        now,
                        now,
-                       settings_.heartbeat_seconds};
+                       settings_.heartbeat_seconds,
+                       settings_.max_browsers};
         if (!own) {
             params.push_back(name);
             store_.exec(
                 "INSERT INTO nodes (public_url, instance_id, boot_id, pid, hangar_version, abi_version, plugins,"
-                " started_at, heartbeat_at, heartbeat_seconds, name) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " started_at, heartbeat_at, heartbeat_seconds, max_browsers, name)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 params);
         } else {
             // Taken over only if the row is still the one judged above (another start may race).
@@ -248,7 +252,8 @@ void NodeRegistration::claim() {
             auto taken = store_.exec(
                 "UPDATE nodes SET public_url = ?, instance_id = ?, boot_id = ?, pid = ?, hangar_version = ?,"
                 " abi_version = ?, plugins = ?, started_at = ?, heartbeat_at = ?, heartbeat_seconds = ?,"
-                " stopped_at = NULL, draining_at = NULL, browsers = 0, spares = 0, mem_available_bytes = -1"
+                " max_browsers = ?, stopped_at = NULL, draining_at = NULL, browsers = 0, spares = 0,"
+                " mem_available_bytes = -1"
                 " WHERE name = ? AND instance_id = ? RETURNING name",
                 params);
             if (taken.empty())
@@ -258,6 +263,7 @@ void NodeRegistration::claim() {
         return 0;
     });
     claimed_ = true;
+    beating_since_ = now_ms();
 }
 
 void NodeRegistration::publish(const std::string &public_url) {
@@ -267,12 +273,34 @@ void NodeRegistration::publish(const std::string &public_url) {
 }
 
 bool NodeRegistration::beat(const NodeStatus &status) {
-    auto rows = store_.exec(
-        "UPDATE nodes SET heartbeat_at = ?, browsers = ?, spares = ?, mem_available_bytes = ?"
-        " WHERE name = ? AND instance_id = ? AND stopped_at IS NULL RETURNING draining_at",
-        {now_ms(), status.browsers, status.spares, status.mem_available_bytes, settings_.name, instance_id_});
-    if (!rows.empty() && !rows[0].value("draining_at", json()).is_null()) draining_ = true;
-    return !rows.empty();
+    const auto now = now_ms();
+    json rows;
+    try {
+        rows = store_.exec(
+            "UPDATE nodes SET heartbeat_at = ?, browsers = ?, spares = ?, mem_available_bytes = ?"
+            " WHERE name = ? AND instance_id = ? AND stopped_at IS NULL RETURNING draining_at",
+            {now, status.browsers, status.spares, status.mem_available_bytes, settings_.name, instance_id_});
+    } catch (...) {
+        beating_since_ = -1;
+        throw;
+    }
+    if (rows.empty()) {
+        beating_since_ = -1;
+        return false;
+    }
+    if (!rows[0].value("draining_at", json()).is_null()) draining_ = true;
+    if (beating_since_ < 0) beating_since_ = now;
+    return true;
+}
+
+bool NodeRegistration::may_judge_others(const json &nodes, std::int64_t now) const {
+    const std::int64_t since = beating_since_;
+    if (since < 0) return false;
+    std::int64_t allowance = 0;
+    for (const auto &n : nodes)
+        allowance = std::max(allowance, std::max<std::int64_t>(1, n.value("heartbeat_seconds", std::int64_t{1})) *
+                                            1000 * kMissedHeartbeats);
+    return now - since > allowance;
 }
 
 std::int64_t request_drain(Store &store, const std::string &name, std::int64_t now) {
@@ -301,8 +329,8 @@ json list_nodes(Store &store, std::int64_t now) {
     json out = json::array();
     for (auto &row :
          store.exec("SELECT name, public_url, instance_id, hangar_version, abi_version, plugins, started_at,"
-                    " heartbeat_at, heartbeat_seconds, stopped_at, browsers, spares, mem_available_bytes, draining_at"
-                    " FROM nodes ORDER BY started_at, name")) {
+                    " heartbeat_at, heartbeat_seconds, stopped_at, browsers, spares, mem_available_bytes, draining_at,"
+                    " max_browsers FROM nodes ORDER BY started_at, name")) {
         auto heartbeat = int_of(row, "heartbeat_at");
         auto state = node_state(stopped(row), heartbeat, int_of(row, "heartbeat_seconds", 5), now);
         // A live node told to drain takes no new browsers until it stops by itself.
@@ -323,6 +351,7 @@ json list_nodes(Store &store, std::int64_t now) {
                        {"heartbeat_seconds", int_of(row, "heartbeat_seconds", 5)},
                        {"browsers", int_of(row, "browsers")},
                        {"spares", int_of(row, "spares")},
+                       {"max_browsers", int_of(row, "max_browsers")},
                        {"mem_available_bytes", int_of(row, "mem_available_bytes", -1)}});
     }
     return out;
@@ -330,10 +359,12 @@ json list_nodes(Store &store, std::int64_t now) {
 
 std::string format_nodes(const json &nodes) {
     std::vector<std::vector<std::string>> table = {
-        {"NAME", "STATE", "PUBLIC URL", "BROWSERS", "SPARES", "MEM AVAILABLE", "LAST HEARTBEAT"}};
+        {"NAME", "STATE", "PUBLIC URL", "BROWSERS", "MAX", "SPARES", "MEM AVAILABLE", "LAST HEARTBEAT"}};
     for (const auto &n : nodes)
         table.push_back({n.value("name", ""), n.value("state", ""), n.value("public_url", ""),
-                         std::to_string(n.value("browsers", 0)), std::to_string(n.value("spares", 0)),
+                         std::to_string(n.value("browsers", 0)),
+                         n.value("max_browsers", 0) > 0 ? std::to_string(n.value("max_browsers", 0)) : "-",
+                         std::to_string(n.value("spares", 0)),
                          bytes_text(n.value("mem_available_bytes", std::int64_t{-1})),
                          age_text(n.value("heartbeat_age_seconds", std::int64_t{0}) * 1000) + " ago"});
     std::vector<std::size_t> width(table[0].size(), 0);

@@ -58,6 +58,7 @@ struct NodeSettings {
     std::string name;       // [node] name, HANGAR_NODE_NAME
     std::string public_url; // [server] public_url, HANGAR_PUBLIC_URL; empty until derived
     std::int64_t heartbeat_seconds = 3;
+    std::int64_t max_browsers = 0; // [node] max_browsers: active sessions placed here at most; 0 = no cap
     PluginSet plugins;
 };
 
@@ -89,6 +90,10 @@ public:
     // ends (a restart claims the name afresh, not draining).
     bool draining() const { return draining_; }
     const NodeSettings &settings() const { return settings_; }
+    // Whether this node may call another stale (and end its sessions): only once its own beats
+    // have succeeded without a gap for longer than any node's allowance. After a store outage
+    // every node's heartbeat is old; each must first have had the time to beat again.
+    bool may_judge_others(const nlohmann::json &nodes, std::int64_t now) const;
 
 private:
     Store &store_;
@@ -97,6 +102,7 @@ private:
     std::string boot_id_;
     bool claimed_ = false;
     std::atomic<bool> draining_{false};
+    std::atomic<std::int64_t> beating_since_{-1}; // since when beats succeed without a gap; -1: failing
 };
 
 // `hangar drain NAME`: marks the live node NAME draining (it takes no new browsers and stops once

@@ -13,6 +13,8 @@
 #include <Poco/Net/StreamSocket.h>
 #include <Poco/Net/WebSocket.h>
 #include <Poco/StreamCopier.h>
+#include <Poco/URI.h>
+#include <nlohmann/json.hpp>
 
 #include <fcntl.h>
 #include <poll.h>
@@ -28,14 +30,17 @@
 
 namespace hangar::host {
 
+using json = nlohmann::json;
+
 namespace {
 
 const std::set<std::string> kHopByHop = {"connection",        "keep-alive", "proxy-connection",
                                          "transfer-encoding", "te",         "trailer",
                                          "upgrade",           "host",       "content-length"};
 // The caller's API key stays with the server: an instance (and whatever runs in it) never sees it.
-bool never_forward(const std::string &name) {
-    return iequals(name, "Authorization");
+// Another node checks it itself.
+bool never_forward(const Upstream &up, const std::string &name) {
+    return !up.hangar_node && iequals(name, "Authorization");
 }
 
 std::string lower(std::string s) {
@@ -127,7 +132,7 @@ int relay(hangar_request &req, hangar_response &res, const Upstream &up, const s
           const std::string &activity_key) {
     auto &core = *req.core;
     const bool stream = wants_stream(req);
-    if (stream && !(req.route_flags & HANGAR_ROUTE_STREAMING)) {
+    if (stream && !up.hangar_node && !(req.route_flags & HANGAR_ROUTE_STREAMING)) {
         set_error(res, 500, "internal", "route is not registered as streaming");
         return 0;
     }
@@ -149,7 +154,7 @@ int relay(hangar_request &req, hangar_response &res, const Upstream &up, const s
         head << req.method << ' ' << target_uri(req, path) << " HTTP/1.1\r\n";
         head << "Host: " << host_header(up) << "\r\n";
         for (const auto &[name, value] : req.http) {
-            if (iequals(name, "Host") || iequals(name, kPassFdHeader) || never_forward(name)) continue;
+            if (iequals(name, "Host") || iequals(name, kPassFdHeader) || never_forward(up, name)) continue;
             // A spliced connection carries this one exchange: the upstream must close after it,
             // or the client's next keep-alive request would be piped to the upstream too.
             if (!upgrade && iequals(name, "Connection")) continue;
@@ -223,7 +228,7 @@ int relay(hangar_request &req, hangar_response &res, const Upstream &up, const s
             Poco::Timespan(static_cast<long>(core.config.get_int("server.relay_timeout_seconds", 330)), 0));
         Poco::Net::HTTPRequest out(req.method, target_uri(req, path), Poco::Net::HTTPMessage::HTTP_1_1);
         for (const auto &[name, value] : req.http)
-            if (!kHopByHop.count(lower(name)) && !never_forward(name)) out.add(name, value);
+            if (!kHopByHop.count(lower(name)) && !never_forward(up, name)) out.add(name, value);
         out.setHost(host_header(up));
         out.setKeepAlive(false);
         std::string body;
@@ -258,6 +263,50 @@ int relay(hangar_request &req, hangar_response &res, const Upstream &up, const s
         return -1;
     }
     return 0;
+}
+
+void relay_to_owner_node(hangar_request &req, hangar_response &res) {
+    constexpr const char *kRelayedBy = "X-Hangar-Relayed-By";
+    auto &core = *req.core;
+    auto answer = json::parse(res.body, nullptr, false);
+    std::string message = answer.is_object() ? answer.value("message", "") : std::string();
+    std::string node;
+    std::string url;
+    if (answer.is_object() && answer.contains("details") && answer["details"].is_array())
+        for (const auto &d : answer["details"]) {
+            if (!d.is_object()) continue;
+            if (d.value("code", "") == "owner_node") node = d.value("message", "");
+            if (d.value("code", "") == "owner_url") url = d.value("message", "");
+        }
+    auto unreachable = [&](const std::string &why) {
+        set_error(res, 502, "upstream_unavailable", message + ": " + why);
+    };
+    if (req.http.has(kRelayedBy))
+        return unreachable("node " + req.http.get(kRelayedBy) + " relayed this request here, and this node (" +
+                           core.node_name + ") does not run it either");
+    Poco::URI target;
+    try {
+        target = Poco::URI(url);
+    } catch (const Poco::Exception &) {
+        return unreachable("its address is not a URL");
+    }
+    // Nodes speak plain HTTP to each other inside the cluster network; an https public URL sits
+    // behind a terminating proxy whose certificate this node has no reason to hold.
+    if (target.getScheme() != "http" || target.getHost().empty())
+        return unreachable("node " + node + "'s public URL is not plain http://, which node-to-node relays need");
+
+    res.status = 0;
+    res.body.clear();
+    res.content_type.clear();
+    std::erase_if(res.headers, [](const auto &h) { return !iequals(h.first, "X-Request-Id"); });
+    req.http.set(kRelayedBy, core.node_name);
+    res.relayed_to_node = true;
+    Upstream up{false, target.getHost(), target.getPort(), true};
+    // The request keeps its own path: both nodes serve the same routes.
+    if (relay(req, res, up, req.raw_path, {}) != 0 && !res.taken_over && !res.sent) {
+        res.relayed_to_node = false; // nobody else answered it
+        unreachable("node " + node + " at " + url + " did not answer");
+    }
 }
 
 void ws_reject(hangar_request &req, hangar_response &res, std::uint16_t code, const std::string &reason) {

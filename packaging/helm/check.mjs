@@ -116,7 +116,7 @@ if (refused.ok || !refused.err.includes("replicas > 1 needs a PostgreSQL store")
 else console.log("self-test: replicas=3 without PostgreSQL refused by the chart");
 
 const shared = run(helm, ["template", "hangar", chart, ...kube, "--set", "replicas=2", "--set", "store.existingSecret=s"]);
-if (shared.ok || !shared.err.includes("nodes do not relay requests to each other yet"))
+if (shared.ok || !shared.err.includes("are still kept in each node's own data dir"))
   fail(`self-test: replicas=2 without unsafeMultiNode was not refused by the chart: ${shared.err.trim()}`);
 else console.log("self-test: replicas=2 without unsafeMultiNode refused by the chart");
 

@@ -54,11 +54,15 @@ private:
     std::string vm_session(const Request &req) const;
     // The public URL of node `name` (from the host's node list, re-read when unknown).
     std::optional<std::string> node_url(const std::string &name) const;
-    // Throws 501 for an active session another node runs: its instance is not reachable from
-    // here, and relaying to the owner is not built yet (issue 24 point 3).
+    // For an active session another node runs, throws Error::on_node (the host relays the
+    // request to that node), or 502 when its address cannot be read now.
     void require_here(const std::string &id, const std::optional<std::string> &node) const;
-    // agent_socket(sid), or that 501 when another node runs the session.
+    // agent_socket(sid), or require_here's answer when another node runs the session.
     std::string session_socket(const std::string &sid) const;
+    // Where a POST /browsers runs (issue 24 point 3): returns here, or throws Error::on_node for
+    // a node with clearly more room, or 503 when no node has room. `relayed`: another node placed
+    // it here already, so it runs here if it can.
+    void place_create(Response &res, bool relayed) const;
     void relay_curl(Request &req, Response &res, const std::string &sid, const std::string &agent_path);
     void insert(const Session &s);
     void write_tags(const std::string &id, const Tags &tags);
@@ -99,7 +103,6 @@ private:
     std::set<std::string> pending_names_;
 
     std::mutex delete_mutex_; // decides which caller ends a session
-    std::mutex tags_mutex_;   // a session's tag rows are replaced as one
 
     std::mutex idle_mutex_;
     std::unordered_map<std::string, std::int64_t> idle_baseline_ms_; // for keys the host never saw

@@ -186,9 +186,9 @@ void BrowsersPlugin::start_server() {
     // outlives sessions (replays).
     service("browsers.session", [this](const json &in) {
         auto s = require(in.value("project_id", ""), in.value("id", ""), in.value("include_deleted", false));
-        // The instance plugins ask to reach the instance; readers of what is kept (include_deleted)
-        // do not.
-        if (!in.value("include_deleted", false)) require_here(s.id, s.node);
+        // An active session's instance, and what is kept of it so far (replays, telemetry), are on
+        // its node: another node's request is relayed there (421, see require_here).
+        if (!s.deleted_ms) require_here(s.id, s.node);
         return json{{"session_id", s.id},
                     {"headless", s.headless},
                     {"ended", s.deleted_ms.has_value()},
@@ -457,9 +457,17 @@ void BrowsersPlugin::insert(const Session &s) {
 }
 
 void BrowsersPlugin::write_tags(const std::string &id, const Tags &tags) {
-    sql("DELETE FROM browsers_tags WHERE session_id = ?", {id});
+    // One transaction. Its first statement updates the session's row, which on PostgreSQL holds a
+    // second writer of the same session (on another node, say) until this one committed; that
+    // writer's delete then sees these rows instead of inserting beside them.
+    std::vector<std::pair<std::string, json>> statements = {
+        {"UPDATE browsers_sessions SET tags = ? WHERE id = ?",
+         {tags.empty() ? json(nullptr) : json(json(tags).dump()), id}},
+        {"DELETE FROM browsers_tags WHERE session_id = ?", {id}}};
     for (const auto &[k, v] : tags)
-        sql("INSERT INTO browsers_tags (session_id, tag_key, tag_value) VALUES (?, ?, ?)", {id, k, v});
+        statements.emplace_back("INSERT INTO browsers_tags (session_id, tag_key, tag_value) VALUES (?, ?, ?)",
+                                json{id, k, v});
+    sql_batch(statements);
 }
 
 bool BrowsersPlugin::mark_deleted(const std::string &id, std::int64_t at) {
@@ -590,7 +598,7 @@ void BrowsersPlugin::create(Request &req, Response &res) {
     std::string project = req.project();
     json caller = req.caller();
     json body = req.json_body(true);
-    refuse_while_draining(res);
+    place_create(res, req.header("X-Hangar-Relayed-By").has_value());
     try {
         res.json(create_session(body, project, caller, req.base_url()));
     } catch (const Error &e) {
@@ -836,13 +844,7 @@ void BrowsersPlugin::update(Request &req, Response &res) {
             throw;
         }
     }
-    if (opts.tags) {
-        // Two updates of one session at once must not interleave their delete-then-insert.
-        std::lock_guard lock(tags_mutex_);
-        sql("UPDATE browsers_sessions SET tags = ? WHERE id = ?",
-            {opts.tags->empty() ? json(nullptr) : json(json(*opts.tags).dump()), s.id});
-        write_tags(s.id, *opts.tags);
-    }
+    if (opts.tags) write_tags(s.id, *opts.tags);
     if (opts.telemetry)
         telemetry({{"op", "update"}, {"session_id", s.id}, {"project_id", project}, {"request", *opts.telemetry}},
                   opts.telemetry_captures);
@@ -958,6 +960,61 @@ void BrowsersPlugin::sweep_idle() {
     if (draining()) sweep_draining();
 }
 
+void BrowsersPlugin::place_create(Response &res, bool relayed) const {
+    json nodes;
+    try {
+        nodes = call("host.nodes", json::object()).value("nodes", json::array());
+    } catch (const Error &) {
+        nodes = json::array(); // the store is away: the create meets that itself
+    }
+    const std::int64_t my_cap = std::max<std::int64_t>(0, config_int("node.max_browsers", 0));
+    const bool alone = std::none_of(nodes.begin(), nodes.end(), [&](const json &n) {
+        return n.value("name", "") != node_ && n.value("state", "") == "live";
+    });
+    if (alone && my_cap == 0 && !draining()) return; // nothing to weigh: the common single machine
+
+    std::map<std::string, std::int64_t> sessions;
+    for (const auto &row : sql("SELECT node, COUNT(*) AS n FROM browsers_sessions WHERE deleted_at IS NULL AND "
+                               "node IS NOT NULL GROUP BY node"))
+        sessions[row.value("node", "")] = row.value("n", std::int64_t{0});
+    const bool room_here = !draining() && (my_cap == 0 || sessions[node_] < my_cap);
+
+    // The other live node with the fewest active sessions and room under its cap (then the most
+    // free memory). Rows are written once an instance runs, so creates under way are not counted:
+    // this node keeps a create unless the other has at least two fewer, which leaves a burst that
+    // a load balancer spread where it landed.
+    struct Candidate {
+        std::string name;
+        std::string url;
+        std::int64_t sessions;
+        std::int64_t mem_available;
+    };
+    std::optional<Candidate> best;
+    for (const auto &n : nodes) {
+        Candidate c{n.value("name", ""), n.value("public_url", ""), 0,
+                    n.value("mem_available_bytes", std::int64_t{-1})};
+        c.sessions = sessions[c.name];
+        const std::int64_t cap = n.value("max_browsers", std::int64_t{0});
+        if (c.name == node_ || c.url.empty() || n.value("state", "") != "live" || (cap > 0 && c.sessions >= cap))
+            continue;
+        if (!best || c.sessions < best->sessions ||
+            (c.sessions == best->sessions && c.mem_available > best->mem_available))
+            best = c;
+    }
+    if (room_here && (relayed || !best || sessions[node_] <= best->sessions + 1)) return;
+    if (best && !relayed)
+        throw Error::on_node(best->name, best->url,
+                             "node " + node_ + " places this browser on node " + best->name + " at " + best->url);
+    res.header("Retry-After", "2");
+    if (draining())
+        throw Error(503, "node_draining",
+                    "node " + node_ +
+                        " is draining (hangar drain): it takes no new browsers, and no other node has room");
+    throw Error(503, "no_capacity",
+                "node " + node_ + " runs its [node] max_browsers = " + std::to_string(my_cap) +
+                    " sessions, and no other node has room: retry once a browser ended");
+}
+
 void BrowsersPlugin::refuse_while_draining(Response &res) const {
     if (!draining()) return;
     res.header("Retry-After", "2");
@@ -1012,10 +1069,14 @@ std::optional<std::string> BrowsersPlugin::node_url(const std::string &name) con
 
 void BrowsersPlugin::require_here(const std::string &id, const std::optional<std::string> &node) const {
     if (!node || *node == node_) return;
+    // The host relays the request to the owner (421 never reaches the client); without the
+    // owner's address (the store is away) the client is told where the browser is.
     auto url = node_url(*node);
-    throw Error::not_implemented(
-        "browser session " + id + " runs on node " + *node + (url ? " at " + *url : "") + ", and this node (" + node_ +
-        ") does not relay requests to another node's browsers yet: send this request to " + (url ? *url : "that node"));
+    if (!url)
+        throw Error(502, "upstream_unavailable",
+                    "browser session " + id + " runs on node " + *node + ", whose address this node (" + node_ +
+                        ") cannot read from the store now");
+    throw Error::on_node(*node, *url, "browser session " + id + " runs on node " + *node + " at " + *url);
 }
 
 std::string BrowsersPlugin::session_socket(const std::string &sid) const {
@@ -1027,8 +1088,11 @@ std::string BrowsersPlugin::session_socket(const std::string &sid) const {
 
 void BrowsersPlugin::sweep_other_nodes() {
     json nodes;
+    bool may_judge_stale = false;
     try {
-        nodes = call("host.nodes", json::object()).value("nodes", json::array());
+        auto answer = call("host.nodes", json::object());
+        nodes = answer.value("nodes", json::array());
+        may_judge_stale = answer.value("may_judge_stale", false);
     } catch (const Error &e) {
         warn(std::string("the node list could not be read: ") + e.what());
         return;
@@ -1037,9 +1101,11 @@ void BrowsersPlugin::sweep_other_nodes() {
     // A stale node was killed or lost its machine (a planned stop is "stopped" and keeps its
     // sessions for its restart to adopt). Its instances are gone or unreachable: its sessions end
     // here, and its own next start stops whatever of them survived (they are no longer active).
+    // Not while this node's own heartbeats are failing or just recovered (the host says): after
+    // a store outage every node reads stale until it beats again, and none of them is gone.
     for (const auto &n : nodes) {
         const std::string name = n.value("name", "");
-        if (n.value("state", "") != "stale" || name == node_) continue;
+        if (!may_judge_stale || n.value("state", "") != "stale" || name == node_) continue;
         std::vector<std::string> orphaned;
         for (const auto &row : sql("SELECT id FROM browsers_sessions WHERE deleted_at IS NULL AND node = ?", {name}))
             orphaned.push_back(row.at("id").get<std::string>());

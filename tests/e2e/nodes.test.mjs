@@ -244,7 +244,8 @@ describe('two nodes on one PostgreSQL store', { skip: !onPostgres && 'needs HANG
   let onA;
   let onB;
   let cdpOnA;
-  test('each node\'s sweeps leave the other\'s sessions alone; another node\'s session points at it (CDP works there, instance routes answer 501 here); a DELETE through the other node stops the instance on its owner', async () => {
+  let fullB;
+  test('each node\'s sweeps leave the other\'s sessions alone; another node\'s session points at it (CDP works there), and its instance routes, streams and CDP are relayed from here; a DELETE through the other node stops the instance on its owner', async () => {
     onA = await a.client.browsers.create({ headless: true });
     onB = await b.client.browsers.create({ headless: true });
     // Every sweep (once a second) of each node ran a few times, each seeing a session without an
@@ -263,13 +264,37 @@ describe('two nodes on one PostgreSQL store', { skip: !onPostgres && 'needs HANG
     const cdpOnB = await openSocket(viaA.cdp_ws_url);
     assert.match((await cdpVersion(cdpOnB)).product, /Chrome/);
     cdpOnB.close();
-    // Its instance routes through node-a are not relayed yet: a 501 that names where to go.
-    await assert.rejects(a.client.browsers.computer.captureScreenshot(onB.session_id), (err) => {
-      assert.equal(err.status, 501, err.message);
-      assert.equal(err.error?.code, 'not_implemented', JSON.stringify(err.error));
-      assert.ok(err.message.includes(`runs on node node-b at ${b.baseURL}`), err.message);
-      return true;
+    // Its instance routes through node-a are relayed to node-b, which answers (and checks the
+    // caller's key itself): binary bodies, request bodies, SSE streams, and CDP's WebSocket.
+    const shot = Buffer.from(await (await a.client.browsers.computer.captureScreenshot(onB.session_id)).arrayBuffer());
+    assert.equal(shot.subarray(1, 4).toString(), 'PNG');
+    await a.client.browsers.fs.writeFile(onB.session_id, 'from node-a', { path: '/tmp/relayed.txt' });
+    assert.equal(await (await b.client.browsers.fs.readFile(onB.session_id, { path: '/tmp/relayed.txt' })).text(), 'from node-a');
+    const exec = await a.client.browsers.process.exec(onB.session_id, { command: 'cat', args: ['/tmp/relayed.txt'] });
+    assert.equal(Buffer.from(exec.stdout_b64, 'base64').toString(), 'from node-a');
+    const spawned = await a.client.browsers.process.spawn(onB.session_id, { command: 'echo streamed; sleep 0.3; echo done' });
+    let streamed = '';
+    for await (const ev of await a.client.browsers.process.stdoutStream(spawned.process_id, { id: onB.session_id })) {
+      if (ev.data_b64) streamed += Buffer.from(ev.data_b64, 'base64').toString();
+      if (ev.event === 'exit') break;
+    }
+    assert.equal(streamed, 'streamed\ndone\n');
+    const cdpViaA = new URL(viaA.cdp_ws_url);
+    cdpViaA.host = new URL(a.baseURL).host;
+    const relayedCdp = await openSocket(cdpViaA.href);
+    assert.match((await cdpVersion(relayedCdp)).product, /Chrome/, 'CDP through node-a reaches node-b\'s browser');
+    relayedCdp.close();
+    // A request that a node relayed already is never relayed again (two nodes that disagree
+    // about the owner would pass it back and forth): 502 naming both.
+    const looped = await a.fetch(`/browsers/${onB.session_id}/computer/screenshot`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-hangar-relayed-by': 'node-c' },
+      body: '{}',
     });
+    assert.equal(looped.status, 502);
+    const loopedBody = await looped.json();
+    assert.equal(loopedBody.code, 'upstream_unavailable');
+    assert.match(loopedBody.message, /runs on node node-b at .*node node-c relayed this request here/);
 
     const ended = await a.client.browsers.create({ headless: true });
     await waitFor(async () => (await byName(a.env))['node-a'].browsers === 2, { timeoutMs: 15_000, what: 'node-a at 2 browsers' });
@@ -282,6 +307,22 @@ describe('two nodes on one PostgreSQL store', { skip: !onPostgres && 'needs HANG
     assert.match(a.output(), new RegExp(`ending browser session ${ended.session_id}: another node ended it`));
 
     cdpOnA = await openSocket(onA.cdp_ws_url);
+  });
+
+  test('placement: creates sent to one node run where there are fewer sessions, relayed to the other node when it has two fewer', async () => {
+    // Each node runs one session here (onA, onB). node-a keeps a create while it has at most one
+    // more session than node-b: a, a, then b, then a.
+    const made = [];
+    for (let i = 0; i < 4; i++) made.push(await a.client.browsers.create({ headless: true }));
+    const where = made.map((m) => (new URL(m.cdp_ws_url).host === new URL(b.baseURL).host ? 'b' : 'a'));
+    assert.deepEqual(where, ['a', 'a', 'b', 'a']);
+    // The one node-b runs is node-b's: read through it, driven through it.
+    const third = await b.client.browsers.retrieve(made[2].session_id);
+    assert.equal(third.session_id, made[2].session_id);
+    const cdp = await openSocket(third.cdp_ws_url);
+    assert.match((await cdpVersion(cdp)).product, /Chrome/);
+    cdp.close();
+    for (const m of made) await a.client.browsers.deleteByID(m.session_id);
   });
 
   test('a node killed with -9 reads as stale, its sessions end on the other node within 15 s, the other\'s live on; its restart rejoins', async (t) => {
@@ -329,25 +370,21 @@ describe('two nodes on one PostgreSQL store', { skip: !onPostgres && 'needs HANG
     await a.client.browsers.deleteByID(onA.session_id);
   });
 
-  test('hangar drain: the node refuses new browsers with 503 and Retry-After, keeps serving its session, stops by itself once it ended, and rejoins on restart', async () => {
+  test('hangar drain: creates sent to the node run on the other, it keeps serving its session, stops by itself once it ended (--wait, --timeout), and rejoins on restart with a cap', async () => {
     const kept = await b.client.browsers.create({ headless: true });
     const { stdout } = await execFileP(hangarBin, ['drain', 'node-b'], { env: a.env, timeout: 30_000 });
     assert.match(stdout, /node node-b is draining/);
     assert.equal((await byName(a.env))['node-b'].state, 'draining');
-    // node-b reads it at its next heartbeat (1 s here).
-    const refused = await waitFor(async () => {
-      const r = await b.fetch('/browsers', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
-      if (r.status === 200) {
-        await b.client.browsers.deleteByID((await r.json()).session_id); // before node-b heard of the drain
-        return null;
-      }
-      return r;
-    }, { timeoutMs: 15_000, what: 'node-b refusing creates' });
-    assert.equal(refused.status, 503);
-    assert.equal(refused.headers.get('retry-after'), '2');
-    const body = await refused.json();
-    assert.equal(body.code, 'node_draining');
-    assert.match(body.message, /node node-b is draining/);
+    // node-b reads it at its next heartbeat (1 s here); from then on a create sent to it runs on
+    // node-a, the live node with room (before, node-b kept it: 1 session against node-a's 0).
+    const placed = await waitFor(async () => {
+      const created = await b.client.browsers.create({ headless: true });
+      if (new URL(created.cdp_ws_url).host === new URL(a.baseURL).host) return created;
+      await b.client.browsers.deleteByID(created.session_id);
+      return null;
+    }, { timeoutMs: 15_000, what: 'node-b sending creates to node-a' });
+    assert.equal((await a.client.browsers.retrieve(placed.session_id)).session_id, placed.session_id);
+    await a.client.browsers.deleteByID(placed.session_id);
     // Creates through the other node go on; the draining node still serves its own session.
     const elsewhere = await a.client.browsers.create({ headless: true });
     await a.client.browsers.deleteByID(elsewhere.session_id);
@@ -355,6 +392,23 @@ describe('two nodes on one PostgreSQL store', { skip: !onPostgres && 'needs HANG
     const cdp = await openSocket(kept.cdp_ws_url);
     assert.match((await cdpVersion(cdp)).product, /Chrome/);
     cdp.close();
+
+    // With --timeout, --wait gives up while a session lives (a pod's preStop then leaves the
+    // rest to SIGTERM); a timeout that is not a number is refused before anything is written.
+    await assert.rejects(
+      execFileP(hangarBin, ['drain', 'node-b', '--wait', '--timeout', '2'], { env: a.env, timeout: 30_000 }),
+      (err) => {
+        assert.equal(err.code, 1, err.stderr);
+        assert.match(err.stderr, /node node-b is still draining after 2 s/);
+        return true;
+      },
+    );
+    await assert.rejects(execFileP(hangarBin, ['drain', 'node-a', '--wait', '--timeout', 'soon'], { env: a.env, timeout: 30_000 }), (err) => {
+      assert.equal(err.code, 2, err.stderr);
+      assert.match(err.stderr, /--timeout needs a number of seconds above 0, not 'soon'/);
+      return true;
+    });
+    assert.equal((await byName(a.env))['node-a'].state, 'live', 'node-a was not marked draining');
 
     // `--wait` returns once the node stopped, which it does once its last session ended.
     const waiting = execFileP(hangarBin, ['drain', 'node-b', '--wait'], { env: a.env, timeout: 60_000 });
@@ -368,14 +422,31 @@ describe('two nodes on one PostgreSQL store', { skip: !onPostgres && 'needs HANG
     assert.match(b.output(), /node node-b drained: stopping/);
     assert.equal((await byName(a.env))['node-b'].state, 'stopped');
 
-    b = await startServer({ apiKey, dataDir: bDir, env: { ...shared(), HANGAR_NODE_NAME: 'node-b' } });
-    assert.equal((await byName(a.env))['node-b'].state, 'live');
-    const back = await b.client.browsers.create({ headless: true });
-    await b.client.browsers.deleteByID(back.session_id);
+    // Back, with a cap of one session: its first create runs there, the next goes to node-a.
+    b = await startServer({
+      apiKey,
+      dataDir: bDir,
+      env: { ...shared(), HANGAR_NODE_NAME: 'node-b', HANGAR_NODE_MAX_BROWSERS: '1' },
+    });
+    const rejoined = (await byName(a.env))['node-b'];
+    assert.equal(rejoined.state, 'live');
+    assert.equal(rejoined.max_browsers, 1);
+    fullB = await b.client.browsers.create({ headless: true });
+    assert.equal(new URL(fullB.cdp_ws_url).host, new URL(b.baseURL).host);
+    const overflow = await b.client.browsers.create({ headless: true });
+    assert.equal(new URL(overflow.cdp_ws_url).host, new URL(a.baseURL).host, 'node-b at its max_browsers sends creates on');
+    await a.client.browsers.deleteByID(overflow.session_id);
   });
 
-  test('a SIGTERM stop reads as stopped', async () => {
+  test('a SIGTERM stop reads as stopped; a full node with no other live node answers 503 no_capacity', async () => {
     await a.stop();
     assert.equal((await byName(b.env))['node-a'].state, 'stopped');
+    const r = await b.fetch('/browsers', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+    assert.equal(r.status, 503);
+    assert.equal(r.headers.get('retry-after'), '2');
+    const body = await r.json();
+    assert.equal(body.code, 'no_capacity');
+    assert.match(body.message, /node node-b runs its \[node\] max_browsers = 1 sessions, and no other node has room/);
+    await b.client.browsers.deleteByID(fullB.session_id);
   });
 });

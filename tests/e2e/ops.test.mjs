@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { connect } from 'node:net';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { promisify } from 'node:util';
@@ -72,6 +73,16 @@ describe('operations: metrics, health, JSON logs', () => {
       assert.ok(!text.includes(server.apiKey) && !text.includes(server.dataDir), `${path} leaks nothing: ${text}`);
       assert.match(JSON.parse(text).status, /^(ok|ready)$/);
     }
+    // A load balancer's HTTP/1.0 check (HAProxy's `option httpchk`) sends no Host header.
+    const { hostname, port } = new URL(server.baseURL);
+    const head = await new Promise((resolve, reject) => {
+      const socket = connect(Number(port), hostname, () => socket.write('GET /readyz HTTP/1.0\r\n\r\n'));
+      let got = '';
+      socket.on('data', (c) => (got += c));
+      socket.on('end', () => resolve(got));
+      socket.on('error', reject);
+    });
+    assert.match(head, /^HTTP\/1\.[01] 200 /, head);
   });
 
   test('/metrics: 401 without a key, 403 for a project-scoped key, 200 for an org-wide key', async () => {

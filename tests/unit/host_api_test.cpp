@@ -40,6 +40,7 @@ class HostApiTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(testConfigLookup);
     CPPUNIT_TEST(testRouteAdd);
     CPPUNIT_TEST(testStoreExec);
+    CPPUNIT_TEST(testStoreExecBatchIsAllOrNothing);
     CPPUNIT_TEST(testBlobs);
     CPPUNIT_TEST(testBlobKeysConfined);
     CPPUNIT_TEST(testServices);
@@ -147,6 +148,32 @@ public:
         CPPUNIT_ASSERT(!e5.str().empty());
         HBuf o6(h_);
         CPPUNIT_ASSERT_EQUAL(-1, h_->store_exec(&ctx_, S("SELECT ?"), S("{}"), &o6.buf, nullptr)); // err optional
+    }
+
+    void testStoreExecBatchIsAllOrNothing() {
+        HBuf o1(h_), e1(h_);
+        CPPUNIT_ASSERT_EQUAL(
+            0, h_->store_exec(&ctx_, S("CREATE TABLE ut_api_b (k TEXT PRIMARY KEY, v TEXT)"), S(""), &o1.buf, &e1.buf));
+        const std::string insert_and_read =
+            json::array({{{"sql", "INSERT INTO ut_api_b VALUES (?, ?)"}, {"params", {"a", "1"}}},
+                         {{"sql", "SELECT v FROM ut_api_b WHERE k = ?"}, {"params", {"a"}}}})
+                .dump();
+        HBuf o2(h_), e2(h_);
+        CPPUNIT_ASSERT_EQUAL(0, h_->store_exec_batch(&ctx_, S(insert_and_read), &o2.buf, &e2.buf));
+        CPPUNIT_ASSERT_EQUAL(json::parse(R"([[], [{"v": "1"}]])"), json::parse(o2.str()));
+        // The second statement breaks the key: the first is rolled back with it.
+        const std::string update_then_fail =
+            json::array({{{"sql", "UPDATE ut_api_b SET v = ? WHERE k = ?"}, {"params", {"2", "a"}}},
+                         {{"sql", "INSERT INTO ut_api_b VALUES (?, ?)"}, {"params", {"a", "3"}}}})
+                .dump();
+        HBuf o3(h_), e3(h_);
+        CPPUNIT_ASSERT_EQUAL(-1, h_->store_exec_batch(&ctx_, S(update_then_fail), &o3.buf, &e3.buf));
+        CPPUNIT_ASSERT(!e3.str().empty());
+        HBuf o4(h_), e4(h_);
+        CPPUNIT_ASSERT_EQUAL(0, h_->store_exec(&ctx_, S("SELECT v FROM ut_api_b"), S("[]"), &o4.buf, &e4.buf));
+        CPPUNIT_ASSERT_EQUAL(json::parse(R"([{"v": "1"}])"), json::parse(o4.str()));
+        HBuf o5(h_), e5(h_);
+        CPPUNIT_ASSERT_EQUAL(-1, h_->store_exec_batch(&ctx_, S(R"({"sql": "SELECT 1"})"), &o5.buf, &e5.buf));
     }
 
     void testBlobs() {

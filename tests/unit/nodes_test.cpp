@@ -131,13 +131,18 @@ public:
             CPPUNIT_ASSERT_EQUAL(1, list[0]["spares"].get<int>());
             CPPUNIT_ASSERT_EQUAL(std::string("http://10.0.0.1:8080"), list[0]["public_url"].get<std::string>());
             CPPUNIT_ASSERT_EQUAL(std::string("0.1.0"), list[0]["plugins"]["fs"].get<std::string>());
+            CPPUNIT_ASSERT_EQUAL(0, list[0]["max_browsers"].get<int>());
+            CPPUNIT_ASSERT(contains(hangar::host::format_nodes(list), "MAX"));
         } // a planned stop marks the row stopped
         auto list = list_nodes(*store_, hangar::host::now_ms());
         CPPUNIT_ASSERT_EQUAL(std::string("stopped"), list[0]["state"].get<std::string>());
-        NodeRegistration again(*store_, settings("a"));
-        again.claim(); // a stopped node's name is free
-        CPPUNIT_ASSERT_EQUAL(std::string("live"),
-                             list_nodes(*store_, hangar::host::now_ms())[0]["state"].get<std::string>());
+        auto capped = settings("a");
+        capped.max_browsers = 12;
+        NodeRegistration again(*store_, capped);
+        again.claim(); // a stopped node's name is free, and its row takes the new cap
+        list = list_nodes(*store_, hangar::host::now_ms());
+        CPPUNIT_ASSERT_EQUAL(std::string("live"), list[0]["state"].get<std::string>());
+        CPPUNIT_ASSERT_EQUAL(12, list[0]["max_browsers"].get<int>());
     }
 
     void testLiveNameRefusedWithoutWriting() {
@@ -164,6 +169,16 @@ public:
         auto rows = store_->exec("SELECT instance_id FROM nodes");
         CPPUNIT_ASSERT_EQUAL(second.instance_id(), rows[0]["instance_id"].get<std::string>());
         CPPUNIT_ASSERT(!first.beat({})); // the old holder learns it lost the name
+
+        // A node calls others stale only once its own beats have succeeded for longer than the
+        // longest allowance (5 s x 3 here): after a store outage every heartbeat is old.
+        auto list = list_nodes(*store_, hangar::host::now_ms());
+        const auto now = hangar::host::now_ms();
+        CPPUNIT_ASSERT(!second.may_judge_others(list, now));
+        CPPUNIT_ASSERT(second.may_judge_others(list, now + 15'100));
+        CPPUNIT_ASSERT(!first.may_judge_others(list, now + 60'000)); // its beats fail
+        CPPUNIT_ASSERT(second.beat({}));
+        CPPUNIT_ASSERT(second.may_judge_others(list, now + 15'100)); // a beat keeps the streak
     }
 
     void testDifferentPluginsRefusedOnlyAgainstLiveNodes() {

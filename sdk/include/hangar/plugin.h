@@ -182,7 +182,11 @@ typedef struct hangar_host_v1 {
     /* Serves a file's bytes (with Range support); `path` is copied. */
     void (*res_file)(hangar_response *res, hangar_str content_type, hangar_str path);
     /* Answers with the wire error body {code, message, details?}; `details_json` is a JSON
-     * array of {code, message} or empty. */
+     * array of {code, message} or empty.
+     * Status 421 with code "wrong_node" and a detail {"code": "owner_url", "message": URL} is not
+     * sent to the client: it asks the host to relay the request, as received and with its
+     * credentials, to the Hangar node at URL (the node that runs what the request needs). The
+     * client gets that node's answer, or 502 when it cannot be reached. */
     void (*res_error)(hangar_response *res, int status, hangar_str code, hangar_str message, hangar_str details_json);
 
     /* streaming (routes flagged HANGAR_ROUTE_STREAMING only) */
@@ -300,6 +304,12 @@ typedef struct hangar_host_v1 {
     int (*req_dispatch)(hangar_request *req, hangar_str method, hangar_str path, hangar_str content_type,
                         hangar_str body, uint32_t timeout_ms, int *out_status, hangar_buf *out_headers,
                         hangar_buf *out_body);
+    /* Runs several statements on the host database as one transaction: `statements_json` is a
+     * JSON array of {"sql": "...", "params": [...]}. Either all apply or none does (a failure
+     * rolls back and returns -1 with a message in `err`); `out` gets a JSON array of each
+     * statement's rows, in order. For changes that another request, or another node of the
+     * same store, must never see half-done. */
+    int (*store_exec_batch)(hangar_plugin_ctx *ctx, hangar_str statements_json, hangar_buf *out, hangar_buf *err);
 } hangar_host_v1;
 
 /* ---- what the plugin declares (filled by hangar_plugin_init) ------------------------------- */

@@ -114,6 +114,11 @@ public:
     static Error unauthorized(const std::string &message) { return {401, "unauthorized", message}; }
     static Error internal(const std::string &message) { return {500, "internal", message}; }
     static Error not_implemented(const std::string &message) { return {501, "not_implemented", message}; }
+    // What the request needs runs on another node of the cluster: the host relays the request
+    // there (see res_error in plugin.h); the client never sees this status.
+    static Error on_node(const std::string &node, const std::string &url, const std::string &message) {
+        return {421, "wrong_node", message, {{"owner_node", node}, {"owner_url", url}}};
+    }
     // The disk (or the instance folder's quota) is full: nothing was written.
     static Error insufficient_storage(const std::string &message) { return {507, "insufficient_storage", message}; }
 
@@ -455,6 +460,21 @@ protected:
         return text.empty() ? json::array() : json::parse(text);
     }
 
+    // Several statements as one transaction: all apply or none does. Returns each one's rows.
+    json sql_batch(const std::vector<std::pair<std::string, json>> &statements) const {
+        if (host_->struct_size < offsetof(hangar_host_v1, store_exec_batch) + sizeof(void *))
+            throw Error::not_implemented("this Hangar host cannot run statements as one transaction");
+        json list = json::array();
+        for (const auto &[statement, params] : statements)
+            list.push_back({{"sql", statement}, {"params", params}});
+        auto text = list.dump();
+        Buf out(host_), err(host_);
+        if (host_->store_exec_batch(ctx_, str(text), out.get(), err.get()) != 0)
+            throw Error::internal("store: " + err.str());
+        auto rows = out.str();
+        return rows.empty() ? json::array() : json::parse(rows);
+    }
+
     // Files under the data dir, private to this plugin. `key`: relative path of [A-Za-z0-9._-]
     // segments. blob_put replaces atomically (temporary file, then rename).
     void blob_put(std::string_view key, std::string_view data) const {
@@ -543,7 +563,11 @@ protected:
             std::string code = parsed.is_object() ? parsed.value("code", "internal") : "internal";
             std::string msg = parsed.is_object() ? parsed.value("message", "service failed")
                                                  : "service " + std::string(name) + " unavailable";
-            throw Error(status, code, msg);
+            std::vector<Error::Detail> details;
+            if (parsed.is_object() && parsed.contains("details") && parsed["details"].is_array())
+                for (const auto &d : parsed["details"])
+                    if (d.is_object()) details.push_back({d.value("code", ""), d.value("message", "")});
+            throw Error(status, code, msg, std::move(details));
         }
         return parsed.is_discarded() ? json() : parsed;
     }
@@ -713,7 +737,9 @@ private:
             json input = json::parse(view(in), nullptr, false);
             return reply(200, entry->fn(input));
         } catch (const Error &e) {
-            return reply(e.status(), {{"code", e.code()}, {"message", e.what()}});
+            json body = {{"code", e.code()}, {"message", e.what()}};
+            if (!e.details().empty()) body["details"] = e.details_json();
+            return reply(e.status(), body);
         } catch (const std::exception &e) {
             return reply(500, {{"code", "internal"}, {"message", e.what()}});
         }
