@@ -17,6 +17,7 @@ import { promisify } from 'node:util';
 
 import { freePort, startCluster } from '../tests/e2e/lib/cluster.mjs';
 import { apiLoad } from '../tests/e2e/lib/load.mjs';
+import { psql } from '../tests/e2e/lib/pg.mjs';
 import { repoRoot } from '../tests/e2e/lib/server.mjs';
 import { CdpClient, createToCdp, now, percentile, runStandalone, summary } from './lib.mjs';
 
@@ -25,10 +26,6 @@ const { default: Kernel } = createRequire(new URL('../tests/e2e/package.json', i
 
 const execFileP = promisify(execFile);
 const pgtemp = join(repoRoot, 'tests/pg/pgtemp.sh');
-
-async function psql(url, sql) {
-  await execFileP('psql', ['-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', url, '-c', sql], { timeout: 30_000 });
-}
 
 async function roundTrips(client, count) {
   const b = await client.browsers.create({ headless: true });

@@ -103,12 +103,15 @@ const char *to_string(NodeState state) {
     return "stale";
 }
 
+std::int64_t stale_after_ms(std::int64_t heartbeat_seconds) {
+    return std::max<std::int64_t>(1, heartbeat_seconds) * 1000 * kMissedHeartbeats;
+}
+
 NodeState node_state(bool stopped, std::int64_t heartbeat_at_ms, std::int64_t heartbeat_seconds, std::int64_t now) {
     if (stopped) return NodeState::stopped;
     // A clock a little behind another node's must not make a fresh row look old, nor one ahead
     // make it look fresher than its interval allows: only the age past the allowance counts.
-    auto allowance = std::max<std::int64_t>(1, heartbeat_seconds) * 1000 * kMissedHeartbeats;
-    return now - heartbeat_at_ms > allowance ? NodeState::stale : NodeState::live;
+    return now - heartbeat_at_ms > stale_after_ms(heartbeat_seconds) ? NodeState::stale : NodeState::live;
 }
 
 std::string plugin_set_difference(const PluginSet &mine, unsigned my_abi, const PluginSet &theirs, unsigned their_abi) {
@@ -298,8 +301,7 @@ bool NodeRegistration::may_judge_others(const json &nodes, std::int64_t now) con
     if (since < 0) return false;
     std::int64_t allowance = 0;
     for (const auto &n : nodes)
-        allowance = std::max(allowance, std::max<std::int64_t>(1, n.value("heartbeat_seconds", std::int64_t{1})) *
-                                            1000 * kMissedHeartbeats);
+        allowance = std::max(allowance, stale_after_ms(n.value("heartbeat_seconds", std::int64_t{1})));
     return now - since > allowance;
 }
 

@@ -36,6 +36,8 @@ inline constexpr int kMissedHeartbeats = 3;
 
 enum class NodeState { live, stale, stopped };
 const char *to_string(NodeState state);
+// How old a heartbeat may get before its node reads stale: kMissedHeartbeats of its intervals.
+std::int64_t stale_after_ms(std::int64_t heartbeat_seconds);
 // `heartbeat_seconds` is the interval the row's own node promised (each node may have another).
 NodeState node_state(bool stopped, std::int64_t heartbeat_at_ms, std::int64_t heartbeat_seconds, std::int64_t now_ms);
 

@@ -83,9 +83,9 @@ private:
     // Ends the sessions of nodes that stopped heartbeating, and stops this node's instances whose
     // sessions another node ended (a DELETE sent to it, or this node was stale for a while).
     void sweep_other_nodes();
-    // `hangar drain`: new browsers are refused (503, Retry-After: through a load balancer the
-    // SDK's retry reaches another node), warm spares stop, and once this node's last session
-    // ended the host is told to stop.
+    // `hangar drain`: creates go to other nodes (place_create) and pool acquires are refused
+    // (503, Retry-After: through a load balancer the SDK's retry reaches another node), warm
+    // spares stop, and once this node's last session ended the host is told to stop.
     bool draining() const { return config_bool("node.draining", false); }
     void refuse_while_draining(Response &res) const;
     void sweep_draining();
@@ -111,7 +111,8 @@ private:
     std::int64_t nodes_checked_ms_ = 0; // sweep_other_nodes' last run (sweep thread only)
     mutable std::mutex node_urls_mutex_;
     mutable std::map<std::string, std::string> node_urls_; // node name -> public URL
-    void remember_node_urls(const json &nodes) const;
+    // The host's node list (`host.nodes`), each node's URL remembered; Error when the store is away.
+    json read_nodes() const;
     std::atomic<bool> stopping_{false};
     std::uint32_t token_grace_seconds_ = 7 * 24 * 3600;
 

@@ -963,7 +963,7 @@ void BrowsersPlugin::sweep_idle() {
 void BrowsersPlugin::place_create(Response &res, bool relayed) const {
     json nodes;
     try {
-        nodes = call("host.nodes", json::object()).value("nodes", json::array());
+        nodes = read_nodes().value("nodes", json::array());
     } catch (const Error &) {
         nodes = json::array(); // the store is away: the create meets that itself
     }
@@ -1046,10 +1046,12 @@ void BrowsersPlugin::sweep_draining() {
     }
 }
 
-void BrowsersPlugin::remember_node_urls(const json &nodes) const {
+json BrowsersPlugin::read_nodes() const {
+    auto answer = call("host.nodes", json::object());
     std::lock_guard lock(node_urls_mutex_);
-    for (const auto &n : nodes)
+    for (const auto &n : answer.value("nodes", json::array()))
         if (auto url = n.value("public_url", ""); !url.empty()) node_urls_[n.value("name", "")] = url;
+    return answer;
 }
 
 std::optional<std::string> BrowsersPlugin::node_url(const std::string &name) const {
@@ -1058,7 +1060,7 @@ std::optional<std::string> BrowsersPlugin::node_url(const std::string &name) con
         if (auto it = node_urls_.find(name); it != node_urls_.end()) return it->second;
     }
     try {
-        remember_node_urls(call("host.nodes", json::object()).value("nodes", json::array()));
+        read_nodes();
     } catch (const Error &) {
         return std::nullopt; // the store is away: the caller falls back to its own URL
     }
@@ -1090,14 +1092,13 @@ void BrowsersPlugin::sweep_other_nodes() {
     json nodes;
     bool may_judge_stale = false;
     try {
-        auto answer = call("host.nodes", json::object());
+        auto answer = read_nodes();
         nodes = answer.value("nodes", json::array());
         may_judge_stale = answer.value("may_judge_stale", false);
     } catch (const Error &e) {
         warn(std::string("the node list could not be read: ") + e.what());
         return;
     }
-    remember_node_urls(nodes);
     // A stale node was killed or lost its machine (a planned stop is "stopped" and keeps its
     // sessions for its restart to adopt). Its instances are gone or unreachable: its sessions end
     // here, and its own next start stops whatever of them survived (they are no longer active).

@@ -23,7 +23,8 @@ function adminUrl() {
   return url;
 }
 
-async function psql(url, sql) {
+/** Runs one statement with psql on `url`; resolves to its unaligned, tuples-only output. */
+export async function psql(url, sql) {
   const { stdout } = await execFileP('psql', ['-X', '-q', '-t', '-A', '-v', 'ON_ERROR_STOP=1', '-d', url, '-c', sql], {
     env: { ...process.env, PGCONNECT_TIMEOUT: '5' },
     timeout: 30_000,
