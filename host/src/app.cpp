@@ -394,6 +394,10 @@ private:
             return std::string("{}");
         });
         core.auth = std::make_unique<Auth>(*core.store);
+        core.blobs = std::make_unique<Blobs>(*core.store, core.data_dir, cfg->get("blobs.dir", ""));
+        log.information("blobs in %s", core.blobs->kept_in_store()
+                                           ? std::string("the store (cached under ") + core.blobs->root() + ")"
+                                           : core.blobs->root());
         core.auth->set_org_session_limit(cfg->get_int("browsers.max_browsers_per_project", 50));
         if (cfg->get_bool("audit.enabled", true)) {
             AuditLog::Options audit;
@@ -412,6 +416,7 @@ private:
             core.disabled_plugins.insert(d);
         RuntimeOptions ropt;
         ropt.data_dir = core.data_dir;
+        ropt.blob_root = core.blobs->root();
         ropt.exe = exe;
         ropt.config_file = cfg->main_file();
         ropt.plugin_dirs = dirs;

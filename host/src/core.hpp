@@ -4,6 +4,7 @@
 
 #include "audit.hpp"
 #include "auth.hpp"
+#include "blobs.hpp"
 #include "config.hpp"
 #include "event_loop.hpp"
 #include "metrics.hpp"
@@ -127,6 +128,7 @@ struct HostCore {
     std::string data_dir;     // server role
     std::string instance_dir; // instance role
     std::unique_ptr<Store> store;
+    std::unique_ptr<Blobs> blobs; // server role (blobs.hpp)
     std::unique_ptr<Auth> auth;
     std::unique_ptr<AuditLog> audit; // null: audit logging switched off ([audit] enabled = false)
     std::unique_ptr<Tokens> tokens;
@@ -158,7 +160,6 @@ struct HostCore {
     std::map<std::string, std::map<std::string, bool>> feature_switches;
 
     const hangar_host_v1 *api() const;
-    std::string blob_root() const { return data_dir + "/blobs"; }
 };
 
 struct PluginRecord {

@@ -388,39 +388,42 @@ int store_exec_batch(hangar_plugin_ctx *ctx, hangar_str statements, hangar_buf *
     });
 }
 
-// Blob keys are relative paths of safe segments, confined to the plugin's own folder.
-std::optional<std::string> blob_file(hangar_plugin_ctx *ctx, hangar_str key) {
-    static const std::regex segment("^[A-Za-z0-9._-]+$");
-    std::string k = st(key);
-    if (k.empty()) return std::nullopt;
-    for (const auto &seg : hangar::host::split(k, '/'))
-        if (seg.empty() || seg == "." || seg == ".." || !std::regex_match(seg, segment)) return std::nullopt;
-    return ctx->core->blob_root() + "/" + ctx->plugin->name + "/" + k;
-}
-
+// Blob keys are relative paths of safe segments, confined to the plugin's own folder (blobs.hpp).
 int blob_put(hangar_plugin_ctx *ctx, hangar_str key, hangar_str data, hangar_buf *err) {
     return guarded(err, [&] {
-        auto path = blob_file(ctx, key);
-        if (!path) throw std::runtime_error("invalid blob key");
-        fs::create_directories(fs::path(*path).parent_path());
-        hangar::host::write_file_atomic(*path, sv(data), 0600);
+        if (!ctx->core->blobs) throw std::runtime_error("blobs are kept by the server only");
+        ctx->core->blobs->put(ctx->plugin->name, st(key), sv(data));
         return 0;
     });
 }
 
 int blob_path(hangar_plugin_ctx *ctx, hangar_str key, hangar_buf *out) {
-    auto path = blob_file(ctx, key);
-    if (!path) return -1;
-    std::error_code ec;
-    fs::create_directories(fs::path(*path).parent_path(), ec);
-    return fill(out, *path);
+    if (!ctx->core->blobs) return -1;
+    try {
+        auto path = ctx->core->blobs->path(ctx->plugin->name, st(key));
+        return path ? fill(out, *path) : -1;
+    } catch (const std::exception &e) {
+        ctx->core->log.error("blob %s/%s: %s", ctx->plugin->name, st(key), std::string(e.what()));
+        return -1;
+    }
 }
 
 int blob_delete(hangar_plugin_ctx *ctx, hangar_str key) {
-    auto path = blob_file(ctx, key);
-    if (!path) return -1;
-    std::error_code ec;
-    return fs::remove(*path, ec) ? 0 : -1;
+    if (!ctx->core->blobs) return -1;
+    try {
+        return ctx->core->blobs->remove(ctx->plugin->name, st(key)) ? 0 : -1;
+    } catch (const std::exception &e) {
+        ctx->core->log.error("blob %s/%s: %s", ctx->plugin->name, st(key), std::string(e.what()));
+        return -1;
+    }
+}
+
+int blob_commit(hangar_plugin_ctx *ctx, hangar_str key, hangar_buf *err) {
+    return guarded(err, [&] {
+        if (!ctx->core->blobs) throw std::runtime_error("blobs are kept by the server only");
+        ctx->core->blobs->commit(ctx->plugin->name, st(key));
+        return 0;
+    });
 }
 
 int service_add(hangar_plugin_ctx *ctx, hangar_str name, hangar_service_fn fn, void *user) {
@@ -689,6 +692,7 @@ const hangar_host_v1 kHostTable = {
     instance_cgroup,
     req_dispatch,
     store_exec_batch,
+    blob_commit,
 };
 
 } // namespace

@@ -488,12 +488,16 @@ std::vector<std::string> Runtime::sandbox_argv(const Instance &inst) const {
     auto ro = agent_ro_paths();
     auto root = sandbox::root_args(ro);
     a.insert(a.end(), root.begin(), root.end());
-    // A folder bound above that holds the data dir must not show it (database, secrets, others).
-    for (const auto &dir : ro)
-        if (under(opt_.data_dir, dir)) {
-            a.insert(a.end(), {"--tmpfs", opt_.data_dir});
-            break;
-        }
+    // A folder bound above that holds the data dir or a shared blobs folder must not show it
+    // (database, secrets, other tenants' blobs).
+    std::vector<std::string> hidden_dirs = {opt_.data_dir};
+    if (!opt_.blob_root.empty() && !under(opt_.blob_root, opt_.data_dir)) hidden_dirs.push_back(opt_.blob_root);
+    for (const auto &hidden : hidden_dirs)
+        for (const auto &dir : ro)
+            if (under(hidden, dir)) {
+                a.insert(a.end(), {"--tmpfs", hidden});
+                break;
+            }
     a.insert(a.end(), {"--ro-bind", inst.dir + "/etc/hosts", "/etc/hosts"});
     if (opt_.isolated_network)
         a.insert(a.end(), {"--ro-bind", inst.dir + "/etc/resolv.conf", "/etc/resolv.conf"});
@@ -952,15 +956,16 @@ std::vector<std::pair<std::string, std::string>> Runtime::spec_binds(const nlohm
     auto it = spec.find("binds");
     if (it == spec.end() || it->is_null()) return binds;
     if (!it->is_array()) throw std::runtime_error("spec binds must be an array of {source, target}");
-    // Only folders of the data dir's blobs (what plugins own), never the database or secrets, and
-    // only below /srv, which the sandbox root otherwise lacks.
-    const std::string blobs = fs::path(opt_.data_dir + "/blobs").lexically_normal().string();
+    // Only folders of the blobs (what plugins own), never the database or secrets, and only below
+    // /srv, which the sandbox root otherwise lacks.
+    const std::string blobs =
+        fs::path(opt_.blob_root.empty() ? opt_.data_dir + "/blobs" : opt_.blob_root).lexically_normal().string();
     for (const auto &b : *it) {
         std::string source = fs::path(b.value("source", "")).lexically_normal().string();
         std::string target = fs::path(b.value("target", "")).lexically_normal().string();
         if (!under(source, blobs) || source == blobs || source.find("/../") != std::string::npos ||
             !fs::is_directory(source))
-            throw std::runtime_error("spec bind source must be a folder of the data dir's blobs");
+            throw std::runtime_error("spec bind source must be a folder of the blobs");
         if (!target.starts_with("/srv/") || target.find("/..") != std::string::npos)
             throw std::runtime_error("spec bind target must be a path under /srv");
         binds.emplace_back(source, target);

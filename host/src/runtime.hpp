@@ -28,6 +28,7 @@ class Config;
 
 struct RuntimeOptions {
     std::string data_dir;    // instances live in <data_dir>/instances/<id>
+    std::string blob_root;   // plugin blobs (Blobs::root): spec binds come from its folders only
     std::string exe;         // the hangar binary
     std::string config_file; // passed to agents
     std::vector<std::string> plugin_dirs;

@@ -75,6 +75,24 @@ nlohmann::json Store::exec(const std::string &sql, const nlohmann::json &params)
     }
 }
 
+long long Store::large_object_import(const std::string &file) {
+    try {
+        return backend_->large_object_import(file);
+    } catch (const StoreUnavailable &) {
+        t_unavailable_seen = true;
+        throw;
+    }
+}
+
+void Store::large_object_export(long long oid, const std::string &file) {
+    try {
+        backend_->large_object_export(oid, file);
+    } catch (const StoreUnavailable &) {
+        t_unavailable_seen = true;
+        throw;
+    }
+}
+
 unsigned Store::schema_version(const std::string &owner) {
     auto rows = exec("SELECT MAX(version) AS v FROM plugin_migrations WHERE plugin = ?", {owner});
     return rows.empty() || rows[0]["v"].is_null() ? 0u : rows[0]["v"].get<unsigned>();

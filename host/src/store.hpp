@@ -51,6 +51,13 @@ public:
     // Inside a transaction: waits until no other store (another node) changes the schema, until
     // the transaction ends. SQLite's BEGIN IMMEDIATE already serialises every writer.
     virtual void lock_schema() {}
+    // Large objects, inside a transaction (PostgreSQL only: SQLite stores keep blobs as files).
+    // A file is streamed into the store and back in small chunks, never whole in memory.
+    virtual bool has_large_objects() const { return false; }
+    virtual long long large_object_import(const std::string & /*file*/) { throw StoreError("no large objects"); }
+    virtual void large_object_export(long long /*oid*/, const std::string & /*file*/) {
+        throw StoreError("no large objects");
+    }
 };
 
 class Store {
@@ -83,6 +90,12 @@ public:
 
     // Runs `fn` inside BEGIN ... COMMIT (ROLLBACK on exception). SQLite takes its write lock at
     // BEGIN (IMMEDIATE), so the transaction never fails half-way on a lock upgrade.
+    // Large objects (has_large_objects): each call inside transaction(). Removing one is plain SQL
+    // (SELECT lo_unlink(?)).
+    bool has_large_objects() const { return backend_->has_large_objects(); }
+    long long large_object_import(const std::string &file);
+    void large_object_export(long long oid, const std::string &file);
+
     template <typename Fn> auto transaction(Fn &&fn) {
         backend_->begin();
         try {

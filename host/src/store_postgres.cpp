@@ -188,6 +188,22 @@ public:
         run_script(*c, "SELECT pg_advisory_xact_lock(" + std::to_string(kSchemaLock) + ")");
     }
 
+    // libpq's client-side import and export read and write the file in chunks (LO_BUFSIZE).
+    bool has_large_objects() const override { return true; }
+    long long large_object_import(const std::string &file) override {
+        auto *c = pinned_connection();
+        if (!c) throw StoreError("large objects need a transaction");
+        Oid oid = lo_import(c->pg, file.c_str());
+        if (oid == InvalidOid) fail(*c, "cannot store " + file);
+        return static_cast<long long>(oid);
+    }
+    void large_object_export(long long oid, const std::string &file) override {
+        auto *c = pinned_connection();
+        if (!c) throw StoreError("large objects need a transaction");
+        if (lo_export(c->pg, static_cast<Oid>(oid), file.c_str()) != 1)
+            fail(*c, "cannot read large object " + std::to_string(oid));
+    }
+
 private:
     using Pins = std::unordered_map<const PostgresBackend *, std::unique_ptr<Connection>>;
     static Pins &pinned() {
@@ -276,6 +292,12 @@ private:
             throw StoreUnavailable("the store's server closed the connection: " +
                                    first_line(r ? PQresultErrorMessage(r) : PQerrorMessage(pg)));
         throw StoreError(first_line(r ? PQresultErrorMessage(r) : PQerrorMessage(pg)));
+    }
+
+    [[noreturn]] static void fail(Connection &c, const std::string &what) {
+        std::string why = first_line(PQerrorMessage(c.pg));
+        if (PQstatus(c.pg) != CONNECTION_OK) throw StoreUnavailable(what + ": " + why);
+        throw StoreError(what + ": " + why);
     }
 
     static void run_script(Connection &c, const std::string &sql) {

@@ -224,6 +224,8 @@ private:
         int starting = 0;
         std::chrono::steady_clock::time_point next_start{};
         std::uint64_t generation = 0; // bumped by flush/discard: instances started before are not kept
+        std::int64_t flushes = 0;     // the store's flush_count this node last applied (any node flushes)
+        int published_idle = -1;      // idle count last written to browsers_pool_idle
     };
     void start_pools();
     void stop_pools();
@@ -256,6 +258,28 @@ private:
     std::optional<std::pair<std::string, std::optional<std::string>>> pool_ref(const std::string &pool_id) const;
     // Wakes the filler and acquirers after any change to a pool.
     void poke_pools();
+
+    // ---- pools across nodes (pools.cpp): one pool, its size shared by the live nodes ----
+    // A pool as its row describes it (config parsed, extensions and profile resolved).
+    Pool pool_from_row(const json &row) const;
+    // Brings this node's pools in line with the store: pools created, changed, flushed or
+    // deleted through another node, and this node's share of each after a node came or went.
+    void sync_pools();
+    // This node's part of the pool's size: all of it alone; with other live nodes, an even split
+    // by node name (the first ones take the remainder); nothing while draining.
+    int pool_share_locked(const Pool &p) const;
+    // Writes each pool's idle count here to browsers_pool_idle, where acquires on other nodes look.
+    void publish_pool_idle();
+    // Another live node with an idle member of the pool: {name, public URL}.
+    std::optional<std::pair<std::string, std::string>> pool_idle_elsewhere(const std::string &pool_id,
+                                                                           const std::vector<std::string> &nodes) const;
+    // A flush or discard_all_idle, counted in the store for the other nodes; returns the count.
+    std::int64_t count_pool_flush(const std::string &pool_id);
+    // A pool created through another node a moment ago is read before a request says 404.
+    void know_pool(const std::string &project, const std::string &id_or_name);
+    // render_pool with the counts of every node (a pool spans nodes); on one node, the same.
+    json render_pool_everywhere(const Pool &p) const;
+    std::vector<std::string> pool_nodes_; // live nodes taking browsers, by name; empty: not read yet
     mutable std::mutex pools_mutex_;
     std::condition_variable_any pools_cv_;
     std::atomic<std::uint64_t> pools_epoch_{0};

@@ -73,6 +73,17 @@ ALTER TABLE browsers_sessions ADD COLUMN node TEXT;
 ALTER TABLE browsers_sessions ADD COLUMN ended_by TEXT;
 CREATE INDEX browsers_sessions_node ON browsers_sessions (node, deleted_at);
 )sql"},
+    // Pools across nodes (pools.cpp): flushes any node made, and each node's idle members per pool,
+    // where an acquire on a node with none finds another that has one.
+    {7, R"sql(
+ALTER TABLE browsers_pools ADD COLUMN flush_count INTEGER NOT NULL DEFAULT 0;
+CREATE TABLE browsers_pool_idle (
+    pool_id TEXT NOT NULL,
+    node TEXT NOT NULL,
+    idle INTEGER NOT NULL,
+    PRIMARY KEY (pool_id, node)
+);
+)sql"},
 };
 
 } // namespace

@@ -16,6 +16,8 @@ constexpr int kMaxPoolSize = 1000;
 constexpr int kDefaultPoolTimeout = 600;
 // An acquire waits at most this long, well inside the SDK's 60 s request timeout.
 constexpr double kMaxAcquireWaitSeconds = 50;
+// How often a waiting acquire looks for an idle member on another node.
+constexpr auto kPoolPeerCheck = std::chrono::milliseconds(500);
 
 // The launch fields of a pool config, checked exactly as POST /browsers checks them.
 const char *const kLaunchFields[] = {"headless",      "stealth",    "kiosk_mode", "viewport",  "start_url",
@@ -86,47 +88,212 @@ double number_field(const json &body, const char *name, double fallback, double 
 
 // ---- lifecycle -----------------------------------------------------------------------------------
 
-void BrowsersPlugin::start_pools() {
-    std::lock_guard lock(pools_mutex_);
-    for (const auto &row : sql("SELECT * FROM browsers_pools")) {
-        Pool p;
-        p.id = row.at("id").get<std::string>();
-        p.org_id = row.value("org_id", "");
-        p.project_id = row.value("project_id", "");
-        if (row.value("name", json()).is_string()) p.name = row.at("name").get<std::string>();
-        p.created_ms = row.value("created_at", std::int64_t{0});
-        p.config = json::parse(row.value("config", "{}"), nullptr, false);
+BrowsersPlugin::Pool BrowsersPlugin::pool_from_row(const json &row) const {
+    Pool p;
+    p.id = row.at("id").get<std::string>();
+    p.org_id = row.value("org_id", "");
+    p.project_id = row.value("project_id", "");
+    if (row.value("name", json()).is_string()) p.name = row.at("name").get<std::string>();
+    p.created_ms = row.value("created_at", std::int64_t{0});
+    p.flushes = row.value("flush_count", std::int64_t{0});
+    p.config = json::parse(row.value("config", "{}"), nullptr, false);
+    try {
+        auto s = parse_pool(p.config);
+        p.size = s.size;
+        p.fill_rate = s.fill_rate;
+        p.timeout_seconds = s.timeout_seconds;
+        p.launch = s.launch;
+        json unused;
+        p.extension_ids = add_extension_inputs(unused, p.project_id, s.launch.extensions);
         try {
-            auto s = parse_pool(p.config);
-            p.size = s.size;
-            p.fill_rate = s.fill_rate;
-            p.timeout_seconds = s.timeout_seconds;
-            p.launch = s.launch;
-            json unused;
-            p.extension_ids = add_extension_inputs(unused, p.project_id, s.launch.extensions);
-            try {
-                resolve_pool_profile(p.project_id, p.launch);
-            } catch (const std::exception &) {
-                // a profile deleted meanwhile: its fills fail on their own, and say so
-            }
-        } catch (const Error &e) {
-            warn("browser pool " + p.id + " is not filled: its config is no longer valid here: " + e.what());
+            resolve_pool_profile(p.project_id, p.launch);
+        } catch (const std::exception &) {
+            // a profile deleted meanwhile: its fills fail on their own, and say so
         }
-        pools_.emplace(p.id, std::move(p));
+    } catch (const Error &e) {
+        p.size = 0;
+        warn("browser pool " + p.id + " is not filled: its config is no longer valid here: " + e.what());
     }
-    // Leased sessions a restart kept (reap_orphans ended those whose instance was gone) still
-    // count toward their pool and go back to it on release. Idle members were stopped with the
-    // previous server and are built again.
-    for (const auto &row :
-         sql("SELECT id, pool_id FROM browsers_sessions WHERE deleted_at IS NULL AND pool_id IS NOT NULL")) {
-        auto it = pools_.find(row.value("pool_id", ""));
-        if (it == pools_.end()) continue;
-        auto id = row.at("id").get<std::string>();
-        it->second.leased.insert(id);
-        it->second.built_with[id] = it->second.launch;
+    return p;
+}
+
+void BrowsersPlugin::start_pools() {
+    sync_pools();
+    {
+        // Leased sessions a restart kept on this node (reap_orphans ended those whose instance
+        // was gone) still count toward their pool and go back to it on release. Idle members
+        // were stopped with the previous server and are built again.
+        std::lock_guard lock(pools_mutex_);
+        for (const auto &row : sql("SELECT id, pool_id FROM browsers_sessions WHERE deleted_at IS NULL AND "
+                                   "pool_id IS NOT NULL AND node = ?",
+                                   {node_})) {
+            auto it = pools_.find(row.value("pool_id", ""));
+            if (it == pools_.end()) continue;
+            auto id = row.at("id").get<std::string>();
+            it->second.leased.insert(id);
+            it->second.built_with[id] = it->second.launch;
+        }
     }
     pool_filler_ = std::jthread([this](const std::stop_token &stop) { fill_pools(stop); });
-    every(1000, [this] { refresh_pool_profiles(); });
+    every(1000, [this] {
+        sync_pools();
+        refresh_pool_profiles();
+    });
+}
+
+void BrowsersPlugin::sync_pools() {
+    std::vector<std::string> nodes;
+    try {
+        for (const auto &n : read_nodes().value("nodes", json::array()))
+            if (n.value("state", "") == "live") nodes.push_back(n.value("name", ""));
+    } catch (const Error &) {
+        return; // the store is away: pools stay as they are until it is back
+    }
+    std::sort(nodes.begin(), nodes.end());
+    std::vector<std::string> dropped;
+    try {
+        // Under the lock, as create, update and delete write their rows: none is half-seen.
+        std::lock_guard lock(pools_mutex_);
+        pool_nodes_ = std::move(nodes);
+        std::set<std::string> listed;
+        for (const auto &row : sql("SELECT * FROM browsers_pools")) {
+            const auto id = row.at("id").get<std::string>();
+            listed.insert(id);
+            auto it = pools_.find(id);
+            if (it == pools_.end()) {
+                pools_.emplace(id, pool_from_row(row));
+                continue;
+            }
+            Pool &p = it->second;
+            const json name = p.name ? json(*p.name) : json();
+            if (row.value("config", "") != p.config.dump() || row.value("name", json()) != name) {
+                Pool changed = pool_from_row(row); // a PATCH through another node
+                p.config = changed.config;
+                p.name = changed.name;
+                p.size = changed.size;
+                p.fill_rate = changed.fill_rate;
+                p.timeout_seconds = changed.timeout_seconds;
+                p.launch = changed.launch;
+                p.extension_ids = changed.extension_ids;
+                p.next_start = {};
+            }
+            if (auto flushes = row.value("flush_count", std::int64_t{0}); flushes != p.flushes) {
+                p.flushes = flushes; // a flush or discard_all_idle through another node
+                p.generation++;
+                dropped.insert(dropped.end(), p.idle.begin(), p.idle.end());
+                p.idle.clear();
+            }
+        }
+        for (auto it = pools_.begin(); it != pools_.end();) {
+            if (listed.count(it->first)) {
+                ++it;
+                continue;
+            }
+            // Deleted through another node, which ended its leases.
+            dropped.insert(dropped.end(), it->second.idle.begin(), it->second.idle.end());
+            it = pools_.erase(it);
+        }
+        // A node came or went, or this one drains: idle members past this node's share go.
+        for (auto &[_, p] : pools_)
+            while (!p.idle.empty() && static_cast<int>(p.idle.size() + p.leased.size()) > pool_share_locked(p)) {
+                dropped.push_back(p.idle.back());
+                p.idle.pop_back();
+            }
+        for (auto &[_, p] : pools_)
+            for (const auto &id : dropped) {
+                p.built_with.erase(id);
+                p.profile_version.erase(id);
+            }
+    } catch (const Error &e) {
+        warn(std::string("browser pools could not be read from the store: ") + e.what());
+    }
+    poke_pools();
+    destroy_pool_instances(std::move(dropped));
+    publish_pool_idle();
+}
+
+int BrowsersPlugin::pool_share_locked(const Pool &p) const {
+    if (pool_nodes_.empty()) return draining() ? 0 : p.size; // alone, or the node list unread yet
+    auto self = std::find(pool_nodes_.begin(), pool_nodes_.end(), node_);
+    if (self == pool_nodes_.end()) return 0; // draining (or not live): members are not replaced
+    const auto nodes = static_cast<int>(pool_nodes_.size());
+    const auto index = static_cast<int>(self - pool_nodes_.begin());
+    return p.size / nodes + (index < p.size % nodes ? 1 : 0);
+}
+
+void BrowsersPlugin::publish_pool_idle() {
+    std::vector<std::pair<std::string, int>> changed;
+    {
+        std::lock_guard lock(pools_mutex_);
+        for (auto &[id, p] : pools_)
+            if (auto idle = static_cast<int>(p.idle.size()); idle != p.published_idle) {
+                changed.emplace_back(id, idle);
+                p.published_idle = idle;
+            }
+    }
+    for (const auto &[id, idle] : changed)
+        try {
+            sql("INSERT INTO browsers_pool_idle (pool_id, node, idle) VALUES (?, ?, ?) "
+                "ON CONFLICT (pool_id, node) DO UPDATE SET idle = excluded.idle",
+                {id, node_, idle});
+        } catch (const Error &) {
+            std::lock_guard lock(pools_mutex_);
+            if (auto it = pools_.find(id); it != pools_.end()) it->second.published_idle = -1; // next time
+        }
+}
+
+std::optional<std::pair<std::string, std::string>>
+BrowsersPlugin::pool_idle_elsewhere(const std::string &pool_id, const std::vector<std::string> &nodes) const {
+    if (nodes.size() < 2) return std::nullopt;
+    for (const auto &row : sql("SELECT node FROM browsers_pool_idle WHERE pool_id = ? AND node <> ? AND idle > 0 "
+                               "ORDER BY idle DESC",
+                               {pool_id, node_})) {
+        auto name = row.value("node", "");
+        if (std::find(nodes.begin(), nodes.end(), name) == nodes.end()) continue; // gone or draining
+        if (auto url = node_url(name)) return std::make_pair(name, *url);
+    }
+    return std::nullopt;
+}
+
+std::int64_t BrowsersPlugin::count_pool_flush(const std::string &pool_id) {
+    auto rows =
+        sql("UPDATE browsers_pools SET flush_count = flush_count + 1 WHERE id = ? RETURNING flush_count", {pool_id});
+    return rows.empty() ? 0 : rows[0].value("flush_count", std::int64_t{0});
+}
+
+void BrowsersPlugin::know_pool(const std::string &project, const std::string &id_or_name) {
+    {
+        std::lock_guard lock(pools_mutex_);
+        try {
+            const Pool &p = pool_locked(project, id_or_name);
+            if (pool_nodes_.size() < 2) return; // one node: its pools are the store's
+            // Several: a change another node made a moment ago (a delete, PATCH or flush) holds
+            // for this request too, not only from the next sync on.
+            auto row = sql("SELECT name, config, flush_count FROM browsers_pools WHERE id = ?", {p.id});
+            const json name = p.name ? json(*p.name) : json();
+            if (!row.empty() && row[0].value("config", "") == p.config.dump() && row[0].value("name", json()) == name &&
+                row[0].value("flush_count", std::int64_t{0}) == p.flushes)
+                return;
+        } catch (const Error &e) {
+            if (e.status() != 404) throw;
+            // not here yet: created through another node
+        }
+    }
+    sync_pools();
+}
+
+json BrowsersPlugin::render_pool_everywhere(const Pool &p) const {
+    json out = render_pool(p);
+    if (pool_nodes_.size() < 2) return out; // one node: its own counts are the pool's
+    std::int64_t available = 0;
+    for (const auto &row : sql("SELECT node, idle FROM browsers_pool_idle WHERE pool_id = ?", {p.id}))
+        if (auto name = row.value("node", "");
+            name != node_ && std::find(pool_nodes_.begin(), pool_nodes_.end(), name) != pool_nodes_.end())
+            available += row.value("idle", std::int64_t{0});
+    out["available_count"] = available + static_cast<std::int64_t>(p.idle.size());
+    auto leased = sql("SELECT COUNT(*) AS n FROM browsers_sessions WHERE pool_id = ? AND deleted_at IS NULL", {p.id});
+    out["acquired_count"] = leased.empty() ? 0 : leased[0].value("n", std::int64_t{0});
+    return out;
 }
 
 void BrowsersPlugin::stop_pools() {
@@ -140,6 +307,11 @@ void BrowsersPlugin::stop_pools() {
         pools_.clear();
     }
     destroy_pool_instances(std::move(idle));
+    try {
+        sql("DELETE FROM browsers_pool_idle WHERE node = ?", {node_}); // its idle members are gone
+    } catch (const Error &) {
+        // the store is away: other nodes read this node as stopped and skip its counts
+    }
 }
 
 // One start at a time across all pools (Chromium starts are CPU-bound), each pool at its rate.
@@ -155,7 +327,7 @@ void BrowsersPlugin::fill_pools(const std::stop_token &stop) {
             std::optional<Clock::time_point> wake;
             for (auto &[id, p] : pools_) {
                 int have = static_cast<int>(p.idle.size() + p.leased.size()) + p.starting;
-                if (have >= p.size || p.fill_rate <= 0 || p.size == 0) continue;
+                if (have >= pool_share_locked(p) || p.fill_rate <= 0 || p.size == 0) continue;
                 if (p.next_start <= now) {
                     pool_id = id;
                     break;
@@ -173,7 +345,7 @@ void BrowsersPlugin::fill_pools(const std::stop_token &stop) {
             }
             Pool &p = pools_.at(pool_id);
             p.starting++;
-            double per_minute = std::max(p.size * p.fill_rate / 100.0, 0.01);
+            double per_minute = std::max(pool_share_locked(p) * p.fill_rate / 100.0, 0.01);
             p.next_start = now + std::chrono::milliseconds(static_cast<std::int64_t>(60000.0 / per_minute));
             launch = p.launch;
             project = p.project_id;
@@ -188,8 +360,9 @@ void BrowsersPlugin::fill_pools(const std::stop_token &stop) {
             auto it = pools_.find(pool_id);
             if (it != pools_.end()) {
                 it->second.starting--;
-                keep = ok && it->second.generation == generation &&
-                       static_cast<int>(it->second.idle.size() + it->second.leased.size()) < it->second.size;
+                keep =
+                    ok && it->second.generation == generation &&
+                    static_cast<int>(it->second.idle.size() + it->second.leased.size()) < pool_share_locked(it->second);
                 if (keep) {
                     it->second.idle.push_back(id);
                     it->second.built_with[id] = launch;
@@ -199,6 +372,7 @@ void BrowsersPlugin::fill_pools(const std::stop_token &stop) {
         }
         if (ok && !keep) destroy_pool_instance(id);
         poke_pools(); // acquirers waiting for this pool
+        publish_pool_idle();
     }
 }
 
@@ -426,6 +600,12 @@ void BrowsersPlugin::pool_list(Request &req, Response &res) {
     };
     auto name = req.query("name");
     auto query = req.query("query");
+    bool several_nodes = false;
+    {
+        std::lock_guard lock(pools_mutex_);
+        several_nodes = pool_nodes_.size() > 1;
+    }
+    if (several_nodes) sync_pools(); // pools created or deleted through another node just now
     std::lock_guard lock(pools_mutex_);
     std::vector<const Pool *> matches;
     for (const auto &[_, p] : pools_) {
@@ -442,7 +622,7 @@ void BrowsersPlugin::pool_list(Request &req, Response &res) {
     json items = json::array();
     for (std::size_t i = static_cast<std::size_t>(paging.offset);
          i < matches.size() && items.size() < static_cast<std::size_t>(paging.limit); ++i)
-        items.push_back(render_pool(*matches[i]));
+        items.push_back(render_pool_everywhere(*matches[i]));
     res.page(items, paging.offset, static_cast<std::size_t>(paging.offset) + items.size() < matches.size());
 }
 
@@ -455,6 +635,7 @@ void BrowsersPlugin::pool_update(Request &req, Response &res) {
         discard = d->get<bool>();
         body.erase("discard_all_idle");
     }
+    know_pool(project, req.param("id_or_name"));
     std::vector<std::string> dropped;
     json out;
     {
@@ -502,23 +683,25 @@ void BrowsersPlugin::pool_update(Request &req, Response &res) {
             dropped.assign(p.idle.begin(), p.idle.end());
             p.idle.clear();
             p.generation++;
+            p.flushes = count_pool_flush(p.id); // the other nodes discard theirs too
         }
         for (const auto &id : dropped) {
             p.built_with.erase(id);
             p.profile_version.erase(id);
         }
         // A smaller pool gives back idle browsers first; leased ones finish their lease.
-        while (!p.idle.empty() && static_cast<int>(p.idle.size() + p.leased.size()) > p.size) {
+        while (!p.idle.empty() && static_cast<int>(p.idle.size() + p.leased.size()) > pool_share_locked(p)) {
             p.built_with.erase(p.idle.back());
             p.profile_version.erase(p.idle.back());
             dropped.push_back(p.idle.back());
             p.idle.pop_back();
         }
         p.next_start = {};
-        out = render_pool(p);
+        out = render_pool_everywhere(p);
     }
     poke_pools();
     destroy_pool_instances(std::move(dropped));
+    publish_pool_idle();
     res.json(out);
 }
 
@@ -530,16 +713,22 @@ void BrowsersPlugin::pool_delete(Request &req, Response &res) {
         if (!f->is_boolean()) throw Error::invalid("force", "must be a boolean");
         force = f->get<bool>();
     }
+    know_pool(project, req.param("id_or_name"));
     std::vector<std::string> idle, leased;
     {
         std::lock_guard lock(pools_mutex_);
         Pool &p = pool_locked(project, req.param("id_or_name"));
-        if (!p.leased.empty() && !force)
-            throw Error::conflict("browser pool " + p.id + " has " + std::to_string(p.leased.size()) +
+        // Leases on every node: those of other nodes end there once their rows read deleted.
+        for (const auto &row : sql("SELECT id FROM browsers_sessions WHERE pool_id = ? AND deleted_at IS NULL", {p.id}))
+            leased.push_back(row.at("id").get<std::string>());
+        for (const auto &id : p.leased)
+            if (std::find(leased.begin(), leased.end(), id) == leased.end()) leased.push_back(id);
+        if (!leased.empty() && !force)
+            throw Error::conflict("browser pool " + p.id + " has " + std::to_string(leased.size()) +
                                   " leased browser(s); release them or delete with force: true");
         idle.assign(p.idle.begin(), p.idle.end());
-        leased.assign(p.leased.begin(), p.leased.end());
-        sql("DELETE FROM browsers_pools WHERE id = ?", {p.id});
+        sql_batch({{"DELETE FROM browsers_pools WHERE id = ?", json::array({p.id})},
+                   {"DELETE FROM browsers_pool_idle WHERE pool_id = ?", json::array({p.id})}});
         pools_.erase(p.id);
     }
     poke_pools();
@@ -549,6 +738,7 @@ void BrowsersPlugin::pool_delete(Request &req, Response &res) {
 }
 
 void BrowsersPlugin::pool_flush(Request &req, Response &res) {
+    know_pool(req.project(), req.param("id_or_name"));
     std::vector<std::string> idle;
     {
         std::lock_guard lock(pools_mutex_);
@@ -560,10 +750,12 @@ void BrowsersPlugin::pool_flush(Request &req, Response &res) {
         }
         p.idle.clear();
         p.generation++;
+        p.flushes = count_pool_flush(p.id); // the other nodes flush theirs too
         p.next_start = {};
     }
     poke_pools();
     destroy_pool_instances(std::move(idle));
+    publish_pool_idle();
     res.no_content();
 }
 
@@ -571,7 +763,8 @@ void BrowsersPlugin::pool_acquire(Request &req, Response &res) {
     const auto started = Clock::now();
     std::string project = req.project();
     json body = req.json_body(true);
-    refuse_while_draining(res);
+    // An acquire another node sent here takes from this node's members or waits here: one hop.
+    const bool relayed = req.header("X-Hangar-Relayed-By").has_value();
     json lease_body = json::object();
     for (const char *k : {"name", "tags"})
         if (body.contains(k)) lease_body[k] = body[k];
@@ -592,6 +785,7 @@ void BrowsersPlugin::pool_acquire(Request &req, Response &res) {
     json pool_telemetry = nullptr;
     std::string id, pool_id;
     int timeout_seconds = 0;
+    know_pool(project, req.param("id_or_name"));
     {
         std::lock_guard lock(pools_mutex_);
         pool_id = pool_locked(project, req.param("id_or_name")).id;
@@ -611,7 +805,25 @@ void BrowsersPlugin::pool_acquire(Request &req, Response &res) {
             auto it = pools_.find(pool_id);
             return it == pools_.end() || !it->second.idle.empty();
         };
-        pools_cv_.wait_until(lock, deadline, ready);
+        // Nothing idle here: a member idle on another node is handed out there (the host relays
+        // this request), looked for again every half second while the wait lasts. A draining node
+        // hands out none of its own.
+        for (;;) {
+            if (ready() && !draining()) break;
+            if (!relayed) {
+                auto nodes = pool_nodes_;
+                lock.unlock();
+                auto elsewhere = pool_idle_elsewhere(pool_id, nodes);
+                lock.lock();
+                if (elsewhere)
+                    throw Error::on_node(elsewhere->first, elsewhere->second,
+                                         "browser pool " + pool_id + " has an idle browser on node " +
+                                             elsewhere->first);
+            }
+            if (draining()) refuse_while_draining(res);
+            if (Clock::now() >= deadline) break;
+            pools_cv_.wait_until(lock, std::min(deadline, Clock::now() + kPoolPeerCheck), ready);
+        }
         auto it = pools_.find(pool_id);
         if (it == pools_.end()) throw Error::not_found("browser pool " + pool_id + " was deleted");
         if (it->second.idle.empty()) {
@@ -634,11 +846,15 @@ void BrowsersPlugin::pool_acquire(Request &req, Response &res) {
         lease.profile = launch.profile;
         lease.proxy_id = launch.proxy_id;
     }
+    publish_pool_idle();
     auto give_back = [&] {
-        std::lock_guard lock(pools_mutex_);
-        if (auto it = pools_.find(pool_id); it != pools_.end() && it->second.leased.erase(id))
-            it->second.idle.push_front(id);
+        {
+            std::lock_guard lock(pools_mutex_);
+            if (auto it = pools_.find(pool_id); it != pools_.end() && it->second.leased.erase(id))
+                it->second.idle.push_front(id);
+        }
         poke_pools();
+        publish_pool_idle();
     };
 
     Session s;
@@ -714,6 +930,11 @@ void BrowsersPlugin::pool_release(Request &req, Response &res) {
         if (!r->is_boolean()) throw Error::invalid("reuse", "must be a boolean");
         reuse = r->get<bool>();
     }
+    know_pool(project, req.param("id_or_name"));
+    // A browser leased on another node goes back to its pool there.
+    if (auto rows = sql("SELECT node FROM browsers_sessions WHERE id = ? AND deleted_at IS NULL", {id});
+        !rows.empty() && rows[0].value("node", json()).is_string())
+        require_here(id, rows[0]["node"].get<std::string>());
     std::string built_proxy; // a lessee's hot swap goes back to the pool's proxy ("" = direct)
     {
         std::lock_guard lock(pools_mutex_);
@@ -747,6 +968,7 @@ void BrowsersPlugin::pool_release(Request &req, Response &res) {
         telemetry_after_start({{"op", "release"}, {"session_id", id}});
         mark_deleted(id, now_ms()); // the lease ends; the row returns with the next acquire
         poke_pools();
+        publish_pool_idle();
     } else if (mark_deleted(id, now_ms())) {
         stop_session_instance(id); // the pool forgets it and refills
     }

@@ -243,8 +243,9 @@ void BrowsersPlugin::start_server() {
     route("POST", "/browser_pools", [this](Request &q, Response &r) { pool_create(q, r); });
     route("GET", "/browser_pools", [this](Request &q, Response &r) { pool_list(q, r); });
     route("GET", "/browser_pools/{id_or_name}", [this](Request &q, Response &r) {
+        know_pool(q.project(), q.param("id_or_name"));
         std::lock_guard lock(pools_mutex_);
-        r.json(render_pool(pool_locked(q.project(), q.param("id_or_name"))));
+        r.json(render_pool_everywhere(pool_locked(q.project(), q.param("id_or_name"))));
     });
     route("PATCH", "/browser_pools/{id_or_name}", [this](Request &q, Response &r) { pool_update(q, r); });
     route("DELETE", "/browser_pools/{id_or_name}", [this](Request &q, Response &r) { pool_delete(q, r); });

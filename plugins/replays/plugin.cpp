@@ -329,6 +329,11 @@ private:
                 if (hangar::proc::move_plain_file(src, *dst)) {
                     state = "finished";
                     size = static_cast<std::int64_t>(fs::file_size(*dst, ec));
+                    try {
+                        blob_commit(blob_key(rid)); // so that every node serves it
+                    } catch (const Error &e) {
+                        warn("replay " + rid + ": the video stays on this node only: " + e.what());
+                    }
                 } else {
                     warn("replay " + rid + ": the video could not be kept (not a plain file in the instance)");
                 }

@@ -370,6 +370,60 @@ describe('two nodes on one PostgreSQL store', { skip: !onPostgres && 'needs HANG
     await a.client.browsers.deleteByID(onA.session_id);
   });
 
+  test('a pool spans both nodes: each fills its share, an acquire through one node hands out members of both, release, flush and delete work through either; a lost node\'s share is refilled on the other', async (t) => {
+    const onNode = (s) => (new URL(s.cdp_ws_url).host === new URL(b.baseURL).host ? 'b' : 'a');
+    const available = async (server, id, n) => waitFor(async () => (await server.client.browserPools.retrieve(id)).available_count === n, {
+      timeoutMs: 120_000,
+      what: `${n} idle members of pool ${id}, read through ${server === a ? 'node-a' : 'node-b'}`,
+    });
+    const pool = await a.client.browserPools.create({ name: 'spans', size: 4, headless: true, fill_rate_per_minute: 6000 });
+    // Known through the other node at once, not only from its next sync.
+    assert.equal((await b.client.browserPools.retrieve('spans')).id, pool.id);
+    await available(b, pool.id, 4);
+
+    // node-a hands out its two, then relays to node-b for the other two.
+    const leases = [];
+    for (let i = 0; i < 4; i++) leases.push(await a.client.browserPools.acquire(pool.id, { acquire_timeout_seconds: 10 }));
+    assert.deepEqual(leases.map(onNode), ['a', 'a', 'b', 'b']);
+    for (const server of [a, b]) {
+      const seen = await server.client.browserPools.retrieve(pool.id);
+      assert.deepEqual([seen.acquired_count, seen.available_count], [4, 0]);
+    }
+    assert.equal(await b.client.browserPools.acquire(pool.id, { acquire_timeout_seconds: 1 }), null);
+    // Each released through the node that does not run it: relayed to its own.
+    for (const l of leases) await (onNode(l) === 'a' ? b : a).client.browserPools.release(pool.id, { session_id: l.session_id });
+    await available(a, pool.id, 4);
+
+    // A flush through node-b replaces the idle members of both nodes.
+    await b.client.browserPools.flush(pool.id);
+    await available(a, pool.id, 4);
+    const fresh = [];
+    for (let i = 0; i < 4; i++) fresh.push(await a.client.browserPools.acquire(pool.id, { acquire_timeout_seconds: 10 }));
+    const before = new Set(leases.map((l) => l.session_id));
+    assert.ok(fresh.every((l) => !before.has(l.session_id)), 'every member was rebuilt after the flush');
+
+    // Deleted through node-a with force: the leases node-b runs end too, and node-b forgets it.
+    await a.client.browserPools.delete(pool.id, { force: true });
+    for (const l of fresh) assert.ok((await deletedThrough(b, l.session_id))?.deleted_at, l.session_id);
+    await assert.rejects(b.client.browserPools.retrieve(pool.id), (e) => e.status === 404);
+    await waitFor(async () => (await byName(a.env))['node-b'].browsers === 0, { timeoutMs: 15_000, what: 'node-b without leases' });
+
+    // node-b lost: node-a's share grows to the whole pool and it fills it; node-b rejoins.
+    const small = await b.client.browserPools.create({ name: 'survives', size: 2, headless: true, fill_rate_per_minute: 6000 });
+    await available(a, small.id, 2);
+    await b.kill();
+    await waitFor(async () => (await byName(a.env))['node-b'].state === 'stale', { timeoutMs: 15_000, what: 'node-b stale' });
+    await available(a, small.id, 2);
+    const both = [];
+    for (let i = 0; i < 2; i++) both.push(await a.client.browserPools.acquire(small.id, { acquire_timeout_seconds: 10 }));
+    assert.deepEqual(both.map(onNode), ['a', 'a']);
+    for (const l of both) await a.client.browserPools.release(small.id, { session_id: l.session_id });
+    b = await startServer({ apiKey, dataDir: bDir, env: { ...shared(), HANGAR_NODE_NAME: 'node-b' } });
+    await available(b, small.id, 2);
+    await a.client.browserPools.delete(small.id, { force: true });
+    t.diagnostic('pool members spread over the nodes, relayed acquires and releases, a flush and delete through the other node, a lost node\'s share refilled');
+  });
+
   test('hangar drain: creates sent to the node run on the other, it keeps serving its session, stops by itself once it ended (--wait, --timeout), and rejoins on restart with a cap', async () => {
     const kept = await b.client.browsers.create({ headless: true });
     const { stdout } = await execFileP(hangarBin, ['drain', 'node-b'], { env: a.env, timeout: 30_000 });

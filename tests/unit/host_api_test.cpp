@@ -68,6 +68,7 @@ public:
         core_->data_dir = *dir_ / "data";
         std::filesystem::create_directories(core_->data_dir);
         core_->store = std::make_unique<Store>(core_->data_dir + "/hangar.db");
+        core_->blobs = std::make_unique<Blobs>(*core_->store, core_->data_dir, "");
         core_->tokens = std::make_unique<Tokens>(core_->data_dir + "/token.secret");
         rec_.name = "ut_api";
         rec_.logger = &Poco::Logger::get("plugin.ut_api");
@@ -179,7 +180,7 @@ public:
     void testBlobs() {
         HBuf err(h_);
         CPPUNIT_ASSERT_EQUAL(0, h_->blob_put(&ctx_, S("zips/ext-1.zip"), S(std::string("PK\0\3", 4)), &err.buf));
-        auto file = core_->blob_root() + "/ut_api/zips/ext-1.zip";
+        auto file = core_->blobs->root() + "/ut_api/zips/ext-1.zip";
         CPPUNIT_ASSERT(std::filesystem::exists(file));
         CPPUNIT_ASSERT_EQUAL(std::string("PK\0\3", 4), read_file(file));
         struct stat st {};
@@ -194,7 +195,7 @@ public:
         // blob_path for a new key creates its folder so the plugin can write there.
         HBuf fresh(h_);
         CPPUNIT_ASSERT_EQUAL(0, h_->blob_path(&ctx_, S("videos/r1.mp4"), &fresh.buf));
-        CPPUNIT_ASSERT(std::filesystem::is_directory(core_->blob_root() + "/ut_api/videos"));
+        CPPUNIT_ASSERT(std::filesystem::is_directory(core_->blobs->root() + "/ut_api/videos"));
     }
 
     void testBlobKeysConfined() {

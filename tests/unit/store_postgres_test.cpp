@@ -5,10 +5,12 @@
 // queries (Auth, audit), and every real plugin's migrations.
 #include "audit.hpp"
 #include "auth.hpp"
+#include "blobs.hpp"
 #include "core.hpp"
 #include "secrets.hpp"
 #include "store.hpp"
 #include "test_support.hpp"
+#include "util.hpp"
 
 #include <cppunit/extensions/HelperMacros.h>
 
@@ -109,6 +111,9 @@ class StorePostgresTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(testOutageIsUnavailableThenRecovers);
     CPPUNIT_TEST(testHostAuthAndAuditRun);
     CPPUNIT_TEST(testEveryPluginsMigrations);
+    CPPUNIT_TEST(testBlobsReachEveryNodeThroughTheStore);
+    CPPUNIT_TEST(testBlobWriteInAnOutageKeepsTheOldCopy);
+    CPPUNIT_TEST(testSharedBlobsDirBypassesTheStore);
     CPPUNIT_TEST_SUITE_END();
 
     std::unique_ptr<Store> store_;
@@ -330,6 +335,86 @@ public:
         CPPUNIT_ASSERT_EQUAL(std::size_t(4), rows);
         store_->exec("INSERT INTO t VALUES (5)");
         CPPUNIT_ASSERT(store_->exec("SELECT COUNT(*) AS c FROM t")[0]["c"] == 5);
+    }
+
+    // Large objects live outside the schema each test starts afresh: compare counts.
+    static long long large_objects(Store &store) {
+        return store.exec("SELECT COUNT(*) AS c FROM pg_largeobject_metadata")[0]["c"].get<long long>();
+    }
+
+    // Two nodes: each its own data dir (its cache), one store.
+    void testBlobsReachEveryNodeThroughTheStore() {
+        using hangar::host::Blobs;
+        using hangar::host::read_file;
+        hangar::test::TempDir a_dir, b_dir;
+        Store b_store(parse_store_url(PgServer::get().url(), "/unused"));
+        Blobs a(*store_, a_dir.path(), ""), b(b_store, b_dir.path(), "");
+        CPPUNIT_ASSERT(a.kept_in_store() && b.kept_in_store());
+        const auto objects_before = large_objects(*store_);
+        // Larger than libpq's chunk and not text: it must come back byte for byte.
+        std::string archive(3 << 20, '\0');
+        for (std::size_t i = 0; i < archive.size(); ++i)
+            archive[i] = static_cast<char>((i * 2654435761u) >> 13);
+        a.put("profiles", "p1.tar.zst", archive);
+        CPPUNIT_ASSERT_EQUAL(a_dir.path() + "/blobs/profiles/p1.tar.zst", *a.path("profiles", "p1.tar.zst"));
+        auto on_b = b.path("profiles", "p1.tar.zst");
+        CPPUNIT_ASSERT_EQUAL(b_dir.path() + "/blobs/profiles/p1.tar.zst", *on_b);
+        CPPUNIT_ASSERT(read_file(*on_b) == archive);
+        // Replaced on B: A's cached copy is stale and fetched again; the old object is gone.
+        b.put("profiles", "p1.tar.zst", "second");
+        CPPUNIT_ASSERT_EQUAL(std::string("second"), read_file(*a.path("profiles", "p1.tar.zst")));
+        CPPUNIT_ASSERT_EQUAL(objects_before + 1, large_objects(*store_));
+        // A file the plugin wrote itself (a recording) reaches B once committed, not before.
+        auto video = *a.path("replays", "r1.mp4");
+        hangar::host::write_file_atomic(video, "mp4 bytes");
+        CPPUNIT_ASSERT(!std::filesystem::exists(*b.path("replays", "r1.mp4")));
+        a.commit("replays", "r1.mp4");
+        CPPUNIT_ASSERT_EQUAL(std::string("mp4 bytes"), read_file(*b.path("replays", "r1.mp4")));
+        CPPUNIT_ASSERT_THROW(a.commit("replays", "never-written.mp4"), std::exception);
+        // Deleted on A: B's cached copy goes at its next use, and no large object is left behind.
+        CPPUNIT_ASSERT(a.remove("profiles", "p1.tar.zst"));
+        CPPUNIT_ASSERT(!std::filesystem::exists(*b.path("profiles", "p1.tar.zst")));
+        CPPUNIT_ASSERT(b.remove("replays", "r1.mp4"));
+        CPPUNIT_ASSERT(!std::filesystem::exists(*a.path("replays", "r1.mp4")));
+        CPPUNIT_ASSERT_EQUAL(objects_before, large_objects(*store_));
+        CPPUNIT_ASSERT(!a.remove("profiles", "p1.tar.zst"));
+        CPPUNIT_ASSERT(!a.path("profiles", "../escape"));
+        CPPUNIT_ASSERT_THROW(a.put("profiles", "a/../../b", "x"), std::exception);
+    }
+
+    void testBlobWriteInAnOutageKeepsTheOldCopy() {
+        hangar::test::TempDir dir;
+        hangar::host::Blobs blobs(*store_, dir.path(), "");
+        blobs.put("extensions", "e1.zip", "old");
+        PgServer::get().stop();
+        CPPUNIT_ASSERT_THROW(blobs.put("extensions", "e1.zip", "new"), hangar::host::StoreUnavailable);
+        CPPUNIT_ASSERT(Store::unavailable_seen(true));
+        PgServer::get().restart();
+        // Neither half-written here nor in the store; the staged file is gone.
+        std::string read;
+        for (int attempt = 0; attempt < 2 && read.empty(); ++attempt) {
+            try {
+                read = hangar::host::read_file(*blobs.path("extensions", "e1.zip"));
+            } catch (const hangar::host::StoreUnavailable &) { // a stale pooled connection
+            }
+        }
+        CPPUNIT_ASSERT_EQUAL(std::string("old"), read);
+        std::size_t files = 0;
+        for ([[maybe_unused]] const auto &entry : std::filesystem::directory_iterator(dir.path() + "/blobs/extensions"))
+            ++files;
+        CPPUNIT_ASSERT_EQUAL(std::size_t(1), files);
+    }
+
+    void testSharedBlobsDirBypassesTheStore() {
+        hangar::test::TempDir dir, shared;
+        hangar::host::Blobs blobs(*store_, dir.path(), shared.path());
+        const auto objects_before = large_objects(*store_);
+        CPPUNIT_ASSERT(!blobs.kept_in_store());
+        CPPUNIT_ASSERT_EQUAL(shared.path(), blobs.root());
+        blobs.put("profiles", "p.tar.zst", "on the shared folder");
+        CPPUNIT_ASSERT_EQUAL(std::string("on the shared folder"),
+                             hangar::host::read_file(shared.path() + "/profiles/p.tar.zst"));
+        CPPUNIT_ASSERT_EQUAL(objects_before, large_objects(*store_));
     }
 
     void testNewerSchemaVersionRefused() {

@@ -216,7 +216,11 @@ typedef struct hangar_host_v1 {
      * objects in `out` (owned). Returns -1 with a message in `err` on failure. */
     int (*store_exec)(hangar_plugin_ctx *ctx, hangar_str sql, hangar_str params_json, hangar_buf *out, hangar_buf *err);
 
-    /* blobs under the data dir: `key` is a relative path of [A-Za-z0-9._-/] segments. */
+    /* blobs: files a plugin keeps, where every node of the store can read them (the data dir's
+     * blobs folder, the `[blobs] dir` all nodes share, or the PostgreSQL store itself, fetched into
+     * a local copy on use). `key` is a relative path of [A-Za-z0-9._-/] segments. blob_path
+     * returns the file's local path (it may not exist yet); blob_put replaces the contents
+     * atomically. */
     int (*blob_put)(hangar_plugin_ctx *ctx, hangar_str key, hangar_str data, hangar_buf *err);
     int (*blob_path)(hangar_plugin_ctx *ctx, hangar_str key, hangar_buf *out_path);
     int (*blob_delete)(hangar_plugin_ctx *ctx, hangar_str key);
@@ -310,6 +314,10 @@ typedef struct hangar_host_v1 {
      * statement's rows, in order. For changes that another request, or another node of the
      * same store, must never see half-done. */
     int (*store_exec_batch)(hangar_plugin_ctx *ctx, hangar_str statements_json, hangar_buf *out, hangar_buf *err);
+    /* The plugin wrote the file at blob_path(key) itself (moved a recording in): keep it as the
+     * blob's contents, so that other nodes read it too (on a PostgreSQL store it is streamed
+     * there; elsewhere nothing more is needed). Returns -1 with a message in `err` on failure. */
+    int (*blob_commit)(hangar_plugin_ctx *ctx, hangar_str key, hangar_buf *err);
 } hangar_host_v1;
 
 /* ---- what the plugin declares (filled by hangar_plugin_init) ------------------------------- */

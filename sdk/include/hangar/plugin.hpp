@@ -475,8 +475,8 @@ protected:
         return rows.empty() ? json::array() : json::parse(rows);
     }
 
-    // Files under the data dir, private to this plugin. `key`: relative path of [A-Za-z0-9._-]
-    // segments. blob_put replaces atomically (temporary file, then rename).
+    // Files private to this plugin that every node of the store reads (see blob_* in plugin.h).
+    // `key`: relative path of [A-Za-z0-9._-] segments. blob_put replaces atomically.
     void blob_put(std::string_view key, std::string_view data) const {
         Buf err(host_);
         if (host_->blob_put(ctx_, str(key), str(data), err.get()) != 0) throw Error::internal("blob: " + err.str());
@@ -487,6 +487,11 @@ protected:
         return out.str();
     }
     bool blob_delete(std::string_view key) const { return host_->blob_delete(ctx_, str(key)) == 0; }
+    // After writing the file at blob_path(key) directly: keep it as the blob's contents.
+    void blob_commit(std::string_view key) const {
+        Buf err(host_);
+        if (host_->blob_commit(ctx_, str(key), err.get()) != 0) throw Error::internal("blob: " + err.str());
+    }
 
     std::string token_sign(const json &claims, std::uint32_t ttl_seconds) const {
         auto c = claims.dump();
@@ -570,6 +575,31 @@ protected:
             throw Error(status, code, msg, std::move(details));
         }
         return parsed.is_discarded() ? json() : parsed;
+    }
+
+    // ---- nodes: several `hangar serve` sharing one store (host/README.md, "Nodes") ----
+    // This node's name in the store.
+    std::string node_name() const { return config("node.name", ""); }
+    // The public URL of another node while it serves (live or draining), from the host's node
+    // list; nullopt when it stopped or went stale, is unknown or this node, or the store is away.
+    // For what one node keeps in memory (a running flow, a build): a request for it that reached
+    // another node throws Error::on_node(name, *url, ...), and the host relays it there.
+    std::optional<std::string> serving_node_url(const std::string &name) const {
+        if (name.empty() || name == node_name()) return std::nullopt;
+        json nodes;
+        try {
+            nodes = call("host.nodes", json::object()).value("nodes", json::array());
+        } catch (const Error &) {
+            return std::nullopt;
+        }
+        for (const auto &n : nodes) {
+            if (n.value("name", "") != name) continue;
+            const auto state = n.value("state", "");
+            const auto url = n.value("public_url", "");
+            if ((state == "live" || state == "draining") && !url.empty()) return url;
+            return std::nullopt;
+        }
+        return std::nullopt;
     }
 
     // RAII activity marker for a session key.
