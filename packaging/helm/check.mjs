@@ -68,7 +68,7 @@ const sets = [
   { name: "default values", args: [] },
   { name: "every option on", args: ["-f", join(chart, "ci", "all-on-values.yaml")] },
   { name: "bitnami postgresql + disk quota", args: ["-f", join(chart, "ci", "bitnami-values.yaml")] },
-  { name: "store url in values", args: ["--set", "replicas=2", "--set", "unsafeMultiNode=true", "--set", "store.url=postgresql://hangar:pw@db:5432/hangar"] },
+  { name: "store url in values", args: ["--set", "replicas=2", "--set", "store.url=postgresql://hangar:pw@db:5432/hangar"] },
 ];
 
 let sample;
@@ -114,11 +114,6 @@ const refused = run(helm, ["template", "hangar", chart, ...kube, "--set", "repli
 if (refused.ok || !refused.err.includes("replicas > 1 needs a PostgreSQL store"))
   fail(`self-test: replicas=3 on SQLite was not refused by the chart's own check: ${refused.err.trim()}`);
 else console.log("self-test: replicas=3 without PostgreSQL refused by the chart");
-
-const shared = run(helm, ["template", "hangar", chart, ...kube, "--set", "replicas=2", "--set", "store.existingSecret=s"]);
-if (shared.ok || !shared.err.includes("are still kept in each node's own data dir"))
-  fail(`self-test: replicas=2 without unsafeMultiNode was not refused by the chart: ${shared.err.trim()}`);
-else console.log("self-test: replicas=2 without unsafeMultiNode refused by the chart");
 
 console.log(failures ? `helm-check: ${failures} failure(s)` : "helm-check: all passed");
 process.exit(failures ? 1 : 0);

@@ -73,6 +73,12 @@ CREATE TABLE apps_events (
     PRIMARY KEY (resource, seq));
 CREATE INDEX apps_events_age ON apps_events (created_ms);
 )sql"},
+    // Nodes of one store: the node that builds a deployment (its tree, warm sandboxes and build
+    // log live there) and the node that runs an invocation.
+    {3, R"sql(
+ALTER TABLE apps_deployments ADD COLUMN node TEXT;
+ALTER TABLE apps_invocations ADD COLUMN node TEXT;
+)sql"},
 };
 
 // RFC 3339 with nanoseconds (the Invocation's started_at is documented so).
@@ -311,13 +317,14 @@ public:
         npm_ = config("npm", "/usr/bin/npm");
         python_ = config("python", "/usr/bin/python3");
         warm_per_deployment_ = std::clamp<std::int64_t>(config_int("warm_sandboxes", 1), 0, 16);
-        // What a restart interrupted cannot go on: builds and invocations end with a reason.
+        // What a restart interrupted cannot go on: this node's builds and invocations end with a
+        // reason (those of a node that is gone end in end_lost_work).
         sql("UPDATE apps_deployments SET status = 'failed', status_reason = 'the server restarted during the build', "
-            "updated_at = ? WHERE status IN ('queued', 'in_progress')",
-            json::array({rfc3339(now_ms())}));
+            "updated_at = ? WHERE status IN ('queued', 'in_progress') AND (node IS NULL OR node = ?)",
+            {rfc3339(now_ms()), node_name()});
         sql("UPDATE apps_invocations SET status = 'failed', status_reason = 'the server restarted while it ran', "
-            "finished_at = ? WHERE status IN ('queued', 'running')",
-            json::array({ts(now_ms())}));
+            "finished_at = ? WHERE status IN ('queued', 'running') AND (node IS NULL OR node = ?)",
+            {ts(now_ms()), node_name()});
 
         route("POST", "/deployments", [this](Request &q, Response &r) { create_deployment(q, r); });
         route("GET", "/deployments", [this](Request &q, Response &r) { list_deployments(q, r); });
@@ -329,6 +336,7 @@ public:
             "GET", "/deployments/{id}/events",
             [this](Request &q, Response &r) {
                 auto row = require_deployment(q.project(), q.param("id"));
+                if (!terminal_deployment(row.value("status", ""))) relay_to_owner(row, "the build");
                 follow(q, r, resource_log("deployment", row));
             },
             HANGAR_ROUTE_STREAMING);
@@ -344,6 +352,7 @@ public:
             "GET", "/invocations/{id}/events",
             [this](Request &q, Response &r) {
                 auto row = require_invocation(q.project(), q.param("id"));
+                if (!terminal_invocation(row.value("status", ""))) relay_to_owner(row, "the invocation");
                 follow(q, r, resource_log("invocation", row));
             },
             HANGAR_ROUTE_STREAMING);
@@ -370,6 +379,7 @@ public:
         event_retention_ms_ = config_int("event_retention_seconds", 3600) * 1000;
         sql("DELETE FROM apps_events WHERE created_ms < ?", json::array({now_ms() - event_retention_ms_}));
         every(15000, [this] {
+            end_lost_work();
             std::vector<std::string> gone;
             {
                 std::lock_guard lock(logs_mutex_);
@@ -685,9 +695,9 @@ private:
         blob_put("deployments/" + id + "/source.zip", file->data);
         auto now = rfc3339(now_ms());
         sql("INSERT INTO apps_deployments (id, project_id, org_id, version, status, entrypoint_rel_path, env_vars, "
-            "source_checksum, force, created_at, updated_at) VALUES (?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?)",
+            "source_checksum, force, created_at, updated_at, node) VALUES (?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?)",
             {id, project, req.caller().value("org_id", ""), version, ep.string(), secrets_->seal(env.dump()),
-             secrets::sha256_hex(file->data), force ? 1 : 0, now, now});
+             secrets::sha256_hex(file->data), force ? 1 : 0, now, now, node_name()});
         auto row = require_deployment(project, id);
         auto log = log_for("d/" + id);
         log->emit({{"event", "deployment_state"}, {"deployment", render_deployment(row)}, {"timestamp", now}});
@@ -733,6 +743,7 @@ private:
 
     void delete_deployment(Request &req, Response &res) {
         auto row = require_deployment(req.project(), req.param("id"));
+        relay_to_owner(row, "deployment " + row.value("id", "")); // its build and warm sandboxes stop there
         std::string id = row.at("id");
         std::string status = row.value("status", "");
         if (status != "failed" && status != "stopped") {
@@ -1367,6 +1378,7 @@ private:
         for (const auto &a : json::parse(dep.value("actions", std::string("[]"))))
             known = known || a.value("name", "") == action;
         if (!known) throw Error::not_found("action " + action + " not found in app " + app + " version " + version);
+        run_here_or_relay(dep, res, req.base_url());
 
         std::string id = new_id(24);
         auto run = std::make_shared<RunningInvocation>("inv-" + id);
@@ -1395,8 +1407,8 @@ private:
                 return;
             }
             sql("INSERT INTO apps_invocations (id, project_id, deployment_id, app_name, action_name, version, status, "
-                "payload, started_at) VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, ?)",
-                {id, project, dep.at("id"), app, action, version, payload, ts(now_ms())});
+                "payload, started_at, node) VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?)",
+                {id, project, dep.at("id"), app, action, version, payload, ts(now_ms()), node_name()});
             runs_[id] = run;
         }
         auto log = log_for("i/" + id);
@@ -1527,6 +1539,7 @@ private:
         std::string project = req.project();
         json body = req.json_body(false);
         auto row = require_invocation(project, req.param("id"));
+        if (!terminal_invocation(row.value("status", ""))) relay_to_owner(row, "the invocation"); // its sandbox
         std::string id = row.at("id");
         Validation v;
         std::string status = body.value("status", json()).is_string() ? body["status"].get<std::string>() : "";
@@ -1561,6 +1574,73 @@ private:
         run->cancel_reason = reason;
         run->cancelled = true;
         instance_stop(run->instance());
+    }
+
+    // ---- nodes of one store ------------------------------------------------------------------------
+    // A build tree, its warm sandboxes, a running invocation and their live events are on the
+    // node that made them: a request for them that reached another node is relayed there.
+    void relay_to_owner(const json &row, const std::string &what) const {
+        const json node = row.value("node", json());
+        if (!node.is_string() || node.get<std::string>() == node_name()) return;
+        const auto name = node.get<std::string>();
+        if (auto url = serving_node_url(name)) throw Error::on_node(name, *url, what + " is on node " + name);
+    }
+
+    // An invocation runs where its deployment was built. When that node is gone, the deployment
+    // is built again here from its bundle (kept in the store) and the caller is asked to retry.
+    void run_here_or_relay(const json &dep, Response &res, const std::string &base_url) {
+        const json node = dep.value("node", json());
+        if (!node.is_string() || node.get<std::string>() == node_name()) return;
+        relay_to_owner(dep, "deployment " + dep.value("id", ""));
+        const auto id = dep.at("id").get<std::string>();
+        const auto reason = "rebuilt on node " + node_name() + ": its node " + node.get<std::string>() + " is gone";
+        // One node takes it over: the one whose UPDATE still finds the old node.
+        if (!sql("UPDATE apps_deployments SET node = ?, status = 'queued', status_reason = ?, updated_at = ? WHERE id "
+                 "= "
+                 "? AND node = ? AND status = 'running' RETURNING id",
+                 {node_name(), reason, rfc3339(now_ms()), id, node})
+                 .empty()) {
+            info("deployment " + id + " " + reason);
+            {
+                std::lock_guard lock(build_mutex_);
+                build_queue_.push_back({id, base_url});
+            }
+            build_cv_.notify_one();
+        }
+        res.header("Retry-After", "15");
+        throw Error(503, "deployment_rebuilding",
+                    "deployment " + id + " is being built again (" + reason + "); retry once it runs");
+    }
+
+    // Builds and invocations of a node that stopped heartbeating end with a reason, as a restart
+    // ends this node's own.
+    void end_lost_work() {
+        std::map<std::string, bool> serving;
+        auto gone = [&](const json &row) {
+            const json node = row.value("node", json());
+            if (!node.is_string() || node.get<std::string>() == node_name()) return false;
+            const auto name = node.get<std::string>();
+            auto it = serving.find(name);
+            if (it == serving.end()) it = serving.emplace(name, serving_node_url(name).has_value()).first;
+            return !it->second;
+        };
+        for (const auto &row :
+             sql("SELECT id, node FROM apps_deployments WHERE status IN ('queued', 'in_progress') AND node <> ?",
+                 {node_name()}))
+            if (gone(row))
+                sql("UPDATE apps_deployments SET status = 'failed', status_reason = ?, updated_at = ? WHERE id = ? AND "
+                    "status IN ('queued', 'in_progress')",
+                    {"its node " + row.at("node").get<std::string>() + " stopped during the build", rfc3339(now_ms()),
+                     row.at("id")});
+        for (const auto &row :
+             sql("SELECT id, node FROM apps_invocations WHERE status IN ('queued', 'running') AND node <> ?",
+                 {node_name()}))
+            if (gone(row))
+                sql("UPDATE apps_invocations SET status = 'failed', status_reason = ?, finished_at = ? WHERE id = ? "
+                    "AND "
+                    "status IN ('queued', 'running')",
+                    {"its node " + row.at("node").get<std::string>() + " stopped while it ran", ts(now_ms()),
+                     row.at("id")});
     }
 
     void fail_invocations_of(const std::string &deployment_id, const std::string &reason) {

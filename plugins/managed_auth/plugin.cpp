@@ -64,6 +64,11 @@ CREATE TABLE managed_auth_timeline (
 );
 CREATE INDEX managed_auth_timeline_connection ON managed_auth_timeline (connection_id, created_at);
 )sql"},
+    // The node whose memory holds the connection's latest flow (nodes of one store): requests
+    // that need that flow are relayed there.
+    {2, R"sql(
+ALTER TABLE managed_auth_connections ADD COLUMN flow_node TEXT;
+)sql"},
 };
 
 // ManagedAuth's flow fields: null until a flow ran (kernel-api.md §2.17).
@@ -133,16 +138,12 @@ public:
         input_timeout_ms_ = config_int("input_timeout_seconds", 600) * 1000;
         min_interval_ = static_cast<int>(config_int("min_health_check_interval", 300));
         headless_ = config_bool("headless", false);
-        // Flows do not survive a restart: whatever was running is over.
-        for (const auto &row : sql("SELECT id, flow FROM managed_auth_connections WHERE flow IS NOT NULL")) {
-            json flow = parse_or(row, "flow", json::object());
-            if (flow.value("flow_status", "") != "IN_PROGRESS") continue;
-            flow["flow_status"] = "EXPIRED";
-            flow["hosted_url"] = nullptr;
-            flow["live_view_url"] = nullptr;
-            sql("UPDATE managed_auth_connections SET flow = ? WHERE id = ?", {flow.dump(), row.at("id")});
-        }
-        sql("UPDATE managed_auth_timeline SET status = 'EXPIRED', step = 'EXPIRED' WHERE status = 'IN_PROGRESS'");
+        // Flows do not survive a restart: whatever this node was running is over (another node's
+        // flows are its own; those of a node that is gone end in expire_lost_flows).
+        for (const auto &row : sql("SELECT id, flow FROM managed_auth_connections WHERE flow IS NOT NULL AND "
+                                   "(flow_node IS NULL OR flow_node = ?)",
+                                   {node_name()}))
+            expire_flow(row);
 
         route("POST", "/auth/connections", [this](Request &q, Response &r) { create(q, r); });
         route("GET", "/auth/connections", [this](Request &q, Response &r) { list(q, r); });
@@ -420,6 +421,7 @@ private:
 
     void remove(Request &req, Response &res) {
         json row = require(req.project(), req.param("id"));
+        relay_to_flow_node(row); // its flow is canceled where it runs
         std::string id = row.at("id").get<std::string>();
         if (auto f = current_flow(id)) {
             end_from_outside(*f, "CANCELED", "connection_deleted", "the auth connection was deleted");
@@ -474,10 +476,56 @@ private:
         return it == flows_.end() ? nullptr : it->second;
     }
 
+    // The connection's latest flow runs in another node's memory (nodes of one store): this
+    // request is relayed there (the host does it on Error::on_node). Its engine, the input it
+    // waits for, its handoff code and its followers are all there.
+    // `over_too`: also once it ended (the hosted page reads how it ended from the flow itself).
+    void relay_to_flow_node(const json &row, bool over_too = false) const {
+        const json node = row.value("flow_node", json());
+        if (!node.is_string() || node.get<std::string>() == node_name()) return;
+        if (!over_too && !flow_in_progress(row)) return; // over: what is left of it is in the row
+        const auto name = node.get<std::string>();
+        if (auto url = serving_node_url(name))
+            throw Error::on_node(name, *url,
+                                 "the login flow of auth connection " + row.value("id", "") + " runs on node " + name);
+    }
+    static bool flow_in_progress(const json &row) {
+        return parse_or(row, "flow", json::object()).value("flow_status", "") == "IN_PROGRESS";
+    }
+
+    // A flow whose node is gone (this one restarted, or another stopped heartbeating): over.
+    void expire_flow(const json &row) {
+        json flow = parse_or(row, "flow", json::object());
+        if (flow.value("flow_status", "") != "IN_PROGRESS") return;
+        flow["flow_status"] = "EXPIRED";
+        flow["hosted_url"] = nullptr;
+        flow["live_view_url"] = nullptr;
+        sql_batch(
+            {{"UPDATE managed_auth_connections SET flow = ? WHERE id = ?", json::array({flow.dump(), row.at("id")})},
+             {"UPDATE managed_auth_timeline SET status = 'EXPIRED', step = 'EXPIRED' WHERE connection_id = ? AND "
+              "status = 'IN_PROGRESS'",
+              json::array({row.at("id")})}});
+    }
+    void expire_lost_flows() {
+        std::map<std::string, bool> serving;
+        for (const auto &row : sql("SELECT id, flow, flow_node FROM managed_auth_connections WHERE flow_node IS NOT "
+                                   "NULL AND flow_node <> ? AND INSTR(flow, 'IN_PROGRESS') > 0",
+                                   {node_name()})) {
+            const auto node = row.at("flow_node").get<std::string>();
+            auto known = serving.find(node);
+            if (known == serving.end()) known = serving.emplace(node, serving_node_url(node).has_value()).first;
+            if (!known->second) {
+                info("auth connection " + row.value("id", "") + ": its login flow ended with node " + node);
+                expire_flow(row);
+            }
+        }
+    }
+
     void login(Request &req, Response &res) {
         std::string project = req.project();
         json body = req.json_body(true);
         json row = require(project, req.param("id"));
+        relay_to_flow_node(row); // that node supersedes its own flow
         json s = parse_or(row, "settings", json::object());
         std::string id = row.at("id").get<std::string>();
         if (auto it = body.find("record_session"); it != body.end() && !it->is_null() && !it->is_boolean())
@@ -561,9 +609,11 @@ private:
                        {"browser_session_id", flow->session_id},
                        {"hosted_url", hosted},
                        {"live_view_url", browser.value("browser_live_view_url", json())}};
-        sql("INSERT INTO managed_auth_timeline (id, connection_id, type, status, step, data, created_at, updated_at) "
-            "VALUES (?, ?, ?, 'IN_PROGRESS', 'INITIALIZED', ?, ?, ?)",
-            {flow->id, id, flow->type == "REAUTH" ? "reauth" : "login", timeline_data.dump(), now, now});
+        sql_batch(
+            {{"INSERT INTO managed_auth_timeline (id, connection_id, type, status, step, data, created_at, "
+              "updated_at) VALUES (?, ?, ?, 'IN_PROGRESS', 'INITIALIZED', ?, ?, ?)",
+              json::array({flow->id, id, flow->type == "REAUTH" ? "reauth" : "login", timeline_data.dump(), now, now})},
+             {"UPDATE managed_auth_connections SET flow_node = ? WHERE id = ?", json::array({node_name(), id})}});
         {
             std::lock_guard lock(flows_mutex_);
             if (auto it = flows_.find(id); it != flows_.end()) retired_.push_back(it->second);
@@ -608,6 +658,14 @@ private:
                                     : row.at("updated_at").get<std::int64_t>();
             if (now < last + static_cast<std::int64_t>(s.value("health_check_interval", 3600)) * 1000) continue;
             if (auto f = current_flow(row.at("id").get<std::string>()); f && !f->done) continue;
+            if (flow_in_progress(row)) continue; // a login runs on another node
+            // Nodes of one store: the one whose claim moves last_auth_check_at first checks.
+            const json seen = row.value("last_auth_check_at", json());
+            if (sql("UPDATE managed_auth_connections SET last_auth_check_at = ? WHERE id = ? AND "
+                    "COALESCE(last_auth_check_at, -1) = ? RETURNING id",
+                    {now, row.at("id"), seen.is_number() ? seen.get<std::int64_t>() : std::int64_t{-1}})
+                    .empty())
+                continue;
             health_busy_ = true;
             if (health_thread_.joinable()) health_thread_.join();
             health_thread_ = std::jthread([this, row] {
@@ -683,6 +741,11 @@ private:
         if (!claims || claims->value("typ", "") != "managed_auth_flow" || claims->value("cid", "") != req.param("id"))
             throw Error(401, "invalid_flow_token", "missing, invalid or expired API key or flow token");
         auto flow = current_flow(req.param("id"));
+        if (!flow || flow->id != claims->value("fid", ""))
+            if (auto rows =
+                    sql("SELECT id, flow, flow_node FROM managed_auth_connections WHERE id = ?", {req.param("id")});
+                !rows.empty())
+                relay_to_flow_node(rows[0], true);
         // The page must still see how its flow ended (SUCCESS or FAILED) to redirect; submits,
         // expired, canceled and superseded flows get 410.
         bool read_outcome = false;
@@ -714,6 +777,11 @@ private:
         std::string code = body.value("code", json()).is_string() ? body.at("code").get<std::string>() : "";
         if (code.empty()) throw Error::invalid("code", "is required");
         auto flow = current_flow(req.param("id"));
+        if (!flow)
+            if (auto rows =
+                    sql("SELECT id, flow, flow_node FROM managed_auth_connections WHERE id = ?", {req.param("id")});
+                !rows.empty())
+                relay_to_flow_node(rows[0]);
         if (!flow) throw Error(401, "invalid_handoff_code", "the handoff code is not valid");
         {
             std::lock_guard lock(flow->m);
@@ -735,6 +803,7 @@ private:
     void submit(Request &req, Response &res) {
         Submit in = parse_submit(req.json_body(false));
         json row = authorize(req);
+        relay_to_flow_node(row);
         auto flow = current_flow(row.at("id").get<std::string>());
         accept_input(flow, std::move(in));
         res.json({{"accepted", true}});
@@ -786,6 +855,10 @@ private:
                                          : "the login flow ran out of time");
         }
         heartbeat(now);
+        if (now - lost_flows_checked_ms_ >= 5000) {
+            lost_flows_checked_ms_ = now;
+            expire_lost_flows();
+        }
         schedule_health_checks(now);
     }
 
@@ -1008,6 +1081,7 @@ private:
 
     void events(Request &req, Response &res) {
         json row = require(req.project(), req.param("id"));
+        relay_to_flow_node(row); // its followers are told where it runs
         std::string id = row.at("id").get<std::string>();
         json flow = parse_or(row, "flow", json::object());
         std::shared_ptr<hangar::SseStream> sse = res.sse();
@@ -1057,6 +1131,7 @@ private:
     std::mutex create_mutex_;
     std::mutex flows_mutex_;
     std::map<std::string, std::shared_ptr<Flow>> flows_; // connection id -> its newest flow
+    std::int64_t lost_flows_checked_ms_ = 0;             // sweep thread only
     std::list<std::shared_ptr<Flow>> retired_;           // superseded flows whose threads may still run
     std::mutex subs_mutex_;
     std::map<std::string, std::vector<std::shared_ptr<hangar::SseStream>>> subs_;

@@ -38,6 +38,16 @@ CREATE TABLE profiles_profiles (
 CREATE UNIQUE INDEX profiles_profiles_name ON profiles_profiles (project_id, name) WHERE name IS NOT NULL;
 CREATE INDEX profiles_profiles_project ON profiles_profiles (project_id, created_at);
 )sql"},
+    // Leases as every node sees them (nodes of one store): a profile in use on another node is
+    // not deleted either. Each node keeps its own in memory too; these rows mirror them.
+    {2, R"sql(
+CREATE TABLE profiles_leases (
+    session_id TEXT PRIMARY KEY,
+    profile_id TEXT NOT NULL,
+    node TEXT NOT NULL
+);
+CREATE INDEX profiles_leases_profile ON profiles_leases (profile_id);
+)sql"},
 };
 
 std::string archive_key(const std::string &id) {
@@ -75,6 +85,9 @@ class ProfilesPlugin final : public hangar::Plugin {
 public:
     void start() override {
         if (role() != HANGAR_ROLE_SERVER) return; // sessions' agents archive profiles themselves
+        // This node's leases went with its previous run (the browsers plugin takes again those of
+        // the sessions it adopts).
+        sql("DELETE FROM profiles_leases WHERE node = ?", {node_name()});
         route("POST", "/profiles", [this](Request &q, Response &r) { create(q, r); });
         route("GET", "/profiles", [this](Request &q, Response &r) { list(q, r); });
         route("GET", "/profiles/{id_or_name}",
@@ -192,13 +205,20 @@ private:
         {
             std::lock_guard lock(leases_mutex_);
             for (const auto &[session, lease] : leases_)
-                if (lease.profile_id == id)
-                    throw Error::conflict(std::string("profile ").append(id).append(" is in use by browser session ") +
-                                          session + "; delete the session first");
+                if (lease.profile_id == id) in_use(id, session);
+            for (const auto &lease :
+                 sql("SELECT session_id, node FROM profiles_leases WHERE profile_id = ? AND node <> ?",
+                     {id, node_name()}))
+                if (serving_node_url(lease.value("node", ""))) in_use(id, lease.value("session_id", ""));
             sql("DELETE FROM profiles_profiles WHERE id = ?", {id});
         }
         blob_delete(archive_key(id));
         res.no_content();
+    }
+
+    [[noreturn]] static void in_use(const std::string &id, const std::string &session) {
+        throw Error::conflict("profile " + id + " is in use by browser session " + session +
+                              "; delete the session first");
     }
 
     void download(Request &req, Response &res) {
@@ -237,6 +257,9 @@ private:
             if (sql("SELECT id FROM profiles_profiles WHERE id = ?", {id}).empty())
                 throw Error::not_found("profile \"" + selector + "\" not found");
             leases_[session] = {id, in.value("save_changes", false)};
+            sql("INSERT INTO profiles_leases (session_id, profile_id, node) VALUES (?, ?, ?) ON CONFLICT (session_id) "
+                "DO UPDATE SET profile_id = excluded.profile_id, node = excluded.node",
+                {session, id, node_name()});
         }
         sql("UPDATE profiles_profiles SET last_used_at = ? WHERE id = ?", {hangar::now_ms(), id});
         json out = {{"profile", render(require(project, id))}, {"archive", nullptr}};
@@ -260,6 +283,11 @@ private:
             ~Forget() {
                 std::lock_guard lock(self.leases_mutex_);
                 self.leases_.erase(session);
+                try {
+                    self.sql("DELETE FROM profiles_leases WHERE session_id = ?", {session});
+                } catch (const Error &) {
+                    // the store is away: the row is dropped at this node's next start
+                }
             }
         } forget{*this, session};
         if (!lease.save_changes || instance.empty()) return;

@@ -10,16 +10,18 @@
 // The single-node cases run on either store. Two nodes on one store need PostgreSQL (each SQLite
 // file is one machine's): those run under `make test-postgres` and are skipped on SQLite.
 import assert from 'node:assert/strict';
-import { execFile, spawn } from 'node:child_process';
+import { execFile, execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { promisify } from 'node:util';
 
+import { toFile } from '@onkernel/sdk';
 import WebSocket from 'ws';
 
+import { PASSWORD, USER, startSites } from '../fixtures/sites/sites.mjs';
 import { databaseFor, onPostgres } from './lib/pg.mjs';
 import { hangarBin, repoRoot, startServer, waitFor } from './lib/server.mjs';
 
@@ -128,6 +130,7 @@ describe('two nodes on one PostgreSQL store', { skip: !onPostgres && 'needs HANG
   });
 
   const byName = async (env) => Object.fromEntries((await nodes(env)).map((n) => [n.name, n]));
+  const psqlValue = async (sql) => (await execFileP('psql', ['-X', '-q', '-t', '-A', '-d', db.url, '-c', sql])).stdout.trim();
   async function storeCounts() {
     const { stdout } = await execFileP('psql', ['-X', '-q', '-t', '-A', '-d', db.url, '-c',
       "SELECT (SELECT count(*) FROM api_keys) || ' ' || (SELECT count(*) FROM nodes) || ' ' || " +
@@ -422,6 +425,71 @@ describe('two nodes on one PostgreSQL store', { skip: !onPostgres && 'needs HANG
     await available(b, small.id, 2);
     await a.client.browserPools.delete(small.id, { force: true });
     t.diagnostic('pool members spread over the nodes, relayed acquires and releases, a flush and delete through the other node, a lost node\'s share refilled');
+  });
+
+  test('managed auth across nodes: a login running on one node takes its handoff, flow-token reads, input and follow through the other', async () => {
+    const sites = await startSites();
+    try {
+      const c = await a.client.auth.connections.create({ domain: '127.0.0.1', profile_name: 'across', login_url: `${sites.origin}/one/login` });
+      const started = await a.client.auth.connections.login(c.id);
+      const waiting = await waitFor(async () => {
+        const x = await b.client.auth.connections.retrieve(c.id); // the row: any node
+        return x.flow_step === 'AWAITING_INPUT' ? x : null;
+      }, { timeoutMs: 60_000, what: 'the flow on node-a asking for input, read through node-b' });
+      // The hosted page's calls, all through node-b: the flow lives in node-a's memory.
+      const ex = await fetch(`${b.baseURL}/auth/connections/${c.id}/exchange`, {
+        method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ code: started.handoff_code }),
+      });
+      assert.equal(ex.status, 200, await ex.clone().text());
+      const { jwt } = await ex.json();
+      const byToken = await fetch(`${b.baseURL}/auth/connections/${c.id}`, { headers: { authorization: `Bearer ${jwt}` } });
+      assert.equal(byToken.status, 200, await byToken.clone().text());
+      assert.equal((await byToken.json()).flow_step, 'AWAITING_INPUT');
+      const states = [];
+      const following = (async () => {
+        for await (const e of await b.client.auth.connections.follow(c.id)) if (e.event === 'managed_auth_state') states.push(e);
+      })();
+      const values = Object.fromEntries(waiting.fields.map((f) => [f.id, f.type === 'password' ? PASSWORD : USER]));
+      assert.deepEqual(await b.client.auth.connections.submit(c.id, { field_values: values }), { accepted: true });
+      await following; // the stream ends with the flow
+      assert.equal(states.at(-1)?.flow_status, 'SUCCESS', JSON.stringify(states.at(-1)));
+      const end = await b.client.auth.connections.retrieve(c.id);
+      assert.deepEqual([end.flow_status, end.status], ['SUCCESS', 'AUTHENTICATED']);
+      await b.client.auth.connections.delete(c.id);
+    } finally {
+      await sites.close();
+    }
+  });
+
+  test('apps across nodes: a build followed and invoked through the other node runs where it was built; a lost node\'s deployment is built again where it is next invoked', async () => {
+    const zipped = join(mkdtempSync(join(tmpdir(), 'hangar-nodes-app-')), 'app.zip');
+    execFileSync('zip', ['-qry', zipped, '.', '-x', 'node_modules/*'], { cwd: join(repoRoot, 'tests/fixtures/apps/ts-app') });
+    const created = await b.client.deployments.create({
+      file: await toFile(readFileSync(zipped), 'app.zip'), entrypoint_rel_path: 'index.ts', env_vars: { GREETING: 'across' },
+    });
+    // Followed through node-a while node-b builds: the live build log, relayed.
+    const states = [];
+    for await (const e of await a.client.deployments.follow(created.id)) if (e.event === 'deployment_state') states.push(e.deployment.status);
+    assert.deepEqual(states, ['queued', 'in_progress', 'running']);
+    const inv = await a.client.invocations.create({ app_name: 'fixture-ts', action_name: 'env', version: 'latest' });
+    assert.equal(inv.status, 'succeeded', inv.status_reason);
+    assert.deepEqual(JSON.parse(inv.output), { greeting: 'across', has_key: true });
+    assert.equal(await psqlValue(`SELECT node FROM apps_invocations WHERE id = '${inv.id}'`), 'node-b');
+
+    await b.kill();
+    await waitFor(async () => (await byName(a.env))['node-b'].state === 'stale', { timeoutMs: 15_000, what: 'node-b stale' });
+    const asked = await a.client.invocations.create({ app_name: 'fixture-ts', action_name: 'env', version: 'latest' }, { maxRetries: 0 })
+      .then(() => null, (e) => e);
+    assert.equal(asked?.status, 503, String(asked));
+    assert.match(asked.message, /being built again/);
+    await waitFor(async () => (await a.client.deployments.retrieve(created.id)).status === 'running', {
+      timeoutMs: 240_000, what: 'the deployment built again on node-a',
+    });
+    const again = await a.client.invocations.create({ app_name: 'fixture-ts', action_name: 'env', version: 'latest' });
+    assert.equal(again.status, 'succeeded', again.status_reason);
+    assert.equal(await psqlValue(`SELECT node FROM apps_invocations WHERE id = '${again.id}'`), 'node-a');
+    await a.client.deployments.delete(created.id);
+    b = await startServer({ apiKey, dataDir: bDir, env: { ...shared(), HANGAR_NODE_NAME: 'node-b' } });
   });
 
   test('hangar drain: creates sent to the node run on the other, it keeps serving its session, stops by itself once it ended (--wait, --timeout), and rejoins on restart with a cap', async () => {
