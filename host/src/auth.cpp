@@ -112,10 +112,17 @@ std::variant<Caller, AuthFailure> Auth::authenticate(const std::optional<std::st
     if (value.size() < 8 || !iequals(value.substr(0, 7), "bearer ") || trim(value.substr(7)).empty())
         return AuthFailure{401, "unauthorized", "the Authorization header must be 'Bearer <api key>'"};
     // Read on every request, never cached: a deleted or expired key is refused on its next call.
-    auto rows = store_.exec("SELECT k.id, k.org_id, k.project_id FROM api_keys k LEFT JOIN projects p ON p.id = "
-                            "k.project_id WHERE k.key_hash = ? AND k.revoked_at IS NULL AND (k.expires_at IS NULL OR "
-                            "k.expires_at > ?) AND p.deleted_at IS NULL",
-                            {sha256_hex(trim(value.substr(7))), rfc3339(now_ms())});
+    // In the same statement, what the caller needs of the project it acts on without a project
+    // header (the key's own, or the org's default) and of its org: every API call pays for these
+    // reads, and on PostgreSQL each statement is a round trip and a server process's work.
+    auto rows = store_.exec(
+        "SELECT k.id, k.org_id, k.project_id, c.id AS acting_project, c.name, c.max_concurrent_sessions AS own, "
+        "o.default_project_max_concurrent_sessions AS fallback, o.entitlements AS org_entitlements, c.entitlements AS "
+        "project_entitlements FROM api_keys k JOIN orgs o ON o.id = k.org_id LEFT JOIN projects p ON p.id = "
+        "k.project_id LEFT JOIN projects c ON c.id = COALESCE(k.project_id, (SELECT d.id FROM projects d WHERE "
+        "d.org_id = k.org_id AND d.is_default = 1 LIMIT 1)) WHERE k.key_hash = ? AND k.revoked_at IS NULL AND "
+        "(k.expires_at IS NULL OR k.expires_at > ?) AND p.deleted_at IS NULL",
+        {sha256_hex(trim(value.substr(7))), rfc3339(now_ms())});
     if (rows.empty()) return AuthFailure{401, "unauthorized", "invalid, expired or deleted API key"};
     Caller caller;
     caller.key_id = rows[0]["id"];
@@ -136,14 +143,13 @@ std::variant<Caller, AuthFailure> Auth::authenticate(const std::optional<std::st
                                "this API key is scoped to project " + key_project + " and cannot act on project " +
                                    wanted};
         caller.project_id = resolved;
-    } else if (caller.project_scoped) {
-        caller.project_id = key_project;
-    } else {
-        auto p = store_.exec("SELECT id FROM projects WHERE org_id = ? AND is_default = 1", {caller.org_id});
-        if (p.empty()) return AuthFailure{500, "internal", "the organisation has no default project"};
-        caller.project_id = p[0]["id"];
+        complete(caller);
+        return caller;
     }
-    complete(caller);
+    if (!rows[0]["acting_project"].is_string())
+        return AuthFailure{500, "internal", "the organisation has no default project"};
+    caller.project_id = rows[0]["acting_project"];
+    fill_project(caller, rows[0]);
     return caller;
 }
 
@@ -159,18 +165,20 @@ std::optional<Caller> Auth::caller_for_project(const std::string &project_id) co
 }
 
 void Auth::complete(Caller &caller) const {
-    auto limits =
-        store_.exec("SELECT p.name, p.max_concurrent_sessions AS own, o.default_project_max_concurrent_sessions"
-                    " AS fallback FROM projects p JOIN orgs o ON o.id = p.org_id WHERE p.id = ?",
-                    {caller.project_id});
-    if (!limits.empty()) {
-        caller.project_name = limits[0].value("name", "");
-        caller.max_concurrent_sessions = effective_session_cap(limits[0]["own"], limits[0]["fallback"]);
-    }
-    for (const auto &[table, id] : {std::pair{"orgs", caller.org_id}, std::pair{"projects", caller.project_id}}) {
-        auto e = store_.exec(std::string("SELECT entitlements FROM ") + table + " WHERE id = ?", {id});
-        if (e.empty()) continue;
-        auto parsed = nlohmann::json::parse(e[0].value("entitlements", "{}"), nullptr, false);
+    // One statement: the project's name and limit, and the org's entitlements under the project's.
+    auto rows = store_.exec("SELECT p.name, p.max_concurrent_sessions AS own, o.default_project_max_concurrent_sessions"
+                            " AS fallback, o.entitlements AS org_entitlements, p.entitlements AS project_entitlements"
+                            " FROM projects p JOIN orgs o ON o.id = p.org_id WHERE p.id = ? AND o.id = ?",
+                            {caller.project_id, caller.org_id});
+    if (!rows.empty()) fill_project(caller, rows[0]);
+}
+
+void Auth::fill_project(Caller &caller, const nlohmann::json &row) const {
+    caller.project_name = row.value("name", "");
+    caller.max_concurrent_sessions = effective_session_cap(row["own"], row["fallback"]);
+    for (const char *column : {"org_entitlements", "project_entitlements"}) {
+        const auto &text = row[column];
+        auto parsed = nlohmann::json::parse(text.is_string() ? text.get<std::string>() : "{}", nullptr, false);
         if (parsed.is_object()) caller.entitlements.update(parsed);
     }
 }

@@ -70,6 +70,8 @@ public:
 
 private:
     void complete(Caller &caller) const; // project name, cap and entitlements
+    // The same from a row holding name, own, fallback, org_entitlements and project_entitlements.
+    void fill_project(Caller &caller, const nlohmann::json &row) const;
     std::string insert_key(const std::string &id, const std::string &org, const std::string &project,
                            const std::string &name, const std::string &plaintext);
     Store &store_;

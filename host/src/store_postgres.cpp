@@ -276,12 +276,17 @@ private:
         std::lock_guard lock(mutex_);
         if (healthy) {
             idle_.push_back(std::move(c));
+            // One connection came free: one waiter takes it. Waking them all (every API thread
+            // under load) had each fight for the mutex to find it gone: `bench/run.mjs cluster`
+            // spent most of its CPU in that herd (host/README.md, "Store").
+            free_.notify_one();
         } else {
-            // One lost connection means the server went away: the idle ones are as stale.
+            // One lost connection means the server went away: the idle ones are as stale, and
+            // every slot they held may be opened again.
             open_ -= 1 + idle_.size();
             idle_.clear();
+            free_.notify_all();
         }
-        free_.notify_all();
     }
 
     static void check(const PGresult *r, PGconn *pg) {
