@@ -1581,9 +1581,7 @@ private:
     // node that made them: a request for them that reached another node is relayed there.
     void relay_to_owner(const json &row, const std::string &what) const {
         const json node = row.value("node", json());
-        if (!node.is_string() || node.get<std::string>() == node_name()) return;
-        const auto name = node.get<std::string>();
-        if (auto url = serving_node_url(name)) throw Error::on_node(name, *url, what + " is on node " + name);
+        if (node.is_string()) relay_to_node(node.get<std::string>(), what);
     }
 
     // An invocation runs where its deployment was built. When that node is gone, the deployment

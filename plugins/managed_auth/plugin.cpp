@@ -484,10 +484,7 @@ private:
         const json node = row.value("flow_node", json());
         if (!node.is_string() || node.get<std::string>() == node_name()) return;
         if (!over_too && !flow_in_progress(row)) return; // over: what is left of it is in the row
-        const auto name = node.get<std::string>();
-        if (auto url = serving_node_url(name))
-            throw Error::on_node(name, *url,
-                                 "the login flow of auth connection " + row.value("id", "") + " runs on node " + name);
+        relay_to_node(node.get<std::string>(), "the login flow of auth connection " + row.value("id", ""));
     }
     static bool flow_in_progress(const json &row) {
         return parse_or(row, "flow", json::object()).value("flow_status", "") == "IN_PROGRESS";

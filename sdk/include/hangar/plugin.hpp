@@ -602,6 +602,13 @@ protected:
         return std::nullopt;
     }
 
+    // When `name` is another node that serves, throws Error::on_node ("<what> is on node <name>"),
+    // so that the host relays this request there; returns when it is this node, or gone (then
+    // this node answers from what the store keeps).
+    void relay_to_node(const std::string &name, const std::string &what) const {
+        if (auto url = serving_node_url(name)) throw Error::on_node(name, *url, what + " is on node " + name);
+    }
+
     // RAII activity marker for a session key.
     class Activity {
     public:
