@@ -38,6 +38,10 @@ namespace hangar::host {
 
 namespace {
 
+// How long a start on a shared store tries its public URL (a pod's DNS name is published a
+// moment after the pod starts) before it refuses it.
+constexpr int kPublicUrlPatienceMs = 8000;
+
 struct Args {
     std::string command; // serve | agent | admin | version | help
     std::vector<std::string> positional;
@@ -355,6 +359,10 @@ private:
         core.max_body_bytes = static_cast<std::size_t>(cfg->get_int("server.max_body_bytes", 64ll << 20));
         core.public_url = cfg->get("server.public_url", "");
         check_public_url(core.public_url); // before the store is opened (a new SQLite file)
+        // On a shared store, other nodes relay to the public URL: it must lead here.
+        if (parse_store_url(cfg->get("store.url", ""), core.data_dir).kind == StoreUrl::Kind::postgresql)
+            probe_public_url(cfg->get("server.listen", "127.0.0.1:8080"), core.public_url,
+                             std::chrono::milliseconds(kPublicUrlPatienceMs));
         core.area_prefixes = kAreas;
         core.store = open_store(*cfg, core.data_dir);
         auto dirs = plugin_dirs(*cfg, exe);

@@ -3,11 +3,18 @@
 #include "store.hpp"
 #include "util.hpp"
 
+#include <Poco/Net/HTTPClientSession.h>
+#include <Poco/Net/HTTPRequest.h>
+#include <Poco/Net/HTTPResponse.h>
+#include <Poco/Net/ServerSocket.h>
+#include <Poco/Net/SocketAddress.h>
+#include <Poco/Net/StreamSocket.h>
 #include <Poco/URI.h>
 
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <climits>
@@ -15,6 +22,7 @@
 #include <initializer_list>
 #include <sstream>
 #include <string_view>
+#include <thread>
 
 using nlohmann::json;
 
@@ -151,6 +159,77 @@ void check_public_url(const std::string &url) {
     if (uri.getScheme() != "http" && uri.getScheme() != "https") bad("is not an http(s) URL");
     if (uri.getHost().empty()) bad("has no host");
     if (!uri.getQuery().empty() || !uri.getFragment().empty()) bad("has a query or fragment");
+}
+
+void probe_public_url(const std::string &listen, const std::string &url, std::chrono::milliseconds patience) {
+    if (url.empty()) return;
+    const Poco::URI uri(url);
+    if (uri.getScheme() != "http") return;
+    Poco::Net::ServerSocket listener;
+    try {
+        const Poco::Net::SocketAddress address(listen);
+        if (address.port() == 0) return; // a port picked at start cannot be in a URL given before
+        listener.bind(address, true, false);
+        listener.listen(16);
+    } catch (const Poco::Exception &) {
+        return; // the server's own bind says what is wrong with `listen`
+    }
+    const std::string nonce = random_token(24);
+    std::atomic<bool> done{false};
+    std::jthread answerer([&] {
+        while (!done) {
+            try {
+                if (!listener.poll(Poco::Timespan(0, 200'000), Poco::Net::Socket::SELECT_READ)) continue;
+                Poco::Net::StreamSocket peer = listener.acceptConnection();
+                peer.setReceiveTimeout(Poco::Timespan(2, 0));
+                std::string head;
+                char buf[1024];
+                while (head.find("\r\n\r\n") == std::string::npos && head.size() < 16384) {
+                    int n = peer.receiveBytes(buf, sizeof buf);
+                    if (n <= 0) break;
+                    head.append(buf, static_cast<std::size_t>(n));
+                }
+                const std::string answer =
+                    "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: " + std::to_string(nonce.size()) +
+                    "\r\nConnection: close\r\n\r\n" + nonce;
+                peer.sendBytes(answer.data(), static_cast<int>(answer.size()));
+            } catch (const Poco::Exception &) {
+                // a client that went away: wait for the next
+            }
+        }
+    });
+    std::string why;
+    const auto deadline = std::chrono::steady_clock::now() + patience;
+    for (;;) {
+        try {
+            Poco::Net::HTTPClientSession session(uri.getHost(), uri.getPort());
+            session.setTimeout(Poco::Timespan(2, 0));
+            std::string path = uri.getPath();
+            while (!path.empty() && path.back() == '/')
+                path.pop_back();
+            Poco::Net::HTTPRequest request(Poco::Net::HTTPRequest::HTTP_GET, path + "/healthz",
+                                           Poco::Net::HTTPMessage::HTTP_1_1);
+            session.sendRequest(request);
+            Poco::Net::HTTPResponse response;
+            std::ostringstream body;
+            body << session.receiveResponse(response).rdbuf();
+            if (body.str() == nonce) break;
+            why = "another server answers there (HTTP " + std::to_string(static_cast<int>(response.getStatus())) + ")";
+        } catch (const Poco::Exception &e) {
+            why = e.displayText();
+            if (std::chrono::steady_clock::now() < deadline) { // DNS not yet published, a port not yet routed
+                std::this_thread::sleep_for(std::chrono::milliseconds(500));
+                continue;
+            }
+        }
+        done = true;
+        std::string message = "[server] public_url / HANGAR_PUBLIC_URL = \"";
+        message.append(url).append("\" does not reach this node (").append(why);
+        message.append("): other nodes of the store relay requests for this node's browsers there. Give the http "
+                       "URL this node is reached at from the other nodes, such as http://10.0.0.5:8080");
+        throw NodeError(message);
+    }
+    done = true;
 }
 
 std::string host_name() {

@@ -12,6 +12,7 @@
 #include <Poco/Logger.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -51,6 +52,11 @@ std::string plugin_set_difference(const PluginSet &mine, unsigned my_abi, const 
 // Throws NodeError unless `url` is empty (derived from the listen address) or an http(s) URL
 // with a host.
 void check_public_url(const std::string &url);
+// Nodes of a shared store relay to each other's public URL: before anything is written, this node
+// listens on `listen` for a moment and fetches `url`; the answer must come from that listener (a
+// nonce only it knows). NodeError naming the setting when the URL leads nowhere within
+// `patience`, or to another server. https URLs are not probed (relays speak plain http).
+void probe_public_url(const std::string &listen, const std::string &url, std::chrono::milliseconds patience);
 // The host name (the default node name).
 std::string host_name();
 // MemAvailable from /proc/meminfo's text, in bytes (-1 when absent).

@@ -145,10 +145,13 @@ void BrowsersPlugin::sync_pools() {
     std::vector<std::string> nodes;
     try {
         for (const auto &n : read_nodes().value("nodes", json::array()))
-            if (n.value("state", "") == "live") nodes.push_back(n.value("name", ""));
+            if (n.value("state", "") == "live" && n.value("name", "") != node_) nodes.push_back(n.value("name", ""));
     } catch (const Error &) {
         return; // the store is away: pools stay as they are until it is back
     }
+    // This node takes its share while it runs and does not drain, even when its own row reads
+    // stale for a moment (just after a store outage, before its next heartbeat).
+    if (!draining()) nodes.push_back(node_);
     std::sort(nodes.begin(), nodes.end());
     std::vector<std::string> dropped;
     try {

@@ -22,6 +22,7 @@ import { toFile } from '@onkernel/sdk';
 import WebSocket from 'ws';
 
 import { PASSWORD, USER, startSites } from '../fixtures/sites/sites.mjs';
+import { freePort } from './lib/cluster.mjs';
 import { databaseFor, onPostgres } from './lib/pg.mjs';
 import { hangarBin, repoRoot, startServer, waitFor } from './lib/server.mjs';
 
@@ -188,6 +189,20 @@ describe('two nodes on one PostgreSQL store', { skip: !onPostgres && 'needs HANG
     assert.notEqual(code, 0, output);
     assert.ok(output.includes(`HANGAR_NODE_NAME = "node-a" is taken by a live node at ${a.baseURL}`), output);
     assert.doesNotMatch(output, /hangar listening/);
+  });
+
+  test('a HANGAR_PUBLIC_URL that does not lead to this node is refused naming the setting, and writes nothing', async () => {
+    // The other nodes relay to it. A fixed listen port: a port picked at start is not probed.
+    const listen = `127.0.0.1:${await freePort()}`;
+    const closed = `http://127.0.0.1:${await freePort()}`;
+    let { code, output } = await refusedWithNothingWritten({ HANGAR_NODE_NAME: 'node-e', HANGAR_LISTEN: listen, HANGAR_PUBLIC_URL: closed });
+    assert.notEqual(code, 0, output);
+    assert.ok(output.includes(`HANGAR_PUBLIC_URL = "${closed}" does not reach this node (`), output);
+    assert.doesNotMatch(output, /hangar listening/);
+    // Another node's URL: something answers, but not this node.
+    ({ code, output } = await refusedWithNothingWritten({ HANGAR_NODE_NAME: 'node-e', HANGAR_LISTEN: listen, HANGAR_PUBLIC_URL: a.baseURL }));
+    assert.notEqual(code, 0, output);
+    assert.match(output, /does not reach this node \(another server answers there \(HTTP \d+\)\)/);
   });
 
   test('a start with another secrets key is refused naming the setting, and writes nothing', async () => {
