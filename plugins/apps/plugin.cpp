@@ -1372,7 +1372,21 @@ private:
         auto deps = sql("SELECT * FROM apps_deployments WHERE project_id = ? AND app_name = ? AND version = ? AND "
                         "status = 'running' ORDER BY created_at DESC LIMIT 1",
                         {project, app, version});
-        if (deps.empty()) throw Error::not_found("app " + app + " version " + version + " not found");
+        if (deps.empty()) {
+            // Taken over from a node that is gone and being built again: retry, not 404. (A build
+            // names its app when it finishes, so a queued or building row with this app's name is
+            // one that ran before.)
+            if (!sql("SELECT id FROM apps_deployments WHERE project_id = ? AND app_name = ? AND version = ? AND status "
+                     "IN ('queued', 'in_progress')",
+                     {project, app, version})
+                     .empty()) {
+                res.header("Retry-After", "15");
+                throw Error(503, "deployment_rebuilding",
+                            "app " + app + " version " + version + " is being built again (its node is gone); " +
+                                "retry once it runs");
+            }
+            throw Error::not_found("app " + app + " version " + version + " not found");
+        }
         json dep = deps[0];
         bool known = false;
         for (const auto &a : json::parse(dep.value("actions", std::string("[]"))))
@@ -1593,9 +1607,8 @@ private:
         const auto id = dep.at("id").get<std::string>();
         const auto reason = "rebuilt on node " + node_name() + ": its node " + node.get<std::string>() + " is gone";
         // One node takes it over: the one whose UPDATE still finds the old node.
-        if (!sql("UPDATE apps_deployments SET node = ?, status = 'queued', status_reason = ?, updated_at = ? WHERE id "
-                 "= "
-                 "? AND node = ? AND status = 'running' RETURNING id",
+        if (!sql("UPDATE apps_deployments SET node = ?, status = 'queued', status_reason = ?, updated_at = ? "
+                 "WHERE id = ? AND node = ? AND status = 'running' RETURNING id",
                  {node_name(), reason, rfc3339(now_ms()), id, node})
                  .empty()) {
             info("deployment " + id + " " + reason);

@@ -878,6 +878,11 @@ void BrowsersPlugin::list(Request &req, Response &res) {
 }
 
 void BrowsersPlugin::remove(Request &req, Response &res) {
+    // A session another node runs ends there, so that when this answers its profile is saved and
+    // its instance gone, as on one node. When that node is gone, it ends here (its own sweep will
+    // not come; the other nodes' sweeps would end it anyway).
+    if (auto s = find(req.project(), req.param("id_or_name"), false); s && s->node && *s->node != node_)
+        relay_to_node(*s->node, "browser session " + s->id);
     remove_session(req.project(), req.param("id_or_name"));
     res.no_content();
 }
