@@ -34,7 +34,8 @@ private:
 
     void create(Request &req, Response &res);
     json create_session(const json &body, const std::string &project, const json &caller, const std::string &base_url);
-    void remove_session(const std::string &project, const std::string &id_or_name);
+    // Ends `s` (found by `id_or_name`, named in the 404 when another caller ended it first).
+    void remove_session(const Session &s, const std::string &id_or_name);
     void retrieve(Request &req, Response &res);
     void update(Request &req, Response &res);
     void list(Request &req, Response &res);

@@ -228,7 +228,8 @@ void BrowsersPlugin::start_server() {
                               in.value("base_url", ""));
     });
     service("browsers.delete", [this](const json &in) {
-        remove_session(in.value("project_id", ""), in.value("id", ""));
+        const std::string id = in.value("id", "");
+        remove_session(require(in.value("project_id", ""), id, false), id);
         return json::object();
     });
     // For the host's direct-to-browser routes (host/src/direct_vm.cpp): whose an active session is.
@@ -878,17 +879,16 @@ void BrowsersPlugin::list(Request &req, Response &res) {
 }
 
 void BrowsersPlugin::remove(Request &req, Response &res) {
+    Session s = require(req.project(), req.param("id_or_name"), false);
     // A session another node runs ends there, so that when this answers its profile is saved and
     // its instance gone, as on one node. When that node is gone, it ends here (its own sweep will
     // not come; the other nodes' sweeps would end it anyway).
-    if (auto s = find(req.project(), req.param("id_or_name"), false); s && s->node && *s->node != node_)
-        relay_to_node(*s->node, "browser session " + s->id);
-    remove_session(req.project(), req.param("id_or_name"));
+    if (s.node && *s.node != node_) relay_to_node(*s.node, "browser session " + s.id);
+    remove_session(s, req.param("id_or_name"));
     res.no_content();
 }
 
-void BrowsersPlugin::remove_session(const std::string &project, const std::string &id_or_name) {
-    Session s = require(project, id_or_name, false);
+void BrowsersPlugin::remove_session(const Session &s, const std::string &id_or_name) {
     if (!mark_deleted(s.id, now_ms())) throw Error::not_found("browser session \"" + id_or_name + "\" not found");
     {
         std::lock_guard lock(idle_mutex_);

@@ -486,6 +486,11 @@ private:
         if (!over_too && !flow_in_progress(row)) return; // over: what is left of it is in the row
         relay_to_node(node.get<std::string>(), "the login flow of auth connection " + row.value("id", ""));
     }
+    // The same for a connection known by id only (routes that reach it without an API key).
+    void relay_to_flow_node(const std::string &connection_id, bool over_too = false) const {
+        auto rows = sql("SELECT id, flow, flow_node FROM managed_auth_connections WHERE id = ?", {connection_id});
+        if (!rows.empty()) relay_to_flow_node(rows[0], over_too);
+    }
     static bool flow_in_progress(const json &row) {
         return parse_or(row, "flow", json::object()).value("flow_status", "") == "IN_PROGRESS";
     }
@@ -738,11 +743,7 @@ private:
         if (!claims || claims->value("typ", "") != "managed_auth_flow" || claims->value("cid", "") != req.param("id"))
             throw Error(401, "invalid_flow_token", "missing, invalid or expired API key or flow token");
         auto flow = current_flow(req.param("id"));
-        if (!flow || flow->id != claims->value("fid", ""))
-            if (auto rows =
-                    sql("SELECT id, flow, flow_node FROM managed_auth_connections WHERE id = ?", {req.param("id")});
-                !rows.empty())
-                relay_to_flow_node(rows[0], true);
+        if (!flow || flow->id != claims->value("fid", "")) relay_to_flow_node(req.param("id"), true);
         // The page must still see how its flow ended (SUCCESS or FAILED) to redirect; submits,
         // expired, canceled and superseded flows get 410.
         bool read_outcome = false;
@@ -774,11 +775,7 @@ private:
         std::string code = body.value("code", json()).is_string() ? body.at("code").get<std::string>() : "";
         if (code.empty()) throw Error::invalid("code", "is required");
         auto flow = current_flow(req.param("id"));
-        if (!flow)
-            if (auto rows =
-                    sql("SELECT id, flow, flow_node FROM managed_auth_connections WHERE id = ?", {req.param("id")});
-                !rows.empty())
-                relay_to_flow_node(rows[0]);
+        if (!flow) relay_to_flow_node(req.param("id"));
         if (!flow) throw Error(401, "invalid_handoff_code", "the handoff code is not valid");
         {
             std::lock_guard lock(flow->m);
