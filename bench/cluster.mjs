@@ -111,6 +111,11 @@ export async function run({ log = () => {} } = {}) {
       return JSON.stringify(kinds);
     };
     log(`failures through the front (first 50, by kind): ${failed(busyCluster)}; on one node: ${failed(busyOne)}`);
+    // Where the p99 sits: a closed loop's latency follows throughput, so both are printed.
+    for (const [where, busy] of [['through the front', busyCluster], ['on one node', busyOne]]) {
+      const ops = Object.entries(busy.byOp).map(([op, ms]) => `${op} p50 ${percentile(ms, 50).toFixed(1)} / p99 ${percentile(ms, 99).toFixed(1)} ms`);
+      log(`${where}: ${(busy.count / seconds).toFixed(0)} requests/s; ${ops.join('; ')}`);
+    }
     const note = `3 nodes + HAProxy vs 1 node, one PostgreSQL, headless, no warm spares, ${runs} creates, ${trips} round trips`;
     return [
       { name: 'cluster', metric: 'p50 create→first CDP reply via the front (ms)', value: c.p50, baseline: o.p50, ratio: c.p50 / o.p50, goal: '≤ 1.2×', met: c.p50 / o.p50 <= 1.2, note, samples: { front, one } },

@@ -34,9 +34,17 @@ struct ResultCloser {
 };
 using Result = std::unique_ptr<PGresult, ResultCloser>;
 
+// Statements are prepared once per connection: parsing and planning a statement costs the
+// server more than running one of ours (a lookup by key), and the API runs the same few texts
+// again and again (host/README.md, "Store"). Texts built with a varying number of placeholders
+// would grow the set without end, so past this many a connection runs new texts unprepared.
+constexpr std::size_t kMaxPreparedPerConnection = 512;
+
 struct Connection {
     std::unique_ptr<Poco::Data::Session> session; // owns the PGconn
     PGconn *pg = nullptr;
+    std::unordered_map<std::string, std::string> prepared; // statement text -> its name on this connection
+    std::size_t next_name = 0; // names are never reused, so a dropped entry cannot clash with a new one
 };
 
 std::string scrub(std::string text, const std::string &secret) {
@@ -289,6 +297,27 @@ private:
         }
     }
 
+    // The statement's name on this connection, prepared now if it was not; "" to run it unprepared.
+    static std::string prepared_name(Connection &c, const std::string &sql, const std::string &text) {
+        if (auto it = c.prepared.find(sql); it != c.prepared.end()) return it->second;
+        if (c.prepared.size() >= kMaxPreparedPerConnection) return "";
+        // DDL runs once (migrations, tests): worth no slot.
+        static const std::regex kQuery(R"(^\s*(SELECT|INSERT|UPDATE|DELETE|WITH)\b)", std::regex::icase);
+        if (!std::regex_search(sql, kQuery)) return "";
+        std::string name = "h" + std::to_string(c.next_name++);
+        Result r(PQprepare(c.pg, name.c_str(), text.c_str(), 0, nullptr));
+        check(r.get(), c.pg);
+        c.prepared.emplace(sql, name);
+        return name;
+    }
+
+    static bool plan_outdated(const PGresult *r) {
+        // Another node's migration changed a table a prepared `SELECT *` reads: prepare it again.
+        const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : nullptr;
+        return state && std::string_view(state) == "0A000" &&
+               std::string_view(PQresultErrorMessage(r)).find("cached plan") != std::string_view::npos;
+    }
+
     static void check(const PGresult *r, PGconn *pg) {
         auto status = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
         if (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK || status == PGRES_EMPTY_QUERY) return;
@@ -327,9 +356,19 @@ private:
         }
         for (std::size_t i = 0; i < params.size(); ++i)
             ptrs.push_back(params[i].is_null() ? nullptr : values[i].c_str());
-        auto text = number_placeholders(sql);
-        Result r(
-            PQexecParams(c.pg, text.c_str(), static_cast<int>(ptrs.size()), nullptr, ptrs.data(), nullptr, nullptr, 0));
+        const int count = static_cast<int>(ptrs.size());
+        Result r;
+        for (int attempt = 0; attempt < 2; ++attempt) {
+            auto it = c.prepared.find(sql);
+            std::string text = it == c.prepared.end() ? number_placeholders(sql) : std::string();
+            std::string name = it == c.prepared.end() ? prepared_name(c, sql, text) : it->second;
+            r.reset(name.empty() ? PQexecParams(c.pg, text.c_str(), count, nullptr, ptrs.data(), nullptr, nullptr, 0)
+                                 : PQexecPrepared(c.pg, name.c_str(), count, ptrs.data(), nullptr, nullptr, 0));
+            if (name.empty() || !plan_outdated(r.get())) break;
+            c.prepared.erase(sql);
+            // Inside a transaction the failure aborted it: the caller's rollback and retry prepare anew.
+            if (PQtransactionStatus(c.pg) != PQTRANS_IDLE) break;
+        }
         check(r.get(), c.pg);
         nlohmann::json rows = nlohmann::json::array();
         int n = PQntuples(r.get()), cols = PQnfields(r.get());

@@ -106,6 +106,7 @@ class StorePostgresTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(testNodesStartingAtOnceMigrateOnce);
     CPPUNIT_TEST(testRowidColumnsFillThemselves);
     CPPUNIT_TEST(testTransactionsPinOneConnection);
+    CPPUNIT_TEST(testPreparedStatementsFollowAnotherNodesMigration);
     CPPUNIT_TEST(testPooledConnectionsRunSideBySide);
     CPPUNIT_TEST(testNewerSchemaVersionRefused);
     CPPUNIT_TEST(testOutageIsUnavailableThenRecovers);
@@ -250,6 +251,24 @@ public:
         store_ = std::make_unique<Store>(url);
         CPPUNIT_ASSERT(store_->exec("SELECT COUNT(*) AS c FROM plugin_migrations WHERE plugin = 'raced'")[0]["c"] == 2);
         CPPUNIT_ASSERT(store_->exec("SELECT COUNT(*) AS c FROM store_schema")[0]["c"] == 1);
+    }
+
+    void testPreparedStatementsFollowAnotherNodesMigration() {
+        // Statements are prepared once per connection; another node's migration that changes what
+        // a prepared `SELECT *` returns must be followed, not answered with PostgreSQL's "cached
+        // plan must not change result type".
+        store_->exec("CREATE TABLE t (x INTEGER)");
+        store_->exec("INSERT INTO t VALUES (?)", {1});
+        for (int i = 0; i < 3; ++i)
+            CPPUNIT_ASSERT_EQUAL(std::size_t(1), store_->exec("SELECT * FROM t WHERE x = ?", {1})[0].size());
+        Store other(parse_store_url(PgServer::get().url(), "/unused"));
+        other.exec("ALTER TABLE t ADD COLUMN y INTEGER DEFAULT 7");
+        auto row = store_->exec("SELECT * FROM t WHERE x = ?", {1}).at(0);
+        CPPUNIT_ASSERT_EQUAL(7, row.at("y").get<int>());
+        // Parameters still bind per call, and a bad one is still the statement's error.
+        CPPUNIT_ASSERT(store_->exec("SELECT * FROM t WHERE x = ?", {2}).empty());
+        CPPUNIT_ASSERT(!error_of([&] { store_->exec("SELECT * FROM t WHERE x = ?", {"not a number"}); }).empty());
+        CPPUNIT_ASSERT_EQUAL(std::size_t(1), store_->exec("SELECT * FROM t WHERE x = ?", {1}).size());
     }
 
     void testTransactionsPinOneConnection() {
