@@ -291,6 +291,7 @@ protected:
             if (args_.command == "admin") return admin();
             if (args_.command == "nodes") return nodes();
             if (args_.command == "drain") return drain();
+            if (args_.command == "park") return park();
             if (args_.command == "doctor") {
                 auto cfg = load_config();
                 std::string exe = executable_path();
@@ -308,7 +309,8 @@ protected:
                          "  hangar admin rotate-secrets-key\n"
                          "  hangar doctor\n"
                          "  hangar nodes [--json]\n"
-                         "  hangar drain [NAME] [--wait [--timeout SECONDS]]\n";
+                         "  hangar drain [NAME] [--wait [--timeout SECONDS]]\n"
+                         "  hangar park\n";
             return args_.command == "help" ? 0 : 64;
         } catch (const std::exception &e) {
             std::cerr << "hangar: " << e.what() << "\n";
@@ -542,6 +544,22 @@ private:
         else
             std::cout << format_nodes(list);
         return 0;
+    }
+
+    // `hangar park`: the packaged unit's ExecStopPost. After a stop that kept sessions the server
+    // parked them itself; after a crash nobody did, and systemd before 254 could not start the
+    // next server while the unit's cgroup hands controllers down (cgroups.hpp). Only where the
+    // last start recorded that layout; elsewhere it does nothing.
+    int park() {
+        auto cfg = load_config();
+        std::string dir = fs::absolute(cfg->get("server.data_dir", ".data")).lexically_normal().string();
+        if (recorded_cgroup_value(dir, "origin") != "delegated, no subgroup") return 0;
+        std::string base = recorded_cgroup_value(dir, "base");
+        if (base.empty()) return 0;
+        auto failed = park_delegated_instances(base, base + "/instances");
+        for (const auto &why : failed)
+            std::cerr << "hangar park: " << why << "\n";
+        return failed.empty() ? 0 : 1;
     }
 
     // `hangar drain [NAME] [--wait [--timeout SECONDS]]`: the node (this config's when no name is

@@ -4,6 +4,7 @@
 #include "util.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -126,7 +127,9 @@ void choose_v2(CgroupLayout &layout, const std::string &fs_root, const std::stri
         layout.survives_restart = true;
     } else {
         // The server is in the unit's cgroup itself, which may hand controllers down only once it
-        // holds no process: move into a leaf first. Instances must then end with the server.
+        // holds no process: move into a leaf first. Instances outlive the server only parked
+        // (park_delegated_instances): systemd before 254 starts the next server in this cgroup,
+        // which it may join only while it hands no controller down.
         base = dir;
         if (auto why = make_dir(base + "/server"); !why.empty()) {
             give_up("cannot make the server's own cgroup: " + why);
@@ -137,7 +140,7 @@ void choose_v2(CgroupLayout &layout, const std::string &fs_root, const std::stri
             return;
         }
         layout.origin = "delegated, no subgroup";
-        layout.survives_restart = false;
+        layout.survives_restart = true;
     }
     std::string enable = enable_line(base);
     if (enable.empty()) {
@@ -182,6 +185,14 @@ void choose_v1(CgroupLayout &layout, const std::string &fs_root, const std::stri
     layout.survives_restart = true;
 }
 
+// Every controller `dir` hands down, as the line that takes them all back ("" for none).
+std::string take_back_line(const std::string &dir) {
+    std::string off;
+    for (const auto &controller : split(trim(read_file(dir + "/cgroup.subtree_control")), ' '))
+        if (!controller.empty()) off += (off.empty() ? "-" : " -") + controller;
+    return off;
+}
+
 } // namespace
 
 CgroupLayout choose_cgroup_layout(const std::string &fs_root, const std::string &self_cgroup, pid_t self) {
@@ -216,21 +227,86 @@ void release_delegated_cgroups(const CgroupLayout &layout) {
             if (entry.is_directory(ec)) ::rmdir(entry.path().c_str());
         ::rmdir(root.c_str());
     }
-    std::string enabled;
     try {
-        enabled = trim(read_file(layout.base + "/cgroup.subtree_control"));
+        if (auto off = take_back_line(layout.base); !off.empty())
+            write_cgroup_file(layout.base + "/cgroup.subtree_control", off);
     } catch (const std::exception &) {
-        return;
+        // no such cgroup any more: nothing to give back
     }
-    std::string off;
-    for (const auto &controller : split(enabled, ' '))
-        if (!controller.empty()) off += (off.empty() ? "-" : " -") + controller;
-    if (!off.empty()) write_cgroup_file(layout.base + "/cgroup.subtree_control", off);
+}
+
+std::vector<std::string> park_delegated_instances(const std::string &base, const std::string &instances) {
+    std::vector<std::string> failed;
+    auto note = [&](const std::string &why) {
+        if (!why.empty()) failed.push_back(why);
+    };
+    std::vector<std::string> parked;
+    std::error_code ec;
+    for (const auto &entry : fs::directory_iterator(instances, ec))
+        if (entry.is_directory(ec)) {
+            parked.push_back(entry.path().string());
+            note(write_cgroup_file(parked.back() + "/cgroup.freeze", "1"));
+        }
+    // Freezing completes asynchronously; a task in the middle of a system call stops at its end.
+    for (auto until = steady_ms() + 2000; steady_ms() < until;) {
+        if (std::all_of(parked.begin(), parked.end(), cgroup_frozen)) break;
+        ::usleep(10 * 1000);
+    }
+    for (const auto &dir : parked)
+        if (!cgroup_frozen(dir)) failed.push_back(dir + ": not frozen after 2 s");
+    // Deepest first: v2 refuses to take a controller back from a cgroup whose child hands it on.
+    for (const auto &dir : {instances, base})
+        try {
+            if (!fs::exists(dir + "/cgroup.subtree_control", ec)) continue; // removed by a stop that ended them
+            if (auto off = take_back_line(dir); !off.empty())
+                note(write_cgroup_file(dir + "/cgroup.subtree_control", off));
+        } catch (const std::exception &e) {
+            failed.emplace_back(e.what());
+        }
+    return failed;
+}
+
+bool cgroup_frozen(const std::string &dir) {
+    try {
+        return read_file(dir + "/cgroup.events").find("frozen 1") != std::string::npos;
+    } catch (const std::exception &) {
+        return false;
+    }
+}
+
+std::string thaw_cgroup(const std::string &dir) {
+    if (!cgroup_frozen(dir)) return "";
+    return write_cgroup_file(dir + "/cgroup.freeze", "0");
+}
+
+std::size_t remove_empty_cgroups(const std::string &root, const std::function<bool(const std::string &)> &keep,
+                                 std::int64_t now, std::int64_t older_than_s) {
+    std::size_t removed = 0;
+    std::error_code ec;
+    for (const auto &entry : fs::directory_iterator(root, ec)) {
+        struct stat st {};
+        if (!entry.is_directory(ec) || ::stat(entry.path().c_str(), &st) != 0) continue;
+        if (now - static_cast<std::int64_t>(st.st_ctime) <= older_than_s || keep(entry.path().filename().string()))
+            continue;
+        if (::rmdir(entry.path().c_str()) == 0) ++removed; // refused while a process is in it
+    }
+    return removed;
+}
+
+std::string recorded_cgroup_value(const std::string &data_dir, const std::string &key) {
+    try {
+        for (const auto &line : split(read_file(data_dir + "/cgroup-roots"), '\n'))
+            if (line.rfind(key + " ", 0) == 0) return line.substr(key.size() + 1);
+    } catch (const std::exception &) {
+        // never recorded
+    }
+    return "";
 }
 
 void record_cgroup_roots(const std::string &data_dir, const CgroupLayout &layout) {
     std::string text = "# where hangar serve put the instances' cgroups at its last start\n";
     text.append("mode ").append(layout.mode).append("\norigin ").append(layout.origin).append("\n");
+    if (!layout.base.empty()) text.append("base ").append(layout.base).append("\n");
     text.append("survives_restart ").append(layout.survives_restart ? "yes" : "no").append("\n");
     for (const auto &[controller, root] : layout.roots)
         text.append("root ").append(controller).append(" ").append(root).append("\n");

@@ -139,7 +139,10 @@ void check_cgroups(Report &r, const std::string &data_dir) {
              ", under " + said["root"] + "): memory, task and CPU limits apply");
         if (said["survives_restart"] != "yes")
             r.warn("instances end with the server, so a restart ends every session",
-                   "systemd 254 or later honours the unit's DelegateSubgroup=server, which lifts this");
+                   "run it with bubblewrap, which keeps each instance's processes together");
+        else if (said["origin"] == "delegated, no subgroup")
+            r.ok("a stop that keeps sessions parks them (frozen, controllers given back to the unit) for the next "
+                 "start: systemd before 254 starts no server in a cgroup that hands controllers down");
         return;
     }
     auto writable = [](const std::string &root) {
@@ -335,6 +338,10 @@ int doctor(Config &cfg, const std::string &exe, const std::vector<std::string> &
                  ")");
         } else if (inst.server_pid > 0) {
             ++owned;
+        } else if (inst.sandbox_pid > 0 && inst.parked) {
+            r.warn("instance " + inst.id + " is parked for the next start to thaw and adopt (" + sandbox +
+                       ", frozen, no server runs)",
+                   "start hangar to adopt it, or kill " + std::to_string(inst.sandbox_pid) + " to end it");
         } else if (inst.sandbox_pid > 0 && inst.answers) {
             // A planned stop (SIGTERM) leaves sessions running for the next start.
             r.warn("instance " + inst.id + " waits for the next start to adopt it (" + sandbox + ", no server runs)",

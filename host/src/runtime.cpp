@@ -27,6 +27,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -303,8 +304,7 @@ Runtime::Runtime(RuntimeOptions options, Poco::Logger &log) : opt_(std::move(opt
     // (a restart adopts or kills them by it) and can never block the next start.
     outlive_ = opt_.use_bwrap && !cgroup_layout_.roots.empty() && layout.survives_restart;
     if (!outlive_ && !cgroup_layout_.roots.empty())
-        log_.warning("instances end with the server: under systemd before 254 their cgroups would stop the next "
-                     "start (DelegateSubgroup=server, in the packaged unit, lifts this on systemd 254 and later)");
+        log_.warning("instances end with the server: without bubblewrap they cannot be told apart from it");
     else if (!outlive_)
         log_.warning("instances end with the server (no cgroups to track them): sessions do not survive a restart");
     if (opt_.use_bwrap && opt_.isolated_network) {
@@ -398,13 +398,23 @@ void Runtime::spawner_loop() {
     }
 }
 
-std::vector<std::string> Runtime::make_cgroups(const std::string &id) {
-    std::vector<std::string> made;
+void Runtime::apply_limits(const std::string &controller, const std::string &path) {
     auto set = [&](const std::string &file, const std::string &value) {
         std::ofstream out(file);
         out << value;
         if (!out.flush()) log_.warning("cgroup %s: cannot write %s", file, value);
     };
+    bool all = controller == "all";
+    if ((all || controller == "memory") && opt_.memory_limit_bytes > 0)
+        set(path + (all ? "/memory.max" : "/memory.limit_in_bytes"), std::to_string(opt_.memory_limit_bytes));
+    if ((all || controller == "pids") && opt_.pids_max > 0) set(path + "/pids.max", std::to_string(opt_.pids_max));
+    if (all && opt_.cpu_weight > 0) set(path + "/cpu.weight", std::to_string(opt_.cpu_weight));
+    if (controller == "cpu" && opt_.cpu_weight > 0)
+        set(path + "/cpu.shares", std::to_string(opt_.cpu_weight * 1024 / 100));
+}
+
+std::vector<std::string> Runtime::make_cgroups(const std::string &id) {
+    std::vector<std::string> made;
     for (const auto &[controller, root] : cgroup_layout_.roots) {
         std::string path = root;
         path.append("/").append(id);
@@ -415,15 +425,22 @@ std::vector<std::string> Runtime::make_cgroups(const std::string &id) {
             continue;
         }
         made.push_back(path);
-        bool all = controller == "all";
-        if ((all || controller == "memory") && opt_.memory_limit_bytes > 0)
-            set(path + (all ? "/memory.max" : "/memory.limit_in_bytes"), std::to_string(opt_.memory_limit_bytes));
-        if ((all || controller == "pids") && opt_.pids_max > 0) set(path + "/pids.max", std::to_string(opt_.pids_max));
-        if (all && opt_.cpu_weight > 0) set(path + "/cpu.weight", std::to_string(opt_.cpu_weight));
-        if (controller == "cpu" && opt_.cpu_weight > 0)
-            set(path + "/cpu.shares", std::to_string(opt_.cpu_weight * 1024 / 100));
+        apply_limits(controller, path);
     }
     return made;
+}
+
+void Runtime::unpark(const std::string &id) {
+    // A parked instance (cgroups.hpp) lost its limits with the controllers this start handed down
+    // again: limits first, then it may run.
+    for (const auto &[controller, root] : cgroup_layout_.roots) {
+        std::string path = root;
+        path.append("/").append(id);
+        std::error_code ec;
+        if (!fs::is_directory(path, ec)) continue;
+        apply_limits(controller, path);
+        if (auto why = thaw_cgroup(path); !why.empty()) log_.warning("cannot thaw instance %s: %s", id, why);
+    }
 }
 
 void Runtime::kill_cgroup_processes(const std::string &id) {
@@ -1061,6 +1078,7 @@ void Runtime::adopt_or_clean_leftovers() {
         if (entry.is_regular_file(ec) && entry.path().filename().string().find(".tmp-") != std::string::npos)
             fs::remove(entry.path(), ec);
     for (const auto &id : instance_ids_on_disk(opt_.data_dir + "/instances")) {
+        unpark(id);
         Instance inst;
         if (!try_adopt(id, inst)) {
             clean_leftover(id);
@@ -1072,6 +1090,21 @@ void Runtime::adopt_or_clean_leftovers() {
         instances_[id] = inst;
         unclaimed_.insert(id);
     }
+    remove_abandoned_cgroups();
+}
+
+void Runtime::remove_abandoned_cgroups() {
+    // A server killed with -9 whose data dir is never served again (a test's, a machine's old
+    // one) leaves its instances' cgroups behind, emptied by the kernel when their processes died.
+    constexpr std::int64_t kOlderThanAnyStartS = 600;
+    std::size_t removed = 0;
+    auto ours = [this](const std::string &id) {
+        std::lock_guard lock(mutex_);
+        return instances_.count(id) > 0;
+    };
+    for (const auto &[_, root] : cgroup_layout_.roots)
+        removed += remove_empty_cgroups(root, ours, static_cast<std::int64_t>(::time(nullptr)), kOlderThanAnyStartS);
+    if (removed) log_.information("removed %z empty instance cgroup(s) a server that is gone left", removed);
 }
 
 std::size_t Runtime::stop_unclaimed() {
@@ -1101,6 +1134,11 @@ void Runtime::detach_all() {
                          static_cast<int>(inst.pid));
     instances_.clear();
     unclaimed_.clear();
+    if (cgroup_layout_.origin == "delegated, no subgroup") {
+        log_.information("parking the instances (frozen, controllers given back) for systemd to start the next server");
+        for (const auto &why : park_delegated_instances(cgroup_layout_.base, cgroup_layout_.roots.at(0).second))
+            log_.warning("park: %s", why);
+    }
 }
 
 std::vector<InstanceOnDisk> survey_instances(const std::string &data_dir) {
@@ -1134,7 +1172,10 @@ std::vector<InstanceOnDisk> survey_instances(const std::string &data_dir) {
                     inst.server_pid = pids[2];
                     inst.adopted = true;
                 } else {
-                    inst.answers = agent_answers(folder + "/agent.sock");
+                    // A frozen agent accepts a connection and never answers: ask its cgroup first.
+                    for (const auto &cgroup_root : cgroup_roots)
+                        inst.parked = inst.parked || cgroup_frozen(cgroup_root + "/" + id);
+                    inst.answers = !inst.parked && agent_answers(folder + "/agent.sock");
                 }
             }
         } catch (const std::exception &) {

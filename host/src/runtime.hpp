@@ -124,6 +124,9 @@ private:
     std::vector<std::string> sandbox_argv(const Instance &inst) const;
     void copy_inputs(const nlohmann::json &spec, const std::string &dir) const;
     std::vector<std::string> make_cgroups(const std::string &id);
+    void apply_limits(const std::string &controller, const std::string &path);
+    void unpark(const std::string &id);
+    void remove_abandoned_cgroups();
     void remove_cgroups(const std::string &id);
     // SIGKILLs every process left in the instance's cgroups (a sandbox whose first process
     // outlived a crashed server), until they are empty or 2 s passed.
@@ -183,6 +186,7 @@ struct InstanceOnDisk {
     pid_t server_pid = -1;  // the hangar process that owns the sandbox; -1: none (orphaned)
     bool adopted = false;   // owned by a server that did not start it (adopted at its start)
     bool answers = false;   // orphaned, but its agent answers: the next start adopts it
+    bool parked = false;    // orphaned and frozen by a stop under systemd before 254: the next start thaws it
     bool mounted = false;   // its folder is still a mounted file system
     // Processes left in its cgroups when no sandbox process runs (its agent died, what it
     // started did not): only the next start, or a kill, ends them.

@@ -95,6 +95,12 @@ grep -q "config $root/etc/hangar/hangar.ini" "$tmp/doctor.txt" || fail "doctor d
 HANGAR_PLUGIN_DIR=/nonexistent "$root/usr/bin/hangar" doctor --config=/dev/null > "$tmp/doctor-bad.txt" 2>&1 && fail "doctor passed without plugins enabled"
 grep -q "no plugin is enabled" "$tmp/doctor-bad.txt" || fail "doctor did not say what is wrong"
 
+step "the unit's ExecStopPost, hangar park, from the installed layout"
+unit=$(dpkg-deb --fsys-tarfile "$deb" | tar -xO ./usr/lib/systemd/system/hangar.service)
+grep -qx 'ExecStopPost=/usr/bin/hangar park' <<<"$unit" || fail "the unit does not park instances after a stop"
+# This data dir's last start (doctor's) recorded no layout that needs a park: nothing to do.
+HANGAR_DATA_DIR="$tmp/data" "$root/usr/bin/hangar" park || fail "hangar park where nothing needs parking"
+
 step "building the example plugin from the installed hangar-dev alone"
 cp -r "$root/usr/share/doc/hangar-dev/examples/hello" "$tmp/hello-src"
 cmake -S "$tmp/hello-src" -B "$tmp/hello-build" -DCMAKE_PREFIX_PATH="$root/usr" -DCMAKE_BUILD_TYPE=Release >/dev/null \
