@@ -52,6 +52,7 @@ export async function run({ log }) {
   ]) {
     const p50 = percentile(ours[key], 50);
     const p99 = percentile(ours[key], 99);
+    log(`${label}: adaptive, in order: ${ours[key].map((ms) => ms.toFixed(0)).join(' ')} ms`);
     log(`${label}: adaptive p50 ${p50.toFixed(1)} p99 ${p99.toFixed(1)}; one spare p50 ${percentile(before[key], 50).toFixed(1)} p99 ${percentile(before[key], 99).toFixed(1)}`);
     rows.push(
       { name: 'spares', metric: `${label}: p50 create→CDP (ms)`, value: p50, baseline: percentile(before[key], 50), ratio: p50 / percentile(before[key], 50), goal: goal ? '≤ 30 ms' : '', met: goal ? p50 <= 30 : null },
