@@ -1173,8 +1173,8 @@ std::vector<InstanceOnDisk> survey_instances(const std::string &data_dir) {
                     inst.adopted = true;
                 } else {
                     // A frozen agent accepts a connection and never answers: ask its cgroup first.
-                    for (const auto &cgroup_root : cgroup_roots)
-                        inst.parked = inst.parked || cgroup_frozen(cgroup_root + "/" + id);
+                    for (std::string cgroup : cgroup_roots)
+                        inst.parked = inst.parked || cgroup_frozen(cgroup.append("/").append(id));
                     inst.answers = !inst.parked && agent_answers(folder + "/agent.sock");
                 }
             }
