@@ -3,8 +3,8 @@
 // cgroup to the `hangar` user the way systemd's delegation does (the unit's folder and its
 // control files chowned to it, the server started inside it) and runs the real server as that
 // user. Each instance must then get its own cgroup with its limits below the delegated one, a
-// fork bomb must stop there, and, where the layout lets instances outlive the server (cgroup v1,
-// or v2 with DelegateSubgroup), a restart adopts the session.
+// fork bomb must stop there, and a restart adopts the session (on v2 without DelegateSubgroup
+// the stop parks it first; host/README.md, cgroups).
 // No systemd runs on these machines, so the delegation itself is done by hand here. One browser.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
