@@ -404,7 +404,10 @@ private:
             return std::string("{}");
         });
         core.auth = std::make_unique<Auth>(*core.store);
-        core.blobs = std::make_unique<Blobs>(*core.store, core.data_dir, cfg->get("blobs.dir", ""));
+        Blobs::CacheLimits cache;
+        cache.bytes = static_cast<std::uint64_t>(std::max<std::int64_t>(cfg->get_int("blobs.cache_mb", 10240), 0))
+                      << 20;
+        core.blobs = std::make_unique<Blobs>(*core.store, core.data_dir, cfg->get("blobs.dir", ""), cache);
         log.information("blobs in %s", core.blobs->kept_in_store()
                                            ? std::string("the store (cached under ") + core.blobs->root() + ")"
                                            : core.blobs->root());

@@ -3,6 +3,7 @@
 #include "store.hpp"
 #include "util.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -34,11 +35,58 @@ void remove_quietly(const std::string &path) {
 } // namespace
 
 Blobs::Blobs(Store &store, const std::string &data_dir, const std::string &shared_dir)
+    : Blobs(store, data_dir, shared_dir, CacheLimits{}) {}
+
+Blobs::Blobs(Store &store, const std::string &data_dir, const std::string &shared_dir, CacheLimits limits)
     : store_(store),
       root_(shared_dir.empty() ? data_dir + "/blobs" : fs::absolute(shared_dir).lexically_normal().string()),
-      markers_(data_dir + "/blob-generations"), in_store_(shared_dir.empty() && store.has_large_objects()) {
+      markers_(data_dir + "/blob-generations"), in_store_(shared_dir.empty() && store.has_large_objects()),
+      limits_(limits) {
     fs::create_directories(root_);
     if (in_store_) store_.migrate("host.blobs", kBlobMigrations);
+}
+
+void Blobs::trim_cache() {
+    if (!in_store_ || limits_.bytes == 0) return;
+    struct Copy {
+        fs::file_time_type used;
+        std::string marker, file;
+        std::uint64_t size;
+    };
+    std::vector<Copy> copies;
+    std::uint64_t total = 0;
+    std::error_code ec;
+    // Only copies with a marker: the store holds them. A file without one is a plugin's own
+    // (being written, or not committed): never ours to remove.
+    for (auto it = fs::recursive_directory_iterator(markers_, ec); !ec && it != fs::recursive_directory_iterator();
+         it.increment(ec)) {
+        if (!it->is_regular_file(ec)) continue;
+        auto file = root_ + "/" + fs::relative(it->path(), markers_, ec).string();
+        auto size = fs::file_size(file, ec);
+        if (ec) {
+            ec.clear();
+            continue;
+        }
+        auto used = fs::last_write_time(it->path(), ec);
+        if (ec) {
+            ec.clear();
+            continue;
+        }
+        copies.push_back({used, it->path().string(), file, size});
+        total += size;
+    }
+    if (total <= limits_.bytes) return;
+    std::sort(copies.begin(), copies.end(), [](const Copy &a, const Copy &b) { return a.used < b.used; });
+    const auto recent = fs::file_time_type::clock::now() - limits_.idle_before_eviction;
+    for (const auto &copy : copies) {
+        if (total <= limits_.bytes || copy.used > recent) break;
+        std::error_code stale;
+        if (fs::last_write_time(copy.marker, stale) > recent) continue; // used while we looked
+        // The marker first: a copy without its marker is fetched again, never served as current.
+        remove_quietly(copy.marker);
+        remove_quietly(copy.file);
+        total -= copy.size;
+    }
 }
 
 std::optional<std::string> Blobs::file_of(const std::string &owner, const std::string &key) const {
@@ -70,7 +118,11 @@ std::optional<std::string> Blobs::path(const std::string &owner, const std::stri
         return file;
     }
     const auto generation = rows[0].at("generation").get<std::string>();
-    if (read_marker(marker) == generation && fs::exists(*file)) return file;
+    if (read_marker(marker) == generation && fs::exists(*file)) {
+        std::error_code ec;
+        fs::last_write_time(marker, fs::file_time_type::clock::now(), ec); // used now: evicted last
+        return file;
+    }
 
     std::lock_guard lock(fetching_);
     if (read_marker(marker) == generation && fs::exists(*file)) return file; // fetched meanwhile
@@ -97,6 +149,7 @@ std::optional<std::string> Blobs::path(const std::string &owner, const std::stri
         remove_quietly(partial);
         throw;
     }
+    trim_cache();
     return file;
 }
 
@@ -139,6 +192,8 @@ void Blobs::put(const std::string &owner, const std::string &key, std::string_vi
         remove_quietly(staged);
         throw;
     }
+    std::lock_guard lock(fetching_);
+    trim_cache();
 }
 
 void Blobs::commit(const std::string &owner, const std::string &key) {
@@ -151,6 +206,8 @@ void Blobs::commit(const std::string &owner, const std::string &key) {
     auto generation = keep(owner, key, *file);
     fs::create_directories(fs::path(marker).parent_path());
     write_file_atomic(marker, generation, 0600);
+    std::lock_guard lock(fetching_);
+    trim_cache();
 }
 
 bool Blobs::remove(const std::string &owner, const std::string &key) {

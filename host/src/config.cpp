@@ -21,6 +21,7 @@ const std::map<std::string, std::string> kEnvKeys = {
     {"HANGAR_DATA_DIR", "server.data_dir"},
     {"HANGAR_STORE_URL", "store.url"},
     {"HANGAR_BLOBS_DIR", "blobs.dir"},
+    {"HANGAR_BLOBS_CACHE_MB", "blobs.cache_mb"},
     {"HANGAR_API_KEY", "auth.bootstrap_key"},
     {"HANGAR_PLUGIN_DIR", "plugins.extra_dirs"},
     {"HANGAR_PUBLIC_URL", "server.public_url"},

@@ -115,6 +115,7 @@ class StorePostgresTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(testBlobsReachEveryNodeThroughTheStore);
     CPPUNIT_TEST(testBlobWriteInAnOutageKeepsTheOldCopy);
     CPPUNIT_TEST(testSharedBlobsDirBypassesTheStore);
+    CPPUNIT_TEST(testBlobCacheStaysUnderItsCap);
     CPPUNIT_TEST_SUITE_END();
 
     std::unique_ptr<Store> store_;
@@ -359,6 +360,45 @@ public:
     // Large objects live outside the schema each test starts afresh: compare counts.
     static long long large_objects(Store &store) {
         return store.exec("SELECT COUNT(*) AS c FROM pg_largeobject_metadata")[0]["c"].get<long long>();
+    }
+
+    // A node's copies of store-held blobs are a cache: past its cap the ones used longest ago
+    // go (and come back on their next use), never a recent one, never a file the store lacks.
+    void testBlobCacheStaysUnderItsCap() {
+        using hangar::host::Blobs;
+        using hangar::host::read_file;
+        hangar::test::TempDir dir;
+        const auto pause = [] { std::this_thread::sleep_for(std::chrono::milliseconds(20)); };
+        const auto cached = [&](const std::string &key) {
+            return std::filesystem::exists(dir.path() + "/blobs/profiles/" + key);
+        };
+        Blobs blobs(*store_, dir.path(), "", Blobs::CacheLimits{1 << 20, std::chrono::seconds(0)});
+        const std::string first(400 << 10, 'a'), second(400 << 10, 'b'), third(400 << 10, 'c');
+        blobs.put("profiles", "1.tar.zst", first);
+        pause();
+        blobs.put("profiles", "2.tar.zst", second);
+        pause();
+        // A file the plugin writes itself and has not committed: the store lacks it, it stays.
+        hangar::host::write_file_atomic(*blobs.path("replays", "r.mp4"), std::string(2 << 20, 'v'));
+        blobs.path("profiles", "1.tar.zst"); // used now: 2 is the one used longest ago
+        pause();
+        blobs.put("profiles", "3.tar.zst", third); // 1.2 MiB of copies past a 1 MiB cap
+        CPPUNIT_ASSERT(cached("1.tar.zst"));
+        CPPUNIT_ASSERT(!cached("2.tar.zst"));
+        CPPUNIT_ASSERT(cached("3.tar.zst"));
+        CPPUNIT_ASSERT(std::filesystem::exists(dir.path() + "/blobs/replays/r.mp4"));
+        // Evicted, not lost: the next use fetches it from the store.
+        CPPUNIT_ASSERT(read_file(*blobs.path("profiles", "2.tar.zst")) == second);
+        CPPUNIT_ASSERT(!cached("1.tar.zst")); // that fetch pushed the oldest out in turn
+
+        // Nothing used within the grace period goes, whatever the cap: a plugin may be about to
+        // open the path it was given.
+        hangar::test::TempDir patient_dir;
+        Blobs patient(*store_, patient_dir.path(), "", Blobs::CacheLimits{1, std::chrono::seconds(3600)});
+        patient.put("profiles", "4.tar.zst", first);
+        patient.put("profiles", "5.tar.zst", second);
+        CPPUNIT_ASSERT(std::filesystem::exists(patient_dir.path() + "/blobs/profiles/4.tar.zst"));
+        CPPUNIT_ASSERT(std::filesystem::exists(patient_dir.path() + "/blobs/profiles/5.tar.zst"));
     }
 
     // Two nodes: each its own data dir (its cache), one store.
