@@ -119,12 +119,14 @@ public:
         idle_.push_back(connect()); // fail at start, not at the first request
         open_ = 1;
         // Serialised across nodes starting at once: concurrent CREATE OR REPLACE can collide.
+        // One query string runs as one transaction, so the lock is the transaction's: held until
+        // the functions are committed. (A session lock given back by a statement of the same
+        // string let the next node in before the commit: "duplicate key … pg_proc".)
         // Not through script(): its DDL rewrites are for SQLite-spelled migrations, not this text.
         auto c = checkout();
         try {
-            const auto key = std::to_string(kCompatibilityLock);
-            run_script(*c, "SELECT pg_advisory_lock(" + key + "); " + std::string(kCompatibility) +
-                               "SELECT pg_advisory_unlock(" + key + ");");
+            run_script(*c, "SELECT pg_advisory_xact_lock(" + std::to_string(kCompatibilityLock) + "); " +
+                               std::string(kCompatibility));
         } catch (const std::exception &e) {
             checkin(std::move(c));
             throw StoreError(std::string(kStoreSetting) + " = " + url_.redacted() +

@@ -26,6 +26,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <future>
+#include <optional>
 #include <thread>
 
 using hangar::host::parse_store_url;
@@ -238,7 +239,14 @@ public:
         auto node = [&] {
             for (++opening; opening < 2;)
                 std::this_thread::yield();
-            Store store(url);
+            std::optional<Store> opened;
+            try {
+                opened.emplace(url);
+            } catch (...) {
+                ++migrating; // the other node must not wait for this one forever
+                throw;
+            }
+            Store &store = *opened;
             for (++migrating; migrating < 2;)
                 std::this_thread::yield();
             store.migrate("raced", migrations);
