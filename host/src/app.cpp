@@ -333,8 +333,11 @@ private:
         return cfg;
     }
 
+    static std::string configured_data_dir(const Config &cfg) {
+        return fs::absolute(cfg.get("server.data_dir", ".data")).lexically_normal().string();
+    }
     std::string data_dir(const Config &cfg) {
-        auto dir = fs::absolute(cfg.get("server.data_dir", ".data")).lexically_normal().string();
+        auto dir = configured_data_dir(cfg);
         fs::create_directories(dir);
         // Others may traverse (instances run as an unprivileged user and need to reach their own
         // folder) but not list or read: the database and secrets inside are 0600.
@@ -555,7 +558,7 @@ private:
     // last start recorded that layout; elsewhere it does nothing.
     int park() {
         auto cfg = load_config();
-        std::string dir = fs::absolute(cfg->get("server.data_dir", ".data")).lexically_normal().string();
+        std::string dir = configured_data_dir(*cfg); // read only: a park makes nothing
         if (recorded_cgroup_value(dir, "origin") != "delegated, no subgroup") return 0;
         std::string base = recorded_cgroup_value(dir, "base");
         if (base.empty()) return 0;
