@@ -464,7 +464,7 @@ private:
             std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
                 .count();
         spec.args = ffmpeg_args(capture, options, rec.part, kFramesFd);
-        spec.env = proc::environment_with({});
+        spec.env = proc::environment_with(ffmpeg_environment_overrides());
         spec.stdout_fd = log.get();
         spec.stderr_fd = log.get();
         spec.extra_fds = {{frames.read.get(), kFramesFd}};

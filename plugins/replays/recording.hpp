@@ -43,4 +43,7 @@ struct Capture {
 std::vector<std::string> ffmpeg_args(const Capture &capture, const StartOptions &options, const std::string &output,
                                      int input_fd);
 
+// What ffmpeg's environment changes ("K=V"): malloc settings that let it reuse frame buffers.
+std::vector<std::string> ffmpeg_environment_overrides();
+
 } // namespace hangar::replays

@@ -5,6 +5,10 @@
 #include <cppunit/extensions/HelperMacros.h>
 
 #include <algorithm>
+#include <array>
+#include <cstdio>
+#include <memory>
+#include <string>
 
 using namespace hangar::replays;
 using hangar::json;
@@ -16,6 +20,8 @@ class RecordingTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(bad_values);
     CPPUNIT_TEST(command_line);
     CPPUNIT_TEST(command_line_with_audio);
+    CPPUNIT_TEST(constant_quantizer);
+    CPPUNIT_TEST(glibc_takes_the_malloc_settings);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -95,6 +101,31 @@ public:
         CPPUNIT_ASSERT(std::find(args.begin(), args.end(), "-shortest") != args.end());
         CPPUNIT_ASSERT_EQUAL(std::string("90"), after("-t"));
         CPPUNIT_ASSERT_EQUAL(std::string("/run/hangar/recordings/r.part.mp4"), args.back());
+    }
+
+    // CRF would have x264 analyse a quarter-size copy of every frame (see ffmpeg_args).
+    void constant_quantizer() {
+        auto args = ffmpeg_args({":7", 1920, 1080, "", "", 0}, {25, 90}, "/tmp/r.part.mp4", 3);
+        CPPUNIT_ASSERT(std::find(args.begin(), args.end(), "-crf") == args.end());
+        auto qp = std::find(args.begin(), args.end(), "-qp");
+        CPPUNIT_ASSERT(qp != args.end() && qp + 1 != args.end());
+        CPPUNIT_ASSERT_EQUAL(std::string("26"), *(qp + 1));
+    }
+
+    // The dynamic loader reads GLIBC_TUNABLES as ffmpeg's would: a malformed or out-of-range
+    // value is ignored silently there, so ask it what it took.
+    void glibc_takes_the_malloc_settings() {
+        auto overrides = ffmpeg_environment_overrides();
+        CPPUNIT_ASSERT_EQUAL(std::size_t{1}, overrides.size());
+        std::string command = "env '" + overrides[0] + "' /lib64/ld-linux-x86-64.so.2 --list-tunables";
+        std::unique_ptr<FILE, int (*)(FILE *)> pipe(::popen(command.c_str(), "r"), ::pclose);
+        CPPUNIT_ASSERT(pipe);
+        std::string listing;
+        std::array<char, 4096> buffer{};
+        while (auto n = std::fread(buffer.data(), 1, buffer.size(), pipe.get()))
+            listing.append(buffer.data(), n);
+        CPPUNIT_ASSERT_MESSAGE(listing, listing.find("glibc.malloc.mmap_threshold: 0x2000000 ") != std::string::npos);
+        CPPUNIT_ASSERT_MESSAGE(listing, listing.find("glibc.malloc.trim_threshold: 0x4000000 ") != std::string::npos);
     }
 };
 
