@@ -227,6 +227,7 @@ private:
         std::uint64_t generation = 0; // bumped by flush/discard: instances started before are not kept
         std::int64_t flushes = 0;     // the store's flush_count this node last applied (any node flushes)
         int published_idle = -1;      // idle count last written to browsers_pool_idle
+        int elsewhere = 0;            // members on the other live nodes (idle or leased), at the last sync
     };
     void start_pools();
     void stop_pools();
@@ -266,9 +267,10 @@ private:
     // Brings this node's pools in line with the store: pools created, changed, flushed or
     // deleted through another node, and this node's share of each after a node came or went.
     void sync_pools();
-    // This node's part of the pool's size: all of it alone; with other live nodes, an even split
-    // by node name (the first ones take the remainder); nothing while draining.
-    int pool_share_locked(const Pool &p) const;
+    // This node's part of the pool's size: all of it alone; with other live nodes, what the last
+    // sync weighed for it (pool_model.hpp), nullopt until a sync weighed the pool at its size;
+    // nothing while draining.
+    std::optional<int> pool_share_locked(const Pool &p) const;
     // Writes each pool's idle count here to browsers_pool_idle, where acquires on other nodes look.
     void publish_pool_idle();
     // Another live node with an idle member of the pool: {name, public URL}.
@@ -281,6 +283,8 @@ private:
     // render_pool with the counts of every node (a pool spans nodes); on one node, the same.
     json render_pool_everywhere(const Pool &p) const;
     std::vector<std::string> pool_nodes_; // live nodes taking browsers, by name; empty: not read yet
+    // With several nodes: pool id → {the size it was computed for, this node's share} (pool_model.hpp).
+    std::map<std::string, std::pair<int, int>> pool_split_;
     mutable std::mutex pools_mutex_;
     std::condition_variable_any pools_cv_;
     std::atomic<std::uint64_t> pools_epoch_{0};

@@ -1,5 +1,6 @@
 // Browser pools (Kernel API §3.17 [90]-[97], kernel-behaviour §15): see browsers.hpp.
 #include "browsers.hpp"
+#include "pool_model.hpp"
 
 #include <hangar/resource.hpp>
 
@@ -143,20 +144,51 @@ void BrowsersPlugin::start_pools() {
 
 void BrowsersPlugin::sync_pools() {
     std::vector<std::string> nodes;
+    std::vector<NodeRoom> rooms;
     try {
         for (const auto &n : read_nodes().value("nodes", json::array()))
-            if (n.value("state", "") == "live" && n.value("name", "") != node_) nodes.push_back(n.value("name", ""));
+            if (n.value("state", "") == "live" && n.value("name", "") != node_) {
+                nodes.push_back(n.value("name", ""));
+                rooms.push_back({nodes.back(), n.value("max_browsers", std::int64_t{0}), 0});
+            }
     } catch (const Error &) {
         return; // the store is away: pools stay as they are until it is back
     }
     // This node takes its share while it runs and does not drain, even when its own row reads
     // stale for a moment (just after a store outage, before its next heartbeat).
-    if (!draining()) nodes.push_back(node_);
+    if (!draining()) {
+        nodes.push_back(node_);
+        rooms.push_back({node_, std::max<std::int64_t>(0, config_int("node.max_browsers", 0)), 0});
+    }
     std::sort(nodes.begin(), nodes.end());
+    // Several nodes: where the members of each pool go (pool_model.hpp) and how many each pool
+    // has on the others, from their sessions and published idle counts.
+    std::map<std::string, int> elsewhere;
+    if (nodes.size() > 1) try {
+            std::map<std::string, std::int64_t> own_sessions;
+            for (const auto &row : sql("SELECT node, pool_id, COUNT(*) AS n FROM browsers_sessions WHERE deleted_at IS "
+                                       "NULL AND node IS NOT NULL GROUP BY node, pool_id")) {
+                auto node = row.value("node", "");
+                auto n = row.value("n", std::int64_t{0});
+                if (row["pool_id"].is_string()) {
+                    if (node != node_) elsewhere[row["pool_id"].get<std::string>()] += static_cast<int>(n);
+                } else {
+                    own_sessions[node] += n;
+                }
+            }
+            for (auto &room : rooms)
+                room.sessions = own_sessions[room.name];
+            for (const auto &row : sql("SELECT pool_id, node, idle FROM browsers_pool_idle WHERE node <> ?", {node_}))
+                if (std::binary_search(nodes.begin(), nodes.end(), row.value("node", "")))
+                    elsewhere[row.value("pool_id", "")] += static_cast<int>(row.value("idle", std::int64_t{0}));
+        } catch (const Error &) {
+            return;
+        }
     std::vector<std::string> dropped;
     try {
         // Under the lock, as create, update and delete write their rows: none is half-seen.
         std::lock_guard lock(pools_mutex_);
+        const bool nodes_changed = pool_nodes_ != nodes;
         pool_nodes_ = std::move(nodes);
         std::set<std::string> listed;
         for (const auto &row : sql("SELECT * FROM browsers_pools")) {
@@ -196,12 +228,27 @@ void BrowsersPlugin::sync_pools() {
             dropped.insert(dropped.end(), it->second.idle.begin(), it->second.idle.end());
             it = pools_.erase(it);
         }
-        // A node came or went, or this one drains: idle members past this node's share go.
-        for (auto &[_, p] : pools_)
-            while (!p.idle.empty() && static_cast<int>(p.idle.size() + p.leased.size()) > pool_share_locked(p)) {
+        pool_split_.clear();
+        if (pool_nodes_.size() > 1) {
+            std::vector<PoolSize> sizes;
+            for (const auto &[id, p] : pools_)
+                sizes.push_back({id, p.size});
+            for (auto &[id, split] : pool_shares(sizes, rooms))
+                pool_split_[id] = {pools_.at(id).size, split[node_]};
+        }
+        // Idle members past this node's share go when a node came or went, when this one drains,
+        // or when the pool has more members than its size. Otherwise a share that shrank because
+        // this node got busier keeps its idle members (no browser ended to be built again
+        // elsewhere); what leaves the pool later is refilled where there is room.
+        for (auto &[id, p] : pools_) {
+            p.elsewhere = elsewhere[id];
+            auto have = static_cast<int>(p.idle.size() + p.leased.size());
+            if (!nodes_changed && !draining() && have + p.elsewhere <= p.size) continue;
+            for (const int share = pool_share_locked(p).value_or(have); !p.idle.empty() && have > share; --have) {
                 dropped.push_back(p.idle.back());
                 p.idle.pop_back();
             }
+        }
         for (auto &[_, p] : pools_)
             for (const auto &id : dropped) {
                 p.built_with.erase(id);
@@ -215,13 +262,14 @@ void BrowsersPlugin::sync_pools() {
     publish_pool_idle();
 }
 
-int BrowsersPlugin::pool_share_locked(const Pool &p) const {
+std::optional<int> BrowsersPlugin::pool_share_locked(const Pool &p) const {
     if (pool_nodes_.empty()) return draining() ? 0 : p.size; // alone, or the node list unread yet
-    auto self = std::find(pool_nodes_.begin(), pool_nodes_.end(), node_);
-    if (self == pool_nodes_.end()) return 0; // draining (or not live): members are not replaced
-    const auto nodes = static_cast<int>(pool_nodes_.size());
-    const auto index = static_cast<int>(self - pool_nodes_.begin());
-    return p.size / nodes + (index < p.size % nodes ? 1 : 0);
+    if (std::find(pool_nodes_.begin(), pool_nodes_.end(), node_) == pool_nodes_.end())
+        return 0; // draining (or not live): members are not replaced
+    if (pool_nodes_.size() == 1) return p.size;
+    if (auto split = pool_split_.find(p.id); split != pool_split_.end() && split->second.first == p.size)
+        return split->second.second;
+    return std::nullopt; // created or resized since the last sync weighed the nodes
 }
 
 void BrowsersPlugin::publish_pool_idle() {
@@ -330,7 +378,9 @@ void BrowsersPlugin::fill_pools(const std::stop_token &stop) {
             std::optional<Clock::time_point> wake;
             for (auto &[id, p] : pools_) {
                 int have = static_cast<int>(p.idle.size() + p.leased.size()) + p.starting;
-                if (have >= pool_share_locked(p) || p.fill_rate <= 0 || p.size == 0) continue;
+                if (have >= pool_share_locked(p).value_or(0) || have + p.elsewhere >= p.size || p.fill_rate <= 0 ||
+                    p.size == 0)
+                    continue;
                 if (p.next_start <= now) {
                     pool_id = id;
                     break;
@@ -348,7 +398,7 @@ void BrowsersPlugin::fill_pools(const std::stop_token &stop) {
             }
             Pool &p = pools_.at(pool_id);
             p.starting++;
-            double per_minute = std::max(pool_share_locked(p) * p.fill_rate / 100.0, 0.01);
+            double per_minute = std::max(pool_share_locked(p).value_or(0) * p.fill_rate / 100.0, 0.01);
             p.next_start = now + std::chrono::milliseconds(static_cast<std::int64_t>(60000.0 / per_minute));
             launch = p.launch;
             project = p.project_id;
@@ -363,9 +413,10 @@ void BrowsersPlugin::fill_pools(const std::stop_token &stop) {
             auto it = pools_.find(pool_id);
             if (it != pools_.end()) {
                 it->second.starting--;
-                keep =
-                    ok && it->second.generation == generation &&
-                    static_cast<int>(it->second.idle.size() + it->second.leased.size()) < pool_share_locked(it->second);
+                const Pool &p = it->second;
+                const int have = static_cast<int>(p.idle.size() + p.leased.size());
+                keep = ok && p.generation == generation && have < pool_share_locked(p).value_or(0) &&
+                       have + p.elsewhere < p.size;
                 if (keep) {
                     it->second.idle.push_back(id);
                     it->second.built_with[id] = launch;
@@ -561,7 +612,7 @@ void BrowsersPlugin::pool_create(Request &req, Response &res) {
     resolve_pool_profile(project, settings.launch);
     if (settings.launch.telemetry)
         telemetry({{"op", "check"}, {"request", *settings.launch.telemetry}}, settings.launch.telemetry_captures);
-    std::lock_guard lock(pools_mutex_);
+    std::unique_lock lock(pools_mutex_);
     if (settings.name)
         for (const auto &[_, p] : pools_)
             if (p.project_id == project && p.name == settings.name)
@@ -588,8 +639,12 @@ void BrowsersPlugin::pool_create(Request &req, Response &res) {
     p.extension_ids = std::move(extension_ids);
     save_pool(p, true);
     auto &stored = pools_.emplace(p.id, std::move(p)).first->second;
-    poke_pools();
     res.json(render_pool(stored));
+    if (pool_nodes_.size() > 1) {
+        lock.unlock();
+        sync_pools(); // weighs the nodes for the new pool now, not at the next sync
+    }
+    poke_pools();
 }
 
 void BrowsersPlugin::pool_list(Request &req, Response &res) {
@@ -641,6 +696,7 @@ void BrowsersPlugin::pool_update(Request &req, Response &res) {
     know_pool(project, req.param("id_or_name"));
     std::vector<std::string> dropped;
     json out;
+    bool several_nodes = false;
     {
         std::lock_guard lock(pools_mutex_);
         Pool &p = pool_locked(project, req.param("id_or_name"));
@@ -692,8 +748,10 @@ void BrowsersPlugin::pool_update(Request &req, Response &res) {
             p.built_with.erase(id);
             p.profile_version.erase(id);
         }
-        // A smaller pool gives back idle browsers first; leased ones finish their lease.
-        while (!p.idle.empty() && static_cast<int>(p.idle.size() + p.leased.size()) > pool_share_locked(p)) {
+        // A smaller pool gives back idle browsers first; leased ones finish their lease. With
+        // several nodes the next sync weighs the new size and trims what is past it.
+        const int share = pool_share_locked(p).value_or(static_cast<int>(p.idle.size() + p.leased.size()));
+        while (!p.idle.empty() && static_cast<int>(p.idle.size() + p.leased.size()) > share) {
             p.built_with.erase(p.idle.back());
             p.profile_version.erase(p.idle.back());
             dropped.push_back(p.idle.back());
@@ -701,7 +759,9 @@ void BrowsersPlugin::pool_update(Request &req, Response &res) {
         }
         p.next_start = {};
         out = render_pool_everywhere(p);
+        several_nodes = pool_nodes_.size() > 1;
     }
+    if (several_nodes) sync_pools(); // weighs the nodes for the new size now
     poke_pools();
     destroy_pool_instances(std::move(dropped));
     publish_pool_idle();

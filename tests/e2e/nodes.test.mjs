@@ -578,6 +578,21 @@ describe('two nodes on one PostgreSQL store', { skip: !onPostgres && 'needs HANG
     const overflow = await b.client.browsers.create({ headless: true });
     assert.equal(new URL(overflow.cdp_ws_url).host, new URL(a.baseURL).host, 'node-b at its max_browsers sends creates on');
     await a.client.browsers.deleteByID(overflow.session_id);
+
+    // A pool made now is filled where there is room: node-b is at its cap, so node-a holds every
+    // member (an even split would have started one on node-b, past its cap).
+    const onB = (s) => new URL(s.cdp_ws_url).host === new URL(b.baseURL).host;
+    const pool = await b.client.browserPools.create({ name: 'room', size: 2, headless: true, fill_rate_per_minute: 6000 });
+    await waitFor(async () => (await b.client.browserPools.retrieve(pool.id)).available_count === 2, {
+      timeoutMs: 120_000,
+      what: 'two idle members of pool room',
+    });
+    await new Promise((r) => setTimeout(r, 2500)); // a member node-b would start past its cap has had time to
+    assert.equal((await byName(a.env))['node-b'].browsers, 1, 'node-b runs only its own session');
+    const members = [];
+    for (let i = 0; i < 2; i++) members.push(await b.client.browserPools.acquire(pool.id, { acquire_timeout_seconds: 10 }));
+    assert.deepEqual(members.map(onB), [false, false]);
+    await b.client.browserPools.delete(pool.id, { force: true });
   });
 
   test('a SIGTERM stop reads as stopped; a full node with no other live node answers 503 no_capacity', async () => {
