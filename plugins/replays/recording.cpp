@@ -96,8 +96,11 @@ std::vector<std::string> ffmpeg_args(const Capture &capture, const StartOptions 
     a.insert(a.end(),
              {// Repeated frames (the screen did not change) are dropped before the encoder
               // (variable frame rate), but four a second are kept so the duration stays true to a
-              // quarter second when the screen stood still at the end.
-              "-vf", "mpdecimate=max=" + std::to_string(std::max(1, options.framerate / 4)), "-fps_mode", "vfr",
+              // quarter second when the screen stood still at the end. The feed repeats a still
+              // screen byte for byte, so hi=0: the first block that differs at all keeps the
+              // frame. With the default thresholds a frame whose every block changed a little (a
+              // fading background) was compared block by block up to a third of the screen.
+              "-vf", "mpdecimate=hi=0:max=" + std::to_string(std::max(1, options.framerate / 4)), "-fps_mode", "vfr",
               "-filter_threads", "1",
               // ultrafast + zerolatency: no B-frames or look-ahead, so little CPU and memory; a
               // keyframe every 2 s keeps seeking quick. A constant quantizer rather than -crf:

@@ -75,6 +75,7 @@ public:
         CPPUNIT_ASSERT_EQUAL(std::string("20"), after("-framerate"));
         CPPUNIT_ASSERT_EQUAL(std::string("90"), after("-t"));
         CPPUNIT_ASSERT_EQUAL(std::string("+faststart"), after("-movflags"));
+        CPPUNIT_ASSERT_EQUAL(std::string("mpdecimate=hi=0:max=5"), after("-vf"));
         CPPUNIT_ASSERT_EQUAL(std::string("/run/hangar/recordings/r.part.mp4"), args.back());
         CPPUNIT_ASSERT(std::find(args.begin(), args.end(), "pulse") == args.end());
     }
