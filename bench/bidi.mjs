@@ -9,6 +9,42 @@ import { CdpClient, now, runStandalone, startServer, summary } from './lib.mjs';
 
 export const GOAL_RATIO = 1.5;
 
+/**
+ * `calls` sequential round trips each way after `warmup`, in alternating blocks of `block` so
+ * machine noise hits both sides alike: CDP `Runtime.evaluate("1+1")` on the flattened page
+ * session `sessionId` of `cdp`, BiDi `script.evaluate("1+1")` in `context` through `bidi`.
+ * Resolves to the round-trip times in ms, {c, b}.
+ */
+export async function alternate({ cdp, sessionId, bidi, context, calls, warmup, block, log }) {
+  const viaCdp = async () => {
+    const s = now();
+    const r = await cdp.send('Runtime.evaluate', { expression: '1+1', returnByValue: true }, sessionId);
+    const ms = now() - s;
+    if (r.result.value !== 2) throw new Error(`CDP 1+1 gave ${JSON.stringify(r.result)}`);
+    return ms;
+  };
+  const viaBidi = async () => {
+    const s = now();
+    const r = await bidi.send('script.evaluate', { expression: '1+1', target: { context }, awaitPromise: false });
+    const ms = now() - s;
+    if (r.result.value !== 2) throw new Error(`BiDi 1+1 gave ${JSON.stringify(r.result)}`);
+    return ms;
+  };
+  for (let i = 0; i < warmup; i++) {
+    await viaCdp();
+    await viaBidi();
+  }
+  const c = [];
+  const b = [];
+  while (c.length < calls) {
+    const n = Math.min(block, calls - c.length);
+    for (let i = 0; i < n; i++) c.push(await viaCdp());
+    for (let i = 0; i < n; i++) b.push(await viaBidi());
+    if (c.length % 200 === 0) log(`bidi ${c.length}/${calls} calls each`);
+  }
+  return { c, b };
+}
+
 export async function run({
   log = () => {},
   calls = Number(process.env.BENCH_BIDI_CALLS || 2000),
@@ -20,8 +56,8 @@ export async function run({
   let cdp;
   let bidi;
   let again;
-  const c = [];
-  const b = [];
+  let c = [];
+  let b = [];
   let firstMs;
   let laterMs;
   try {
@@ -38,30 +74,7 @@ export async function run({
     laterMs = now() - t0;
     await again.close();
 
-    const viaCdp = async () => {
-      const s = now();
-      const r = await cdp.send('Runtime.evaluate', { expression: '1+1', returnByValue: true }, sessionId);
-      const ms = now() - s;
-      if (r.result.value !== 2) throw new Error(`CDP 1+1 gave ${JSON.stringify(r.result)}`);
-      return ms;
-    };
-    const viaBidi = async () => {
-      const s = now();
-      const r = await bidi.send('script.evaluate', { expression: '1+1', target: { context }, awaitPromise: false });
-      const ms = now() - s;
-      if (r.result.value !== 2) throw new Error(`BiDi 1+1 gave ${JSON.stringify(r.result)}`);
-      return ms;
-    };
-    for (let i = 0; i < warmup; i++) {
-      await viaCdp();
-      await viaBidi();
-    }
-    while (c.length < calls) {
-      const n = Math.min(block, calls - c.length);
-      for (let i = 0; i < n; i++) c.push(await viaCdp());
-      for (let i = 0; i < n; i++) b.push(await viaBidi());
-      if (c.length % 200 === 0) log(`bidi ${c.length}/${calls} calls each`);
-    }
+    ({ c, b } = await alternate({ cdp, sessionId, bidi, context, calls, warmup, block, log }));
   } finally {
     await bidi?.close();
     await again?.close();

@@ -120,11 +120,24 @@ describe('webdriver_ws_url', () => {
         assert.equal(title.type, 'success');
         assert.deepEqual(title.result, { type: 'string', value: TEST_PAGE_TITLE });
 
-        // The mapper validates commands as a BiDi remote end does.
+        // The mapper validates commands as a BiDi remote end does, also commands it already
+        // parsed once (its schemas are built once and kept, mapper.mjs).
         await assert.rejects(bidi.send('browsingContext.navigate', { context }), (err) => {
           assert.equal(err.bidi.error, 'invalid argument');
           return true;
         });
+        await assert.rejects(
+          bidi.send('script.evaluate', { expression: 42, target: { context }, awaitPromise: false }),
+          (err) => {
+            assert.equal(err.bidi.error, 'invalid argument');
+            assert.match(err.bidi.message, /expression/);
+            return true;
+          },
+        );
+        await assert.rejects(
+          bidi.send('script.evaluate', { expression: '1', target: { context: 7 }, awaitPromise: false }),
+          (err) => err.bidi.error === 'invalid argument',
+        );
         await assert.rejects(bidi.send('no.such.command', {}), (err) => {
           assert.equal(err.bidi.error, 'unknown command');
           return true;
