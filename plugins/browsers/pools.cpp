@@ -162,9 +162,15 @@ void BrowsersPlugin::sync_pools() {
     }
     std::sort(nodes.begin(), nodes.end());
     // Several nodes: where the members of each pool go (pool_model.hpp) and how many each pool
-    // has on the others, from their sessions and published idle counts.
+    // has on the others, from their sessions and published idle counts. Without pools known here,
+    // not read: a pool another node created is weighed at the next sync, a second later.
     std::map<std::string, int> elsewhere;
-    if (nodes.size() > 1) try {
+    bool any_pools = false;
+    {
+        std::lock_guard lock(pools_mutex_);
+        any_pools = !pools_.empty();
+    }
+    if (nodes.size() > 1 && any_pools) try {
             std::map<std::string, std::int64_t> own_sessions;
             for (const auto &row : sql("SELECT node, pool_id, COUNT(*) AS n FROM browsers_sessions WHERE deleted_at IS "
                                        "NULL AND node IS NOT NULL GROUP BY node, pool_id")) {
@@ -229,7 +235,7 @@ void BrowsersPlugin::sync_pools() {
             it = pools_.erase(it);
         }
         pool_split_.clear();
-        if (pool_nodes_.size() > 1) {
+        if (pool_nodes_.size() > 1 && any_pools) {
             std::vector<PoolSize> sizes;
             for (const auto &[id, p] : pools_)
                 sizes.push_back({id, p.size});
