@@ -172,11 +172,19 @@ private:
             }
             return params;
         };
+        // Whether the followed page sent a frame since it was attached, and when its screencast
+        // was last (re)started: a page attached while it is still being set up (a new tab that
+        // its opener holds paused, a first document swapped for another) may never send one,
+        // and the viewer would go on showing the page before it.
+        bool framed = false;
+        auto cast_started = std::chrono::steady_clock::now();
         auto attach = [&](const std::string &id) {
             target = id;
             session = cdp.call("Target.attachToTarget", {{"targetId", id}, {"flatten", true}}, {}, kCallTimeout)
                           .value("sessionId", std::string());
             cdp.call("Page.startScreencast", cast(), session, kCallTimeout);
+            framed = false;
+            cast_started = std::chrono::steady_clock::now();
         };
         // A frame size the viewer asked for, never above the viewport (Chromium would only scale
         // the page up): the screencast restarts at it.
@@ -212,6 +220,13 @@ private:
         int width = 0, height = 0;
         std::string input;
         for (;;) {
+            // Until the first frame comes, the screencast starts again every second, which makes
+            // Chromium send the page as it is now.
+            if (!framed && !session.empty() && std::chrono::steady_clock::now() - cast_started >= 1s) {
+                cdp.send("Page.stopScreencast", json::object(), session);
+                cdp.send("Page.startScreencast", cast(), session);
+                cast_started = std::chrono::steady_clock::now();
+            }
             bool ready = cdp.pending();
             if (!ready) {
                 pollfd p[3] = {{cdp.fd(), POLLIN, 0}, {viewer, POLLIN, 0}, {wake_.get(), POLLIN, 0}};
@@ -247,6 +262,7 @@ private:
             std::string method = msg.value("method", "");
             const json &params = msg.contains("params") ? msg["params"] : json::object();
             if (method == "Page.screencastFrame" && msg.value("sessionId", "") == session) {
+                framed = true;
                 const json &meta = params.contains("metadata") ? params["metadata"] : json::object();
                 int w = static_cast<int>(meta.value("deviceWidth", 0.0)),
                     h = static_cast<int>(meta.value("deviceHeight", 0.0));
