@@ -271,6 +271,9 @@ private:
     // sync weighed for it (pool_model.hpp), nullopt until a sync weighed the pool at its size;
     // nothing while draining.
     std::optional<int> pool_share_locked(const Pool &p) const;
+    // Whether this node may start (or keep) one more member of p, holding `have`: under its
+    // share, and the pool over all nodes under its size.
+    bool room_for_member_locked(const Pool &p, int have) const;
     // Writes each pool's idle count here to browsers_pool_idle, where acquires on other nodes look.
     void publish_pool_idle();
     // Another live node with an idle member of the pool: {name, public URL}.

@@ -143,23 +143,21 @@ void BrowsersPlugin::start_pools() {
 }
 
 void BrowsersPlugin::sync_pools() {
-    std::vector<std::string> nodes;
     std::vector<NodeRoom> rooms;
     try {
         for (const auto &n : read_nodes().value("nodes", json::array()))
-            if (n.value("state", "") == "live" && n.value("name", "") != node_) {
-                nodes.push_back(n.value("name", ""));
-                rooms.push_back({nodes.back(), n.value("max_browsers", std::int64_t{0}), 0});
-            }
+            if (n.value("state", "") == "live" && n.value("name", "") != node_)
+                rooms.push_back({n.value("name", ""), n.value("max_browsers", std::int64_t{0}), 0});
     } catch (const Error &) {
         return; // the store is away: pools stay as they are until it is back
     }
     // This node takes its share while it runs and does not drain, even when its own row reads
     // stale for a moment (just after a store outage, before its next heartbeat).
-    if (!draining()) {
-        nodes.push_back(node_);
-        rooms.push_back({node_, std::max<std::int64_t>(0, config_int("node.max_browsers", 0)), 0});
-    }
+    if (!draining()) rooms.push_back({node_, std::max<std::int64_t>(0, config_int("node.max_browsers", 0)), 0});
+    std::vector<std::string> nodes;
+    nodes.reserve(rooms.size());
+    for (const auto &room : rooms)
+        nodes.push_back(room.name);
     std::sort(nodes.begin(), nodes.end());
     // Several nodes: where the members of each pool go (pool_model.hpp) and how many each pool
     // has on the others, from their sessions and published idle counts. Without pools known here,
@@ -278,6 +276,10 @@ std::optional<int> BrowsersPlugin::pool_share_locked(const Pool &p) const {
     return std::nullopt; // created or resized since the last sync weighed the nodes
 }
 
+bool BrowsersPlugin::room_for_member_locked(const Pool &p, int have) const {
+    return have < pool_share_locked(p).value_or(0) && have + p.elsewhere < p.size;
+}
+
 void BrowsersPlugin::publish_pool_idle() {
     std::vector<std::pair<std::string, int>> changed;
     {
@@ -383,9 +385,8 @@ void BrowsersPlugin::fill_pools(const std::stop_token &stop) {
             auto now = Clock::now();
             std::optional<Clock::time_point> wake;
             for (auto &[id, p] : pools_) {
-                int have = static_cast<int>(p.idle.size() + p.leased.size()) + p.starting;
-                if (have >= pool_share_locked(p).value_or(0) || have + p.elsewhere >= p.size || p.fill_rate <= 0 ||
-                    p.size == 0)
+                if (!room_for_member_locked(p, static_cast<int>(p.idle.size() + p.leased.size()) + p.starting) ||
+                    p.fill_rate <= 0)
                     continue;
                 if (p.next_start <= now) {
                     pool_id = id;
@@ -420,9 +421,8 @@ void BrowsersPlugin::fill_pools(const std::stop_token &stop) {
             if (it != pools_.end()) {
                 it->second.starting--;
                 const Pool &p = it->second;
-                const int have = static_cast<int>(p.idle.size() + p.leased.size());
-                keep = ok && p.generation == generation && have < pool_share_locked(p).value_or(0) &&
-                       have + p.elsewhere < p.size;
+                keep = ok && p.generation == generation &&
+                       room_for_member_locked(p, static_cast<int>(p.idle.size() + p.leased.size()));
                 if (keep) {
                     it->second.idle.push_back(id);
                     it->second.built_with[id] = launch;
