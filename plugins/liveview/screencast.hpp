@@ -186,6 +186,11 @@ private:
             framed = false;
             cast_started = std::chrono::steady_clock::now();
         };
+        auto restart_cast = [&] {
+            cdp.send("Page.stopScreencast", json::object(), session);
+            cdp.send("Page.startScreencast", cast(), session);
+            cast_started = std::chrono::steady_clock::now();
+        };
         // A frame size the viewer asked for, never above the viewport (Chromium would only scale
         // the page up): the screencast restarts at it.
         auto resize_cast = [&](std::pair<int, int> wanted) {
@@ -194,9 +199,7 @@ private:
             if (w == max_width && h == max_height) return;
             max_width = w;
             max_height = h;
-            if (session.empty()) return;
-            cdp.send("Page.stopScreencast", json::object(), session);
-            cdp.send("Page.startScreencast", cast(), session);
+            if (!session.empty()) restart_cast();
         };
         auto attach_any = [&] {
             target.clear();
@@ -222,11 +225,7 @@ private:
         for (;;) {
             // Until the first frame comes, the screencast starts again every second, which makes
             // Chromium send the page as it is now.
-            if (!framed && !session.empty() && std::chrono::steady_clock::now() - cast_started >= 1s) {
-                cdp.send("Page.stopScreencast", json::object(), session);
-                cdp.send("Page.startScreencast", cast(), session);
-                cast_started = std::chrono::steady_clock::now();
-            }
+            if (!framed && !session.empty() && std::chrono::steady_clock::now() - cast_started >= 1s) restart_cast();
             bool ready = cdp.pending();
             if (!ready) {
                 pollfd p[3] = {{cdp.fd(), POLLIN, 0}, {viewer, POLLIN, 0}, {wake_.get(), POLLIN, 0}};
