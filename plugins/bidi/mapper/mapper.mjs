@@ -8,6 +8,7 @@
 // names in the upgrade's query (?port=&path=), else to the agent's /cdp route, which always dials
 // the current Chromium. Prints "ready" on stdout once it listens. The agent stops it (its process
 // group) when the instance ends.
+import './tiering.mjs';
 import { createServer } from 'node:http';
 import { unlinkSync } from 'node:fs';
 import WebSocket, { WebSocketServer } from 'ws';
