@@ -56,8 +56,10 @@ void Blobs::trim_cache() {
     std::vector<Copy> copies;
     std::uint64_t total = 0;
     std::error_code ec;
-    // Only copies with a marker: the store holds them. A file without one is a plugin's own
-    // (being written, or not committed): never ours to remove.
+    // Walked after each download or write rather than tallied in memory: the folder is the truth
+    // across restarts and beside a plugin's own files, and a stat per cached blob is small next to
+    // the transfer that came before. Only copies with a marker: the store holds them. A file
+    // without one is a plugin's own (being written, or not committed): never ours to remove.
     for (auto it = fs::recursive_directory_iterator(markers_, ec); !ec && it != fs::recursive_directory_iterator();
          it.increment(ec)) {
         if (!it->is_regular_file(ec)) continue;

@@ -151,6 +151,15 @@ bool agent_answers(const std::string &socket) {
     }
 }
 
+// An instance's cgroup under one of the layout's roots (cgroups.hpp), named by its id, and the
+// file that lists its processes.
+std::string instance_cgroup(const std::string &root, const std::string &id) {
+    return root + "/" + id;
+}
+std::string instance_cgroup_procs(const std::string &root, const std::string &id) {
+    return instance_cgroup(root, id) + "/cgroup.procs";
+}
+
 } // namespace
 
 void Runtime::write_pids(const Instance &inst) const {
@@ -416,8 +425,7 @@ void Runtime::apply_limits(const std::string &controller, const std::string &pat
 std::vector<std::string> Runtime::make_cgroups(const std::string &id) {
     std::vector<std::string> made;
     for (const auto &[controller, root] : cgroup_layout_.roots) {
-        std::string path = root;
-        path.append("/").append(id);
+        const std::string path = instance_cgroup(root, id);
         std::error_code ec;
         fs::create_directory(path, ec);
         if (ec) {
@@ -434,8 +442,7 @@ void Runtime::unpark(const std::string &id) {
     // A parked instance (cgroups.hpp) lost its limits with the controllers this start handed down
     // again: limits first, then it may run.
     for (const auto &[controller, root] : cgroup_layout_.roots) {
-        std::string path = root;
-        path.append("/").append(id);
+        const std::string path = instance_cgroup(root, id);
         std::error_code ec;
         if (!fs::is_directory(path, ec)) continue;
         apply_limits(controller, path);
@@ -447,10 +454,9 @@ void Runtime::kill_cgroup_processes(const std::string &id) {
     for (auto until = steady_ms() + 2000;;) {
         bool any = false;
         for (const auto &[_, root] : cgroup_layout_.roots) {
-            std::string procs, file = root;
-            file.append("/").append(id).append("/cgroup.procs");
+            std::string procs;
             try {
-                procs = read_file(file);
+                procs = read_file(instance_cgroup_procs(root, id));
             } catch (const std::exception &) {
                 continue; // no such cgroup
             }
@@ -466,11 +472,8 @@ void Runtime::kill_cgroup_processes(const std::string &id) {
 }
 
 void Runtime::remove_cgroups(const std::string &id) {
-    for (const auto &[_, root] : cgroup_layout_.roots) {
-        std::string path = root;
-        path.append("/").append(id);
-        ::rmdir(path.c_str());
-    }
+    for (const auto &[_, root] : cgroup_layout_.roots)
+        ::rmdir(instance_cgroup(root, id).c_str());
 }
 
 std::vector<std::string> Runtime::agent_ro_paths() const {
@@ -960,8 +963,7 @@ std::optional<std::pair<std::string, int>> Runtime::memory_cgroup(const std::str
     if (it == instances_.end() || it->second.pid <= 0) return std::nullopt;
     for (const auto &[controller, root] : cgroup_layout_.roots) {
         if (controller != "all" && controller != "memory") continue;
-        std::string path = root;
-        path.append("/").append(id);
+        const std::string path = instance_cgroup(root, id);
         if (std::find(it->second.cgroups.begin(), it->second.cgroups.end(), path) != it->second.cgroups.end())
             return std::make_pair(path, controller == "all" ? 2 : 1);
     }
@@ -1035,10 +1037,8 @@ void Runtime::clean_leftover(const std::string &id) {
 bool Runtime::in_own_cgroup(pid_t pid, const std::string &id) const {
     // A pid file names a process; its cgroup says it is still that instance's, not a reused pid.
     for (const auto &[_, root] : cgroup_layout_.roots) {
-        std::string file = root;
-        file.append("/").append(id).append("/cgroup.procs");
         try {
-            for (const auto &tok : split(read_file(file), '\n'))
+            for (const auto &tok : split(read_file(instance_cgroup_procs(root, id)), '\n'))
                 if (std::atoi(tok.c_str()) == pid) return true;
         } catch (const std::exception &) {
             // no such cgroup
@@ -1060,11 +1060,8 @@ bool Runtime::try_adopt(const std::string &id, Instance &inst) {
     inst.pidfd = std::make_shared<UniqueFd>(static_cast<int>(::syscall(SYS_pidfd_open, inst.pid, 0)));
     if (inst.pidfd->get() < 0) return false;
     inst.pasta_pid = process_runs(pids[1], "pasta") ? pids[1] : -1;
-    for (const auto &[_, root] : cgroup_layout_.roots) {
-        std::string path = root;
-        path.append("/").append(id);
-        if (fs::is_directory(path)) inst.cgroups.push_back(path);
-    }
+    for (const auto &[_, root] : cgroup_layout_.roots)
+        if (auto path = instance_cgroup(root, id); fs::is_directory(path)) inst.cgroups.push_back(path);
     std::error_code ec;
     inst.disk = fs::exists(disk_image(id), ec);
     return true;
@@ -1173,8 +1170,8 @@ std::vector<InstanceOnDisk> survey_instances(const std::string &data_dir) {
                     inst.adopted = true;
                 } else {
                     // A frozen agent accepts a connection and never answers: ask its cgroup first.
-                    for (std::string cgroup : cgroup_roots)
-                        inst.parked = inst.parked || cgroup_frozen(cgroup.append("/").append(id));
+                    for (const auto &cgroup_root : cgroup_roots)
+                        inst.parked = inst.parked || cgroup_frozen(instance_cgroup(cgroup_root, id));
                     inst.answers = !inst.parked && agent_answers(folder + "/agent.sock");
                 }
             }
@@ -1185,9 +1182,7 @@ std::vector<InstanceOnDisk> survey_instances(const std::string &data_dir) {
             std::set<std::string> stray;
             for (const auto &root : cgroup_roots)
                 try {
-                    std::string procs = root;
-                    procs.append("/").append(id).append("/cgroup.procs");
-                    for (const auto &tok : split(read_file(procs), '\n'))
+                    for (const auto &tok : split(read_file(instance_cgroup_procs(root, id)), '\n'))
                         if (!trim(tok).empty()) stray.insert(trim(tok));
                 } catch (const std::exception &) {
                     // no such cgroup

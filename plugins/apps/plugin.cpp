@@ -1626,14 +1626,11 @@ private:
     // Builds and invocations of a node that stopped heartbeating end with a reason, as a restart
     // ends this node's own.
     void end_lost_work() {
-        std::map<std::string, bool> serving;
+        ServingNodes nodes(*this);
         auto gone = [&](const json &row) {
             const json node = row.value("node", json());
             if (!node.is_string() || node.get<std::string>() == node_name()) return false;
-            const auto name = node.get<std::string>();
-            auto it = serving.find(name);
-            if (it == serving.end()) it = serving.emplace(name, serving_node_url(name).has_value()).first;
-            return !it->second;
+            return !nodes.other_serves(node.get<std::string>());
         };
         for (const auto &row :
              sql("SELECT id, node FROM apps_deployments WHERE status IN ('queued', 'in_progress') AND node <> ?",

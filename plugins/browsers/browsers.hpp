@@ -264,6 +264,9 @@ private:
     // ---- pools across nodes (pools.cpp): one pool, its size shared by the live nodes ----
     // A pool as its row describes it (config parsed, extensions and profile resolved).
     Pool pool_from_row(const json &row) const;
+    // Whether a pool's row in the store has the name and settings this node holds (a PATCH
+    // through another node changes them).
+    static bool same_settings(const Pool &p, const json &row);
     // Brings this node's pools in line with the store: pools created, changed, flushed or
     // deleted through another node, and this node's share of each after a node came or went.
     void sync_pools();

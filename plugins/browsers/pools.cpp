@@ -89,6 +89,11 @@ double number_field(const json &body, const char *name, double fallback, double 
 
 // ---- lifecycle -----------------------------------------------------------------------------------
 
+bool BrowsersPlugin::same_settings(const Pool &p, const json &row) {
+    const json name = p.name ? json(*p.name) : json();
+    return row.value("config", "") == p.config.dump() && row.value("name", json()) == name;
+}
+
 BrowsersPlugin::Pool BrowsersPlugin::pool_from_row(const json &row) const {
     Pool p;
     p.id = row.at("id").get<std::string>();
@@ -204,8 +209,7 @@ void BrowsersPlugin::sync_pools() {
                 continue;
             }
             Pool &p = it->second;
-            const json name = p.name ? json(*p.name) : json();
-            if (row.value("config", "") != p.config.dump() || row.value("name", json()) != name) {
+            if (!same_settings(p, row)) {
                 Pool changed = pool_from_row(row); // a PATCH through another node
                 p.config = changed.config;
                 p.name = changed.name;
@@ -329,9 +333,7 @@ void BrowsersPlugin::know_pool(const std::string &project, const std::string &id
             // Several: a change another node made a moment ago (a delete, PATCH or flush) holds
             // for this request too, not only from the next sync on.
             auto row = sql("SELECT name, config, flush_count FROM browsers_pools WHERE id = ?", {p.id});
-            const json name = p.name ? json(*p.name) : json();
-            if (!row.empty() && row[0].value("config", "") == p.config.dump() && row[0].value("name", json()) == name &&
-                row[0].value("flush_count", std::int64_t{0}) == p.flushes)
+            if (!row.empty() && same_settings(p, row[0]) && row[0].value("flush_count", std::int64_t{0}) == p.flushes)
                 return;
         } catch (const Error &e) {
             if (e.status() != 404) throw;

@@ -509,14 +509,12 @@ private:
               json::array({row.at("id")})}});
     }
     void expire_lost_flows() {
-        std::map<std::string, bool> serving;
+        ServingNodes nodes(*this);
         for (const auto &row : sql("SELECT id, flow, flow_node FROM managed_auth_connections WHERE flow_node IS NOT "
                                    "NULL AND flow_node <> ? AND INSTR(flow, 'IN_PROGRESS') > 0",
                                    {node_name()})) {
             const auto node = row.at("flow_node").get<std::string>();
-            auto known = serving.find(node);
-            if (known == serving.end()) known = serving.emplace(node, serving_node_url(node).has_value()).first;
-            if (!known->second) {
+            if (!nodes.other_serves(node)) {
                 info("auth connection " + row.value("id", "") + ": its login flow ended with node " + node);
                 expire_flow(row);
             }

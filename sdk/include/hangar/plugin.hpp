@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <functional>
 #include <list>
+#include <map>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -601,6 +602,24 @@ protected:
         }
         return std::nullopt;
     }
+
+    // Whether other nodes still serve, each asked once: for a sweep over rows that name the same
+    // few nodes. Valid for one sweep (a node may stop at any time).
+    class ServingNodes {
+    public:
+        explicit ServingNodes(const Plugin &plugin) : plugin_(plugin) {}
+        // False for this node, as serving_node_url is nullopt for it.
+        bool other_serves(const std::string &name) {
+            auto known = answers_.find(name);
+            if (known == answers_.end())
+                known = answers_.emplace(name, plugin_.serving_node_url(name).has_value()).first;
+            return known->second;
+        }
+
+    private:
+        const Plugin &plugin_;
+        std::map<std::string, bool> answers_;
+    };
 
     // When `name` is another node that serves, throws Error::on_node ("<what> is on node <name>"),
     // so that the host relays this request there; returns when it is this node, or gone (then
