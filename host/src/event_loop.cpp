@@ -47,7 +47,7 @@ bool write_some(int fd, std::string &pending) {
 
 struct EventLoop::Conn {
     std::uint64_t id = 0;
-    UniqueFd a, b;      // a: the client; b: the upstream (splices only)
+    UniqueFd a, b;      // a: the client (or the watched socket); b: the upstream (splices only)
     std::string ab, ba; // bytes waiting to be written a→b and b→a
     bool a_eof = false, b_eof = false;
     std::uint32_t mask_a = 0, mask_b = 0;
@@ -112,6 +112,14 @@ void EventLoop::splice(UniqueFd a, UniqueFd b, std::string to_b, std::string to_
     });
 }
 
+void EventLoop::watch(UniqueFd fd, std::function<void()> on_close) {
+    if (!fd) {
+        if (on_close) on_close();
+        return;
+    }
+    splice(std::move(fd), UniqueFd(), {}, {}, std::move(on_close));
+}
+
 std::shared_ptr<SseConnection> EventLoop::add_sse(UniqueFd fd, std::string head, std::function<void()> on_close) {
     auto id = next_id_++;
     std::shared_ptr<SseConnection> sse(new SseConnection(*this, id));
@@ -152,6 +160,10 @@ void EventLoop::update_interest(Conn &c) {
             pending = !c.sse->out_.empty();
         }
         apply(c.a.get(), EPOLLIN | EPOLLRDHUP | (pending ? EPOLLOUT : 0u), c.mask_a, c.id << 1);
+        return;
+    }
+    if (!c.b) { // watched
+        apply(c.a.get(), EPOLLIN | EPOLLRDHUP, c.mask_a, c.id << 1);
         return;
     }
     // Read from a side only while the other side has nothing pending (back-pressure).
@@ -200,6 +212,16 @@ void EventLoop::handle(Conn &c, std::uint32_t events, int side) {
         }
         if (failed || (c.close_after_flush && drained)) return close_conn(id);
         return update_interest(c);
+    }
+
+    if (!c.b) { // watched: only its end matters
+        char buf[512];
+        ssize_t n;
+        while ((n = ::recv(c.a.get(), buf, sizeof buf, MSG_DONTWAIT)) > 0) {
+        }
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR) || (events & (EPOLLHUP | EPOLLERR)))
+            return close_conn(id);
+        return;
     }
 
     int from = side == 0 ? c.a.get() : c.b.get();

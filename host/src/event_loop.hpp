@@ -91,6 +91,10 @@ public:
     // runs on the loop thread when the pair is gone.
     void splice(UniqueFd a, UniqueFd b, std::string to_b, std::string to_a, std::function<void()> on_close,
                 std::unique_ptr<SpliceWatcher> watcher = nullptr);
+    // Holds `fd` until its other end closes it (what arrives is dropped), then runs `on_close`
+    // on the loop thread: the lifetime of a connection another process serves. An empty `fd`
+    // runs `on_close` at once.
+    void watch(UniqueFd fd, std::function<void()> on_close);
     // Takes an SSE client socket; `head` is the HTTP response head to send first.
     std::shared_ptr<SseConnection> add_sse(UniqueFd fd, std::string head, std::function<void()> on_close = {});
 

@@ -321,6 +321,19 @@ hangar_stream *sse_open(hangar_response *r) {
     }
 }
 
+int res_take_socket(hangar_response *r, int *out_fd) {
+    if (!(r->req->route_flags & HANGAR_ROUTE_STREAMING) || r->taken_over) return -1;
+    try {
+        std::string buffered;
+        auto fd = hangar::host::take_over(*r->req, *r, buffered);
+        if (!buffered.empty()) return -1;
+        *out_fd = fd.release();
+        return 0;
+    } catch (const std::exception &) {
+        return -1;
+    }
+}
+
 int stream_send(hangar_stream *s, hangar_str json_text) {
     return s->conn->send_frame(st(json_text)) ? 0 : -1;
 }
@@ -693,6 +706,7 @@ const hangar_host_v1 kHostTable = {
     req_dispatch,
     store_exec_batch,
     blob_commit,
+    res_take_socket,
 };
 
 } // namespace

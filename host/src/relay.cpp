@@ -14,6 +14,7 @@
 #include <Poco/Net/WebSocket.h>
 #include <Poco/StreamCopier.h>
 #include <Poco/URI.h>
+#include <hangar/fd_passing.hpp>
 #include <nlohmann/json.hpp>
 
 #include <fcntl.h>
@@ -70,54 +71,21 @@ std::string target_uri(const hangar_request &req, const std::string &path) {
 }
 
 // Upgrades relayed server → agent → loopback port or unix socket in the instance ask the agent to
-// hand back the connected upstream socket (SCM_RIGHTS) instead of splicing it, so CDP (and BiDi)
-// frames cross one relay, not two.
-constexpr const char *kPassFdHeader = "X-Hangar-Pass-Fd";
-constexpr char kPassFdMarker = 'F';
+// hand back the connected upstream socket instead of splicing it, so CDP frames cross one relay,
+// not two; an agent route may instead take the client's own connection (BiDi: none at all). The
+// wire: hangar/fd_passing.hpp.
+namespace fdp = hangar::fd_passing;
 
-// A message with room for one descriptor, laid out the same way by both ends of the hand-over.
-struct FdMessage {
-    FdMessage(char *data, std::size_t len) : iov{data, len} {
-        msg.msg_iov = &iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = control;
-        msg.msg_controllen = sizeof control;
-    }
-    FdMessage(const FdMessage &) = delete;
-    FdMessage &operator=(const FdMessage &) = delete;
-    iovec iov;
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-    msghdr msg{};
-};
-
-bool send_fd(int over, int fd) {
-    char marker = kPassFdMarker;
-    FdMessage m(&marker, 1);
-    cmsghdr *cm = CMSG_FIRSTHDR(&m.msg);
-    cm->cmsg_level = SOL_SOCKET;
-    cm->cmsg_type = SCM_RIGHTS;
-    cm->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-    return ::sendmsg(over, &m.msg, MSG_NOSIGNAL) == 1;
-}
-
-// Reads the agent's first bytes: either the marker with a descriptor, or an ordinary HTTP
-// answer (an error, or an agent that splices itself) which is returned in `first`.
-int receive_fd(int from, std::string &first) {
-    char buf[4096];
-    FdMessage m(buf, sizeof buf);
-    ssize_t n = ::recvmsg(from, &m.msg, MSG_CMSG_CLOEXEC);
-    if (n <= 0) return -1;
-    for (cmsghdr *cm = CMSG_FIRSTHDR(&m.msg); cm; cm = CMSG_NXTHDR(&m.msg, cm)) {
-        if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
-            int fd;
-            std::memcpy(&fd, CMSG_DATA(cm), sizeof(int));
-            if (n == 1 && buf[0] == kPassFdMarker) return fd;
-            ::close(fd);
-        }
-    }
-    first.assign(buf, static_cast<std::size_t>(n));
-    return -1;
+// Counts a long-lived connection as its session's activity and in the metrics, until the
+// returned function runs.
+std::function<void()> hold_connection(HostCore &core, const hangar_request &req, const std::string &activity_key) {
+    if (!activity_key.empty()) core.activity.begin(activity_key);
+    std::string kind = core.role == HANGAR_ROLE_SERVER ? connection_kind(req) : std::string();
+    if (!kind.empty()) core.metrics.connection_opened(kind);
+    return [&core, activity_key, kind] {
+        if (!activity_key.empty()) core.activity.end(activity_key);
+        if (!kind.empty()) core.metrics.connection_closed(kind);
+    };
 }
 
 bool wants_stream(const hangar_request &req) {
@@ -148,23 +116,30 @@ int relay(hangar_request &req, hangar_response &res, const Upstream &up, const s
         // Forward the request head as received, with Host rewritten (Chromium only accepts
         // loopback Host headers) and the path replaced.
         const bool upgrade = req.http.has("Upgrade");
-        const bool pass_back = core.role == HANGAR_ROLE_INSTANCE && upgrade && req.http.has(kPassFdHeader);
+        const bool pass_back = core.role == HANGAR_ROLE_INSTANCE && upgrade && req.http.has(fdp::kPassFdHeader);
         const bool ask_for_fd = core.role == HANGAR_ROLE_SERVER && up.unix_socket && upgrade;
+        std::string buffered;
+        UniqueFd client = take_over(req, res, buffered);
+        // The client's connection can leave this process only when nobody here reads its bytes
+        // (relay observers) and nothing of it was read beyond the request head.
+        const bool offer_client =
+            ask_for_fd && buffered.empty() && !core.relay_observers.watches(target_uri(req, path));
         std::ostringstream head;
         head << req.method << ' ' << target_uri(req, path) << " HTTP/1.1\r\n";
         head << "Host: " << host_header(up) << "\r\n";
         for (const auto &[name, value] : req.http) {
-            if (iequals(name, "Host") || iequals(name, kPassFdHeader) || never_forward(up, name)) continue;
+            if (iequals(name, "Host") || iequals(name, fdp::kPassFdHeader) || iequals(name, fdp::kPassClientHeader) ||
+                never_forward(up, name))
+                continue;
             // A spliced connection carries this one exchange: the upstream must close after it,
             // or the client's next keep-alive request would be piped to the upstream too.
             if (!upgrade && iequals(name, "Connection")) continue;
             head << name << ": " << value << "\r\n";
         }
         if (!upgrade) head << "Connection: close\r\n";
-        if (ask_for_fd) head << kPassFdHeader << ": 1\r\n";
+        if (ask_for_fd) head << fdp::kPassFdHeader << ": 1\r\n";
+        if (offer_client) head << fdp::kPassClientHeader << ": 1\r\n";
         head << "\r\n";
-        std::string buffered;
-        UniqueFd client = take_over(req, res, buffered);
 
         if (pass_back) {
             // Agent side: open the upgrade with the upstream, then give the socket to the server.
@@ -172,7 +147,7 @@ int relay(hangar_request &req, hangar_response &res, const Upstream &up, const s
             upstream.sendBytes(h.data(), static_cast<int>(h.size()));
             int flags = ::fcntl(client.get(), F_GETFL);
             ::fcntl(client.get(), F_SETFL, flags & ~O_NONBLOCK);
-            if (!send_fd(client.get(), upstream.impl()->sockfd())) return 0;
+            fdp::send(client.get(), std::string_view(&fdp::kUpstreamMarker, 1), upstream.impl()->sockfd());
             return 0; // both of our copies close here; the server holds the connection now
         }
 
@@ -185,22 +160,23 @@ int relay(hangar_request &req, hangar_response &res, const Upstream &up, const s
             upstream.sendBytes(h.data(), static_cast<int>(h.size()));
             std::string first;
             upstream.setBlocking(true);
-            int received = receive_fd(upstream.impl()->sockfd(), first);
-            if (received >= 0) {
-                ufd = loop_fd(received);
-                ::close(received);
+            UniqueFd received(fdp::receive(upstream.impl()->sockfd(), first));
+            if (received && first == std::string_view(&fdp::kUpstreamMarker, 1)) {
+                ufd = loop_fd(received.get());
+            } else if (!received && offer_client && first == std::string_view(&fdp::kClientWantedMarker, 1)) {
+                // The agent serves the client's connection itself. The one to the agent stays open for
+                // as long as that connection lasts: the session's activity, as a splice would be.
+                if (!fdp::send(upstream.impl()->sockfd(), std::string_view(&fdp::kClientMarker, 1), client.get()))
+                    return 0;
+                client.reset();
+                core.loop.watch(loop_fd(upstream.impl()->sockfd()), hold_connection(core, req, activity_key));
+                return 0;
             } else {
                 to_client = std::move(first); // the agent answered itself; keep splicing with it
             }
             to_upstream = buffered;
         }
-        if (!activity_key.empty()) core.activity.begin(activity_key);
-        std::string kind = core.role == HANGAR_ROLE_SERVER ? connection_kind(req) : std::string();
-        if (!kind.empty()) core.metrics.connection_opened(kind);
-        std::function<void()> on_close = [&core, activity_key, kind] {
-            if (!activity_key.empty()) core.activity.end(activity_key);
-            if (!kind.empty()) core.metrics.connection_closed(kind);
-        };
+        auto on_close = hold_connection(core, req, activity_key);
         // Observers (relay_watch.hpp) see the bytes as the loop copies them; what was read or
         // answered before the splice (never the request head) is shown to them first.
         auto watcher = core.relay_observers.open(activity_key, target_uri(req, path), req.path, upgrade);

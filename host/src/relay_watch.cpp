@@ -272,6 +272,13 @@ void RelayObservers::remove_owned_by(const std::string &owner) {
     any_ = !observers_.empty();
 }
 
+bool RelayObservers::watches(const std::string &path) {
+    if (!any_.load(std::memory_order_relaxed)) return false;
+    std::lock_guard lock(mutex_);
+    return std::any_of(observers_.begin(), observers_.end(),
+                       [&](const auto &o) { return path.compare(0, o->prefix.size(), o->prefix) == 0; });
+}
+
 std::unique_ptr<SpliceWatcher> RelayObservers::open(const std::string &activity_key, const std::string &path,
                                                     const std::string &client_path, bool websocket) {
     if (!any_.load(std::memory_order_relaxed)) return nullptr;

@@ -24,6 +24,8 @@ public:
     // A stopped plugin's observers are called no more, also by relays that are still open.
     void remove_owned_by(const std::string &owner);
 
+    // Whether a relay to `path` would be announced to an observer.
+    bool watches(const std::string &path);
     // Announces a relay about to be spliced to every observer whose prefix matches `path`.
     // Returns the watcher to hand to EventLoop::splice, or null when no observer wants more.
     std::unique_ptr<SpliceWatcher> open(const std::string &activity_key, const std::string &path,

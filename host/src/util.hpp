@@ -14,13 +14,13 @@ namespace hangar::host {
 std::string random_token(std::size_t length);
 std::string sha256_hex(std::string_view data);
 // One implementation for the host and plugins: the SDK's.
+using hangar::iequals;
 using hangar::url_decode;
 std::vector<std::string> split(std::string_view text, char sep);
 std::string trim(std::string_view text);
 std::int64_t now_ms();    // wall clock, ms since the epoch
 std::int64_t steady_ms(); // monotonic, ms
 std::string rfc3339(std::int64_t epoch_ms);
-bool iequals(std::string_view a, std::string_view b);
 
 // Reads a whole file; throws on failure.
 std::string read_file(const std::string &path);

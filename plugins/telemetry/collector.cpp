@@ -320,7 +320,7 @@ private:
             if (req.resource_type.empty()) req.resource_type = p.value("type", "Other");
             if (req.status >= 400)
                 for (const auto &[name, value] : req.headers.items())
-                    if (value.is_string() && iequals(name, "x-kernel-proxy-error")) {
+                    if (value.is_string() && hangar::iequals(name, "x-kernel-proxy-error")) {
                         proxy_error(sid, t, rid, req, value.get<std::string>(), req.status, method);
                         break;
                     }
@@ -400,12 +400,6 @@ private:
         if (!req.method.empty()) data["method"] = req.method;
         if (!req.resource_type.empty()) data["resource_type"] = req.resource_type;
         emit("network", "proxy_error", cdp_event, data);
-    }
-
-    static bool iequals(std::string_view a, std::string_view b) {
-        return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-                   return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
-               });
     }
 
     void interaction(const std::string &sid, const Target &t, const std::string &payload) {

@@ -5,6 +5,7 @@
 // runs in the instance; a Chromium restart closes open BiDi sessions and the URL reaches the new
 // one; an open BiDi connection keeps the session from its idle timeout.
 import assert from 'node:assert/strict';
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 
 import logger from '@wdio/logger';
@@ -42,6 +43,42 @@ const exists = (id) => sessionExists(client, id);
 
 /** The BiDi mapper processes (node mapper.mjs) under this server. */
 const mappers = () => descendants(server.pid).filter((p) => /mapper\.mjs/.test(p.cmd));
+
+/**
+ * The pids holding the server's end of the TCP connection from local port `clientPort` to
+ * `serverPort`: who serves that client.
+ */
+function holdersOfServerEnd(serverPort, clientPort) {
+  const hex = (port) => port.toString(16).toUpperCase().padStart(4, '0');
+  const inodes = new Set();
+  for (const table of ['/proc/net/tcp', '/proc/net/tcp6']) {
+    for (const line of readFileSync(table, 'utf8').split('\n').slice(1)) {
+      const f = line.trim().split(/\s+/);
+      if (f.length > 9 && f[1].endsWith(':' + hex(serverPort)) && f[2].endsWith(':' + hex(clientPort))) inodes.add(f[9]);
+    }
+  }
+  const pids = [];
+  for (const pid of readdirSync('/proc').filter((d) => /^\d+$/.test(d))) {
+    let fds = [];
+    try {
+      fds = readdirSync(`/proc/${pid}/fd`);
+    } catch {
+      continue; // gone, or not ours to read
+    }
+    for (const fd of fds) {
+      let link = '';
+      try {
+        link = readlinkSync(`/proc/${pid}/fd/${fd}`);
+      } catch {}
+      const m = /^socket:\[(\d+)\]$/.exec(link);
+      if (m && inodes.has(m[1])) {
+        pids.push(Number(pid));
+        break;
+      }
+    }
+  }
+  return pids;
+}
 
 /** The URL is refused with a 4xx before any upgrade. */
 async function assertRefused(url, what) {
@@ -119,6 +156,11 @@ describe('webdriver_ws_url', () => {
         });
         assert.equal(title.type, 'success');
         assert.deepEqual(title.result, { type: 'string', value: TEST_PAGE_TITLE });
+
+        // The client's own connection is served by the mapper, with no relay in between: the
+        // server handed it over (plugins/bidi/README.md) and holds no copy.
+        const holders = holdersOfServerEnd(Number(new URL(b.webdriver_ws_url).port), bidi.ws._socket.localPort);
+        assert.deepEqual(holders, mappers().map((p) => p.pid), 'only the mapper holds the connection');
 
         // The mapper validates commands as a BiDi remote end does, also commands it already
         // parsed once (its schemas are built once and kept, mapper.mjs).

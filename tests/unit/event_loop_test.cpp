@@ -98,6 +98,8 @@ class EventLoopTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(testSpliceLargeTransferWithBackPressure);
     CPPUNIT_TEST(testHalfClosePropagatesAndOnCloseRunsOnce);
     CPPUNIT_TEST(testSpliceEndsWhenOneSideVanishes);
+    CPPUNIT_TEST(testWatchHoldsUntilThePeerCloses);
+    CPPUNIT_TEST(testWatchOfNothingEndsAtOnce);
     CPPUNIT_TEST(testSseFramesInOrder);
     CPPUNIT_TEST(testSseSendRightAfterAdd);
     CPPUNIT_TEST(testSseCloseFlushesQueuedFrames);
@@ -189,6 +191,30 @@ public:
         CPPUNIT_ASSERT_EQUAL(1, closed.load());
     }
 
+    void testWatchHoldsUntilThePeerCloses() {
+        EventLoop loop;
+        auto p = socket_pair();
+        std::atomic<int> closed{0};
+        loop.watch(std::move(p.y), [&] { closed++; });
+        CPPUNIT_ASSERT(eventually([&] { return loop.connection_count() == 1; }));
+        // What the other side sends is dropped, and does not end the watch.
+        write_all(p.x.get(), pattern(200000, 7));
+        ::usleep(100 * 1000);
+        CPPUNIT_ASSERT_EQUAL(0, closed.load());
+        CPPUNIT_ASSERT_EQUAL(std::size_t(1), loop.connection_count());
+        p.x.reset();
+        CPPUNIT_ASSERT(eventually([&] { return closed.load() == 1; }));
+        CPPUNIT_ASSERT_EQUAL(std::size_t(0), loop.connection_count());
+    }
+
+    void testWatchOfNothingEndsAtOnce() {
+        EventLoop loop;
+        int closed = 0;
+        loop.watch(UniqueFd(), [&] { closed++; });
+        CPPUNIT_ASSERT_EQUAL(1, closed);
+        CPPUNIT_ASSERT_EQUAL(std::size_t(0), loop.connection_count());
+    }
+
     void testSseFramesInOrder() {
         EventLoop loop;
         auto p = socket_pair();
@@ -272,21 +298,23 @@ public:
 
     void testStopClosesEverything() {
         auto loop = std::make_unique<EventLoop>();
-        auto a = socket_pair(), b = socket_pair(), s = socket_pair();
+        auto a = socket_pair(), b = socket_pair(), s = socket_pair(), w = socket_pair();
         std::atomic<int> closed{0};
         loop->splice(std::move(a.y), std::move(b.x), "", "", [&] { closed++; });
         auto sse = loop->add_sse(std::move(s.y), "H\n");
-        CPPUNIT_ASSERT(eventually([&] { return loop->connection_count() == 2; }));
+        loop->watch(std::move(w.y), [&] { closed++; });
+        CPPUNIT_ASSERT(eventually([&] { return loop->connection_count() == 3; }));
         loop->stop();
         loop->stop(); // idempotent
-        CPPUNIT_ASSERT_EQUAL(1, closed.load());
+        CPPUNIT_ASSERT_EQUAL(2, closed.load());
         CPPUNIT_ASSERT_EQUAL(std::size_t(0), loop->connection_count());
         CPPUNIT_ASSERT(sees_eof(a.x.get()));
         CPPUNIT_ASSERT(sees_eof(b.y.get()));
+        CPPUNIT_ASSERT(sees_eof(w.x.get()));
         CPPUNIT_ASSERT(!sse->open());
         CPPUNIT_ASSERT(!sse->send_frame("{}"));
         loop.reset();
-        CPPUNIT_ASSERT_EQUAL(1, closed.load());
+        CPPUNIT_ASSERT_EQUAL(2, closed.load());
     }
 };
 

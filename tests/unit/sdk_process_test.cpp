@@ -1,11 +1,13 @@
 // sdk/include/hangar/process.hpp: descriptors and child processes with RAII, as plugins use them.
 #include "test_support.hpp"
 
+#include <hangar/fd_passing.hpp>
 #include <hangar/process.hpp>
 
 #include <cppunit/extensions/HelperMacros.h>
 
 #include <signal.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -47,6 +49,7 @@ bool gone(pid_t pid) {
 class SdkProcessTest : public CppUnit::TestFixture {
     CPPUNIT_TEST_SUITE(SdkProcessTest);
     CPPUNIT_TEST(testFdClosesOnDestructionAndMoves);
+    CPPUNIT_TEST(testFdPassingCarriesTheDescriptorAndTheBytes);
     CPPUNIT_TEST(testSpawnPipesAndExitStatus);
     CPPUNIT_TEST(testExtraFdsReachTheChild);
     CPPUNIT_TEST(testStopReachesTheWholeGroup);
@@ -59,6 +62,32 @@ class SdkProcessTest : public CppUnit::TestFixture {
     CPPUNIT_TEST_SUITE_END();
 
 public:
+    void testFdPassingCarriesTheDescriptorAndTheBytes() {
+        namespace fdp = hangar::fd_passing;
+        int pair[2];
+        CPPUNIT_ASSERT_EQUAL(0, ::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair));
+        hangar::proc::Fd here(pair[0]), there(pair[1]);
+        auto pipe = hangar::proc::make_pipe();
+        const std::string message = "{\"head\":\"GET / HTTP/1.1\"}\n";
+        CPPUNIT_ASSERT(fdp::send(here.get(), message, pipe.write.get()));
+        pipe.write.reset(); // only the copy that was sent is left
+        std::string got;
+        hangar::proc::Fd received(fdp::receive(there.get(), got));
+        CPPUNIT_ASSERT(received);
+        CPPUNIT_ASSERT_EQUAL(message, got);
+        CPPUNIT_ASSERT(::fcntl(received.get(), F_GETFD) & FD_CLOEXEC);
+        CPPUNIT_ASSERT_EQUAL(ssize_t(2), ::write(received.get(), "ok", 2));
+        char buf[2];
+        CPPUNIT_ASSERT_EQUAL(ssize_t(2), ::read(pipe.read.get(), buf, 2));
+        // Bytes without a descriptor, and the end.
+        CPPUNIT_ASSERT_EQUAL(ssize_t(1), ::send(here.get(), "C", 1, 0));
+        CPPUNIT_ASSERT_EQUAL(-1, fdp::receive(there.get(), got));
+        CPPUNIT_ASSERT_EQUAL(std::string("C"), got);
+        here.reset();
+        CPPUNIT_ASSERT_EQUAL(-1, fdp::receive(there.get(), got));
+        CPPUNIT_ASSERT(got.empty());
+    }
+
     void testFdClosesOnDestructionAndMoves() {
         int raw = -1;
         {

@@ -7,7 +7,7 @@
 // Each BiDi connection opens its own CDP connection: to the Chromium DevTools socket the agent
 // names in the upgrade's query (?port=&path=), else to the agent's /cdp route, which always dials
 // the current Chromium. Prints "ready" on stdout once it listens. The agent stops it (its process
-// group) when the instance ends.
+// group) when the instance ends. The agent may also hand it a client's own connection (below).
 import './tiering.mjs';
 import { createServer } from 'node:http';
 import { unlinkSync } from 'node:fs';
@@ -175,5 +175,34 @@ const http = createServer((req, res) => {
 });
 const wss = new WebSocketServer({ noServer: true, perMessageDeflate: false, maxPayload: 256 * 1024 * 1024 });
 http.on('upgrade', (req, socket, head) => wss.handleUpgrade(req, socket, head, (ws) => void serve(ws, req.url)));
+
+// Client connections the agent hands over on Node's IPC channel (fd 3, set up by the agent): the
+// client's own socket with the upgrade request the agent rewrote for it, then the agent's
+// connection to the server, which lives as long as the client's does (the server counts the
+// session active until it closes). Served like a connection on the unix socket from there on.
+const handedOver = new Map();
+process.on('message', (message, socket) => {
+  if (!socket) return;
+  const { hangar, id } = message ?? {};
+  if (hangar === 'bidi-client' && typeof message.head === 'string') {
+    socket.on('error', () => {});
+    handedOver.set(id, { socket, head: message.head });
+    return;
+  }
+  const client = hangar === 'bidi-lifeline' ? handedOver.get(id) : undefined;
+  handedOver.delete(id);
+  if (!client) {
+    socket.destroy();
+    return;
+  }
+  socket.on('error', () => {});
+  socket.on('close', () => client.socket.destroy()); // the server stopped
+  socket.resume(); // nothing comes on it but its end
+  client.socket.on('close', () => socket.destroy());
+  client.socket.setNoDelay(true);
+  client.socket.unshift(Buffer.from(client.head));
+  http.emit('connection', client.socket);
+});
+process.on('disconnect', () => process.exit(0)); // the agent is gone
 http.listen(socketPath, () => process.stdout.write('ready\n'));
 

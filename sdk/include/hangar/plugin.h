@@ -318,6 +318,12 @@ typedef struct hangar_host_v1 {
      * blob's contents, so that other nodes read it too (on a PostgreSQL store it is streamed
      * there; elsewhere nothing more is needed). Returns -1 with a message in `err` on failure. */
     int (*blob_commit)(hangar_plugin_ctx *ctx, hangar_str key, hangar_buf *err);
+    /* Takes the request's connection out of the HTTP server (streaming routes, before anything
+     * was answered): `out_fd` gets the socket, close-on-exec and non-blocking, owned by the
+     * plugin from then on, which answers on it itself or hands it on. Returns -1 when the route is
+     * not streaming or the connection was already taken; also when bytes beyond the request head
+     * had been read (they would be lost), and the connection is then closed. */
+    int (*res_take_socket)(hangar_response *res, int *out_fd);
 } hangar_host_v1;
 
 /* ---- what the plugin declares (filled by hangar_plugin_init) ------------------------------- */

@@ -80,6 +80,15 @@ inline std::vector<std::pair<std::string, std::string>> query_pairs(std::string_
     return out;
 }
 
+// ASCII comparison without case, as header names are compared.
+inline bool iequals(std::string_view a, std::string_view b) {
+    if (a.size() != b.size()) return false;
+    for (std::size_t i = 0; i < a.size(); ++i)
+        if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i])))
+            return false;
+    return true;
+}
+
 // A failure that maps to the wire error body {code, message, details?}.
 class Error : public std::runtime_error {
 public:
@@ -171,15 +180,8 @@ struct Dispatched {
     bool ok() const { return status >= 200 && status < 300; }
     // The first header of that name, compared without case.
     std::optional<std::string> header(std::string_view name) const {
-        auto same = [](std::string_view a, std::string_view b) {
-            if (a.size() != b.size()) return false;
-            for (std::size_t i = 0; i < a.size(); ++i)
-                if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i])))
-                    return false;
-            return true;
-        };
         for (const auto &[k, v] : headers)
-            if (same(k, name)) return v;
+            if (iequals(k, name)) return v;
         return std::nullopt;
     }
 };
@@ -353,6 +355,16 @@ public:
         hangar_stream *s = host_->sse_open(res_);
         if (!s) throw Error::internal("could not open the event stream");
         return std::make_unique<SseStream>(host_, s);
+    }
+    // The connection itself, for a streaming route that serves or hands it on (see
+    // hangar_host_v1::res_take_socket): the caller owns the descriptor. Throws when the host
+    // cannot give it.
+    int take_socket() {
+        int fd = -1;
+        if (host_->struct_size < offsetof(hangar_host_v1, res_take_socket) + sizeof(void *) ||
+            host_->res_take_socket(res_, &fd) != 0)
+            throw Error::internal("could not take the connection");
+        return fd;
     }
     hangar_response *raw() const { return res_; }
 
