@@ -109,7 +109,7 @@ private:
         for (const auto &[name, value] : req.headers()) {
             std::string_view n = name;
             if (hangar::iequals(n, "Host") || hangar::iequals(n.substr(0, 9), "X-Hangar-")) continue;
-            head += name + ": " + value + "\r\n";
+            head.append(name).append(": ").append(value).append("\r\n");
         }
         head += "\r\n";
         auto id = next_handover_++;

@@ -5,7 +5,9 @@
 // runs in the instance; a Chromium restart closes open BiDi sessions and the URL reaches the new
 // one; an open BiDi connection keeps the session from its idle timeout.
 import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
+import net from 'node:net';
 import { after, before, describe, test } from 'node:test';
 
 import logger from '@wdio/logger';
@@ -215,6 +217,61 @@ describe('webdriver_ws_url', () => {
         assert.equal(r.result.value, pages.url);
       } finally {
         await again.close();
+      }
+    });
+  });
+
+  test('a command sent with the upgrade request, before the answer, is relayed and answered', async () => {
+    // A client may send its first frame right behind the upgrade request. The server has then read
+    // bytes of the connection, which must not be lost: it relays the connection (a splice to the
+    // mapper's socket) instead of handing it over.
+    await withBrowser({}, async (b) => {
+      const u = new URL(b.webdriver_ws_url);
+      const socket = net.connect(Number(u.port), u.hostname);
+      await new Promise((resolve, reject) => socket.once('connect', resolve).once('error', reject));
+      try {
+        const command = Buffer.from(JSON.stringify({ id: 1, method: 'session.new', params: { capabilities: {} } }));
+        const mask = randomBytes(4);
+        const frame = Buffer.concat([
+          Buffer.from([0x81, 0x80 | command.length]), // a final text frame, masked, length < 126
+          mask,
+          Buffer.from(command.map((byte, i) => byte ^ mask[i % 4])),
+        ]);
+        assert.ok(command.length < 126);
+        const upgrade =
+          `GET ${u.pathname}${u.search} HTTP/1.1\r\nHost: ${u.host}\r\nUpgrade: websocket\r\n` +
+          `Connection: Upgrade\r\nSec-WebSocket-Key: ${randomBytes(16).toString('base64')}\r\n` +
+          'Sec-WebSocket-Version: 13\r\n\r\n';
+        socket.write(Buffer.concat([Buffer.from(upgrade), frame])); // one write: one segment
+        let got = Buffer.alloc(0);
+        socket.on('data', (d) => (got = Buffer.concat([got, d])));
+        // The 101, then one unmasked text frame with the answer to command 1.
+        const answer = await waitFor(
+          () => {
+            const end = got.indexOf('\r\n\r\n');
+            if (end < 0) return null;
+            const body = got.subarray(end + 4);
+            if (body.length < 2) return null;
+            let length = body[1] & 0x7f;
+            let offset = 2;
+            if (length === 126) {
+              if (body.length < 4) return null;
+              length = body.readUInt16BE(2);
+              offset = 4;
+            }
+            if (body.length < offset + length) return null;
+            return { head: got.subarray(0, end).toString(), message: JSON.parse(body.subarray(offset, offset + length)) };
+          },
+          { timeoutMs: 20_000, what: 'the answer to a command sent with the upgrade' },
+        );
+        assert.match(answer.head, /^HTTP\/1\.1 101 /);
+        assert.equal(answer.message.id, 1);
+        assert.equal(answer.message.type, 'success', JSON.stringify(answer.message));
+        assert.equal(typeof answer.message.result.sessionId, 'string');
+        // Relayed, not handed over: the server holds the client's connection.
+        assert.deepEqual(holdersOfServerEnd(Number(u.port), socket.localPort), [server.pid]);
+      } finally {
+        socket.destroy();
       }
     });
   });
