@@ -22,6 +22,7 @@ import { toFile } from '@onkernel/sdk';
 import WebSocket from 'ws';
 
 import { PASSWORD, USER, startSites } from '../fixtures/sites/sites.mjs';
+import { BidiClient } from './lib/bidi.mjs';
 import { freePort } from './lib/cluster.mjs';
 import { databaseFor, onPostgres } from './lib/pg.mjs';
 import { hangarBin, repoRoot, startServer, waitFor } from './lib/server.mjs';
@@ -302,6 +303,17 @@ describe('two nodes on one PostgreSQL store', { skip: !onPostgres && 'needs HANG
     const relayedCdp = await openSocket(cdpViaA.href);
     assert.match((await cdpVersion(relayedCdp)).product, /Chrome/, 'CDP through node-a reaches node-b\'s browser');
     relayedCdp.close();
+    // WebDriver BiDi too: node-a relays the upgrade to node-b, whose agent hands it to its mapper.
+    const bidiViaA = new URL(viaA.webdriver_ws_url);
+    bidiViaA.host = new URL(a.baseURL).host;
+    const relayedBidi = await BidiClient.connect(bidiViaA.href);
+    try {
+      const { context } = await relayedBidi.start();
+      const r = await relayedBidi.send('script.evaluate', { expression: '6*7', target: { context }, awaitPromise: false });
+      assert.deepEqual(r.result, { type: 'number', value: 42 }, 'BiDi through node-a reaches node-b\'s browser');
+    } finally {
+      await relayedBidi.close();
+    }
     // A request that a node relayed already is never relayed again (two nodes that disagree
     // about the owner would pass it back and forth): 502 naming both.
     const looped = await a.fetch(`/browsers/${onB.session_id}/computer/screenshot`, {
