@@ -43,6 +43,16 @@ bool write_some(int fd, std::string &pending) {
     }
     return true;
 }
+
+// For a socket nobody reads from (an SSE client, a watched connection): drops what arrived and
+// tells whether the other end is gone.
+bool peer_ended(int fd, std::uint32_t events) {
+    char buf[512];
+    ssize_t n;
+    while ((n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT)) > 0) {
+    }
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR) || (events & (EPOLLHUP | EPOLLERR)) != 0;
+}
 } // namespace
 
 struct EventLoop::Conn {
@@ -197,12 +207,8 @@ void EventLoop::close_conn(std::uint64_t id) {
 void EventLoop::handle(Conn &c, std::uint32_t events, int side) {
     const std::uint64_t id = c.id;
     if (c.sse) {
-        if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
-            char buf[512];
-            ssize_t n = ::recv(c.a.get(), buf, sizeof buf, MSG_DONTWAIT);
-            if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR) || (events & (EPOLLHUP | EPOLLERR)))
-                return close_conn(id);
-        }
+        if ((events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) && peer_ended(c.a.get(), events))
+            return close_conn(id);
         bool drained, failed;
         {
             std::lock_guard lock(c.sse->mutex_);
@@ -215,12 +221,7 @@ void EventLoop::handle(Conn &c, std::uint32_t events, int side) {
     }
 
     if (!c.b) { // watched: only its end matters
-        char buf[512];
-        ssize_t n;
-        while ((n = ::recv(c.a.get(), buf, sizeof buf, MSG_DONTWAIT)) > 0) {
-        }
-        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR) || (events & (EPOLLHUP | EPOLLERR)))
-            return close_conn(id);
+        if (peer_ended(c.a.get(), events)) close_conn(id);
         return;
     }
 

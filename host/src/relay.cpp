@@ -169,7 +169,7 @@ int relay(hangar_request &req, hangar_response &res, const Upstream &up, const s
                 if (!fdp::send(upstream.impl()->sockfd(), std::string_view(&fdp::kClientMarker, 1), client.get()))
                     return 0;
                 client.reset();
-                core.loop.watch(loop_fd(upstream.impl()->sockfd()), hold_connection(core, req, activity_key));
+                core.loop.watch(std::move(ufd), hold_connection(core, req, activity_key));
                 return 0;
             } else {
                 to_client = std::move(first); // the agent answered itself; keep splicing with it

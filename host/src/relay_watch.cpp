@@ -272,23 +272,23 @@ void RelayObservers::remove_owned_by(const std::string &owner) {
     any_ = !observers_.empty();
 }
 
-bool RelayObservers::watches(const std::string &path) {
-    if (!any_.load(std::memory_order_relaxed)) return false;
+std::vector<std::shared_ptr<RelayObservers::Observer>> RelayObservers::matching(const std::string &path) {
+    std::vector<std::shared_ptr<Observer>> found;
     std::lock_guard lock(mutex_);
-    return std::any_of(observers_.begin(), observers_.end(),
-                       [&](const auto &o) { return path.compare(0, o->prefix.size(), o->prefix) == 0; });
+    for (const auto &o : observers_)
+        if (path.compare(0, o->prefix.size(), o->prefix) == 0) found.push_back(o);
+    return found;
+}
+
+bool RelayObservers::watches(const std::string &path) {
+    return any_.load(std::memory_order_relaxed) && !matching(path).empty();
 }
 
 std::unique_ptr<SpliceWatcher> RelayObservers::open(const std::string &activity_key, const std::string &path,
                                                     const std::string &client_path, bool websocket) {
     if (!any_.load(std::memory_order_relaxed)) return nullptr;
-    std::vector<std::shared_ptr<Observer>> matching;
-    {
-        std::lock_guard lock(mutex_);
-        for (const auto &o : observers_)
-            if (path.compare(0, o->prefix.size(), o->prefix) == 0) matching.push_back(o);
-    }
-    if (matching.empty()) return nullptr;
+    auto observers = matching(path);
+    if (observers.empty()) return nullptr;
     const std::uint64_t id = next_id_++;
     hangar_relay_event ev{};
     ev.struct_size = sizeof(hangar_relay_event);
@@ -299,7 +299,7 @@ std::unique_ptr<SpliceWatcher> RelayObservers::open(const std::string &activity_
     ev.client_path = hs(client_path);
     std::vector<RelayWatcher::Target> targets;
     bool frames = false;
-    for (auto &o : matching) {
+    for (auto &o : observers) {
         std::uint32_t flags = o->fn(o->user, &ev);
         if (flags == 0) continue;
         frames = frames || (websocket && (flags & HANGAR_RELAY_WATCH_MESSAGES));

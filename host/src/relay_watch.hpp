@@ -40,6 +40,9 @@ public:
     };
 
 private:
+    // The observers whose prefix `path` starts with.
+    std::vector<std::shared_ptr<Observer>> matching(const std::string &path);
+
     std::mutex mutex_;
     std::vector<std::shared_ptr<Observer>> observers_;
     std::atomic<std::uint64_t> next_id_{1};
