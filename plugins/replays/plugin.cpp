@@ -354,7 +354,7 @@ private:
             finish(row.at("id").get<std::string>());
     }
 
-    // Recordings that ended in the instance (ffmpeg -t reached the maximum duration, or ffmpeg
+    // Recordings that ended in the instance (the feed reached the maximum duration, or ffmpeg
     // died with its display) and those whose instance is gone are finished here, so the video
     // is kept and the session's activity released without waiting for a stop.
     void finish_ended() {
@@ -472,6 +472,7 @@ private:
             rec.ffmpeg = proc::Child::spawn(spec);
             frames.read.reset();
             rec.feed = std::make_unique<ScreenFeed>(capture.display, capture.width, capture.height, options.framerate,
+                                                    std::chrono::seconds(options.max_duration_seconds),
                                                     std::move(frames.write), feed_start);
         } catch (const std::exception &e) {
             rec.ffmpeg.stop();
@@ -503,7 +504,7 @@ private:
         rec.ffmpeg.stop(kFinishGrace); // SIGTERM (ffmpeg still finishes the file), then SIGKILL
         rec.finished_ms = hangar::now_ms();
         if (ended_by_itself) {
-            // -t ended it: the file's last write is when the recording ended.
+            // The maximum duration ended it: the file's last write is when the recording ended.
             struct stat st {};
             if (::stat(rec.part.c_str(), &st) == 0)
                 rec.finished_ms = static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000 + st.st_mtim.tv_nsec / 1'000'000;

@@ -1,6 +1,5 @@
 #include "recording.hpp"
 
-#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdio>
@@ -25,7 +24,37 @@ int whole_number(Validation &v, const json &body, const char *field, int lo, int
     return static_cast<int>(d);
 }
 
+// `value` little-endian into `bytes` from `at`.
+template <std::size_t N>
+void put_le(std::array<std::uint8_t, N> &bytes, std::size_t at, std::uint64_t value, int size) {
+    for (int i = 0; i < size; ++i)
+        bytes[at + static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(value >> (8 * i));
+}
+
 } // namespace
+
+std::array<std::uint8_t, 32> ivf_file_header(int width, int height, int fps) {
+    std::array<std::uint8_t, 32> h{'D', 'K', 'I', 'F'};
+    put_le(h, 4, 0, 2);  // version
+    put_le(h, 6, 32, 2); // header size
+    h[8] = 'I';          // fourcc: planar 4:2:0, raw
+    h[9] = '4';
+    h[10] = '2';
+    h[11] = '0';
+    put_le(h, 12, static_cast<std::uint64_t>(width), 2);
+    put_le(h, 14, static_cast<std::uint64_t>(height), 2);
+    put_le(h, 16, static_cast<std::uint64_t>(fps), 4); // time base: 1/fps
+    put_le(h, 20, 1, 4);
+    put_le(h, 24, 0, 4); // frame count: not known ahead
+    return h;
+}
+
+std::array<std::uint8_t, 12> ivf_frame_header(std::uint32_t size, std::int64_t slot) {
+    std::array<std::uint8_t, 12> h{};
+    put_le(h, 0, size, 4);
+    put_le(h, 4, static_cast<std::uint64_t>(slot), 8);
+    return h;
+}
 
 StartOptions parse_start_options(const json &body) {
     Validation v;
@@ -47,10 +76,12 @@ std::vector<std::string> ffmpeg_args(const Capture &capture, const StartOptions 
                                      int input_fd) {
     const std::string fps = std::to_string(options.framerate);
     std::vector<std::string> a = {"-hide_banner", "-loglevel", "warning", "-nostdin",
-                                  // I420 frames at a constant rate from the ScreenFeed, the pointer drawn in.
-                                  "-f", "rawvideo", "-pix_fmt", "yuv420p", "-video_size",
-                                  std::to_string(capture.width) + "x" + std::to_string(capture.height), "-framerate",
-                                  fps, "-i", "pipe:" + std::to_string(input_fd)};
+                                  // The ScreenFeed's I420 frames in IVF, each with its time, the
+                                  // pointer drawn in. The header says all there is to know: no
+                                  // probing, which could wait for frames that a still screen does
+                                  // not send (and hold up the sound's input behind it).
+                                  "-f", "ivf", "-probesize", "32", "-fpsprobesize", "0", "-i",
+                                  "pipe:" + std::to_string(input_fd)};
     if (!capture.audio_source.empty()) {
         // What Chromium plays. ffmpeg opens the sink a while after the feed began (a second
         // under load), so both cannot just start at zero: the samples carry the wall-clock time
@@ -94,21 +125,17 @@ std::vector<std::string> ffmpeg_args(const Capture &capture, const StartOptions 
                            "-shortest"});
     }
     a.insert(a.end(),
-             {// Repeated frames (the screen did not change) are dropped before the encoder
-              // (variable frame rate), but four a second are kept so the duration stays true to a
-              // quarter second when the screen stood still at the end. The feed repeats a still
-              // screen byte for byte, so hi=0: the first block that differs at all keeps the
-              // frame. With the default thresholds a frame whose every block changed a little (a
-              // fading background) was compared block by block up to a third of the screen.
-              "-vf", "mpdecimate=hi=0:max=" + std::to_string(std::max(1, options.framerate / 4)), "-fps_mode", "vfr",
-              "-filter_threads", "1",
+             {// Only frames that changed come in, at their own times (variable frame rate); -r sets
+              // the encoder's clock. The feed ends at the maximum duration by itself, with the last
+              // frame at its end.
+              "-fps_mode", "vfr", "-r", fps,
               // ultrafast + zerolatency: no B-frames or look-ahead, so little CPU and memory; a
-              // keyframe every 2 s keeps seeking quick. A constant quantizer rather than -crf:
-              // CRF's rate control has x264 build and score a quarter-size copy of every frame,
-              // a fifth of its CPU at full motion; qp 26 gives files of crf 28's size.
+              // keyframe every 2 s of changes keeps seeking quick. A constant quantizer rather
+              // than -crf: CRF's rate control has x264 build and score a quarter-size copy of
+              // every frame, a fifth of its CPU at full motion; qp 26 gives files of crf 28's size.
               "-c:v", "libx264", "-preset", "ultrafast", "-tune", "zerolatency", "-qp", "26", "-g",
-              std::to_string(options.framerate * 2), "-threads", "1", "-t",
-              std::to_string(options.max_duration_seconds), "-movflags", "+faststart", "-f", "mp4", "-y", output});
+              std::to_string(options.framerate * 2), "-threads", "1", "-movflags", "+faststart", "-f", "mp4", "-y",
+              output});
     return a;
 }
 

@@ -4,6 +4,7 @@
 
 #include <hangar/plugin.hpp>
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -36,10 +37,16 @@ struct Capture {
     std::int64_t start_wallclock_us = 0;
 };
 
-// ffmpeg's arguments (without argv[0]): raw I420 frames of the screen at `framerate` read from
-// `input_fd` (a ScreenFeed), H.264 with the fastest x264 preset, fast-start MP4 (the index first,
-// so players can seek while downloading), ending by itself after the maximum duration. With an
-// `audio_source`, the sink's monitor is recorded beside it as AAC.
+// The ScreenFeed's frames reach ffmpeg in IVF: a 32-byte header, then each frame after 12 bytes
+// of its own (its size and its slot, the frame's time in 1/fps units). ffmpeg reads it (`-f ivf`)
+// with the fourcc I420 as raw video, each frame at its time; see README.md for why IVF.
+std::array<std::uint8_t, 32> ivf_file_header(int width, int height, int fps);
+std::array<std::uint8_t, 12> ivf_frame_header(std::uint32_t size, std::int64_t slot);
+
+// ffmpeg's arguments (without argv[0]): the ScreenFeed's I420 frames with their times (IVF) read
+// from `input_fd`, H.264 with the fastest x264 preset at a variable frame rate, fast-start MP4 (the
+// index first, so players can seek while downloading). With an `audio_source`, the sink's monitor
+// is recorded beside it as AAC.
 std::vector<std::string> ffmpeg_args(const Capture &capture, const StartOptions &options, const std::string &output,
                                      int input_fd);
 

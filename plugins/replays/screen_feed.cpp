@@ -2,6 +2,8 @@
 // took ≈ 3 ms even on its best path); the pointer is drawn in from XFixes, as x11grab did.
 #include "screen_feed.hpp"
 
+#include "recording.hpp"
+
 #include <hangar/xcb_shm.hpp>
 
 #include <fcntl.h>
@@ -17,6 +19,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -58,11 +61,17 @@ void draw_pointer(std::uint8_t *screen, int width, int height, const xcb_xfixes_
     }
 }
 
-// Writes all of `data`, waiting for the reader; false when it is gone or `stop` was asked. With
-// `splice`, the pipe takes references to the pages instead of copies (vmsplice): no copy into
-// the pipe and no pipe pages allocated and charged, then freed by the reader, for each of the 25
-// frames of 3 MB a second; the caller keeps the pages unchanged until the reader took them.
+// A reader that took nothing for this long after the stop was asked is given up on: it would
+// otherwise hold the stop forever.
+constexpr auto kStalledReader = std::chrono::seconds(2);
+
+// Writes all of `data`, waiting for the reader; false when it is gone, or when it stalled after
+// `stop` was asked (a frame under way is finished otherwise, and the last one sent at the stop).
+// With `splice`, the pipe takes references to the pages instead of copies (vmsplice): no copy
+// into the pipe and no pipe pages allocated and charged, then freed by the reader, for each 3 MB
+// frame; the caller keeps the pages unchanged until the reader took them.
 bool write_all(int fd, const std::uint8_t *data, std::size_t size, bool splice, const std::stop_token &stop) {
+    std::optional<Clock::time_point> stalled_since;
     while (size > 0) {
         iovec iov{const_cast<std::uint8_t *>(data), size};
         // vmsplice waits for room unless told not to, whatever O_NONBLOCK says: stop must get through.
@@ -70,11 +79,16 @@ bool write_all(int fd, const std::uint8_t *data, std::size_t size, bool splice, 
         if (n > 0) {
             data += n;
             size -= static_cast<std::size_t>(n);
+            stalled_since.reset();
             continue;
         }
         if (n < 0 && errno == EINTR) continue;
         if (n < 0 && errno != EAGAIN) return false; // EPIPE: ffmpeg ended
-        if (stop.stop_requested()) return false;
+        if (stop.stop_requested()) {
+            const auto now = Clock::now();
+            if (!stalled_since) stalled_since = now;
+            if (now - *stalled_since > kStalledReader) return false;
+        }
         pollfd p{fd, POLLOUT, 0};
         ::poll(&p, 1, 100);
     }
@@ -124,10 +138,10 @@ struct ScreenFeed::Display {
     Reply<xcb_get_image_reply_t> image{nullptr, &std::free};
 };
 
-ScreenFeed::ScreenFeed(const std::string &display, int width, int height, int fps, proc::Fd out,
-                       Clock::time_point start)
+ScreenFeed::ScreenFeed(const std::string &display, int width, int height, int fps, std::chrono::seconds max_duration,
+                       proc::Fd out, Clock::time_point start)
     : x_(std::make_unique<Display>(display)), out_(std::move(out)), width_(width), height_(height), fps_(fps),
-      start_(start) {
+      last_slot_(max_duration.count() * fps - 1), start_(start) {
     // The largest pipe (fewer wake-ups on both sides) that still holds less than half a frame, so
     // frames can be spliced (see run()); 1 MB is what the system allows without privileges.
     const auto frame = static_cast<long>(width) * height * 3 / 2;
@@ -162,20 +176,44 @@ void ScreenFeed::run(const std::stop_token &stop) {
     const auto w = static_cast<std::size_t>(width_), h = static_cast<std::size_t>(height_);
     const std::size_t cw = (w + 1) / 2, ch = (h + 1) / 2;
     const std::size_t frame_size = w * h + 2 * cw * ch;
-    // Two frames, converted into by turns, so the pipe may hold references to the pages of the
-    // last one (vmsplice) while the next is made: once a whole other frame went into a pipe that
-    // holds less than a frame, the reader has copied every page of this one.
+    // Two frames: the last one sent, which the next is compared with, and the next. Converted
+    // into by turns, they also let the pipe hold references to the pages of the last one sent
+    // (vmsplice) while the next is made: once a whole other frame went into a pipe that holds
+    // less than a frame, the reader has copied every page of this one.
     const bool splice = frame_size > static_cast<std::size_t>(pipe_bytes_);
-    std::vector<std::uint8_t> frames(splice ? 2 * frame_size : frame_size);
-    std::uint8_t *frame = frames.data();
+    std::vector<std::uint8_t> frames(2 * frame_size);
+    std::uint8_t *sent = nullptr; // the last frame sent
+    std::int64_t sent_slot = -1;
     xcb_connection_t *c = x_->conn.get();
+    auto finish = [&] {
+        out_.reset(); // ffmpeg reads the end of its input and finishes the file
+        ended_ = true;
+    };
+    auto send = [&](std::uint8_t *frame, std::int64_t slot) {
+        const auto head = ivf_frame_header(static_cast<std::uint32_t>(frame_size), slot);
+        if (!write_all(out_.get(), head.data(), head.size(), false, stop) ||
+            !write_all(out_.get(), frame, frame_size, splice, stop))
+            return false;
+        written_ += static_cast<std::int64_t>(head.size() + frame_size);
+        sent = frame;
+        sent_slot = slot;
+        return true;
+    };
+    if (const auto head = ivf_file_header(width_, height_, fps_);
+        !write_all(out_.get(), head.data(), head.size(), false, stop)) {
+        finish();
+        return;
+    }
 
     const auto interval = std::chrono::nanoseconds(1'000'000'000 / fps_);
     const auto start = start_;
     bool changed = true; // the first frame is always read
     std::int32_t pointer_x = -1, pointer_y = -1;
     std::uint32_t pointer_serial = 0;
-    for (std::int64_t n = 0; !stop.stop_requested();) {
+    std::int64_t n = 0; // the slot (frame time) the screen is looked at for
+    const std::int64_t still_repeat = std::max(1, fps_ / 4);
+    auto now_slot = [&] { return static_cast<std::int64_t>((Clock::now() - start) / interval); };
+    for (; !stop.stop_requested() && n <= last_slot_; n = std::max(n + 1, now_slot())) {
         std::this_thread::sleep_until(start + n * interval);
         while (auto *event = xcb_poll_for_event(c)) {
             if ((event->response_type & 0x7F) == x_->damage_notify) changed = true;
@@ -188,36 +226,44 @@ void ScreenFeed::run(const std::stop_token &stop) {
             if (cursor && (cursor->x != pointer_x || cursor->y != pointer_y || cursor->cursor_serial != pointer_serial))
                 changed = true;
         }
-        if (changed) {
-            // Re-armed before reading, so a change during the read raises a new event.
-            xcb_damage_subtract(c, x_->damage, XCB_NONE, XCB_NONE);
-            std::uint8_t *pixels = x_->read(width_, height_);
-            if (!pixels) break;
-            if (cursor) {
-                draw_pointer(pixels, width_, height_, *cursor);
-                pointer_x = cursor->x;
-                pointer_y = cursor->y;
-                pointer_serial = cursor->cursor_serial;
-            }
-            if (splice) frame = frame == frames.data() ? frames.data() + frame_size : frames.data();
-            std::uint8_t *y = frame, *u = y + w * h, *v = u + cw * ch;
-            libyuv::ARGBToI420(pixels, width_ * 4, y, width_, u, static_cast<int>(cw), v, static_cast<int>(cw), width_,
-                               height_);
-            changed = false;
-        }
-        // Frame n and any slots that passed while this one was made: the timeline stays the clock's.
-        const std::int64_t now = (Clock::now() - start) / interval;
-        for (const std::int64_t last = std::max(n, now); n <= last; ++n) {
-            if (!write_all(out_.get(), frame, frame_size, splice, stop)) {
-                out_.reset();
-                ended_ = true;
+        if (!changed) {
+            // A still screen is sent again a few times a second all the same: tools that seek to
+            // the first frame at or after a time (ffmpeg -ss) then find the one on screen then.
+            if (sent && n - sent_slot >= still_repeat && !send(sent, n)) {
+                finish();
                 return;
             }
-            written_ += static_cast<std::int64_t>(frame_size);
+            continue;
+        }
+        // Re-armed before reading, so a change during the read raises a new event.
+        xcb_damage_subtract(c, x_->damage, XCB_NONE, XCB_NONE);
+        std::uint8_t *pixels = x_->read(width_, height_);
+        if (!pixels) break;
+        if (cursor) {
+            draw_pointer(pixels, width_, height_, *cursor);
+            pointer_x = cursor->x;
+            pointer_y = cursor->y;
+            pointer_serial = cursor->cursor_serial;
+        }
+        std::uint8_t *next = sent == frames.data() ? frames.data() + frame_size : frames.data();
+        std::uint8_t *y = next, *u = y + w * h, *v = u + cw * ch;
+        libyuv::ARGBToI420(pixels, width_ * 4, y, width_, u, static_cast<int>(cw), v, static_cast<int>(cw), width_,
+                           height_);
+        changed = false;
+        // Damage without a visible change (a repaint of the same pixels) sends nothing.
+        if (sent && std::memcmp(next, sent, frame_size) == 0) continue;
+        if (!send(next, n)) {
+            finish();
+            return;
         }
     }
-    out_.reset(); // ffmpeg reads the end of its input and finishes the file
-    ended_ = true;
+    // At the maximum duration the last slot's frame still has its time on screen before the end.
+    if (n > last_slot_) std::this_thread::sleep_until(start + (last_slot_ + 1) * interval);
+    // The last frame once more at the end's slot: the video lasts until the stop (or the maximum
+    // duration, or the display's end), however long the screen stood still before it.
+    const std::int64_t end = std::min(last_slot_, now_slot());
+    if (sent && end > sent_slot) send(sent, end);
+    finish();
 }
 
 } // namespace hangar::replays

@@ -1,7 +1,7 @@
 // Replays through the official SDK (client.browsers.replays.*) on real headful browsers: a
 // recording across page colour changes is downloaded and checked with ffprobe (H.264, duration,
 // index first) and a frame extracted with ffmpeg shows a page colour; Range requests; the maximum
-// duration; session end finishing a recording that stays downloadable after the session is gone;
+// duration; a still page sent a few frames a second; session end finishing a recording that stays downloadable after the session is gone;
 // overlapping recordings; the view page; bad input.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -67,7 +67,8 @@ function probe(file) {
   const out = JSON.parse(
     execFileSync('ffprobe', ['-v', 'error', '-print_format', 'json', '-show_format', '-show_streams', file]).toString(),
   );
-  return { duration: Number(out.format.duration), codec: out.streams[0].codec_name, width: out.streams[0].width };
+  const video = out.streams[0];
+  return { duration: Number(out.format.duration), codec: video.codec_name, width: video.width, frames: Number(video.nb_frames) };
 }
 
 function frameAt(file, seconds) {
@@ -203,6 +204,30 @@ describe('replays', () => {
     assert.ok((await video.arrayBuffer()).byteLength > 1000);
     const forged = await fetch(replay.replay_view_url.replace(/[^/]{6}$/, 'AAAAAA'));
     assert.equal(forged.status, 401);
+  });
+
+  test('a still page is sent a few frames a second, and its video lasts until the stop', async () => {
+    await b.paint('red');
+    const replay = await client.browsers.replays.start(b.id, { framerate: 25 });
+    const [ffmpeg] = descendants(server.pid).filter((p) => /\bffmpeg\b.*libx264/.test(p.cmd));
+    const readSoFar = () => Number(/^rchar: (\d+)$/m.exec(readFileSync(`/proc/${ffmpeg.pid}/io`, 'utf8'))[1]);
+    const readAtStart = readSoFar();
+    await sleep(3000);
+    // What ffmpeg read from the feed while the page stood still: a frame per slot (25 a second,
+    // 720 kB each) would be 54 MB.
+    const piped = readSoFar() - readAtStart;
+    const frameBytes = (VIEWPORT.width * VIEWPORT.height * 3) / 2;
+    assert.ok(piped < 6 * 3 * frameBytes, `ffmpeg read ${piped} bytes in 3 s of a still page`);
+    await client.browsers.replays.stop(replay.replay_id, { id: b.id });
+    const [done] = (await client.browsers.replays.list(b.id)).filter((r) => r.replay_id === replay.replay_id);
+    const seconds = (Date.parse(done.finished_at) - Date.parse(done.started_at)) / 1000;
+    const { file } = await downloadTo(b.id, replay.replay_id, 'still.mp4');
+    const { duration, frames } = probe(file);
+    // 25 a second were asked for; the feed sends a still screen 4 times a second (and the last
+    // frame again at the stop): ffmpeg encodes those, not 75 copies.
+    assert.ok(frames >= 3 * seconds - 2 && frames <= 5 * seconds + 3, `${frames} frames in ${seconds} s`);
+    assert.ok(Math.abs(duration - seconds) < 0.6, `the video lasts ${duration} s, the recording ${seconds} s`);
+    assert.ok(near(frameColour(file, duration - 0.1), COLOURS.red), 'the still page to the end');
   });
 
   test('a recording stops by itself at its maximum duration', async () => {

@@ -7,11 +7,29 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 
 using namespace hangar::replays;
 using hangar::json;
+
+namespace {
+
+// What `command` (through the shell) writes to its standard output.
+std::string output_of(const std::string &command) {
+    std::unique_ptr<FILE, int (*)(FILE *)> pipe(::popen(command.c_str(), "r"), ::pclose);
+    CPPUNIT_ASSERT(pipe);
+    std::string output;
+    std::array<char, 4096> buffer{};
+    while (auto n = std::fread(buffer.data(), 1, buffer.size(), pipe.get()))
+        output.append(buffer.data(), n);
+    return output;
+}
+
+} // namespace
 
 class RecordingTest : public CppUnit::TestFixture {
     CPPUNIT_TEST_SUITE(RecordingTest);
@@ -22,6 +40,7 @@ class RecordingTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(command_line_with_audio);
     CPPUNIT_TEST(constant_quantizer);
     CPPUNIT_TEST(glibc_takes_the_malloc_settings);
+    CPPUNIT_TEST(ffprobe_reads_ivf_frames_at_their_times);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -68,14 +87,15 @@ public:
             CPPUNIT_ASSERT(it != args.end() && it + 1 != args.end());
             return *(it + 1);
         };
-        CPPUNIT_ASSERT_EQUAL(std::string("rawvideo"), after("-f"));
-        CPPUNIT_ASSERT_EQUAL(std::string("yuv420p"), after("-pix_fmt"));
+        CPPUNIT_ASSERT_EQUAL(std::string("ivf"), after("-f"));
         CPPUNIT_ASSERT_EQUAL(std::string("pipe:3"), after("-i"));
-        CPPUNIT_ASSERT_EQUAL(std::string("1280x720"), after("-video_size"));
-        CPPUNIT_ASSERT_EQUAL(std::string("20"), after("-framerate"));
-        CPPUNIT_ASSERT_EQUAL(std::string("90"), after("-t"));
+        // Probing would wait for a second frame, which a still screen does not send.
+        CPPUNIT_ASSERT_EQUAL(std::string("0"), after("-fpsprobesize"));
+        CPPUNIT_ASSERT_EQUAL(std::string("vfr"), after("-fps_mode"));
+        CPPUNIT_ASSERT_EQUAL(std::string("20"), after("-r"));
         CPPUNIT_ASSERT_EQUAL(std::string("+faststart"), after("-movflags"));
-        CPPUNIT_ASSERT_EQUAL(std::string("mpdecimate=hi=0:max=5"), after("-vf"));
+        // The feed ends at the maximum duration, with a frame at its end: ffmpeg's -t would cut it.
+        CPPUNIT_ASSERT(std::find(args.begin(), args.end(), "-t") == args.end());
         CPPUNIT_ASSERT_EQUAL(std::string("/run/hangar/recordings/r.part.mp4"), args.back());
         CPPUNIT_ASSERT(std::find(args.begin(), args.end(), "pulse") == args.end());
     }
@@ -100,7 +120,6 @@ public:
         CPPUNIT_ASSERT(std::find(args.begin(), args.end(), "-copyts") != args.end());
         CPPUNIT_ASSERT_EQUAL(std::string("aac"), after("-c:a"));
         CPPUNIT_ASSERT(std::find(args.begin(), args.end(), "-shortest") != args.end());
-        CPPUNIT_ASSERT_EQUAL(std::string("90"), after("-t"));
         CPPUNIT_ASSERT_EQUAL(std::string("/run/hangar/recordings/r.part.mp4"), args.back());
     }
 
@@ -119,14 +138,36 @@ public:
         auto overrides = ffmpeg_environment_overrides();
         CPPUNIT_ASSERT_EQUAL(std::size_t{1}, overrides.size());
         std::string command = "env '" + overrides[0] + "' /lib64/ld-linux-x86-64.so.2 --list-tunables";
-        std::unique_ptr<FILE, int (*)(FILE *)> pipe(::popen(command.c_str(), "r"), ::pclose);
-        CPPUNIT_ASSERT(pipe);
-        std::string listing;
-        std::array<char, 4096> buffer{};
-        while (auto n = std::fread(buffer.data(), 1, buffer.size(), pipe.get()))
-            listing.append(buffer.data(), n);
+        const std::string listing = output_of(command);
         CPPUNIT_ASSERT_MESSAGE(listing, listing.find("glibc.malloc.mmap_threshold: 0x2000000 ") != std::string::npos);
         CPPUNIT_ASSERT_MESSAGE(listing, listing.find("glibc.malloc.trim_threshold: 0x4000000 ") != std::string::npos);
+    }
+
+    // What the feed writes, read by Debian's own ffprobe: raw I420 at 64x48, each frame at its
+    // slot, the gaps of a still screen kept.
+    void ffprobe_reads_ivf_frames_at_their_times() {
+        std::string dir = "/tmp/hangar-ivf-XXXXXX";
+        CPPUNIT_ASSERT(::mkdtemp(dir.data()));
+        const std::string file = dir + "/frames.ivf";
+        {
+            std::ofstream out(file, std::ios::binary);
+            const auto head = ivf_file_header(64, 48, 10);
+            out.write(reinterpret_cast<const char *>(head.data()), head.size());
+            const std::string frame(64 * 48 * 3 / 2, '\x80');
+            for (std::int64_t slot : {0, 25, 26}) {
+                const auto frame_head = ivf_frame_header(static_cast<std::uint32_t>(frame.size()), slot);
+                out.write(reinterpret_cast<const char *>(frame_head.data()), frame_head.size());
+                out.write(frame.data(), static_cast<std::streamsize>(frame.size()));
+            }
+        }
+        const std::string stream =
+            output_of("ffprobe -v error -show_entries stream=codec_name,pix_fmt,width,height -of "
+                      "csv=p=0 " +
+                      file);
+        const std::string times = output_of("ffprobe -v error -show_entries packet=pts_time -of csv=p=0 " + file);
+        std::filesystem::remove_all(dir);
+        CPPUNIT_ASSERT_EQUAL(std::string("rawvideo,64,48,yuv420p\n"), stream);
+        CPPUNIT_ASSERT_EQUAL(std::string("0.000000\n2.500000\n2.600000\n"), times);
     }
 };
 
