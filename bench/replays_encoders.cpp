@@ -14,11 +14,7 @@
 //   for i in 1 2 3; do /tmp/replays_encoders; done
 // x264.h and OpenH264's headers declare the same NAL enumerators, so each is reached through a
 // namespace of its own.
-#include <fcntl.h>
-#include <sys/resource.h>
-#include <sys/uio.h>
-#include <sys/wait.h>
-#include <unistd.h>
+#include "ffmpeg_pipe.hpp"
 
 #include <algorithm>
 #include <array>
@@ -47,15 +43,10 @@ struct Result {
     std::size_t bytes;
 };
 
-double seconds(const rusage &r) {
-    return static_cast<double>(r.ru_utime.tv_sec + r.ru_stime.tv_sec) +
-           static_cast<double>(r.ru_utime.tv_usec + r.ru_stime.tv_usec) / 1e6;
-}
-
 double own_cpu() {
     rusage r{};
     ::getrusage(RUSAGE_SELF, &r);
-    return seconds(r);
+    return bench::seconds(r);
 }
 
 // hsl(hue, 60%, 60%) as BT.601 limited-range Y, U, V: what the page's background becomes.
@@ -93,34 +84,15 @@ std::vector<std::vector<std::uint8_t>> animated_frames() {
 }
 
 Result through_ffmpeg(const std::vector<std::vector<std::uint8_t>> &frames) {
-    int fds[2];
-    if (::pipe(fds) != 0) return {};
-    ::fcntl(fds[1], F_SETPIPE_SZ, 1 << 20);
-    const pid_t child = ::fork();
-    if (child == 0) {
-        ::dup2(fds[0], 0);
-        ::close(fds[1]);
-        ::setenv("GLIBC_TUNABLES", "glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=67108864", 1);
-        ::execlp("ffmpeg", "ffmpeg", "-v", "error", "-f", "rawvideo", "-pix_fmt", "yuv420p", "-video_size", "1920x1080",
-                 "-framerate", "25", "-i", "pipe:0", "-c:v", "libx264", "-preset", "ultrafast", "-tune", "zerolatency",
-                 "-qp", "26", "-g", "50", "-threads", "1", "-f", "mp4", "-y", "/dev/null", nullptr);
-        ::_exit(127);
-    }
-    ::close(fds[0]);
-    for (const auto &f : frames) {
-        iovec iov{const_cast<std::uint8_t *>(f.data()), f.size()};
-        while (iov.iov_len > 0) {
-            const ssize_t n = ::vmsplice(fds[1], &iov, 1, 0);
-            if (n <= 0) return {};
-            iov.iov_base = static_cast<std::uint8_t *>(iov.iov_base) + n;
-            iov.iov_len -= static_cast<std::size_t>(n);
-        }
-    }
-    ::close(fds[1]);
-    int status = 0;
-    rusage usage{};
-    ::wait4(child, &status, 0, &usage);
-    return {seconds(usage), 0};
+    bench::FfmpegOnPipe ffmpeg(
+        {"ffmpeg",    "-v",         "error",       "-f",  "rawvideo", "-pix_fmt", "yuv420p", "-video_size",
+         "1920x1080", "-framerate", "25",          "-i",  "pipe:0",   "-c:v",     "libx264", "-preset",
+         "ultrafast", "-tune",      "zerolatency", "-qp", "26",       "-g",       "50",      "-threads",
+         "1",         "-f",         "mp4",         "-y",  "/dev/null"},
+        "GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=67108864");
+    for (const auto &f : frames)
+        if (!ffmpeg.write(f.data(), f.size(), true)) return {};
+    return {ffmpeg.finish(), 0};
 }
 
 Result with_x264(const std::vector<std::vector<std::uint8_t>> &frames) {
