@@ -1,8 +1,7 @@
 // The screen of an X display as raw I420 frames, each stamped with its time, written to ffmpeg's
-// input in IVF (recording.hpp). A frame is read and converted only
-// when the screen changed (XDamage) or the pointer moved, and goes down the pipe only when it
-// differs from the last one sent; a still screen is sent again four times a second only.
-// See README.md.
+// input in IVF (recording.hpp). A frame is read and converted only when the screen changed
+// (XDamage) or the pointer moved, and goes down the pipe only when it differs from the last one
+// sent; a still screen is sent again four times a second only. See README.md.
 #pragma once
 
 #include <hangar/process.hpp>

@@ -1,8 +1,8 @@
 // Replays through the official SDK (client.browsers.replays.*) on real headful browsers: a
 // recording across page colour changes is downloaded and checked with ffprobe (H.264, duration,
 // index first) and a frame extracted with ffmpeg shows a page colour; Range requests; the maximum
-// duration; a still page sent a few frames a second; session end finishing a recording that stays downloadable after the session is gone;
-// overlapping recordings; the view page; bad input.
+// duration; a still page sent a few frames a second; session end finishing a recording that stays
+// downloadable after the session is gone; overlapping recordings; the view page; bad input.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -68,7 +68,8 @@ function probe(file) {
     execFileSync('ffprobe', ['-v', 'error', '-print_format', 'json', '-show_format', '-show_streams', file]).toString(),
   );
   const video = out.streams[0];
-  return { duration: Number(out.format.duration), codec: video.codec_name, width: video.width, frames: Number(video.nb_frames) };
+  const frames = Number(video.nb_frames);
+  return { duration: Number(out.format.duration), codec: video.codec_name, width: video.width, frames };
 }
 
 function frameAt(file, seconds) {
@@ -219,7 +220,7 @@ describe('replays', () => {
     const frameBytes = (VIEWPORT.width * VIEWPORT.height * 3) / 2;
     assert.ok(piped < 6 * 3 * frameBytes, `ffmpeg read ${piped} bytes in 3 s of a still page`);
     await client.browsers.replays.stop(replay.replay_id, { id: b.id });
-    const [done] = (await client.browsers.replays.list(b.id)).filter((r) => r.replay_id === replay.replay_id);
+    const done = (await client.browsers.replays.list(b.id)).find((r) => r.replay_id === replay.replay_id);
     const seconds = (Date.parse(done.finished_at) - Date.parse(done.started_at)) / 1000;
     const { file } = await downloadTo(b.id, replay.replay_id, 'still.mp4');
     const { duration, frames } = probe(file);

@@ -89,7 +89,7 @@ public:
         };
         CPPUNIT_ASSERT_EQUAL(std::string("ivf"), after("-f"));
         CPPUNIT_ASSERT_EQUAL(std::string("pipe:3"), after("-i"));
-        // Probing would wait for a second frame, which a still screen does not send.
+        // No probing: it could wait for frames that a still screen does not send.
         CPPUNIT_ASSERT_EQUAL(std::string("0"), after("-fpsprobesize"));
         CPPUNIT_ASSERT_EQUAL(std::string("vfr"), after("-fps_mode"));
         CPPUNIT_ASSERT_EQUAL(std::string("20"), after("-r"));
