@@ -33,8 +33,12 @@ APPS_RUNNER_DIR := plugins/apps/runner
 E2E_TESTS    ?= $(sort $(wildcard $(E2E_DIR)/*.test.mjs))
 E2E_TIMEOUT  ?= 600000
 STAMP_DIR    := $(BUILD_DIR)/.stamps
+# ccache keys paths relative to the checkout and ignores the build folder's name, so clones and
+# worktrees in other folders, and the ASan tree's identical compiles, share one cache.
+export CCACHE_BASEDIR   := $(CURDIR)
+export CCACHE_NOHASHDIR := 1
 
-APT_PACKAGES := build-essential cmake libpoco-dev nlohmann-json3-dev libcppunit-dev chromium xvfb pulseaudio \
+APT_PACKAGES := build-essential cmake ccache libpoco-dev nlohmann-json3-dev libcppunit-dev chromium xvfb pulseaudio \
                 bubblewrap libxcb1-dev libxcb-xtest0-dev libxcb-shm0-dev libxcb-xfixes0-dev libxcb-damage0-dev libyuv-dev libx11-dev libpng-dev ffmpeg x11vnc novnc \
                 clang-format clang-tidy libarchive-dev zip unzip python3 python3-venv python3-yaml \
                 passt libseccomp-dev iproute2 \
