@@ -663,7 +663,10 @@ private:
                 if (!p.empty()) enabled.push_back(p);
             PluginManager plugins(core);
             plugins.load(dirs, enabled);
-            auto server = make_unix_server(core, core.instance_dir + "/agent.sock");
+            // The server bound the socket in a folder of its own and handed it over (runtime.cpp).
+            int listen_fd = std::stoi(option("listen-fd", "-1"));
+            if (listen_fd < 0) throw std::runtime_error("no listening socket was handed to the agent (--listen-fd)");
+            auto server = make_unix_server(core, listen_fd);
             server->start();
             if (report("ready")) {
                 log.information("agent ready");

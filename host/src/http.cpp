@@ -9,6 +9,7 @@
 #include <Poco/Net/HTTPServerRequestImpl.h>
 #include <Poco/Net/HTTPServerSession.h>
 #include <Poco/Net/ServerSocket.h>
+#include <Poco/Net/ServerSocketImpl.h>
 #include <Poco/Net/SocketAddress.h>
 #include <Poco/StreamCopier.h>
 #include <Poco/String.h>
@@ -471,13 +472,22 @@ std::unique_ptr<Poco::Net::HTTPServer> make_tcp_server(HostCore &core, const std
     return std::make_unique<Poco::Net::HTTPServer>(new HandlerFactory(core), pool, socket, server_params(threads));
 }
 
-std::unique_ptr<Poco::Net::HTTPServer> make_unix_server(HostCore &core, const std::string &path) {
-    ::unlink(path.c_str());
-    Poco::Net::SocketAddress addr(Poco::Net::SocketAddress::UNIX_LOCAL, path);
-    Poco::Net::ServerSocket socket;
-    socket.bind(addr, true, false);
-    socket.listen(64);
-    ::chmod(path.c_str(), 0600);
+namespace {
+// A listening socket made by another process and inherited as a descriptor; Poco 1.11 opens a
+// ServerSocket on an existing descriptor only from a subclass.
+class InheritedServerSocketImpl : public Poco::Net::ServerSocketImpl {
+public:
+    explicit InheritedServerSocketImpl(int fd) { reset(fd); }
+};
+class InheritedServerSocket : public Poco::Net::ServerSocket {
+public:
+    explicit InheritedServerSocket(int fd) : ServerSocket(new InheritedServerSocketImpl(fd), true) {}
+};
+} // namespace
+
+std::unique_ptr<Poco::Net::HTTPServer> make_unix_server(HostCore &core, int listening_fd) {
+    ::fcntl(listening_fd, F_SETFD, FD_CLOEXEC); // not for what the agent starts (Chromium, executors)
+    InheritedServerSocket socket(listening_fd);
     static Poco::ThreadPool pool("agent-http", 2, 32, 10);
     return std::make_unique<Poco::Net::HTTPServer>(new HandlerFactory(core), pool, socket, server_params(32));
 }

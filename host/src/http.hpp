@@ -51,6 +51,7 @@ int ws_bridge(hangar_request &req, hangar_response &res, const std::string &sock
 UniqueFd take_over(hangar_request &req, hangar_response &res, std::string &buffered);
 
 std::unique_ptr<Poco::Net::HTTPServer> make_tcp_server(HostCore &core, const std::string &listen, std::uint16_t &port);
-std::unique_ptr<Poco::Net::HTTPServer> make_unix_server(HostCore &core, const std::string &path);
+// The agent's HTTP server on the listening socket the server handed it (runtime.cpp).
+std::unique_ptr<Poco::Net::HTTPServer> make_unix_server(HostCore &core, int listening_fd);
 
 } // namespace hangar::host

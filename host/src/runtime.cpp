@@ -3,6 +3,8 @@
 #include "sandbox.hpp"
 #include "util.hpp"
 
+#include <hangar/beneath.hpp>
+
 #include <Poco/Net/HTTPClientSession.h>
 #include <Poco/Net/HTTPRequest.h>
 #include <Poco/Net/HTTPResponse.h>
@@ -19,8 +21,10 @@
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -58,13 +62,11 @@ bool wait_exit(pid_t pid, int timeout_ms, int *status_out = nullptr) {
     return r == pid || (r < 0 && errno == ECHILD);
 }
 
+// The end of a log a helper or the agent wrote: in the instance's folder, so opened the way any
+// sandbox-writable path is (beneath.hpp).
 std::string tail_of(const std::string &path, std::size_t max) {
-    try {
-        auto text = read_file(path);
-        return text.size() > max ? text.substr(text.size() - max) : text;
-    } catch (const std::exception &) {
-        return {};
-    }
+    auto slash = path.find_last_of('/');
+    return beneath::read_tail(path.substr(0, slash), path.substr(slash + 1), max);
 }
 
 // bwrap's --info-fd JSON ({"child-pid": N, ...}), read until it parses or the deadline passes.
@@ -102,7 +104,7 @@ std::set<std::string> instance_ids_on_disk(const std::string &root) {
     for (const auto &entry : fs::directory_iterator(root, ec)) {
         auto name = entry.path().filename().string();
         if (entry.is_directory())
-            ids.insert(name);
+            ids.insert(name.ends_with(".host") ? name.substr(0, name.size() - 5) : name);
         else if (name.ends_with(".pids") || name.ends_with(".disk"))
             ids.insert(name.substr(0, name.size() - 5));
     }
@@ -177,6 +179,58 @@ std::string Runtime::pids_file(const std::string &id) const {
 
 std::string Runtime::disk_image(const std::string &id) const {
     return opt_.data_dir + "/instances/" + id + ".disk";
+}
+
+// What the server itself keeps of an instance beside its folder: the agent's socket (and sockets
+// plugins serve to the instance). The sandbox sees it read-only at /run/hangar-host; nothing in it
+// can be created, renamed or linked from inside, so a path the server follows there is its own.
+std::string Runtime::host_dir(const std::string &id) const {
+    return opt_.data_dir + "/instances/" + id + ".host";
+}
+
+void Runtime::remove_host_dir(const std::string &id) const {
+    const std::string dir = host_dir(id);
+    if (::umount2(dir.c_str(), MNT_DETACH) != 0 && errno != EINVAL && errno != ENOENT && errno != EPERM)
+        log_.warning("could not unmount %s: %s", dir, std::string(std::strerror(errno)));
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+}
+
+// The agent's listening socket, bound by the server in the instance's host folder and handed to
+// the agent as a descriptor: the agent never names the path, so nothing in its sandbox can put
+// another socket (a fake agent, another instance's) where the server connects.
+UniqueFd Runtime::listen_agent_socket(const Instance &inst) const {
+    remove_host_dir(inst.id);
+    fs::create_directory(inst.host_dir);
+    // Readable by the instance's group only: code inside connects to its own agent (the Playwright
+    // executor, the BiDi mapper); other users of the host do not.
+    const mode_t dir_mode = drop_privileges_ ? 0750 : 0700;
+    // A small file system of its own where the server may mount, as the instance folder is: a
+    // bind of a plain folder would show its host path (the data dir) in the instance's
+    // /proc/self/mountinfo.
+    if (::geteuid() == 0) {
+        char mode[8];
+        std::snprintf(mode, sizeof mode, "%o", dir_mode);
+        std::string options = "size=64k,nr_inodes=32,mode=" + std::string(mode) + ",uid=0,gid=" + std::to_string(gid_);
+        // Where mounting is refused (a container without CAP_SYS_ADMIN) the folder stays a plain
+        // one: still out of the sandbox's reach, only its path shows inside.
+        if (::mount("hangar-host", inst.host_dir.c_str(), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, options.c_str()) !=
+            0)
+            log_.debug("instance %s: host folder not mounted: %s", inst.id, std::string(std::strerror(errno)));
+    }
+    if ((drop_privileges_ && ::chown(inst.host_dir.c_str(), 0, gid_) != 0) ||
+        ::chmod(inst.host_dir.c_str(), dir_mode) != 0)
+        throw std::runtime_error("cannot prepare the instance's host folder");
+    UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    if (!fd || inst.socket.size() >= sizeof addr.sun_path) throw std::runtime_error("cannot make the agent's socket");
+    std::memcpy(addr.sun_path, inst.socket.c_str(), inst.socket.size() + 1);
+    if (::bind(fd.get(), reinterpret_cast<const sockaddr *>(&addr), sizeof addr) != 0 || ::listen(fd.get(), 64) != 0)
+        throw std::runtime_error("cannot listen on the agent's socket");
+    if (drop_privileges_ && (::chown(inst.socket.c_str(), 0, gid_) != 0 || ::chmod(inst.socket.c_str(), 0660) != 0))
+        throw std::runtime_error("cannot hand the agent's socket to the instance's group");
+    return fd;
 }
 
 // Why a file system per instance, not a check of what was written: only the kernel sees every
@@ -524,6 +578,7 @@ std::vector<std::string> Runtime::sandbox_argv(const Instance &inst) const {
     else
         a.insert(a.end(), {"--ro-bind-try", "/etc/resolv.conf", "/etc/resolv.conf"});
     a.insert(a.end(), {"--bind", inst.dir, "/run/hangar", "--bind", inst.dir + "/home", "/home/kernel"});
+    a.insert(a.end(), {"--ro-bind", inst.host_dir, "/run/hangar-host"});
     if (fs::is_directory("/etc/chromium/policies/managed"))
         a.insert(a.end(), {"--ro-bind", inst.dir + "/policy", "/etc/chromium/policies/managed"});
     for (const auto &[source, target] : inst.ro_binds)
@@ -621,7 +676,8 @@ nlohmann::json Runtime::start(const nlohmann::json &spec) {
     inst.id = id;
     inst.dir = opt_.data_dir + "/instances/" + id;
     inst.ro_binds = spec_binds(spec);
-    inst.socket = inst.dir + "/agent.sock";
+    inst.host_dir = host_dir(id);
+    inst.socket = inst.host_dir + "/agent.sock";
     {
         std::lock_guard lock(mutex_);
         if (closing_) throw std::runtime_error("the server is stopping");
@@ -710,6 +766,12 @@ nlohmann::json Runtime::start(const nlohmann::json &spec) {
             fail("cannot hand the seccomp program to bwrap");
     }
     filter_w.reset();
+    UniqueFd listener;
+    try {
+        listener = listen_agent_socket(inst);
+    } catch (const std::exception &e) {
+        fail(e.what());
+    }
     UniqueFd logfd(::open((inst.dir + "/logs/agent.log").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
     ::fchown(logfd.get(), uid_, gid_);
 
@@ -719,6 +781,7 @@ nlohmann::json Runtime::start(const nlohmann::json &spec) {
     args.push_back("agent");
     args.push_back("--instance-dir=" + std::string(opt_.use_bwrap ? "/run/hangar" : inst.dir));
     args.push_back("--ready-fd=3");
+    args.push_back("--listen-fd=7");
     if (!opt_.config_file.empty()) args.push_back("--config=" + opt_.config_file);
     std::string dirs;
     for (const auto &d : opt_.plugin_dirs)
@@ -753,8 +816,10 @@ nlohmann::json Runtime::start(const nlohmann::json &spec) {
         procs.push_back(cg + "/cgroup.procs");
     std::string bwrap_path = "/usr/bin/bwrap";
     const char *exec_path = opt_.use_bwrap ? bwrap_path.c_str() : opt_.exe.c_str();
-    // Inherited as 3 (readiness), 4 (bwrap's info), 5 (bwrap waits on it) and 6 (seccomp).
-    const int child_fds[] = {ready_w.get(), info_w.get(), block_r.get(), filter_r.get()};
+    // Inherited as 3 (readiness), 4 (bwrap's info), 5 (bwrap waits on it), 6 (seccomp) and 7 (the
+    // agent's listening socket).
+    const int child_fds[] = {ready_w.get(), info_w.get(), block_r.get(), filter_r.get(), listener.get()};
+    constexpr int kChildFds = static_cast<int>(std::size(child_fds));
     const int lfd = logfd.get();
     const bool drop = drop_privileges_;
     const uid_t uid = uid_;
@@ -766,16 +831,16 @@ nlohmann::json Runtime::start(const nlohmann::json &spec) {
                     pid_t child = ::fork();
                     if (child != 0) return child;
                     join_cgroups(procs);
-                    int moved[4];
-                    for (int i = 0; i < 4; ++i)
+                    int moved[kChildFds];
+                    for (int i = 0; i < kChildFds; ++i)
                         moved[i] = ::fcntl(child_fds[i], F_DUPFD, 100);
                     int devnull = ::open("/dev/null", O_RDONLY);
                     ::dup2(devnull, 0);
                     ::dup2(lfd, 1);
                     ::dup2(lfd, 2);
-                    for (int i = 0; i < 4; ++i)
+                    for (int i = 0; i < kChildFds; ++i)
                         ::dup2(moved[i], 3 + i);
-                    ::syscall(SYS_close_range, 7, ~0U, 0);
+                    ::syscall(SYS_close_range, 3 + kChildFds, ~0U, 0);
                     child_becomes(drop, uid, gid);
                     // Without cgroups: dies with the server from here on (after the uid change,
                     // which clears it); bwrap's own --die-with-parent comes only once it runs, and
@@ -797,6 +862,7 @@ nlohmann::json Runtime::start(const nlohmann::json &spec) {
     info_w.reset();
     block_r.reset();
     filter_r.reset();
+    listener.reset();
     logfd.reset();
 
     if (opt_.use_bwrap && opt_.isolated_network) {
@@ -838,7 +904,7 @@ nlohmann::json Runtime::start(const nlohmann::json &spec) {
     record([](Instance &) {}); // still wanted: a stop from here on finds it whole in the table
     log_.debug("instance %s ready in %dms (spawned after %dms)", id, static_cast<int>(steady_ms() - started),
                static_cast<int>(spawned_at - started));
-    return {{"id", id}, {"socket", inst.socket}, {"dir", inst.dir}, {"pid", pid}};
+    return {{"id", id}, {"socket", inst.socket}, {"dir", inst.dir}, {"host_dir", inst.host_dir}, {"pid", pid}};
 }
 
 void Runtime::kill_instance(Instance &inst, bool graceful) {
@@ -871,6 +937,7 @@ void Runtime::kill_instance(Instance &inst, bool graceful) {
     if (inst.disk) detach_disk(inst.id, inst.dir);
     if (!inst.dir.empty()) fs::remove_all(inst.dir, ec);
     if (ec) log_.warning("could not remove %s: %s", inst.dir, ec.message());
+    if (!inst.host_dir.empty()) remove_host_dir(inst.id);
     if (!inst.id.empty()) {
         fs::remove(pids_file(inst.id), ec);
         remove_cgroups(inst.id);
@@ -1029,6 +1096,7 @@ void Runtime::clean_leftover(const std::string &id) {
     kill_cgroup_processes(id);
     detach_disk(id, opt_.data_dir + "/instances/" + id);
     fs::remove_all(opt_.data_dir + "/instances/" + id, ec);
+    remove_host_dir(id);
     fs::remove(pids_file(id), ec);
     remove_cgroups(id);
     log_.information("removed leftover instance %s", id);
@@ -1054,7 +1122,8 @@ bool Runtime::try_adopt(const std::string &id, Instance &inst) {
     if (!process_runs(pids[0], "bwrap") || !in_own_cgroup(pids[0], id)) return false;
     inst.id = id;
     inst.dir = opt_.data_dir + "/instances/" + id;
-    inst.socket = inst.dir + "/agent.sock";
+    inst.host_dir = host_dir(id);
+    inst.socket = inst.host_dir + "/agent.sock";
     inst.pid = pids[0];
     if (!agent_answers(inst.socket)) return false;
     inst.pidfd = std::make_shared<UniqueFd>(static_cast<int>(::syscall(SYS_pidfd_open, inst.pid, 0)));
@@ -1172,7 +1241,7 @@ std::vector<InstanceOnDisk> survey_instances(const std::string &data_dir) {
                     // A frozen agent accepts a connection and never answers: ask its cgroup first.
                     for (const auto &cgroup_root : cgroup_roots)
                         inst.parked = inst.parked || cgroup_frozen(instance_cgroup(cgroup_root, id));
-                    inst.answers = !inst.parked && agent_answers(folder + "/agent.sock");
+                    inst.answers = !inst.parked && agent_answers(folder + ".host/agent.sock");
                 }
             }
         } catch (const std::exception &) {

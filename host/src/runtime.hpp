@@ -97,6 +97,7 @@ private:
     struct Instance {
         std::string id;
         std::string dir;
+        std::string host_dir; // the server's own folder of it (host_dir()), outside the sandbox's reach
         std::string socket;
         pid_t pid = -1;
         pid_t pasta_pid = -1;
@@ -134,6 +135,9 @@ private:
     std::vector<std::string> agent_ro_paths() const;
     std::string pids_file(const std::string &id) const;
     std::string disk_image(const std::string &id) const;
+    std::string host_dir(const std::string &id) const;
+    void remove_host_dir(const std::string &id) const; // unmounted and removed
+    UniqueFd listen_agent_socket(const Instance &inst) const;
     // Makes the instance folder its own file system of opt_.disk_quota_bytes (sparse image, ext4,
     // owned by the instance user); detach_disk unmounts it and deletes the image.
     void attach_disk(const Instance &inst);

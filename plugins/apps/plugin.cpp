@@ -5,6 +5,7 @@
 // registry read and per invocation.
 // Instance half (inside that sandbox, the agent loads only this plugin): runs the Node runner
 // (runner/runner.mjs) or the Python one (runner/runner.py) once and answers with its result line.
+#include <hangar/beneath.hpp>
 #include <hangar/multipart.hpp>
 #include <hangar/plugin.hpp>
 #include <hangar/process.hpp>
@@ -165,7 +166,7 @@ private:
     std::int64_t closed_ms_ = 0;
 };
 
-// Splices connections from a unix socket in an instance folder to the server's own TCP address,
+// Splices connections from a unix socket in the server's folder of an instance to its own TCP address,
 // so code in the sandbox (its own network namespace) reaches the API. RAII: the destructor stops
 // accepting, closes every connection and joins the threads.
 class ApiBridge {
@@ -1056,17 +1057,19 @@ private:
         if (sb->python) binds.push_back({{"source", ddir + "/venv"}, {"target", kVenvRoot}});
         json spec = {{"id", instance_id}, {"plugins", json::array({"apps"})}, {"binds", binds}};
         sb->plugin = this; // from here on the instance is stopped with the object
-        instance_start(spec);
+        json started = instance_start(spec);
         auto dir = instance_dir(instance_id);
         if (!dir) throw std::runtime_error("the sandbox ended before the app started");
         sb->dir = *dir;
         auto upstream = config("server.bound_listen", "");
         std::uint16_t port = 0;
         if (!upstream.empty()) {
-            sb->bridge.emplace(*dir + "/api.sock", upstream);
+            // In the server's own folder of the instance (read-only inside, at /run/hangar-host):
+            // binding in the instance folder would follow whatever the app put at that path.
+            sb->bridge.emplace(started.at("host_dir").get<std::string>() + "/api.sock", upstream);
             port = static_cast<std::uint16_t>(std::stoi(upstream.substr(upstream.rfind(':') + 1)));
         }
-        sb->job = {{"entrypoint", entry}, {"app_dir", kAppRoot}, {"api_socket", "/run/hangar/api.sock"}};
+        sb->job = {{"entrypoint", entry}, {"app_dir", kAppRoot}, {"api_socket", "/run/hangar-host/api.sock"}};
         // Inside, the runner listens on the port the URLs name (the base URL the client used, so
         // cdp_ws_url and KERNEL_BASE_URL agree) and forwards to the bridge.
         auto url_port = [&]() -> std::uint16_t {
@@ -1103,15 +1106,16 @@ private:
                      const std::function<void(const std::string &)> &on_log = {}) {
         for (const auto &[k, v] : sb.job.items())
             job[k] = v;
-        // The log file, read from the host side as the app writes it.
+        // The log file, read from the host side as the app writes it: the app's sandbox can replace
+        // it at any time, so it is opened beneath the instance folder (no symlink, a plain file).
         std::mutex tail_mutex;
         std::condition_variable tail_cv;
         bool tail_stop = false;
         std::thread tail;
         if (on_log)
-            tail = std::thread([&, path = sb.dir + "/logs/app.log"] {
+            tail = std::thread([&, dir = sb.dir] {
                 std::string pending;
-                std::ifstream in;
+                proc::Fd in;
                 char buf[8192];
                 while (true) {
                     bool last = false;
@@ -1119,20 +1123,18 @@ private:
                         std::unique_lock lock(tail_mutex);
                         last = tail_stop;
                     }
-                    if (!in.is_open()) in.open(path, std::ios::binary);
-                    if (in.is_open()) {
-                        in.clear();
-                        while (in.read(buf, sizeof buf) || in.gcount() > 0) {
-                            pending.append(buf, static_cast<std::size_t>(in.gcount()));
-                            if (in.eof()) break;
-                        }
-                        for (auto nl = pending.find('\n'); nl != std::string::npos; nl = pending.find('\n')) {
-                            on_log(pending.substr(0, nl));
-                            pending.erase(0, nl + 1);
-                        }
-                        if (pending.size() > kMaxLogLine) {
-                            on_log(pending);
-                            pending.clear();
+                    if (!in) in = hangar::beneath::open_plain_file(dir, "logs/app.log");
+                    if (in) {
+                        for (ssize_t n; (n = ::read(in.get(), buf, sizeof buf)) > 0;) {
+                            pending.append(buf, static_cast<std::size_t>(n));
+                            for (auto nl = pending.find('\n'); nl != std::string::npos; nl = pending.find('\n')) {
+                                on_log(pending.substr(0, nl));
+                                pending.erase(0, nl + 1);
+                            }
+                            if (pending.size() > kMaxLogLine) {
+                                on_log(pending);
+                                pending.clear();
+                            }
                         }
                     }
                     if (last) break;

@@ -55,7 +55,7 @@ public:
         socket_ = run_dir + "/bidi.sock";
         // The agent's /cdp always dials the current Chromium, so a BiDi connection opened after a
         // Chromium restart reaches the new one.
-        cdp_endpoint_ = "ws+unix:" + run_dir + "/agent.sock:/cdp";
+        cdp_endpoint_ = "ws+unix:" + instance_agent_socket() + ":/cdp";
         route(
             "GET", "/bidi", [this](Request &q, Response &r) { connect(q, r); }, HANGAR_ROUTE_STREAMING);
         if (unavailable_.empty() && config_bool("prestart", false)) {

@@ -169,8 +169,7 @@ public:
         }
         // The agent's own /cdp route always dials the current Chromium, so the executor's cached
         // connection survives Chromium restarts by reconnecting to the same address.
-        auto run_dir = instance_run_dir();
-        endpoint_ = "ws+unix:" + run_dir + "/agent.sock:/cdp";
+        endpoint_ = "ws+unix:" + instance_agent_socket() + ":/cdp";
         route("POST", "/playwright/execute", [this](Request &q, Response &r) { execute(q, r); });
         // Node and playwright-core take about a second to load; prestarting moves that out of the
         // first call at the price of a Node process in every browser, used or not.

@@ -12,6 +12,7 @@
 #include "recording.hpp"
 #include "screen_feed.hpp"
 
+#include <hangar/beneath.hpp>
 #include <hangar/plugin.hpp>
 #include <hangar/process.hpp>
 #include <hangar/resource.hpp>
@@ -324,9 +325,8 @@ private:
             auto dir = instance_dir(sid);
             auto dst = blob_path(blob_key(rid));
             if (dir && dst) {
-                std::string src = *dir + "/recordings/" + rid + ".mp4";
                 std::error_code ec;
-                if (hangar::proc::move_plain_file(src, *dst)) {
+                if (hangar::beneath::move_out(*dir, "recordings/" + rid + ".mp4", *dst)) {
                     state = "finished";
                     size = static_cast<std::int64_t>(fs::file_size(*dst, ec));
                     try {

@@ -10,7 +10,7 @@
 // At most two browsers run at once (the spares part: one spare per kind, one of them taken).
 import { test, before, after, describe } from 'node:test';
 import assert from 'node:assert/strict';
-import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { webcrypto as nodeCrypto } from 'node:crypto';
@@ -19,7 +19,7 @@ import { chromium } from 'playwright-core';
 import { component, verifySignature, webcrypto } from 'http-message-sig';
 import { jwkThumbprint } from 'jsonwebkey-thumbprint';
 
-import { startServer, repoRoot, waitFor } from './lib/server.mjs';
+import { readyInstances, startServer, repoRoot, waitFor } from './lib/server.mjs';
 import { startOrigin, startTinyproxy, startStunnel, testCa } from './lib/proxy-servers.mjs';
 
 const DIRECTORY = '/.well-known/http-message-signatures-directory';
@@ -211,11 +211,7 @@ describe('request signing and proxy CA bundles', () => {
       env: { HANGAR_CONFIG: join(conf, 'hangar.ini'), HANGAR_WARM_SPARES: '1', HANGAR_WARM_SPARES_MAX: '1' },
     });
     try {
-      // Instance folders whose agent is up (its socket exists once every plugin started).
-      const instances = () =>
-        readdirSync(join(spares.dataDir, 'instances'), { withFileTypes: true })
-          .filter((e) => e.isDirectory() && existsSync(join(spares.dataDir, 'instances', e.name, 'agent.sock')))
-          .map((e) => e.name);
+      const instances = () => readyInstances(spares.dataDir);
       const ready = await waitFor(() => (instances().length === 2 ? instances() : null), { timeoutMs: 90_000, what: 'two warm spares' });
       await new Promise((r) => setTimeout(r, 1000)); // the filler files a started spare right after
       const proxy = await spares.client.proxies.create({ type: 'custom', protocol: 'http', config: { host: '127.0.0.1', port: tiny.port } });

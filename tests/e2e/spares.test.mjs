@@ -6,21 +6,14 @@
 // Stealth spares exist only once stealth creates come, and a profile with no saved state (a
 // first login) takes a spare; one with saved state gets a cold start on it.
 import assert from 'node:assert/strict';
-import { existsSync, readdirSync } from 'node:fs';
-import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 
 import { chromium } from 'playwright-core';
 
-import { TEST_PAGE_TITLE, startServer, startTestPages, waitFor } from './lib/server.mjs';
+import { TEST_PAGE_TITLE, readyInstances, startServer, startTestPages, waitFor } from './lib/server.mjs';
 
 let server;
-// Instance folders whose agent is up (its socket exists once every plugin started).
-const instancesOf = (srv) =>
-  readdirSync(join(srv.dataDir, 'instances'), { withFileTypes: true })
-    .filter((e) => e.isDirectory() && existsSync(join(srv.dataDir, 'instances', e.name, 'agent.sock')))
-    .map((e) => e.name)
-    .sort();
+const instancesOf = (srv) => readyInstances(srv.dataDir);
 const instances = () => instancesOf(server);
 
 before(async () => {

@@ -2,7 +2,7 @@
 // connection is one BiDi session, translated to CDP by Google's chromium-bidi mapper running here
 // in Node (not in a tab of the browser, so no extra target is visible to CDP clients).
 //
-//   node mapper.mjs <listen socket path> <CDP endpoint, e.g. ws+unix:/run/hangar/agent.sock:/cdp>
+//   node mapper.mjs <listen socket path> <CDP endpoint, e.g. ws+unix:/run/hangar-host/agent.sock:/cdp>
 //
 // Each BiDi connection opens its own CDP connection: to the Chromium DevTools socket the agent
 // names in the upgrade's query (?port=&path=), else to the agent's /cdp route, which always dials

@@ -1,7 +1,7 @@
 // The playwright plugin's executor: one long-lived Node process per browser instance, started by
 // the instance half of the plugin inside the browser's sandbox on the first call.
 //
-// Started as `node executor.mjs <CDP endpoint>` (ws+unix:/run/hangar/agent.sock:/cdp). The agent
+// Started as `node executor.mjs <CDP endpoint>` (ws+unix:/run/hangar-host/agent.sock:/cdp). The agent
 // writes one JSON line per call on fd 3:
 //   {"id": 7, "code": "…", "timeout_ms": 60000}
 // and reads one JSON line per answer on stdout:

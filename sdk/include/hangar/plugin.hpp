@@ -666,6 +666,13 @@ protected:
     std::string instance_run_dir() const {
         return config("instance_run_dir").value_or(config("instance.dir", "/run/hangar"));
     }
+    // The agent's own socket as code in the instance reaches it (the Playwright executor, the BiDi
+    // mapper): the server made it in its folder of the instance, shown read-only at
+    // /run/hangar-host, where nothing in the sandbox can replace it; <run dir>.host/ without one.
+    std::string instance_agent_socket() const {
+        std::string run = instance_run_dir();
+        return (run == "/run/hangar" ? std::string("/run/hangar-host") : run + ".host") + "/agent.sock";
+    }
     // The browser user's home: /home/kernel inside the sandbox (<instance dir>/home bound there),
     // <run dir>/home for an agent without one.
     std::string instance_home_dir() const {

@@ -11,7 +11,6 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
-#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -360,47 +359,6 @@ inline void make_dirs(const std::string &path) {
             throw detail::sys_error("mkdir " + partial);
         i = slash + 1;
     }
-}
-
-// Moves a file an instance wrote (a recording) into the server's storage. Only a plain file with
-// one link is taken: a symlink or hard link the sandbox placed there would otherwise make the
-// server keep, and later serve, a host file. A rename when both sides share a file system (then
-// checked to be the file that was opened); a copy from the opened file otherwise, since an
-// instance folder may be a file system of its own. False, with dst absent, when the file is not
-// such a file or cannot be moved.
-inline bool move_plain_file(const std::string &src, const std::string &dst) {
-    Fd in(::open(src.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
-    struct stat st {};
-    if (!in || ::fstat(in.get(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1) return false;
-    std::string folder = dst.substr(0, dst.find_last_of('/') + 1);
-    struct stat dir {};
-    if (::stat(folder.empty() ? "." : folder.c_str(), &dir) == 0 && dir.st_dev == st.st_dev) {
-        if (::rename(src.c_str(), dst.c_str()) != 0) return false;
-        struct stat moved {};
-        if (::lstat(dst.c_str(), &moved) == 0 && S_ISREG(moved.st_mode) && moved.st_ino == st.st_ino &&
-            moved.st_dev == st.st_dev && moved.st_nlink == 1)
-            return true;
-        ::unlink(dst.c_str());
-        return false;
-    }
-    std::string part = dst + ".part";
-    Fd out(::open(part.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0640));
-    if (!out) return false;
-    // sendfile copies in the kernel between any two file systems (copy_file_range does not).
-    bool ok = true;
-    for (off_t left = st.st_size; ok && left > 0;) {
-        ssize_t n = ::sendfile(out.get(), in.get(), nullptr, static_cast<std::size_t>(left));
-        if (n < 0 && errno == EINTR) continue;
-        ok = n > 0;
-        left -= n > 0 ? n : 0;
-    }
-    ok = ok && ::fsync(out.get()) == 0 && ::rename(part.c_str(), dst.c_str()) == 0;
-    if (!ok) {
-        ::unlink(part.c_str());
-        return false;
-    }
-    ::unlink(src.c_str());
-    return true;
 }
 
 } // namespace hangar::proc

@@ -241,6 +241,23 @@ export async function startServer(opts = {}) {
 }
 
 /** Polls `fn` until it returns a truthy value (returned) or the time runs out (throws). */
+// The instances of a server's data dir whose agent is up: its log says so (the socket, in the
+// server's own folder of the instance, exists from before the agent starts).
+export function readyInstances(dataDir) {
+  const root = join(dataDir, 'instances');
+  return readdirSync(root, { withFileTypes: true })
+    .filter((e) => e.isDirectory() && !e.name.endsWith('.host'))
+    .filter((e) => {
+      try {
+        return readFileSync(join(root, e.name, 'logs', 'agent.log'), 'utf8').includes('agent ready');
+      } catch {
+        return false;
+      }
+    })
+    .map((e) => e.name)
+    .sort();
+}
+
 export async function waitFor(fn, { timeoutMs = 30_000, intervalMs = 250, what = 'condition' } = {}) {
   const deadline = Date.now() + timeoutMs;
   let last;
