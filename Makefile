@@ -164,17 +164,23 @@ test-unit:
 test-sdk-example:
 	tests/sdk/build_example.sh $(abspath $(BUILD_DIR))/sdk-example
 
+# TAP on stdout, and each file's wall time in $(BUILD_DIR)/test-times.txt (slowest first).
+E2E_REPORTERS = --test-reporter=tap --test-reporter-destination=stdout \
+  --test-reporter=./lib/times-reporter.mjs --test-reporter-destination=$(abspath $(BUILD_DIR))/$(1)
+
 test-e2e: setup-npm
 	cd $(E2E_DIR) && HANGAR_BIN=$(abspath $(BUILD_DIR))/bin/hangar \
 	  HANGAR_SDK_EXAMPLE_DIR=$(abspath $(BUILD_DIR))/sdk-example \
-	  node --test --test-concurrency=1 --test-timeout=$(E2E_TIMEOUT) $(notdir $(E2E_TESTS))
+	  node --test --test-concurrency=1 --test-timeout=$(E2E_TIMEOUT) $(call E2E_REPORTERS,test-times.txt) \
+	  $(notdir $(E2E_TESTS))
 
 # The same e2e suite with every server on a fresh database of one throw-away PostgreSQL (issue 24;
 # tests/pg/with-pg.sh starts it once and removes it whatever the outcome). E2E_TESTS narrows it.
 test-postgres: setup-npm
 	cd $(E2E_DIR) && HANGAR_BIN=$(abspath $(BUILD_DIR))/bin/hangar \
 	  HANGAR_SDK_EXAMPLE_DIR=$(abspath $(BUILD_DIR))/sdk-example \
-	  ../pg/with-pg.sh node --test --test-concurrency=1 --test-timeout=$(E2E_TIMEOUT) $(notdir $(E2E_TESTS))
+	  ../pg/with-pg.sh node --test --test-concurrency=1 --test-timeout=$(E2E_TIMEOUT) \
+	  $(call E2E_REPORTERS,test-times-postgres.txt) $(notdir $(E2E_TESTS))
 
 # pytest's exit status is the stage's: a failure (1) or no test collected (5) fails `make test`.
 test-python: setup-pyvenv
