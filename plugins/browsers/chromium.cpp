@@ -31,20 +31,6 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-// Whether a profile holds tabs to restore. A new (empty) profile has none, and
-// --restore-last-session would open Chromium's new-tab page after the session was handed over,
-// interrupting the client's first navigation; it starts on about:blank like any other session.
-bool has_saved_session(const std::string &user_data_dir) {
-    std::error_code ec;
-    const std::string profile = user_data_dir + "/Default";
-    if (std::filesystem::exists(profile + "/Current Session", ec) ||
-        std::filesystem::exists(profile + "/Last Session", ec))
-        return true;
-    for (const auto &entry : std::filesystem::directory_iterator(profile + "/Sessions", ec))
-        if (entry.is_regular_file(ec) && entry.file_size(ec) > 0) return true;
-    return false;
-}
-
 std::chrono::milliseconds until(Clock::time_point deadline) {
     return std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
 }
@@ -401,8 +387,9 @@ void ChromiumRunner::start() {
             log_(LogLevel::Info, "audio sink ready " + std::to_string(after) + " ms after the display");
         }
     }
-    bool restore = spec_.restore_session && has_saved_session(settings_.user_data_dir);
-    launch_locked(spec_.start_url.value_or(restore ? "" : "about:blank"));
+    // Never the profile's last tabs (profile_archive.cpp leaves them out): they would race the
+    // agent's first navigation.
+    launch_locked(spec_.start_url.value_or("about:blank"));
 }
 
 void ChromiumRunner::write_policy() {
@@ -559,9 +546,8 @@ json ChromiumRunner::load_profile(std::string_view archive) {
         make_dirs(settings_.user_data_dir);
         unpack_profile(staged, settings_.user_data_dir);
         ::unlink(staged.c_str());
-        spec_.restore_session = true;
         ++restarts_;
-        launch_locked(has_saved_session(settings_.user_data_dir) ? "" : "about:blank");
+        launch_locked("about:blank");
     }
     return status();
 }

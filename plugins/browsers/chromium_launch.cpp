@@ -46,7 +46,6 @@ LaunchSpec parse_launch_spec(const json &spec) {
     s.headless = bool_field(spec, "headless", false);
     s.stealth = bool_field(spec, "stealth", false);
     s.kiosk_mode = bool_field(spec, "kiosk_mode", false);
-    s.restore_session = bool_field(spec, "restore_session", false);
     if (auto it = spec.find("viewport"); it != spec.end() && !it->is_null()) s.viewport = parse_viewport(*it);
     if (auto it = spec.find("start_url"); it != spec.end() && !it->is_null()) {
         if (!it->is_string()) throw Error::invalid("start_url", "must be a string");
@@ -114,10 +113,6 @@ std::vector<std::string> chromium_args(const ChromiumSettings &settings, const L
     }
     for (const auto &f : settings.extra_flags)
         a.push_back(f);
-    if (spec.restore_session && url.empty()) {
-        a.emplace_back("--restore-last-session");
-        return a;
-    }
     a.emplace_back("--");
     a.emplace_back(url.empty() ? std::string("about:blank") : std::string(url));
     return a;

@@ -20,8 +20,6 @@ struct LaunchSpec {
     Viewport viewport;
     std::optional<std::string> start_url;
     std::optional<json> chrome_policy;
-    // A profile was loaded and no start_url replaces its tabs: reopen what was open.
-    bool restore_session = false;
     // Unpacked extension folders to load (the extensions plugin names them at each launch).
     std::vector<std::string> extensions;
 };

@@ -36,6 +36,10 @@ constexpr std::array kExcludedTopLevel = {"SingletonLock",     "SingletonSocket"
 constexpr std::array kExcludedAnywhere = {"Cache",        "Code Cache",        "GPUCache",
                                           "DawnCache",    "DawnGraphiteCache", "DawnWebGPUCache",
                                           "CacheStorage", "ScriptCache",       "blob_storage"};
+// The last session's windows and tabs (Sessions/ since Chromium 100, the four files before it),
+// in a profile folder (Default, Profile 1, ...): a profile carries who the agent is, not what the
+// last agent had open. Restored, those tabs raced the next agent's first navigation.
+constexpr std::array kExcludedInProfile = {"Sessions", "Current Session", "Current Tabs", "Last Session", "Last Tabs"};
 
 } // namespace
 
@@ -44,6 +48,12 @@ bool profile_path_excluded(std::string_view relative) {
     std::string_view first = relative.substr(0, slash);
     for (const char *name : kExcludedTopLevel)
         if (first == name) return true;
+    if (slash != std::string_view::npos) {
+        std::string_view rest = relative.substr(slash + 1);
+        std::string_view second = rest.substr(0, rest.find('/'));
+        for (const char *name : kExcludedInProfile)
+            if (second == name) return true;
+    }
     while (!relative.empty()) {
         auto end = relative.find('/');
         std::string_view segment = relative.substr(0, end);
@@ -144,6 +154,8 @@ void unpack_profile(const std::string &archive_path, const std::string &dir) {
         if (rel.empty() || rel.front() == '/' || rel == ".." || rel.starts_with("../") ||
             rel.find("/../") != std::string::npos || rel.ends_with("/.."))
             throw std::runtime_error("the profile archive has an entry outside its folder: " + rel);
+        // Archives saved before pack_profile left these out still hold them.
+        if (profile_path_excluded(rel)) continue;
         // The target is absolute, so the relative-path checks above stand in for libarchive's
         // SECURE_NOABSOLUTEPATHS; SECURE_SYMLINKS still refuses to write through a link.
         std::string target = dir;

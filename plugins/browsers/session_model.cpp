@@ -495,7 +495,6 @@ json make_instance_spec(const std::string &id, const CreateOptions &o) {
     };
     if (o.start_url) spec["start_url"] = *o.start_url;
     if (o.chrome_policy) spec["chrome_policy"] = *o.chrome_policy;
-    if (o.profile && !o.start_url) spec["restore_session"] = true;
     // The instance's forwarder holds requests until the server hands it this proxy's route.
     if (o.proxy_id) spec["proxy"] = true;
     return spec;

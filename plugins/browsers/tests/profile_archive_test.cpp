@@ -63,6 +63,7 @@ class ProfileArchiveTest : public CppUnit::TestFixture {
     CPPUNIT_TEST_SUITE(ProfileArchiveTest);
     CPPUNIT_TEST(round_trip);
     CPPUNIT_TEST(caches_are_left_out);
+    CPPUNIT_TEST(last_session_is_left_out_and_not_restored);
     CPPUNIT_TEST(escaping_entries_are_refused);
     CPPUNIT_TEST_SUITE_END();
 
@@ -102,6 +103,29 @@ public:
         unpack_profile(tmp.path / "p.tar.zst", dst.path);
         CPPUNIT_ASSERT(fs::exists(dst.path / "Default/Preferences"));
         CPPUNIT_ASSERT(!fs::exists(dst.path / "Default/Cache"));
+    }
+
+    // A profile carries cookies, storage and logins, never the last session's tabs: left out of
+    // what is saved, and skipped when an archive saved before that still holds them.
+    void last_session_is_left_out_and_not_restored() {
+        for (const char *rel : {"Default/Sessions/Session_13370000", "Default/Sessions", "Default/Current Session",
+                                "Default/Last Tabs", "Profile 1/Sessions/Tabs_1"})
+            CPPUNIT_ASSERT_MESSAGE(rel, profile_path_excluded(rel));
+        CPPUNIT_ASSERT(!profile_path_excluded("Sessions"));
+        CPPUNIT_ASSERT(!profile_path_excluded("Default/Session Storage/000003.log"));
+
+        TempDir src, dst, tmp;
+        write(src.path / "Default/Sessions/Session_1", "tabs");
+        write(src.path / "Default/Cookies", "c");
+        std::ofstream(tmp.path / "p.tar.zst", std::ios::binary) << pack_profile(src.path);
+        unpack_profile(tmp.path / "p.tar.zst", dst.path);
+        CPPUNIT_ASSERT(fs::exists(dst.path / "Default/Cookies"));
+        CPPUNIT_ASSERT(!fs::exists(dst.path / "Default/Sessions"));
+
+        TempDir old;
+        write_archive_with(tmp.path / "old.tar.zst", "Default/Current Session");
+        unpack_profile(tmp.path / "old.tar.zst", old.path);
+        CPPUNIT_ASSERT(!fs::exists(old.path / "Default/Current Session"));
     }
 
     void escaping_entries_are_refused() {
