@@ -7,10 +7,14 @@
 #include <Poco/Net/HTTPResponse.h>
 #include <Poco/Net/HTTPSClientSession.h>
 #include <Poco/Net/SSLManager.h>
+#include <Poco/Net/SecureStreamSocket.h>
+#include <Poco/Net/SocketAddress.h>
+#include <Poco/Net/StreamSocket.h>
 #include <Poco/StreamCopier.h>
 #include <Poco/URI.h>
 
 #include <memory>
+#include <vector>
 
 namespace credentials {
 
@@ -32,8 +36,9 @@ std::string path_segment(const std::string &s) {
 
 } // namespace
 
-ConnectClient::ConnectClient(std::string base_url, std::string token, std::chrono::milliseconds timeout)
-    : base_url_(std::move(base_url)), token_(std::move(token)), timeout_(timeout) {}
+ConnectClient::ConnectClient(std::string base_url, std::string token, std::chrono::milliseconds timeout,
+                             hangar::egress::Policy policy)
+    : base_url_(std::move(base_url)), token_(std::move(token)), timeout_(timeout), policy_(std::move(policy)) {}
 
 void ConnectClient::initialize() {
     Poco::Net::initializeSSL();
@@ -57,21 +62,50 @@ nlohmann::json ConnectClient::get(const std::string &path) const {
     int status = 0;
     try {
         Poco::URI uri(base_url_);
+        Poco::Timespan timeout(std::chrono::duration_cast<std::chrono::microseconds>(timeout_).count());
+        std::vector<hangar::egress::Address> addresses;
+        try {
+            addresses = hangar::egress::resolve(uri.getHost(), uri.getPort(), policy_);
+        } catch (const hangar::egress::Refused &e) {
+            throw ConnectError(0, e.what(), true);
+        } catch (const hangar::egress::ResolveError &e) {
+            throw ConnectError(0, std::string("the 1Password Connect server cannot be reached: ") + e.what());
+        }
+        Poco::Net::StreamSocket socket;
+        std::string last = "no address";
+        bool connected = false;
+        for (const auto &a : addresses) {
+            try {
+                socket.connect(Poco::Net::SocketAddress(a.get(), a.length), timeout);
+                connected = true;
+                break;
+            } catch (const Poco::TimeoutException &) {
+                throw;
+            } catch (const Poco::Exception &e) {
+                last = e.displayText();
+            }
+        }
+        if (!connected) throw ConnectError(0, "the 1Password Connect server cannot be reached: " + last);
         std::unique_ptr<Poco::Net::HTTPClientSession> session;
         if (uri.getScheme() == "https") {
-            // The system's CA store; the host name is checked against the certificate.
+            // The system's CA store; the host name is checked against the certificate (and
+            // sent as SNI) although the socket was connected to the checked address.
             Poco::Net::Context::Ptr context(new Poco::Net::Context(Poco::Net::Context::TLS_CLIENT_USE, "",
                                                                    Poco::Net::Context::VERIFY_RELAXED, 9, true));
-            session = std::make_unique<Poco::Net::HTTPSClientSession>(uri.getHost(), uri.getPort(), context);
+            socket.setReceiveTimeout(timeout);
+            socket.setSendTimeout(timeout);
+            session = std::make_unique<Poco::Net::HTTPSClientSession>(
+                Poco::Net::SecureStreamSocket::attach(socket, uri.getHost(), context));
         } else {
-            session = std::make_unique<Poco::Net::HTTPClientSession>(uri.getHost(), uri.getPort());
+            session = std::make_unique<Poco::Net::HTTPClientSession>(socket);
         }
-        session->setTimeout(Poco::Timespan(std::chrono::duration_cast<std::chrono::microseconds>(timeout_).count()));
+        session->setTimeout(timeout);
         std::string prefix = uri.getPath();
         while (!prefix.empty() && prefix.back() == '/')
             prefix.pop_back();
         Poco::Net::HTTPRequest request(Poco::Net::HTTPRequest::HTTP_GET, prefix + path,
                                        Poco::Net::HTTPMessage::HTTP_1_1);
+        request.setHost(uri.getHost(), uri.getPort());
         request.set("Authorization", "Bearer " + token_);
         request.set("Accept", "application/json");
         session->sendRequest(request);
