@@ -6,14 +6,14 @@
 #include <Poco/Net/HTTPRequest.h>
 #include <Poco/Net/HTTPResponse.h>
 #include <Poco/Net/HTTPSClientSession.h>
+#include <Poco/Net/NetException.h>
 #include <Poco/Net/SSLManager.h>
-#include <Poco/Net/SecureStreamSocket.h>
 #include <Poco/Net/SocketAddress.h>
-#include <Poco/Net/StreamSocket.h>
 #include <Poco/StreamCopier.h>
 #include <Poco/URI.h>
 
 #include <memory>
+#include <utility>
 #include <vector>
 
 namespace credentials {
@@ -33,6 +33,34 @@ std::string path_segment(const std::string &s) {
     Poco::URI::encode(s, "/?#%&=+", out);
     return out;
 }
+
+// A session that connects to the addresses hangar::egress checked, never to a new lookup of its
+// host name (which still goes into the Host header, SNI and the certificate check).
+template <typename Session> class Pinned : public Session {
+public:
+    template <typename... Args>
+    explicit Pinned(std::vector<hangar::egress::Address> addresses, Args &&...args)
+        : Session(std::forward<Args>(args)...), addresses_(std::move(addresses)) {}
+
+protected:
+    void connect(const Poco::Net::SocketAddress &) override {
+        std::string last = "no address";
+        for (const auto &a : addresses_) {
+            try {
+                Session::connect(Poco::Net::SocketAddress(a.get(), a.length));
+                return;
+            } catch (const Poco::TimeoutException &) {
+                throw;
+            } catch (const Poco::Net::NetException &e) {
+                last = e.displayText();
+            }
+        }
+        throw Poco::Net::NetException("cannot connect: " + last);
+    }
+
+private:
+    std::vector<hangar::egress::Address> addresses_;
+};
 
 } // namespace
 
@@ -71,33 +99,17 @@ nlohmann::json ConnectClient::get(const std::string &path) const {
         } catch (const hangar::egress::ResolveError &e) {
             throw ConnectError(0, std::string("the 1Password Connect server cannot be reached: ") + e.what());
         }
-        Poco::Net::StreamSocket socket;
-        std::string last = "no address";
-        bool connected = false;
-        for (const auto &a : addresses) {
-            try {
-                socket.connect(Poco::Net::SocketAddress(a.get(), a.length), timeout);
-                connected = true;
-                break;
-            } catch (const Poco::TimeoutException &) {
-                throw;
-            } catch (const Poco::Exception &e) {
-                last = e.displayText();
-            }
-        }
-        if (!connected) throw ConnectError(0, "the 1Password Connect server cannot be reached: " + last);
         std::unique_ptr<Poco::Net::HTTPClientSession> session;
         if (uri.getScheme() == "https") {
             // The system's CA store; the host name is checked against the certificate (and
-            // sent as SNI) although the socket was connected to the checked address.
+            // sent as SNI) although the connection goes to the checked address.
             Poco::Net::Context::Ptr context(new Poco::Net::Context(Poco::Net::Context::TLS_CLIENT_USE, "",
                                                                    Poco::Net::Context::VERIFY_RELAXED, 9, true));
-            socket.setReceiveTimeout(timeout);
-            socket.setSendTimeout(timeout);
-            session = std::make_unique<Poco::Net::HTTPSClientSession>(
-                Poco::Net::SecureStreamSocket::attach(socket, uri.getHost(), context));
+            session = std::make_unique<Pinned<Poco::Net::HTTPSClientSession>>(std::move(addresses), uri.getHost(),
+                                                                              uri.getPort(), context);
         } else {
-            session = std::make_unique<Poco::Net::HTTPClientSession>(socket);
+            session = std::make_unique<Pinned<Poco::Net::HTTPClientSession>>(std::move(addresses), uri.getHost(),
+                                                                             uri.getPort());
         }
         session->setTimeout(timeout);
         std::string prefix = uri.getPath();
@@ -105,7 +117,6 @@ nlohmann::json ConnectClient::get(const std::string &path) const {
             prefix.pop_back();
         Poco::Net::HTTPRequest request(Poco::Net::HTTPRequest::HTTP_GET, prefix + path,
                                        Poco::Net::HTTPMessage::HTTP_1_1);
-        request.setHost(uri.getHost(), uri.getPort());
         request.set("Authorization", "Bearer " + token_);
         request.set("Accept", "application/json");
         session->sendRequest(request);
