@@ -114,9 +114,39 @@ const std::vector<std::pair<std::string, std::string>> kAreas = {
     {"/api_keys", "org"},
 };
 
-// `[features] extensions = off` (every project) and `[project.<name or id>] extensions = off`
-// (one), read once at start. Feature names are plugin names with '-' as '_'.
-std::map<std::string, std::map<std::string, bool>> feature_switches(const Config &cfg) {
+// `[features] extensions = off` (every project) and `[project.<id>] extensions = off` (one),
+// read once at start, keyed by project id only: a project's own keys can rename it, so a switch
+// that followed the name would be theirs to escape. A section named by a project's name binds,
+// the first time a server reads it, to the project that has the name then, and the store keeps
+// that binding: renaming the project later (or another project taking the name) moves nothing.
+// A name that matches no project yet, or several (one per org), is skipped with a warning.
+// Feature names are plugin names with '-' as '_'.
+std::map<std::string, std::map<std::string, bool>> feature_switches(const Config &cfg, Store &store,
+                                                                    Poco::Logger &log) {
+    store.migrate("host_feature_switches",
+                  {{1, "CREATE TABLE feature_switch_names (name TEXT PRIMARY KEY, project_id TEXT NOT NULL)"}});
+    auto project_of = [&](const std::string &scope) -> std::optional<std::string> {
+        if (!store.exec("SELECT id FROM projects WHERE id = ?", {scope}).empty()) return scope;
+        std::string name = scope;
+        std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+        auto bound = store.exec("SELECT project_id FROM feature_switch_names WHERE name = ?", {name});
+        if (!bound.empty()) return bound[0].at("project_id").get<std::string>();
+        auto named = store.exec("SELECT id FROM projects WHERE LOWER(name) = ? AND deleted_at IS NULL", {name});
+        if (named.size() != 1) {
+            log.warning("[project.%s]: %s; its switches apply to no project (name the project by its id)", scope,
+                        std::string(named.empty() ? "no project has this id or name"
+                                                  : "several projects (in different orgs) have this name"));
+            return std::nullopt;
+        }
+        std::string id = named[0].at("id").get<std::string>();
+        store.exec("INSERT INTO feature_switch_names (name, project_id) VALUES (?, ?) ON CONFLICT (name) DO NOTHING",
+                   {name, id});
+        id = store.exec("SELECT project_id FROM feature_switch_names WHERE name = ?", {name})[0]
+                 .at("project_id")
+                 .get<std::string>();
+        log.information("[project.%s] is project %s from now on, whatever it is renamed to", scope, id);
+        return id;
+    };
     std::map<std::string, std::map<std::string, bool>> out;
     auto read = [&](const std::string &scope, const std::string &section) {
         for (const auto &feature : cfg.keys(section)) {
@@ -130,7 +160,7 @@ std::map<std::string, std::map<std::string, bool>> feature_switches(const Config
     };
     read("", "features");
     for (const auto &project : cfg.keys("project"))
-        read(project, "project." + project);
+        if (auto id = project_of(project)) read(*id, "project." + project);
     return out;
 }
 
@@ -421,7 +451,7 @@ private:
             audit.queue_capacity = static_cast<std::size_t>(std::max(1LL, cfg->get_int("audit.queue_size", 10000)));
             core.audit = std::make_unique<AuditLog>(*core.store, log, audit);
         }
-        core.feature_switches = feature_switches(*cfg);
+        core.feature_switches = feature_switches(*cfg, *core.store, log);
         std::string generated =
             core.auth->bootstrap(cfg->get("auth.bootstrap_key", ""), core.data_dir + "/bootstrap-api-key");
         if (!generated.empty())

@@ -155,8 +155,8 @@ struct HostCore {
     // Plugins that exist but are switched off, for a 404 that names them, and known API areas.
     std::set<std::string> disabled_plugins;
     std::vector<std::pair<std::string, std::string>> area_prefixes; // path pattern prefix → plugin
-    // Features the operator switched in the configuration: scope ("" for [features], else a
-    // project's name or id from [project.<scope>]) → feature → on.
+    // Features the operator switched in the configuration: scope ("" for [features], else the
+    // project id a [project.<id or name>] section resolved to at start) → feature → on.
     std::map<std::string, std::map<std::string, bool>> feature_switches;
 
     const hangar_host_v1 *api() const;

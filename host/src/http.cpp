@@ -390,11 +390,11 @@ private:
         req.caller = std::move(*caller);
     }
 
-    // `[features] <name> = off` switches a feature off for every project, `[project.<name or id>]
-    // <name> = off` for one; the configuration wins over `hangar admin entitlement`.
+    // `[features] <name> = off` switches a feature off for every project, `[project.<id>]
+    // <name> = off` for one (names resolved to ids at start, app.cpp); the configuration wins over
+    // `hangar admin entitlement`.
     void apply_feature_config(Caller &caller) const {
-        for (const std::string *scope :
-             std::array<const std::string *, 3>{&kNoScope, &caller.project_name, &caller.project_id})
+        for (const std::string *scope : std::array<const std::string *, 2>{&kNoScope, &caller.project_id})
             if (auto it = core_.feature_switches.find(*scope); it != core_.feature_switches.end())
                 for (const auto &[feature, on] : it->second)
                     caller.entitlements[feature] = on;

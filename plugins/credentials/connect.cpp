@@ -6,11 +6,15 @@
 #include <Poco/Net/HTTPRequest.h>
 #include <Poco/Net/HTTPResponse.h>
 #include <Poco/Net/HTTPSClientSession.h>
+#include <Poco/Net/NetException.h>
 #include <Poco/Net/SSLManager.h>
+#include <Poco/Net/SocketAddress.h>
 #include <Poco/StreamCopier.h>
 #include <Poco/URI.h>
 
 #include <memory>
+#include <utility>
+#include <vector>
 
 namespace credentials {
 
@@ -30,10 +34,39 @@ std::string path_segment(const std::string &s) {
     return out;
 }
 
+// A session that connects to the addresses hangar::egress checked, never to a new lookup of its
+// host name (which still goes into the Host header, SNI and the certificate check).
+template <typename Session> class Pinned : public Session {
+public:
+    template <typename... Args>
+    explicit Pinned(std::vector<hangar::egress::Address> addresses, Args &&...args)
+        : Session(std::forward<Args>(args)...), addresses_(std::move(addresses)) {}
+
+protected:
+    void connect(const Poco::Net::SocketAddress &) override {
+        std::string last = "no address";
+        for (const auto &a : addresses_) {
+            try {
+                Session::connect(Poco::Net::SocketAddress(a.get(), a.length));
+                return;
+            } catch (const Poco::TimeoutException &) {
+                throw;
+            } catch (const Poco::Net::NetException &e) {
+                last = e.displayText();
+            }
+        }
+        throw Poco::Net::NetException("cannot connect: " + last);
+    }
+
+private:
+    std::vector<hangar::egress::Address> addresses_;
+};
+
 } // namespace
 
-ConnectClient::ConnectClient(std::string base_url, std::string token, std::chrono::milliseconds timeout)
-    : base_url_(std::move(base_url)), token_(std::move(token)), timeout_(timeout) {}
+ConnectClient::ConnectClient(std::string base_url, std::string token, std::chrono::milliseconds timeout,
+                             hangar::egress::Policy policy)
+    : base_url_(std::move(base_url)), token_(std::move(token)), timeout_(timeout), policy_(std::move(policy)) {}
 
 void ConnectClient::initialize() {
     Poco::Net::initializeSSL();
@@ -57,16 +90,28 @@ nlohmann::json ConnectClient::get(const std::string &path) const {
     int status = 0;
     try {
         Poco::URI uri(base_url_);
+        Poco::Timespan timeout(std::chrono::duration_cast<std::chrono::microseconds>(timeout_).count());
+        std::vector<hangar::egress::Address> addresses;
+        try {
+            addresses = hangar::egress::resolve(uri.getHost(), uri.getPort(), policy_);
+        } catch (const hangar::egress::Refused &e) {
+            throw ConnectError(0, e.what(), true);
+        } catch (const hangar::egress::ResolveError &e) {
+            throw ConnectError(0, std::string("the 1Password Connect server cannot be reached: ") + e.what());
+        }
         std::unique_ptr<Poco::Net::HTTPClientSession> session;
         if (uri.getScheme() == "https") {
-            // The system's CA store; the host name is checked against the certificate.
+            // The system's CA store; the host name is checked against the certificate (and
+            // sent as SNI) although the connection goes to the checked address.
             Poco::Net::Context::Ptr context(new Poco::Net::Context(Poco::Net::Context::TLS_CLIENT_USE, "",
                                                                    Poco::Net::Context::VERIFY_RELAXED, 9, true));
-            session = std::make_unique<Poco::Net::HTTPSClientSession>(uri.getHost(), uri.getPort(), context);
+            session = std::make_unique<Pinned<Poco::Net::HTTPSClientSession>>(std::move(addresses), uri.getHost(),
+                                                                              uri.getPort(), context);
         } else {
-            session = std::make_unique<Poco::Net::HTTPClientSession>(uri.getHost(), uri.getPort());
+            session = std::make_unique<Pinned<Poco::Net::HTTPClientSession>>(std::move(addresses), uri.getHost(),
+                                                                             uri.getPort());
         }
-        session->setTimeout(Poco::Timespan(std::chrono::duration_cast<std::chrono::microseconds>(timeout_).count()));
+        session->setTimeout(timeout);
         std::string prefix = uri.getPath();
         while (!prefix.empty() && prefix.back() == '/')
             prefix.pop_back();

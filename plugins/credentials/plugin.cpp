@@ -165,6 +165,8 @@ public:
         secrets_ = std::make_unique<hangar::Secrets>(
             hangar::secrets::key_file(config("secrets.key_file"), config("server.data_dir")));
         timeout_ = std::chrono::milliseconds(config_int("provider_timeout_ms", 10000));
+        fetch_policy_ = hangar::egress::Policy::parse(config("server.fetch_allow", ""),
+                                                      config_bool("server.fetch_allow_private_networks", false));
         default_url_ = config("onepassword_url", "");
         credentials::ConnectClient::initialize();
 
@@ -523,7 +525,8 @@ private:
     }
 
     credentials::ConnectClient client_of(const json &row) {
-        return {row.at("url").get<std::string>(), secrets_->open(row.at("token_sealed").get<std::string>()), timeout_};
+        return {row.at("url").get<std::string>(), secrets_->open(row.at("token_sealed").get<std::string>()), timeout_,
+                fetch_policy_};
     }
 
     json test_provider(const json &row) {
@@ -562,7 +565,17 @@ private:
     static std::int64_t ttl_ms(const json &row) { return row.at("cache_ttl_seconds").get<std::int64_t>() * 1000; }
 
     [[noreturn]] static void upstream(const credentials::ConnectError &e) {
+        if (e.refused())
+            throw Error::bad_request(std::string("credential provider: ") + e.what(),
+                                     {{"invalid_input", std::string("url: ") + e.what()}});
         throw Error(502, "upstream_unavailable", std::string("credential provider: ") + e.what());
+    }
+
+    // Whether one of a provider item's URLs is for `domain`.
+    static bool item_for(const json &item, const std::string &domain) {
+        for (const auto &url : item.at("urls"))
+            if (credentials::host_matches(credentials::url_host(url.get<std::string>()), domain)) return true;
+        return false;
     }
 
     // Login items of every vault the token reaches.
@@ -627,9 +640,14 @@ private:
     // ---- services ----
 
     // A credential reference → values and a fresh TOTP code.
-    //   {project_id, org_id, credential: {name} | {provider, path} | {provider?, auto: true, domain?}, domain?}
+    //   {project_id, org_id, credential: {name} | {provider, path} | {provider?, auto: true, domain?}, domain?,
+    //    check_only?}
+    // `domain` is the site the values are for (managed auth: the connection's): an org provider's
+    // item must be for it, or a project could have the org's login for one site typed into a
+    // page of its own choosing. `check_only`: the item found and matched, no values fetched.
     json resolve(const json &in) {
         std::string project = in.value("project_id", ""), org = in.value("org_id", "");
+        std::string site = in.value("domain", "");
         json ref = in.value("credential", json::object());
         if (!ref.is_object()) throw Error::invalid("credential", "must be an object");
         auto now = hangar::now_ms();
@@ -671,7 +689,7 @@ private:
         std::optional<json> match;
         json provider;
         if (ref.value("auto", false)) {
-            std::string domain = ref.value("domain", in.value("domain", ""));
+            std::string domain = site.empty() ? ref.value("domain", "") : site;
             if (domain.empty()) throw Error::invalid("domain", "is required to match provider items automatically");
             // A provider whose server fails is skipped: the next one may still hold the login.
             std::vector<std::string> failures;
@@ -683,14 +701,11 @@ private:
                     failures.push_back(e.what());
                     continue;
                 }
-                for (const auto &item : listed) {
-                    for (const auto &url : item.at("urls"))
-                        if (credentials::host_matches(credentials::url_host(url.get<std::string>()), domain)) {
-                            match = item;
-                            break;
-                        }
-                    if (match) break;
-                }
+                for (const auto &item : listed)
+                    if (item_for(item, domain)) {
+                        match = item;
+                        break;
+                    }
                 if (match) {
                     provider = p;
                     break;
@@ -712,7 +727,12 @@ private:
                     break;
                 }
             if (!match) throw Error::not_found("no login item \"" + path + "\" in the credential provider");
+            if (!site.empty() && !item_for(*match, site))
+                throw Error::bad_request("login item \"" + path + "\" is not for " + site +
+                                             " (its URLs: " + match->at("urls").dump() + ")",
+                                         {{"invalid_input", "credential.path: the item is not for " + site}});
         }
+        if (in.value("check_only", false)) return {{"item", *match}};
         auto login = credentials::login_from_item(full_item(provider, *match));
         return with_code({{"source", "provider"},
                           {"provider", {{"id", provider.at("id")}, {"name", provider.at("name")}}},
@@ -752,6 +772,7 @@ private:
 
     std::unique_ptr<hangar::Secrets> secrets_;
     std::chrono::milliseconds timeout_{10000};
+    hangar::egress::Policy fetch_policy_; // [server] fetch_allow*: which Connect URLs the server dials
     std::string default_url_;
     std::mutex names_mutex_;
     std::mutex cache_mutex_;

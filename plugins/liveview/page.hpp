@@ -1,6 +1,7 @@
 // The live-view page: a noVNC client filling the window. Served at /browser/live/{token}; its
 // WebSocket is /browser/live/{token}/ws and noVNC itself comes from /liveview/novnc/ (Debian's
 // novnc package), both found relative to the page so a path prefix in front of Hangar still works.
+// Served under the strict page policy (hangar/web.hpp): {{nonce}} is the answer's script nonce.
 #pragma once
 
 #include <string>
@@ -39,7 +40,7 @@ inline constexpr std::string_view kPageTop = R"html(<!doctype html>
 <meta name="referrer" content="no-referrer">
 <link rel="icon" href="data:,">
 <title>Live view</title>
-<style>
+<style nonce="{{nonce}}">
   html, body { margin: 0; height: 100%; background: #202124; overflow: hidden; }
   #status { position: absolute; inset: 0; display: flex; align-items: center; justify-content: center;
             color: #e8eaed; font: 16px system-ui, sans-serif; pointer-events: none; }
@@ -52,7 +53,7 @@ inline constexpr std::string_view kViewerHead = R"html(  #screen { position: abs
 <body>
 <div id="screen"></div>
 <div id="status">Connecting…</div>
-<script type="module">
+<script type="module" nonce="{{nonce}}">
 import RFB from '../../liveview/novnc/core/rfb.js';
 
 )html";
@@ -140,7 +141,7 @@ inline constexpr std::string_view kScreencastHead =
 <body>
 <div id="screen"><canvas tabindex="0"></canvas></div>
 <div id="status">Connecting…</div>
-<script type="module">
+<script type="module" nonce="{{nonce}}">
 )html";
 inline constexpr std::string_view kScreencastScript = R"html(
 const canvas = document.querySelector('#screen canvas');
@@ -334,7 +335,7 @@ inline const std::string &screencast_page() {
 inline constexpr std::string_view kEndedPage = R"html(<!doctype html>
 <html lang="en">
 <head><meta charset="utf-8"><title>Live view</title>
-<style>html, body { margin: 0; height: 100%; background: #202124; color: #e8eaed;
+<style nonce="{{nonce}}">html, body { margin: 0; height: 100%; background: #202124; color: #e8eaed;
   font: 16px system-ui, sans-serif; display: flex; align-items: center; justify-content: center; }</style>
 </head>
 <body><p>This browser session has ended.</p></body>

@@ -13,6 +13,7 @@
 
 #include <hangar/plugin.hpp>
 #include <hangar/process.hpp>
+#include <hangar/web.hpp>
 
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -44,7 +45,9 @@ bool truthy(std::string v) {
     return v == "1" || v == "true" || v == "yes";
 }
 
-// ?readOnly=true, as Kernel's client spells it, or readonly / ro; values 1, true, yes.
+// ?readOnly=true, as Kernel's client spells it, or readonly / ro; values 1, true, yes. Asking
+// for it with a full link trades the link for a read-only one (see page()); what a link may do
+// is its token's, never the query's.
 bool read_only_requested(const Request &req) {
     for (const char *name : {"readOnly", "readonly", "ro"})
         if (auto v = req.query(name); v && truthy(*v)) return true;
@@ -92,8 +95,8 @@ private:
             std::string project = in.value("project_id", "");
             if (sid.empty() || project.empty()) throw Error::bad_request("session_id and project_id are required");
             auto ttl = static_cast<std::uint32_t>(in.value("ttl_seconds", 7 * 24 * 3600));
-            std::string token = token_sign({{"sid", sid}, {"pid", project}, {"typ", kTokenType}}, ttl);
-            return json{{"url", in.value("base_url", "") + "/browser/live/" + token}};
+            return json{{"url", in.value("base_url", "") + "/browser/live/" +
+                                    sign({sid, project, in.value("read_only", false)}, ttl)}};
         });
 
         // Viewers connected now, per session: a headful resize restarts the screen under them, so
@@ -135,9 +138,17 @@ private:
             "GET", "/browser/live/{token}/clipboard",
             [this](Request &q, Response &r) {
                 Claims c = claims_of(q.param("token"));
+                if (c.read_only) throw Error::forbidden("a read-only live view cannot read the clipboard");
                 relay_unix(q, r, live_agent_socket(c), "/liveview/clipboard", c.session_id);
             },
             HANGAR_ROUTE_PUBLIC);
+
+        // Viewer pages are meant to be embedded (they tell their parent KERNEL_CONNECTED), so
+        // any page may frame them unless the operator narrows it.
+        page_policy_.script_src = "'self'"; // noVNC's modules
+        page_policy_.img_src = "'self' data: blob:";
+        page_policy_.form_action = "";
+        page_policy_.frame_ancestors = config("frame_ancestors", "*");
     }
 
     // Text pasted into the viewer, for the remote clipboard (GET reads it back after a copy).
@@ -145,7 +156,7 @@ private:
     // changes, so the page uses these routes instead.
     void paste(Request &req, Response &res) {
         Claims c = claims_of(req.param("token"));
-        if (read_only_requested(req)) throw Error::forbidden("a read-only live view cannot paste");
+        if (c.read_only || read_only_requested(req)) throw Error::forbidden("a read-only live view cannot paste");
         std::string socket = live_agent_socket(c);
         json body = req.json_body(false);
         auto text = body.find("text");
@@ -158,14 +169,26 @@ private:
     struct Claims {
         std::string session_id;
         std::string project_id;
+        bool read_only = false; // the token's "ro": no input, paste or clipboard, whatever the query says
+        std::int64_t expires_s = 0;
     };
+
+    std::string sign(const Claims &c, std::uint32_t ttl) const {
+        json claims = {{"sid", c.session_id}, {"pid", c.project_id}, {"typ", kTokenType}};
+        if (c.read_only) claims["ro"] = true;
+        return token_sign(claims, ttl);
+    }
 
     Claims claims_of(const std::string &token) const {
         auto c = token.empty() ? std::nullopt : token_verify(token);
         if (!c || !c->is_object() || c->value("typ", "") != kTokenType || !c->contains("sid") ||
             !c->at("sid").is_string() || !c->contains("pid") || !c->at("pid").is_string())
             throw Error::unauthorized("invalid or expired live view link");
-        return {c->at("sid").get<std::string>(), c->at("pid").get<std::string>()};
+        auto ro = c->find("ro");
+        auto exp = c->find("exp");
+        return {c->at("sid").get<std::string>(), c->at("pid").get<std::string>(),
+                ro != c->end() && ro->is_boolean() && ro->get<bool>(),
+                exp != c->end() && exp->is_number_integer() ? exp->get<std::int64_t>() : 0};
     }
 
     // The link's session while it runs; nullopt once it ended (or never was).
@@ -192,17 +215,35 @@ private:
 
     void page(Request &req, Response &res) {
         Claims c = claims_of(req.param("token"));
-        no_store(res);
-        auto session = session_of(c);
-        if (!session) {
-            res.status(404);
-            res.body("text/html; charset=utf-8", hangar::liveview::kEndedPage);
+        // Read-only asked for with a full link: the viewer goes on with a read-only token (as
+        // long-lived as the link), so the page's requests carry a link that cannot be turned
+        // back into control by editing the query. A read-only token's page says so in its query,
+        // which the page reads to hide its input.
+        if (c.read_only != read_only_requested(req)) {
+            std::string token = req.param("token");
+            if (!c.read_only) {
+                c.read_only = true;
+                auto left = c.expires_s - std::chrono::duration_cast<std::chrono::seconds>(
+                                              std::chrono::system_clock::now().time_since_epoch())
+                                              .count();
+                token = sign(c, static_cast<std::uint32_t>(std::max<std::int64_t>(left, 1)));
+            }
+            no_store(res);
+            res.header("Location", token + "?readOnly=true");
+            res.status(302);
+            res.body("text/plain; charset=utf-8", "read-only live view");
             return;
         }
-        res.status(200);
+        auto session = session_of(c);
+        if (!session) {
+            hangar::web::html(res, hangar::liveview::kEndedPage, page_policy_, 404);
+            return;
+        }
         // Same link, same routes: a headless session's page draws the screencast on a canvas.
-        res.body("text/html; charset=utf-8", session->value("headless", false) ? hangar::liveview::screencast_page()
-                                                                               : hangar::liveview::viewer_page());
+        hangar::web::html(res,
+                          session->value("headless", false) ? hangar::liveview::screencast_page()
+                                                            : hangar::liveview::viewer_page(),
+                          page_policy_);
     }
 
     void status(Request &req, Response &res) {
@@ -216,7 +257,7 @@ private:
         std::string socket = live_agent_socket(c);
         // Read-only is decided here, not in the page: such a viewer reaches an x11vnc that
         // drops all input. An open viewer keeps the session from idling out.
-        std::string mode = read_only_requested(req) ? "view" : "control";
+        std::string mode = c.read_only || read_only_requested(req) ? "view" : "control";
         relay_unix(req, res, socket, "/liveview/ws?mode=" + mode, c.session_id);
     }
 
@@ -226,6 +267,7 @@ private:
         std::string path = novnc_dir_ + "/" + rel;
         if (!std::filesystem::is_regular_file(path)) throw Error::not_found("no such live view file");
         res.header("Cache-Control", "public, max-age=3600");
+        res.header("X-Content-Type-Options", "nosniff");
         res.file(content_type_for(path), path);
     }
 
@@ -346,6 +388,7 @@ private:
     }
 
     std::string novnc_dir_;
+    hangar::web::PagePolicy page_policy_;
     std::string run_dir_;
     std::int64_t poll_ms_ = 10;
     std::int64_t defer_ms_ = 10;

@@ -2,7 +2,10 @@
 // the handoff code for a flow JWT, polls the connection with it about once a second, shows what
 // the flow asks for (fields, choices, the site's error, the live view), posts the answers to
 // submit, and on the end redirects to success_url / error_url with the documented parameters.
-// 401 and 410 both read as "session expired" (kernel-behaviour.md §16.3).
+// 401 and 410 both read as "session expired" (kernel-behaviour.md §16.3). Served under the
+// strict page policy (hangar/web.hpp): the style and script carry the answer's nonce, and the
+// server has already refused a success_url / error_url that is not an allowed http(s) origin;
+// the script checks the scheme once more before it follows one.
 #pragma once
 
 namespace managed_auth {
@@ -10,7 +13,7 @@ namespace managed_auth {
 inline constexpr const char *kHostedPage = R"HTML(<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
 <title>Sign in</title>
-<style>
+<style nonce="{{nonce}}">
 body{font:15px/1.5 system-ui,sans-serif;max-width:560px;margin:40px auto;padding:0 16px;color:#222}
 h1{font-size:20px} .muted{color:#666} .error{color:#b00020;margin:8px 0} label{display:block;margin-top:10px}
 input{width:100%;padding:8px;box-sizing:border-box;font:inherit} button{margin-top:12px;padding:8px 14px;font:inherit;cursor:pointer}
@@ -23,7 +26,7 @@ input{width:100%;padding:8px;box-sizing:border-box;font:inherit} button{margin-t
 <form id="form" hidden></form>
 <div id="choices" class="choices" hidden></div>
 <div id="live" hidden><p class="muted">The browser signing in:</p><iframe id="live_frame" title="live view"></iframe></div>
-<script>
+<script nonce="{{nonce}}">
 (() => {
   const params = new URLSearchParams(location.search);
   const id = location.pathname.split('/').slice(-2)[0];
@@ -35,6 +38,7 @@ input{width:100%;padding:8px;box-sizing:border-box;font:inherit} button{margin-t
   const redirect = (url, extra) => {
     if (!url) return;
     const u = new URL(url, location.href);
+    if (u.protocol !== 'https:' && u.protocol !== 'http:') return;
     for (const [k, v] of Object.entries(extra)) u.searchParams.set(k, v);
     location.assign(u.toString());
   };

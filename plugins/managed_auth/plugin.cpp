@@ -13,6 +13,7 @@
 #include <hangar/cdp.hpp>
 #include <hangar/plugin.hpp>
 #include <hangar/resource.hpp>
+#include <hangar/web.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -138,6 +139,10 @@ public:
         input_timeout_ms_ = config_int("input_timeout_seconds", 600) * 1000;
         min_interval_ = static_cast<int>(config_int("min_health_check_interval", 300));
         headless_ = config_bool("headless", false);
+        std::vector<std::string> bad;
+        redirect_origins_ = hangar::web::origin_list(config("server.redirect_origins", ""), &bad);
+        for (const auto &b : bad)
+            warn("[server] redirect_origins: \"" + b + "\" is not an http(s) origin; ignored");
         // Flows do not survive a restart: whatever this node was running is over (another node's
         // flows are its own; those of a node that is gone end in expire_lost_flows).
         for (const auto &row : sql("SELECT id, flow FROM managed_auth_connections WHERE flow IS NOT NULL AND "
@@ -162,12 +167,7 @@ public:
             "POST", "/auth/connections/{id}/exchange", [this](Request &q, Response &r) { exchange(q, r); },
             HANGAR_ROUTE_PUBLIC);
         route(
-            "GET", "/auth/connections/{id}/hosted",
-            [](Request &, Response &r) {
-                r.header("Cache-Control", "no-store");
-                r.header("Referrer-Policy", "no-referrer");
-                r.body("text/html; charset=utf-8", kHostedPage);
-            },
+            "GET", "/auth/connections/{id}/hosted", [this](Request &q, Response &r) { hosted_page(q, r); },
             HANGAR_ROUTE_PUBLIC);
         route("GET", "/auth/connections/{id}/timeline", [this](Request &q, Response &r) { timeline(q, r); });
         route(
@@ -175,6 +175,20 @@ public:
             HANGAR_ROUTE_STREAMING);
 
         every(1000, [this] { sweep(); });
+    }
+
+    // The hosted login page. Its success_url and error_url are followed by the page's script in
+    // the user's browser, so one that is not an http(s) URL on this server or an origin the
+    // operator allows is refused here, before any script runs.
+    void hosted_page(Request &req, Response &res) const {
+        for (const char *field : {"success_url", "error_url"})
+            if (auto url = req.query(field); url && !url->empty())
+                if (auto why = hangar::web::redirect_problem(*url, req.base_url(), redirect_origins_))
+                    throw Error::invalid(field, *why);
+        hangar::web::PagePolicy policy;
+        // The live view of the auth browser; another node's when the flow runs there.
+        policy.frame_src = "'self' http: https:";
+        hangar::web::html(res, kHostedPage, policy);
     }
 
     void stop_server() override {
@@ -346,6 +360,23 @@ private:
         return call("proxies.resolve", {{"project_id", project}, {"proxy", proxy}}).at("id").get<std::string>();
     }
 
+    // An org credential provider's login named by path must be for the connection's domain (the
+    // flow types it into that site's pages): refused now with the reason, when the provider can
+    // tell. One it cannot reach now is checked again when a flow resolves the values.
+    void check_credential(const json &caller, const json &credential, const std::string &domain) const {
+        if (!credential.is_object() || !credential.contains("provider") || !credential.contains("path")) return;
+        try {
+            call("credentials.resolve", {{"project_id", caller.value("project_id", "")},
+                                         {"org_id", caller.value("org_id", "")},
+                                         {"credential", credential},
+                                         {"domain", domain},
+                                         {"check_only", true}});
+        } catch (const Error &e) {
+            if (e.status() >= 500) return;
+            throw Error(e.status(), e.code(), "credential: " + std::string(e.what()), e.details());
+        }
+    }
+
     // ---- handlers ----------------------------------------------------------------------------------
 
     void create(Request &req, Response &res) {
@@ -363,6 +394,7 @@ private:
                                         {"browser_telemetry", nullptr},
                                         {"proxy_id", ""}});
         if (s.proxy) stored["proxy_id"] = proxy_id_of(project, *s.proxy);
+        check_credential(caller, stored.at("credential"), *s.domain);
         std::lock_guard lock(create_mutex_);
         if (!sql("SELECT id FROM managed_auth_connections WHERE project_id = ? AND domain = ? AND LOWER(profile_name) "
                  "= "
@@ -414,6 +446,8 @@ private:
         json row = require(project, req.param("id"));
         json stored = settings_json(s, parse_or(row, "settings", json::object()));
         if (s.proxy) stored["proxy_id"] = proxy_id_of(project, *s.proxy);
+        if (s.credential)
+            check_credential(req.caller(), stored.value("credential", json()), row.at("domain").get<std::string>());
         sql("UPDATE managed_auth_connections SET settings = ?, updated_at = ? WHERE id = ?",
             {stored.dump(), hangar::now_ms(), row.at("id")});
         res.json(render(require(project, row.at("id").get<std::string>())));
@@ -889,8 +923,8 @@ private:
 
     class Run final : public FlowHost {
     public:
-        Run(ManagedAuthPlugin &p, std::shared_ptr<Flow> f, json credential)
-            : p_(p), f_(std::move(f)), credential_(std::move(credential)) {}
+        Run(ManagedAuthPlugin &p, std::shared_ptr<Flow> f, json credential, std::string domain)
+            : p_(p), f_(std::move(f)), credential_(std::move(credential)), domain_(std::move(domain)) {}
 
         void publish(const json &patch) override {
             check();
@@ -925,7 +959,8 @@ private:
 
         json credential_values(bool fresh) override {
             if (!credential_.is_object()) return json::object();
-            json in = {{"project_id", f_->project}, {"org_id", f_->org}, {"credential", credential_}};
+            json in = {
+                {"project_id", f_->project}, {"org_id", f_->org}, {"credential", credential_}, {"domain", domain_}};
             json r = p_.call("credentials.resolve", in);
             if (fresh && r.contains("totp_code_expires_at")) {
                 // A code of the next window: the one just refused may have been about to expire.
@@ -953,6 +988,7 @@ private:
         ManagedAuthPlugin &p_;
         std::shared_ptr<Flow> f_;
         json credential_;
+        std::string domain_;       // the connection's: an org provider's login must be for it
         std::string sso_provider_; // from the last credential_values()
     };
 
@@ -982,7 +1018,7 @@ private:
     };
 
     void run_flow(const std::shared_ptr<Flow> &flow, const EngineSettings &es, const json &credential) {
-        Run run(*this, flow, credential);
+        Run run(*this, flow, credential, es.domain);
         InstancePage page(*this, flow->session_id);
         json final_patch;
         std::int64_t engine_ms = 0;
@@ -1120,6 +1156,7 @@ private:
     std::int64_t flow_timeout_ms_ = 1200000, input_timeout_ms_ = 600000;
     int min_interval_ = 300;
     bool headless_ = false;
+    std::vector<std::string> redirect_origins_; // [server] redirect_origins: success_url / error_url may go there
     std::mutex create_mutex_;
     std::mutex flows_mutex_;
     std::map<std::string, std::shared_ptr<Flow>> flows_; // connection id -> its newest flow

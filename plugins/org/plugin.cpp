@@ -12,6 +12,7 @@
 #include <hangar/plugin.hpp>
 #include <hangar/resource.hpp>
 #include <hangar/secrets.hpp>
+#include <hangar/web.hpp>
 
 #include <Poco/DeflatingStream.h>
 
@@ -669,9 +670,15 @@ private:
         std::string type = "application/octet-stream";
         for (const auto &[ext, t] : kTypes)
             if (file.ends_with(ext)) type = t;
-        res.header("Cache-Control", "no-store");
-        res.header("Content-Security-Policy", "default-src 'self'; frame-src 'self' http: https:; "
-                                              "media-src 'self' blob:; img-src 'self' data: blob:");
+        // Scripts and styles are the dashboard's own files, never inline; live views and replays
+        // (this node's or another's) show in its frames.
+        hangar::web::PagePolicy policy;
+        policy.script_src = "'self'";
+        policy.style_src = "'self'";
+        policy.img_src = "'self' data: blob:";
+        policy.media_src = "'self' blob:";
+        policy.frame_src = "'self' http: https:";
+        hangar::web::security_headers(res, policy, hangar::web::nonce());
         res.status(200);
         res.body(type, found->second);
     }

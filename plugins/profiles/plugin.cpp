@@ -5,12 +5,15 @@
 // plugin takes a lease through the services below when a session starts on a profile (or has
 // one attached) and gives it back when the session ends; a lease with save_changes first asks the
 // session's agent for its state and replaces the archive atomically (last session to end wins).
+#include "tar_bounds.hpp"
+
 #include <hangar/plugin.hpp>
 #include <hangar/resource.hpp>
 
-#include <archive.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -63,28 +66,18 @@ json render(const json &row) {
     return out;
 }
 
-// The tar inside a tar.zst, for `format=tar`.
-std::string decompress(const std::string &path) {
-    std::unique_ptr<archive, int (*)(archive *)> a(archive_read_new(), archive_read_free);
-    archive_read_support_filter_all(a.get());
-    archive_read_support_format_raw(a.get());
-    archive_entry *entry = nullptr;
-    if (archive_read_open_filename(a.get(), path.c_str(), 65536) != ARCHIVE_OK ||
-        archive_read_next_header(a.get(), &entry) != ARCHIVE_OK)
-        throw Error::internal("the stored profile archive cannot be read");
-    std::string out;
-    char buf[65536];
-    la_ssize_t n = 0;
-    while ((n = archive_read_data(a.get(), buf, sizeof buf)) > 0)
-        out.append(buf, static_cast<std::size_t>(n));
-    if (n < 0) throw Error::internal("the stored profile archive is damaged");
-    return out;
-}
-
 class ProfilesPlugin final : public hangar::Plugin {
 public:
     void start() override {
         if (role() != HANGAR_ROLE_SERVER) return; // sessions' agents archive profiles themselves
+        tar_limits_.max_bytes = static_cast<std::uint64_t>(
+            std::max<std::int64_t>(config_int("tar_max_bytes", static_cast<std::int64_t>(tar_limits_.max_bytes)), 1));
+        tar_limits_.max_entries = static_cast<std::uint64_t>(std::max<std::int64_t>(
+            config_int("tar_max_entries", static_cast<std::int64_t>(tar_limits_.max_entries)), 1));
+        tar_dir_ = config("server.data_dir", "/var/lib/hangar") + "/tmp/profiles-tar";
+        std::filesystem::create_directories(tar_dir_);
+        // The host has the file open once the answer started: a minute later it can go.
+        every(60'000, [this] { sweep_tars(std::chrono::minutes(1)); });
         // This node's leases went with its previous run (the browsers plugin takes again those of
         // the sessions it adopts).
         sql("DELETE FROM profiles_leases WHERE node = ?", {node_name()});
@@ -121,6 +114,17 @@ public:
     }
 
 private:
+    // Tars of format=tar downloads older than `age`.
+    void sweep_tars(std::chrono::minutes age) const {
+        std::error_code ec;
+        auto before = std::filesystem::file_time_type::clock::now() - age;
+        for (const auto &f : std::filesystem::directory_iterator(tar_dir_, ec))
+            if (f.last_write_time(ec) < before) std::filesystem::remove(f.path(), ec);
+    }
+
+    profiles::TarLimits tar_limits_;
+    std::string tar_dir_;
+
     struct Lease {
         std::string profile_id;
         bool save_changes = false;
@@ -234,8 +238,17 @@ private:
                                   "save_changes: true first");
         std::string file = row.value("name", json()).is_string() ? row.at("name").get<std::string>() : id;
         if (format == "tar") {
+            std::string tar = tar_dir_ + "/" + hangar::new_id() + ".tar";
+            try {
+                profiles::extract_tar_bounded(*path, tar, tar_limits_);
+            } catch (const profiles::TarRefused &e) {
+                throw Error::bad_request(std::string(e.what()) +
+                                         "; download it as format=tar.zst and unpack it with your own limits");
+            } catch (const std::runtime_error &e) {
+                throw Error::internal(e.what());
+            }
             res.header("Content-Disposition", "attachment; filename=\"" + file + ".tar\"");
-            res.body("application/x-tar", decompress(*path));
+            res.file("application/x-tar", tar);
         } else {
             res.header("Content-Disposition", "attachment; filename=\"" + file + ".tar.zst\"");
             res.file("application/zstd", *path);

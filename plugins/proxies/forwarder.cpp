@@ -115,7 +115,10 @@ void answer_proxy_error(Conn &client, ProxyFailure failure, const std::string &r
                        "</title></head><body><h1>The proxy could not carry this request</h1><p><code>" + code +
                        "</code>: " + hangar::html_escape(reason) + "</p></body></html>\n";
     std::string res = std::string("HTTP/1.1 502 Bad Gateway\r\nX-Kernel-Proxy-Error: ") + code +
-                      "\r\nContent-Type: text/html; charset=utf-8\r\nCache-Control: no-store\r\nContent-Length: " +
+                      "\r\nContent-Type: text/html; charset=utf-8\r\nCache-Control: no-store\r\n"
+                      // It shows under the site's origin: nothing in it may run or load.
+                      "Content-Security-Policy: default-src 'none'; base-uri 'none'; form-action 'none'\r\n"
+                      "X-Content-Type-Options: nosniff\r\nContent-Length: " +
                       std::to_string(page.size()) + "\r\nConnection: close\r\n\r\n" + page;
     try {
         client.write_all(res, Clock::now() + std::chrono::seconds(5));

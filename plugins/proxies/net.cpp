@@ -14,6 +14,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <vector>
 
 namespace proxies {
 
@@ -311,24 +312,23 @@ void Conn::start_tls(const std::string &sni, const std::string &ca_pem, Clock::t
     }
 }
 
-Conn tcp_connect(const std::string &host, std::uint16_t port, Clock::time_point deadline) {
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    addrinfo *res = nullptr;
-    std::string service = std::to_string(port);
-    if (int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &res); rc != 0)
-        throw DialError("cannot resolve " + host + ": " + gai_strerror(rc), ProxyFailure::upstream_dns_failure);
-    std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> guard(res, &::freeaddrinfo);
+Conn tcp_connect(const std::string &host, std::uint16_t port, Clock::time_point deadline,
+                 const hangar::egress::Policy *policy) {
+    std::vector<hangar::egress::Address> addresses;
+    try {
+        addresses = policy ? hangar::egress::resolve(host, port, *policy) : hangar::egress::resolve_any(host, port);
+    } catch (const hangar::egress::ResolveError &e) {
+        throw DialError(e.what(), ProxyFailure::upstream_dns_failure);
+    }
     std::string last = "no address";
     bool timed_out = false;
-    for (addrinfo *ai = res; ai; ai = ai->ai_next) {
-        int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
+    for (const auto &a : addresses) {
+        int fd = ::socket(a.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
         if (fd < 0) continue;
         Conn c(fd);
         int one = 1;
         ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        if (::connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) return c;
+        if (::connect(fd, a.get(), a.length) == 0) return c;
         if (errno != EINPROGRESS) {
             last = std::strerror(errno);
             continue;
@@ -375,9 +375,9 @@ std::string read_head(Conn &c, Clock::time_point deadline, std::string &extra, s
     }
 }
 
-Conn dial_proxy(const Upstream &u, Clock::time_point deadline) {
+Conn dial_proxy(const Upstream &u, Clock::time_point deadline, const hangar::egress::Policy *policy) {
     try {
-        Conn c = tcp_connect(u.host, u.port, deadline);
+        Conn c = tcp_connect(u.host, u.port, deadline, policy);
         if (u.scheme == "https") c.start_tls(u.host, u.ca_bundle, deadline);
         return c;
     } catch (const DialError &e) {
@@ -386,9 +386,10 @@ Conn dial_proxy(const Upstream &u, Clock::time_point deadline) {
     }
 }
 
-Conn dial(const Upstream *u, const std::string &host, std::uint16_t port, Clock::time_point deadline) {
-    if (!u) return tcp_connect(host, port, deadline);
-    Conn c = dial_proxy(*u, deadline);
+Conn dial(const Upstream *u, const std::string &host, std::uint16_t port, Clock::time_point deadline,
+          const hangar::egress::Policy *policy) {
+    if (!u) return tcp_connect(host, port, deadline, policy);
+    Conn c = dial_proxy(*u, deadline, policy);
     if (u->scheme == "socks5") {
         socks5_connect(c, *u, host, port, deadline);
         return c;
@@ -421,11 +422,12 @@ Conn dial(const Upstream *u, const std::string &host, std::uint16_t port, Clock:
     return c;
 }
 
-CheckResult http_get(const Upstream *upstream, const Url &url, std::chrono::milliseconds timeout) {
+CheckResult http_get(const Upstream *upstream, const Url &url, std::chrono::milliseconds timeout,
+                     const hangar::egress::Policy *policy) {
     CheckResult out;
     auto deadline = Clock::now() + timeout;
     try {
-        Conn c = dial(upstream, url.host, url.port, deadline);
+        Conn c = dial(upstream, url.host, url.port, deadline, policy);
         if (url.scheme == "https") c.start_tls(url.host, "", deadline);
         bool default_port = url.port == (url.scheme == "https" ? 443 : 80);
         std::string req = "GET " + url.target +

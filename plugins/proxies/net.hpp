@@ -6,6 +6,8 @@
 
 #include "proxies_model.hpp"
 
+#include <hangar/egress.hpp>
+
 #include <openssl/ssl.h>
 
 #include <chrono>
@@ -72,12 +74,18 @@ private:
     SSL *ssl_ = nullptr;
 };
 
-Conn tcp_connect(const std::string &host, std::uint16_t port, Clock::time_point deadline);
+// `policy`: the server dialling a host a tenant named (hangar/egress.hpp); the addresses it
+// checked are the ones connected to, and a refused one throws hangar::egress::Refused. nullptr
+// inside an instance, whose network namespace keeps the host out of reach anyway.
+Conn tcp_connect(const std::string &host, std::uint16_t port, Clock::time_point deadline,
+                 const hangar::egress::Policy *policy = nullptr);
 
-// A stream to host:port through `upstream` (nullptr: directly).
-Conn dial(const Upstream *upstream, const std::string &host, std::uint16_t port, Clock::time_point deadline);
+// A stream to host:port through `upstream` (nullptr: directly); `policy` as for tcp_connect,
+// applied to the first hop (the proxy, or host:port without one).
+Conn dial(const Upstream *upstream, const std::string &host, std::uint16_t port, Clock::time_point deadline,
+          const hangar::egress::Policy *policy = nullptr);
 // Connected (and TLS-wrapped for https) to the upstream proxy itself, for plain-HTTP forwarding.
-Conn dial_proxy(const Upstream &upstream, Clock::time_point deadline);
+Conn dial_proxy(const Upstream &upstream, Clock::time_point deadline, const hangar::egress::Policy *policy = nullptr);
 
 // "Basic <base64(user:pass)>", or empty without a username.
 std::string basic_auth(const Upstream &upstream);
@@ -92,7 +100,9 @@ struct CheckResult {
     int status = 0;     // the target's HTTP status
     std::string body;   // at most 64 KiB of it
 };
-// One GET of `url` through `upstream`, bounded by `timeout`.
-CheckResult http_get(const Upstream *upstream, const Url &url, std::chrono::milliseconds timeout);
+// One GET of `url` through `upstream`, bounded by `timeout`; `policy` as for dial. A refused
+// destination throws hangar::egress::Refused rather than reading as an unavailable proxy.
+CheckResult http_get(const Upstream *upstream, const Url &url, std::chrono::milliseconds timeout,
+                     const hangar::egress::Policy *policy = nullptr);
 
 } // namespace proxies

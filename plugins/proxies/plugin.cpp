@@ -90,6 +90,8 @@ public:
             hangar::secrets::key_file(config("secrets.key_file"), config("server.data_dir")));
         check_url_ = config("check_url", "https://api.ipify.org/?format=json");
         check_timeout_ = std::chrono::milliseconds(config_int("check_timeout_ms", 10000));
+        fetch_policy_ = hangar::egress::Policy::parse(config("server.fetch_allow", ""),
+                                                      config_bool("server.fetch_allow_private_networks", false));
         for (const char *type : kManagedTypes) {
             try {
                 pools_[type] = proxies::parse_pool(config(type, ""));
@@ -339,7 +341,13 @@ private:
         proxies::CheckResult result;
         try {
             Upstream u = upstream_of(row);
-            result = proxies::http_get(&u, *url, check_timeout_);
+            // A custom proxy's host is the tenant's word, dialled from the server itself; the
+            // pools' upstreams are the operator's.
+            bool custom = row.at("type").get<std::string>() == "custom";
+            result = proxies::http_get(&u, *url, check_timeout_, custom ? &fetch_policy_ : nullptr);
+        } catch (const hangar::egress::Refused &e) {
+            throw Error::bad_request(std::string("the proxy cannot be checked from this server: ") + e.what(),
+                                     {{"invalid_input", "config.host: " + std::string(e.what())}});
         } catch (const Error &e) {
             result.reason = e.what();
         }
@@ -501,6 +509,7 @@ private:
     std::unique_ptr<hangar::Secrets> secrets_;
     std::string check_url_;
     std::chrono::milliseconds check_timeout_{10000};
+    hangar::egress::Policy fetch_policy_; // [server] fetch_allow*: what a custom proxy's check may dial
     std::map<std::string, std::vector<Upstream>> pools_;
     std::mutex rng_mutex_;
     std::mt19937_64 rng_{std::random_device{}()};

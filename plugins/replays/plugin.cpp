@@ -16,6 +16,7 @@
 #include <hangar/plugin.hpp>
 #include <hangar/process.hpp>
 #include <hangar/resource.hpp>
+#include <hangar/web.hpp>
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -292,16 +293,21 @@ private:
             body = "<p>This replay has no video: the recording failed.</p>";
         else
             body = "<video controls autoplay muted playsinline src=\"" + video + "\"></video>";
-        res.header("Cache-Control", "no-store");
-        res.header("Referrer-Policy", "no-referrer");
-        res.status(200);
-        res.body("text/html; charset=utf-8",
-                 "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>" + html_escape(title) +
-                     "</title><link rel=\"icon\" href=\"data:,\"><style>html,body{margin:0;height:100%;"
-                     "background:#202124;color:#e8eaed;font:16px system-ui,sans-serif;display:flex;"
-                     "align-items:center;justify-content:center}video{max-width:100%;max-height:100%}</style>"
-                     "</head><body>" +
-                     body + "</body></html>");
+        // No script at all; the dashboard frames the page (as may the origins the operator lists).
+        hangar::web::PagePolicy policy;
+        policy.connect_src = "";
+        policy.media_src = "'self'";
+        policy.form_action = "";
+        policy.frame_ancestors = config("frame_ancestors", "'self'");
+        hangar::web::html(
+            res,
+            "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>" + html_escape(title) +
+                "</title><link rel=\"icon\" href=\"data:,\"><style nonce=\"{{nonce}}\">html,body{margin:0;height:100%;"
+                "background:#202124;color:#e8eaed;font:16px system-ui,sans-serif;display:flex;"
+                "align-items:center;justify-content:center}video{max-width:100%;max-height:100%}</style>"
+                "</head><body>" +
+                body + "</body></html>",
+            policy);
     }
 
     void view_video(Request &req, Response &res) {

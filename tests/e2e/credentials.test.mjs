@@ -14,7 +14,7 @@ import net from 'node:net';
 
 import Kernel, { BadRequestError, ConflictError, NotFoundError, PermissionDeniedError } from '@onkernel/sdk';
 
-import { startServer, rejectsWith, repoRoot } from './lib/server.mjs';
+import { listenAllowed, startServer, rejectsWith, repoRoot } from './lib/server.mjs';
 import { startConnectDouble } from './lib/connect-double.mjs';
 import { onPostgres, storeFilesAtRest } from './lib/pg.mjs';
 
@@ -28,11 +28,10 @@ async function oathtool(secret, expiresAt) {
   return stdout.trim();
 }
 
-/** A port on loopback where nothing listens. */
+/** A port on loopback where nothing listens, among those the server may dial (HANGAR_FETCH_ALLOW). */
 async function closedPort() {
   const srv = net.createServer();
-  await new Promise((r) => srv.listen(0, '127.0.0.1', r));
-  const { port } = srv.address();
+  const port = await listenAllowed(srv);
   await new Promise((r) => srv.close(r));
   return port;
 }

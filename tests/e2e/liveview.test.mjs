@@ -221,13 +221,14 @@ describe('live view', () => {
   });
 
   test('a read-only socket drops input even from a client that sends it', async () => {
-    // Talk RFB directly over the read-only WebSocket, as a modified page could, and click.
+    // Talk RFB directly over the read-only WebSocket, as a modified page could, and click. The
+    // page moved to a read-only token: its socket is read-only with no query at all.
     const viewer = await viewerBrowser.newPage({ viewport: VIEWPORT });
     try {
       await viewer.goto(session.browser_live_view_url + '?readOnly=true');
       const before = await remote.page.evaluate(() => window.clicks);
       await viewer.evaluate(async (wsBase) => {
-        const ws = new WebSocket(wsBase + '/ws?readOnly=true', 'binary');
+        const ws = new WebSocket(wsBase + '/ws', 'binary');
         ws.binaryType = 'arraybuffer';
         const chunks = [];
         let waiting = null;
@@ -271,7 +272,8 @@ describe('live view', () => {
         pointer(0);
         await new Promise((r) => setTimeout(r, 1000));
         ws.close();
-      }, session.browser_live_view_url.replace(/^http/, 'ws'));
+      }, viewer.url().split('?')[0].replace(/^http/, 'ws'));
+      assert.notEqual(viewer.url().split('?')[0], session.browser_live_view_url, 'a read-only token');
       assert.equal(await remote.page.evaluate(() => window.clicks), before);
     } finally {
       await viewer.close();

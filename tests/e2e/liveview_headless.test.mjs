@@ -168,10 +168,14 @@ describe('headless live view', () => {
       await viewer.mouse.click(at.x, at.y);
 
       // A modified page gains nothing: the same input lines, sent straight to each socket, act
-      // through the normal link only.
+      // through the normal link only. The viewer's page moved to a read-only token, so its own
+      // socket drops them even without ?readOnly.
+      const readOnlyPath = new URL(viewer.url()).pathname;
+      const fullPath = new URL(session.browser_live_view_url).pathname;
+      assert.notEqual(readOnlyPath, fullPath);
       const click = ['down', 'up'].map((action) => JSON.stringify({ type: 'mouse', action, ...BUTTON, button: 'left', buttons: action === 'down' ? 1 : 0, clickCount: 1 }) + '\n').join('');
-      const sendRaw = (query) => viewer.evaluate(async ({ query, click }) => {
-        const url = new URL(location.pathname + '/ws' + query, location.href);
+      const sendRaw = (path, query) => viewer.evaluate(async ({ path, query, click }) => {
+        const url = new URL(path + '/ws' + query, location.href);
         url.protocol = 'ws:';
         const ws = new WebSocket(url);
         ws.binaryType = 'arraybuffer';
@@ -180,10 +184,12 @@ describe('headless live view', () => {
         ws.send(click);
         await new Promise((r) => setTimeout(r, 1000));
         ws.close();
-      }, { query, click });
-      await sendRaw('?readOnly=true');
+      }, { path, query, click });
+      await sendRaw(fullPath, '?readOnly=true');
       assert.equal(await remote.evaluate(() => window.clicks), before, 'read-only input was dropped');
-      await sendRaw('');
+      await sendRaw(readOnlyPath, '');
+      assert.equal(await remote.evaluate(() => window.clicks), before, 'a read-only token drops input without the query');
+      await sendRaw(fullPath, '');
       await waitFor(async () => (await remote.evaluate(() => window.clicks)) === before + 1, {
         what: 'the same click through the normal link',
       });

@@ -36,9 +36,10 @@ before(async () => {
   cpSync(join(repoRoot, 'etc'), configDir, { recursive: true });
   const ini = join(configDir, 'plugins.d/managed_auth.ini');
   writeFileSync(ini, readFileSync(ini, 'utf8').replace(/min_health_check_interval = \d+/, 'min_health_check_interval = 2'));
-  server = await startServer({ env: { HANGAR_CONFIG: join(configDir, 'hangar.ini') } });
-  kernel = server.newClient({ maxRetries: 0 });
   sites = await startSites();
+  // The hosted page redirects only to this server or the origins the operator lists.
+  server = await startServer({ env: { HANGAR_CONFIG: join(configDir, 'hangar.ini'), HANGAR_REDIRECT_ORIGINS: sites.origin } });
+  kernel = server.newClient({ maxRetries: 0 });
 });
 
 after(async () => {

@@ -514,17 +514,29 @@ describe('audit logs', () => {
 
 describe('features switched off by the operator', () => {
   test('403 forbidden naming the feature, incl. the extension upload; other projects unaffected', async () => {
-    // A config of our own: the repository's, plus [project.<name>] extensions = off.
+    // A config of our own: the repository's, plus [project.<name>] extensions = off. Switches
+    // are the project id's: the name binds to the project that has it when the server starts
+    // (host/README.md), so the project exists before the server that reads the section.
+    const dataDir = mkdtempSync(join(scratch, 'data-'));
+    const apiKey = 'sk_test_org_features_' + Date.now();
+    const first = await startServer({ dataDir, apiKey });
+    let p;
+    let key;
+    try {
+      const root = first.newClient({ maxRetries: 0 });
+      p = await root.projects.create({ name: 'no-ext' });
+      key = await root.apiKeys.create({ name: 'no-ext key', project_id: p.id });
+    } finally {
+      await first.stop();
+    }
     const etc = mkdtempSync(join(scratch, 'etc-'));
     const ini = readFileSync(join(repoRoot, 'etc/hangar.ini'), 'utf8');
     writeFileSync(join(etc, 'hangar.ini'), `${ini}\n[project.no-ext]\nextensions = off\n`);
     mkdirSync(join(etc, 'plugins.d'));
     for (const f of readdirSync(join(repoRoot, 'etc/plugins.d'))) copyFileSync(join(repoRoot, 'etc/plugins.d', f), join(etc, 'plugins.d', f));
-    const s = await startServer({ env: { HANGAR_CONFIG: join(etc, 'hangar.ini') } });
+    const s = await startServer({ dataDir, apiKey, env: { HANGAR_CONFIG: join(etc, 'hangar.ini') } });
     try {
       const root = s.newClient({ maxRetries: 0 });
-      const p = await root.projects.create({ name: 'no-ext' });
-      const key = await root.apiKeys.create({ name: 'no-ext key', project_id: p.id });
       const c = new Kernel({ apiKey: key.key, baseURL: s.baseURL, maxRetries: 0 });
       const err = await rejectsWith(c.extensions.upload({ name: 'blocked', file: await toFile(extensionZip('b'), 'b.zip') }), PermissionDeniedError, 'forbidden');
       assert.match(err.message, /extensions feature/);
@@ -539,8 +551,10 @@ describe('features switched off by the operator', () => {
       await c.profiles.list(); // other features stay on
       // The default project is not switched off.
       await root.extensions.upload({ name: 'allowed', file: await toFile(extensionZip('a'), 'a.zip') });
+      assert.match(s.output(), new RegExp(`\\[project\\.no-ext\\] is project ${p.id}`));
     } finally {
       await s.stop();
+      rmSync(dataDir, { recursive: true, force: true });
     }
   });
 });

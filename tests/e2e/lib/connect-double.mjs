@@ -12,6 +12,8 @@
 import http from 'node:http';
 import https from 'node:https';
 
+import { listenAllowed } from './server.mjs';
+
 /**
  * @param {object} opts
  * @param {string} opts.token  the access token the server accepts
@@ -56,7 +58,8 @@ export async function startConnectDouble({ token, vaults, tls, silent }) {
     return reply(res, 404, { status: 404, message: 'Not found' });
   };
   const srv = tls ? https.createServer(tls, handler) : http.createServer(handler);
-  await new Promise((r) => srv.listen(0, '127.0.0.1', r));
+  // A port the tests' servers let themselves dial (HANGAR_FETCH_ALLOW).
+  await listenAllowed(srv);
   return {
     url: `${tls ? 'https' : 'http'}://127.0.0.1:${srv.address().port}`,
     hits,

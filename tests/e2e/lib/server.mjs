@@ -111,6 +111,9 @@ export async function startServer(opts = {}) {
     // on SIGTERM for the next start to adopt; restart.test.mjs covers that).
     HANGAR_KEEP_SESSIONS_ON_STOP: '0',
     HANGAR_SANDBOX_ALLOW_HOST_PORTS: ALLOWED_PORTS_SPEC,
+    // The same ports for what the server itself dials for a tenant (a custom proxy's check, a
+    // credential provider's Connect URL): the test doubles listen there.
+    HANGAR_FETCH_ALLOW: `127.0.0.1:${ALLOWED_PORTS_SPEC}`,
     ...(db ? { HANGAR_STORE_URL: db.url } : {}),
     ...(opts.extraPluginDir ? { HANGAR_PLUGIN_DIR: opts.extraPluginDir } : {}),
     ...(opts.enablePlugins?.length ? { HANGAR_PLUGINS_ENABLE: opts.enablePlugins.join(',') } : {}),
