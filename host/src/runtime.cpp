@@ -503,7 +503,10 @@ std::vector<std::string> Runtime::sandbox_argv(const Instance &inst) const {
     // Tied to the server only where nothing else would find the sandbox's processes once it is
     // gone; with cgroups, instances outlive a restart and the next start adopts them.
     if (!outlive_) a.insert(a.begin() + 1, "--die-with-parent");
-    if (opt_.isolated_network) a.insert(a.end(), {"--unshare-net", "--info-fd", "4", "--block-fd", "5"});
+    if (inst.offline)
+        a.emplace_back("--unshare-net");
+    else if (opt_.isolated_network)
+        a.insert(a.end(), {"--unshare-net", "--info-fd", "4", "--block-fd", "5"});
     a.insert(a.end(), {"--seccomp", "6"});
     auto ro = agent_ro_paths();
     auto root = sandbox::root_args(ro);
@@ -519,15 +522,15 @@ std::vector<std::string> Runtime::sandbox_argv(const Instance &inst) const {
                 break;
             }
     a.insert(a.end(), {"--ro-bind", inst.dir + "/etc/hosts", "/etc/hosts"});
-    if (opt_.isolated_network)
+    if (opt_.isolated_network || inst.offline)
         a.insert(a.end(), {"--ro-bind", inst.dir + "/etc/resolv.conf", "/etc/resolv.conf"});
     else
         a.insert(a.end(), {"--ro-bind-try", "/etc/resolv.conf", "/etc/resolv.conf"});
     a.insert(a.end(), {"--bind", inst.dir, "/run/hangar", "--bind", inst.dir + "/home", "/home/kernel"});
     if (fs::is_directory("/etc/chromium/policies/managed"))
         a.insert(a.end(), {"--ro-bind", inst.dir + "/policy", "/etc/chromium/policies/managed"});
-    for (const auto &[source, target] : inst.ro_binds)
-        a.insert(a.end(), {"--ro-bind", source, target});
+    for (const auto &b : inst.binds)
+        a.insert(a.end(), {b.writable ? "--bind" : "--ro-bind", b.source, b.target});
     a.insert(a.end(), {"--remount-ro", "/", "--setenv", "HOME", "/home/kernel", "--setenv", "USER", "kernel",
                        "--setenv", "TMPDIR", "/tmp", "--chdir", "/home/kernel", "--"});
     return a;
@@ -620,7 +623,8 @@ nlohmann::json Runtime::start(const nlohmann::json &spec) {
     Instance inst;
     inst.id = id;
     inst.dir = opt_.data_dir + "/instances/" + id;
-    inst.ro_binds = spec_binds(spec);
+    inst.binds = spec_binds(spec);
+    inst.offline = spec_offline(spec, opt_.use_bwrap);
     inst.socket = inst.dir + "/agent.sock";
     {
         std::lock_guard lock(mutex_);
@@ -683,6 +687,7 @@ nlohmann::json Runtime::start(const nlohmann::json &spec) {
     ::chmod(inst.dir.c_str(), 0700);
     try {
         copy_inputs(spec, inst.dir);
+        own_writable_binds(inst);
     } catch (const std::exception &e) {
         fail(e.what());
     }
@@ -799,7 +804,7 @@ nlohmann::json Runtime::start(const nlohmann::json &spec) {
     filter_r.reset();
     logfd.reset();
 
-    if (opt_.use_bwrap && opt_.isolated_network) {
+    if (opt_.use_bwrap && opt_.isolated_network && !inst.offline) {
         // bwrap reports the sandbox's first process, then waits on `block` until its network
         // namespace is linked out and routed.
         try {
@@ -970,8 +975,8 @@ std::optional<std::pair<std::string, int>> Runtime::memory_cgroup(const std::str
     return std::nullopt;
 }
 
-std::vector<std::pair<std::string, std::string>> Runtime::spec_binds(const nlohmann::json &spec) const {
-    std::vector<std::pair<std::string, std::string>> binds;
+std::vector<Runtime::SpecBind> Runtime::spec_binds(const nlohmann::json &spec) const {
+    std::vector<SpecBind> binds;
     auto it = spec.find("binds");
     if (it == spec.end() || it->is_null()) return binds;
     if (!it->is_array()) throw std::runtime_error("spec binds must be an array of {source, target}");
@@ -987,9 +992,30 @@ std::vector<std::pair<std::string, std::string>> Runtime::spec_binds(const nlohm
             throw std::runtime_error("spec bind source must be a folder of the blobs");
         if (!target.starts_with("/srv/") || target.find("/..") != std::string::npos)
             throw std::runtime_error("spec bind target must be a path under /srv");
-        binds.emplace_back(source, target);
+        binds.push_back({source, target, b.value("writable", false)});
     }
     return binds;
+}
+
+bool Runtime::spec_offline(const nlohmann::json &spec, bool bwrap) {
+    auto it = spec.find("network");
+    if (it == spec.end() || it->is_null()) return false;
+    if (*it != "none") throw std::runtime_error("spec network must be \"none\" when given");
+    // Without bubblewrap there is no namespace to leave the network out of.
+    if (!bwrap) throw std::runtime_error("a sandbox without network needs bubblewrap ([sandbox] bwrap = true)");
+    return true;
+}
+
+// A writable bind is the instance's to fill: the folder itself (not what it holds) passes to the
+// instance's user. Opened without following a link, so a link in its place is refused rather
+// than the file it names handed over.
+void Runtime::own_writable_binds(const Instance &inst) const {
+    for (const auto &b : inst.binds) {
+        if (!b.writable) continue;
+        UniqueFd dir(::open(b.source.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+        if (dir.get() < 0 || (::fchown(dir.get(), uid_, gid_) != 0 && drop_privileges_))
+            throw std::runtime_error("cannot hand a writable bind to the instance");
+    }
 }
 
 // A plugin hands the agent host files (a profile archive, extension zips) through the spec:

@@ -94,6 +94,10 @@ public:
     static bool valid_id(const std::string &id);
 
 private:
+    struct SpecBind {
+        std::string source, target;
+        bool writable = false;
+    };
     struct Instance {
         std::string id;
         std::string dir;
@@ -104,11 +108,16 @@ private:
         bool disk = false;                // dir is the mount point of <id>.disk
         // Adopted from a previous server: not our child, so its exit shows on this pidfd.
         std::shared_ptr<UniqueFd> pidfd;
-        // Read-only binds a plugin asked for in the spec ("binds": [{source, target}]): a folder
+        // Binds a plugin asked for in the spec ("binds": [{source, target, writable?}]): a folder
         // of the data dir (an app's unpacked code) shown at a path under /srv.
-        std::vector<std::pair<std::string, std::string>> ro_binds;
+        std::vector<SpecBind> binds;
+        // "network": "none" in the spec: a namespace with loopback only, no pasta (an app's
+        // build, whose one way out is a proxy socket its plugin serves in the instance folder).
+        bool offline = false;
     };
-    std::vector<std::pair<std::string, std::string>> spec_binds(const nlohmann::json &spec) const;
+    std::vector<SpecBind> spec_binds(const nlohmann::json &spec) const;
+    static bool spec_offline(const nlohmann::json &spec, bool bwrap);
+    void own_writable_binds(const Instance &inst) const;
     // Kills whatever of a leftover instance runs and removes its files.
     void clean_leftover(const std::string &id);
     // Whether the leftover instance `id` can be adopted; fills `inst` when so.
