@@ -45,10 +45,11 @@ using hangar::Response;
 namespace {
 
 constexpr const char *kRegion = "aws.us-east-1a";
-constexpr std::size_t kMaxEvents = 20000;      // per deployment / invocation, kept for replay
-constexpr std::size_t kMaxLogLine = 65536;     // §19.3: log lines truncated at 64 KiB
-constexpr const char *kAppRoot = "/srv/app";   // where an invocation's sandbox sees the code
-constexpr const char *kVenvRoot = "/srv/venv"; // and a Python app's virtual environment
+constexpr std::size_t kMaxEvents = 20000;         // per deployment / invocation, kept for replay
+constexpr std::size_t kMaxLogLine = 65536;        // §19.3: log lines truncated at 64 KiB
+constexpr const char *kAppRoot = "/srv/app";      // where an invocation's sandbox sees the code
+constexpr const char *kVenvRoot = "/srv/venv";    // and a Python app's virtual environment
+constexpr const char *kBuildCache = "/srv/cache"; // a build's npm and pip cache (its project's)
 
 const hangar_migration kMigrations[] = {
     {1, R"sql(
@@ -1009,7 +1010,7 @@ private:
         if (python) fs::create_directory(venv);
         std::string why;
         try {
-            why = build_in_sandbox(job.id, ddir, python);
+            why = build_in_sandbox(job.id, ddir, dep.value("project_id", ""), python);
         } catch (const std::exception &e) {
             why = std::string("the build's sandbox failed: ") + e.what();
         }
@@ -1101,10 +1102,21 @@ private:
     // node_modules) or the venv, bound writable at the paths invocations see them at; the host
     // never reads what it wrote. The sandbox, and whatever the build left running, is gone when
     // this returns. "" or why it failed.
-    std::string build_in_sandbox(const std::string &id, const std::string &ddir, bool python) {
+    std::string build_in_sandbox(const std::string &id, const std::string &ddir, const std::string &project,
+                                 bool python) {
         auto log = log_for("d/" + id);
         json binds = json::array({{{"source", ddir + "/src"}, {"target", kAppRoot}, {"writable", !python}}});
         if (python) binds.push_back({{"source", ddir + "/venv"}, {"target", kVenvRoot}, {"writable", true}});
+        // npm's and pip's download cache, one per project: a later build of the same project
+        // skips the downloads, and what one build leaves there reaches only that project's builds
+        // (builds run one at a time, so no two share it at once).
+        static const std::regex project_id("^[A-Za-z0-9_-]{1,64}$");
+        std::string cache = fs::path(ddir).parent_path().parent_path().string() + "/build-cache/" + project;
+        bool cached = std::regex_match(project, project_id);
+        if (cached) {
+            fs::create_directories(cache);
+            binds.push_back({{"source", cache}, {"target", kBuildCache}, {"writable", true}});
+        }
         auto sb = std::make_unique<Sandbox>();
         sb->instance_id = "build-" + new_id(16);
         sb->deployment_id = id;
@@ -1124,10 +1136,14 @@ private:
                     {"npm", npm_},
                     {"python", python_},
                     {"runner_dir", runner_dir()}};
+        if (cached) job["cache_dir"] = kBuildCache;
         if (!build_ca_file_.empty()) job["ca_file"] = build_ca_file_;
         json result = run_sandbox(*sb, job, json::object(), build_timeout_ms_,
                                   [&](const std::string &line) { log->emit(log_event(line)); });
         sb.reset();
+        // Bounded between builds: a cache grown past max_build_bytes starts again empty.
+        std::error_code ec;
+        if (cached && tree_bytes(cache) > max_build_bytes_) fs::remove_all(cache, ec);
         if (result.value("timeout", false))
             return "the build took longer than " + std::to_string(build_timeout_ms_ / 1000) +
                    " s (build_timeout_seconds)";

@@ -225,6 +225,10 @@ test('a build reaches no address but the package registries', async () => {
   );
   assert.deepEqual(hits, [], 'npm reached the test listener');
   assertRefused(npm, 'npm to a loopback address');
+  if (!npm.rejected) {
+    const refused = npm.events.some((e) => e.event === 'log' && /127\.0\.0\.1.*refused/.test(e.message));
+    assert.ok(refused, 'the build log says what was refused');
+  }
   const pip = await attempt(
     {
       'main.py': 'import kernel\napp = kernel.App("attack-net")\n',

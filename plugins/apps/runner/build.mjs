@@ -6,7 +6,7 @@
 // win over any file); the archive's own client files were removed before the build.
 //
 //   node build.mjs <job.json>   job: {kind: "node"|"python", app_dir, venv, proxy_socket,
-//                                     npm, python, runner_dir, ca_file}
+//                                     npm, python, runner_dir, ca_file?, cache_dir?}
 // Output goes to stdout/stderr (the build log); the one result line, {ok, error?}, to fd 3.
 import { spawn } from 'node:child_process';
 import { existsSync, readFileSync, writeSync } from 'node:fs';
@@ -68,6 +68,7 @@ if (job.kind === 'node') {
     npm_config_audit: 'false',
     npm_config_fund: 'false',
     ...(job.ca_file ? { npm_config_cafile: job.ca_file } : {}),
+    ...(job.cache_dir ? { npm_config_cache: `${job.cache_dir}/npm` } : {}),
   };
   const has = (name) => existsSync(`${job.app_dir}/${name}`);
   let why = '';
@@ -101,6 +102,7 @@ why = await run(
   [
     '-m', 'pip', 'install', '--isolated', '--no-input', '--only-binary=:all:', '--disable-pip-version-check',
     '--no-warn-script-location', '--proxy', proxy, ...(job.ca_file ? ['--cert', job.ca_file] : []),
+    ...(job.cache_dir ? ['--cache-dir', `${job.cache_dir}/pip`] : []),
     '-r', requirements,
   ],
   env,
