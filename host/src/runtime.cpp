@@ -529,8 +529,10 @@ std::vector<std::string> Runtime::sandbox_argv(const Instance &inst) const {
     a.insert(a.end(), {"--bind", inst.dir, "/run/hangar", "--bind", inst.dir + "/home", "/home/kernel"});
     if (fs::is_directory("/etc/chromium/policies/managed"))
         a.insert(a.end(), {"--ro-bind", inst.dir + "/policy", "/etc/chromium/policies/managed"});
-    for (const auto &b : inst.binds)
-        a.insert(a.end(), {b.writable ? "--bind" : "--ro-bind", b.source, b.target});
+    for (const auto &[source, target] : inst.ro_binds)
+        a.insert(a.end(), {"--ro-bind", source, target});
+    for (const auto &[source, target] : inst.rw_binds)
+        a.insert(a.end(), {"--bind", source, target});
     a.insert(a.end(), {"--remount-ro", "/", "--setenv", "HOME", "/home/kernel", "--setenv", "USER", "kernel",
                        "--setenv", "TMPDIR", "/tmp", "--chdir", "/home/kernel", "--"});
     return a;
@@ -623,8 +625,7 @@ nlohmann::json Runtime::start(const nlohmann::json &spec) {
     Instance inst;
     inst.id = id;
     inst.dir = opt_.data_dir + "/instances/" + id;
-    inst.binds = spec_binds(spec);
-    inst.offline = spec_offline(spec, opt_.use_bwrap);
+    inst.ro_binds = spec_binds(spec);
     inst.socket = inst.dir + "/agent.sock";
     {
         std::lock_guard lock(mutex_);
@@ -687,7 +688,7 @@ nlohmann::json Runtime::start(const nlohmann::json &spec) {
     ::chmod(inst.dir.c_str(), 0700);
     try {
         copy_inputs(spec, inst.dir);
-        own_writable_binds(inst);
+        take_build_spec(spec, inst);
     } catch (const std::exception &e) {
         fail(e.what());
     }
@@ -975,8 +976,8 @@ std::optional<std::pair<std::string, int>> Runtime::memory_cgroup(const std::str
     return std::nullopt;
 }
 
-std::vector<Runtime::SpecBind> Runtime::spec_binds(const nlohmann::json &spec) const {
-    std::vector<SpecBind> binds;
+std::vector<std::pair<std::string, std::string>> Runtime::spec_binds(const nlohmann::json &spec, bool writable) const {
+    std::vector<std::pair<std::string, std::string>> binds;
     auto it = spec.find("binds");
     if (it == spec.end() || it->is_null()) return binds;
     if (!it->is_array()) throw std::runtime_error("spec binds must be an array of {source, target}");
@@ -985,6 +986,7 @@ std::vector<Runtime::SpecBind> Runtime::spec_binds(const nlohmann::json &spec) c
     const std::string blobs =
         fs::path(opt_.blob_root.empty() ? opt_.data_dir + "/blobs" : opt_.blob_root).lexically_normal().string();
     for (const auto &b : *it) {
+        if (b.value("writable", false) != writable) continue;
         std::string source = fs::path(b.value("source", "")).lexically_normal().string();
         std::string target = fs::path(b.value("target", "")).lexically_normal().string();
         if (!under(source, blobs) || source == blobs || source.find("/../") != std::string::npos ||
@@ -992,30 +994,28 @@ std::vector<Runtime::SpecBind> Runtime::spec_binds(const nlohmann::json &spec) c
             throw std::runtime_error("spec bind source must be a folder of the blobs");
         if (!target.starts_with("/srv/") || target.find("/..") != std::string::npos)
             throw std::runtime_error("spec bind target must be a path under /srv");
-        binds.push_back({source, target, b.value("writable", false)});
+        binds.emplace_back(source, target);
     }
     return binds;
 }
 
-bool Runtime::spec_offline(const nlohmann::json &spec, bool bwrap) {
-    auto it = spec.find("network");
-    if (it == spec.end() || it->is_null()) return false;
-    if (*it != "none") throw std::runtime_error("spec network must be \"none\" when given");
-    // Without bubblewrap there is no namespace to leave the network out of.
-    if (!bwrap) throw std::runtime_error("a sandbox without network needs bubblewrap ([sandbox] bwrap = true)");
-    return true;
-}
-
 // A writable bind is the instance's to fill: the folder itself (not what it holds) passes to the
-// instance's user. Opened without following a link, so a link in its place is refused rather
-// than the file it names handed over.
-void Runtime::own_writable_binds(const Instance &inst) const {
-    for (const auto &b : inst.binds) {
-        if (!b.writable) continue;
-        UniqueFd dir(::open(b.source.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+// instance's user, opened without following a link, so a link in its place is refused rather
+// than what it names handed over.
+void Runtime::take_build_spec(const nlohmann::json &spec, Instance &inst) const {
+    inst.rw_binds = spec_binds(spec, true);
+    for (const auto &[source, _] : inst.rw_binds) {
+        UniqueFd dir(::open(source.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
         if (dir.get() < 0 || (::fchown(dir.get(), uid_, gid_) != 0 && drop_privileges_))
             throw std::runtime_error("cannot hand a writable bind to the instance");
     }
+    auto it = spec.find("network");
+    if (it == spec.end() || it->is_null()) return;
+    if (*it != "none") throw std::runtime_error("spec network must be \"none\" when given");
+    // Without bubblewrap there is no namespace to leave the network out of.
+    if (!opt_.use_bwrap)
+        throw std::runtime_error("a sandbox without network needs bubblewrap ([sandbox] bwrap = true)");
+    inst.offline = true;
 }
 
 // A plugin hands the agent host files (a profile archive, extension zips) through the spec:

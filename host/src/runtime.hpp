@@ -94,10 +94,6 @@ public:
     static bool valid_id(const std::string &id);
 
 private:
-    struct SpecBind {
-        std::string source, target;
-        bool writable = false;
-    };
     struct Instance {
         std::string id;
         std::string dir;
@@ -108,16 +104,18 @@ private:
         bool disk = false;                // dir is the mount point of <id>.disk
         // Adopted from a previous server: not our child, so its exit shows on this pidfd.
         std::shared_ptr<UniqueFd> pidfd;
-        // Binds a plugin asked for in the spec ("binds": [{source, target, writable?}]): a folder
+        // Read-only binds a plugin asked for in the spec ("binds": [{source, target}]): a folder
         // of the data dir (an app's unpacked code) shown at a path under /srv.
-        std::vector<SpecBind> binds;
-        // "network": "none" in the spec: a namespace with loopback only, no pasta (an app's
-        // build, whose one way out is a proxy socket its plugin serves in the instance folder).
+        std::vector<std::pair<std::string, std::string>> ro_binds;
+        // What an app's build asks for: binds with "writable": true (its code folder or venv)
+        // and "network": "none" (loopback only, no pasta: its one way out is a proxy socket its
+        // plugin serves in the instance folder). Set by take_build_spec.
+        std::vector<std::pair<std::string, std::string>> rw_binds;
         bool offline = false;
     };
-    std::vector<SpecBind> spec_binds(const nlohmann::json &spec) const;
-    static bool spec_offline(const nlohmann::json &spec, bool bwrap);
-    void own_writable_binds(const Instance &inst) const;
+    std::vector<std::pair<std::string, std::string>> spec_binds(const nlohmann::json &spec,
+                                                                bool writable = false) const;
+    void take_build_spec(const nlohmann::json &spec, Instance &inst) const;
     // Kills whatever of a leftover instance runs and removes its files.
     void clean_leftover(const std::string &id);
     // Whether the leftover instance `id` can be adopted; fills `inst` when so.
