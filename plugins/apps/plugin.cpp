@@ -1111,10 +1111,12 @@ private:
         // skips the downloads, and what one build leaves there reaches only that project's builds
         // (builds run one at a time, so no two share it at once).
         static const std::regex project_id("^[A-Za-z0-9_-]{1,64}$");
-        std::string cache = fs::path(ddir).parent_path().parent_path().string() + "/build-cache/" + project;
+        std::string caches = fs::path(ddir).parent_path().parent_path().string() + "/build-cache";
+        std::string cache = caches + "/" + project;
         bool cached = std::regex_match(project, project_id);
         if (cached) {
             fs::create_directories(cache);
+            ::chmod(caches.c_str(), 0755); // the server's own folder, traversed by the sandbox user
             binds.push_back({{"source", cache}, {"target", kBuildCache}, {"writable", true}});
         }
         auto sb = std::make_unique<Sandbox>();
