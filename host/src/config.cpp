@@ -47,6 +47,7 @@ const std::map<std::string, std::string> kEnvKeys = {
     {"HANGAR_SANDBOX_MEMORY_LIMIT_MB", "sandbox.memory_limit_mb"},
     {"HANGAR_SECRETS_KEY_FILE", "secrets.key_file"},
     {"HANGAR_APPS_WARM_SANDBOXES", "apps.warm_sandboxes"},
+    {"HANGAR_APPS_BUILD_TIMEOUT_SECONDS", "apps.build_timeout_seconds"},
     {"HANGAR_AUDIT", "audit.enabled"},
     {"HANGAR_AUDIT_RETENTION_DAYS", "audit.retention_days"},
 };

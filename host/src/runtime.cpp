@@ -557,7 +557,10 @@ std::vector<std::string> Runtime::sandbox_argv(const Instance &inst) const {
     // Tied to the server only where nothing else would find the sandbox's processes once it is
     // gone; with cgroups, instances outlive a restart and the next start adopts them.
     if (!outlive_) a.insert(a.begin() + 1, "--die-with-parent");
-    if (opt_.isolated_network) a.insert(a.end(), {"--unshare-net", "--info-fd", "4", "--block-fd", "5"});
+    if (inst.offline)
+        a.emplace_back("--unshare-net");
+    else if (opt_.isolated_network)
+        a.insert(a.end(), {"--unshare-net", "--info-fd", "4", "--block-fd", "5"});
     a.insert(a.end(), {"--seccomp", "6"});
     auto ro = agent_ro_paths();
     auto root = sandbox::root_args(ro);
@@ -573,7 +576,7 @@ std::vector<std::string> Runtime::sandbox_argv(const Instance &inst) const {
                 break;
             }
     a.insert(a.end(), {"--ro-bind", inst.dir + "/etc/hosts", "/etc/hosts"});
-    if (opt_.isolated_network)
+    if (opt_.isolated_network || inst.offline)
         a.insert(a.end(), {"--ro-bind", inst.dir + "/etc/resolv.conf", "/etc/resolv.conf"});
     else
         a.insert(a.end(), {"--ro-bind-try", "/etc/resolv.conf", "/etc/resolv.conf"});
@@ -583,6 +586,8 @@ std::vector<std::string> Runtime::sandbox_argv(const Instance &inst) const {
         a.insert(a.end(), {"--ro-bind", inst.dir + "/policy", "/etc/chromium/policies/managed"});
     for (const auto &[source, target] : inst.ro_binds)
         a.insert(a.end(), {"--ro-bind", source, target});
+    for (const auto &[source, target] : inst.rw_binds)
+        a.insert(a.end(), {"--bind", source, target});
     a.insert(a.end(), {"--remount-ro", "/", "--setenv", "HOME", "/home/kernel", "--setenv", "USER", "kernel",
                        "--setenv", "TMPDIR", "/tmp", "--chdir", "/home/kernel", "--"});
     return a;
@@ -739,6 +744,7 @@ nlohmann::json Runtime::start(const nlohmann::json &spec) {
     ::chmod(inst.dir.c_str(), 0700);
     try {
         copy_inputs(spec, inst.dir);
+        take_build_spec(spec, inst);
     } catch (const std::exception &e) {
         fail(e.what());
     }
@@ -865,7 +871,7 @@ nlohmann::json Runtime::start(const nlohmann::json &spec) {
     listener.reset();
     logfd.reset();
 
-    if (opt_.use_bwrap && opt_.isolated_network) {
+    if (opt_.use_bwrap && opt_.isolated_network && !inst.offline) {
         // bwrap reports the sandbox's first process, then waits on `block` until its network
         // namespace is linked out and routed.
         try {
@@ -1037,7 +1043,7 @@ std::optional<std::pair<std::string, int>> Runtime::memory_cgroup(const std::str
     return std::nullopt;
 }
 
-std::vector<std::pair<std::string, std::string>> Runtime::spec_binds(const nlohmann::json &spec) const {
+std::vector<std::pair<std::string, std::string>> Runtime::spec_binds(const nlohmann::json &spec, bool writable) const {
     std::vector<std::pair<std::string, std::string>> binds;
     auto it = spec.find("binds");
     if (it == spec.end() || it->is_null()) return binds;
@@ -1047,6 +1053,7 @@ std::vector<std::pair<std::string, std::string>> Runtime::spec_binds(const nlohm
     const std::string blobs =
         fs::path(opt_.blob_root.empty() ? opt_.data_dir + "/blobs" : opt_.blob_root).lexically_normal().string();
     for (const auto &b : *it) {
+        if (b.value("writable", false) != writable) continue;
         std::string source = fs::path(b.value("source", "")).lexically_normal().string();
         std::string target = fs::path(b.value("target", "")).lexically_normal().string();
         if (!under(source, blobs) || source == blobs || source.find("/../") != std::string::npos ||
@@ -1057,6 +1064,25 @@ std::vector<std::pair<std::string, std::string>> Runtime::spec_binds(const nlohm
         binds.emplace_back(source, target);
     }
     return binds;
+}
+
+// A writable bind is the instance's to fill: the folder itself (not what it holds) passes to the
+// instance's user, opened without following a link, so a link in its place is refused rather
+// than what it names handed over.
+void Runtime::take_build_spec(const nlohmann::json &spec, Instance &inst) const {
+    inst.rw_binds = spec_binds(spec, true);
+    for (const auto &[source, _] : inst.rw_binds) {
+        UniqueFd dir(::open(source.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+        if (dir.get() < 0 || (::fchown(dir.get(), uid_, gid_) != 0 && drop_privileges_))
+            throw std::runtime_error("cannot hand a writable bind to the instance");
+    }
+    auto it = spec.find("network");
+    if (it == spec.end() || it->is_null()) return;
+    if (*it != "none") throw std::runtime_error("spec network must be \"none\" when given");
+    // Without bubblewrap there is no namespace to leave the network out of.
+    if (!opt_.use_bwrap)
+        throw std::runtime_error("a sandbox without network needs bubblewrap ([sandbox] bwrap = true)");
+    inst.offline = true;
 }
 
 // A plugin hands the agent host files (a profile archive, extension zips) through the spec:

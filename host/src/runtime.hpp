@@ -108,8 +108,15 @@ private:
         // Read-only binds a plugin asked for in the spec ("binds": [{source, target}]): a folder
         // of the data dir (an app's unpacked code) shown at a path under /srv.
         std::vector<std::pair<std::string, std::string>> ro_binds;
+        // What an app's build asks for: binds with "writable": true (its code folder or venv)
+        // and "network": "none" (loopback only, no pasta: its one way out is a proxy socket its
+        // plugin serves in the instance folder). Set by take_build_spec.
+        std::vector<std::pair<std::string, std::string>> rw_binds;
+        bool offline = false;
     };
-    std::vector<std::pair<std::string, std::string>> spec_binds(const nlohmann::json &spec) const;
+    std::vector<std::pair<std::string, std::string>> spec_binds(const nlohmann::json &spec,
+                                                                bool writable = false) const;
+    void take_build_spec(const nlohmann::json &spec, Instance &inst) const;
     // Kills whatever of a leftover instance runs and removes its files.
     void clean_leftover(const std::string &id);
     // Whether the leftover instance `id` can be adopted; fills `inst` when so.

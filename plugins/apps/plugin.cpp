@@ -6,6 +6,7 @@
 // Instance half (inside that sandbox, the agent loads only this plugin): runs the Node runner
 // (runner/runner.mjs) or the Python one (runner/runner.py) once and answers with its result line.
 #include <hangar/beneath.hpp>
+#include <hangar/egress.hpp>
 #include <hangar/multipart.hpp>
 #include <hangar/plugin.hpp>
 #include <hangar/process.hpp>
@@ -13,6 +14,7 @@
 #include <hangar/secrets.hpp>
 #include <hangar/zip.hpp>
 
+#include <ftw.h>
 #include <netdb.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -45,10 +47,11 @@ using hangar::Response;
 namespace {
 
 constexpr const char *kRegion = "aws.us-east-1a";
-constexpr std::size_t kMaxEvents = 20000;      // per deployment / invocation, kept for replay
-constexpr std::size_t kMaxLogLine = 65536;     // §19.3: log lines truncated at 64 KiB
-constexpr const char *kAppRoot = "/srv/app";   // where an invocation's sandbox sees the code
-constexpr const char *kVenvRoot = "/srv/venv"; // and a Python app's virtual environment
+constexpr std::size_t kMaxEvents = 20000;         // per deployment / invocation, kept for replay
+constexpr std::size_t kMaxLogLine = 65536;        // §19.3: log lines truncated at 64 KiB
+constexpr const char *kAppRoot = "/srv/app";      // where an invocation's sandbox sees the code
+constexpr const char *kVenvRoot = "/srv/venv";    // and a Python app's virtual environment
+constexpr const char *kBuildCache = "/srv/cache"; // a build's npm and pip cache (its project's)
 
 const hangar_migration kMigrations[] = {
     {1, R"sql(
@@ -166,12 +169,13 @@ private:
     std::int64_t closed_ms_ = 0;
 };
 
-// Splices connections from a unix socket in the server's folder of an instance to its own TCP address,
-// so code in the sandbox (its own network namespace) reaches the API. RAII: the destructor stops
-// accepting, closes every connection and joins the threads.
-class ApiBridge {
+// Serves connections on a unix socket in the server's own folder of an instance (read-only
+// inside at /run/hangar-host), each on a thread of its own. RAII: the destructor stops
+// accepting, shuts every connection down and joins the threads.
+class UnixSocketServer {
 public:
-    ApiBridge(const std::string &socket_path, std::string upstream) : upstream_(std::move(upstream)) {
+    using Serve = std::function<void(proc::Fd client)>;
+    UnixSocketServer(const std::string &socket_path, Serve serve) : serve_(std::move(serve)) {
         listen_ = proc::Fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
         sockaddr_un addr{};
         addr.sun_family = AF_UNIX;
@@ -184,9 +188,9 @@ public:
         ::chmod(socket_path.c_str(), 0666); // the sandbox's unprivileged user connects
         accept_thread_ = std::thread([this] { accept_loop(); });
     }
-    ApiBridge(const ApiBridge &) = delete;
-    ApiBridge &operator=(const ApiBridge &) = delete;
-    ~ApiBridge() {
+    UnixSocketServer(const UnixSocketServer &) = delete;
+    UnixSocketServer &operator=(const UnixSocketServer &) = delete;
+    ~UnixSocketServer() {
         stop_ = true;
         if (accept_thread_.joinable()) accept_thread_.join();
         std::vector<std::thread> threads;
@@ -200,6 +204,39 @@ public:
             t.join();
     }
 
+    // Copies bytes both ways until either side closes or the server stops.
+    void relay(int a, int b) {
+        {
+            std::lock_guard lock(m_);
+            open_fds_.insert(a);
+            open_fds_.insert(b);
+        }
+        pollfd p[2] = {{a, POLLIN, 0}, {b, POLLIN, 0}};
+        char buf[65536];
+        bool done = false;
+        while (!done && !stop_) {
+            if (::poll(p, 2, 500) < 0 && errno != EINTR) break;
+            for (int i = 0; i < 2 && !done; ++i) {
+                if (!(p[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+                ssize_t n = ::read(p[i].fd, buf, sizeof buf);
+                done = n <= 0 || !write_all(p[1 - i].fd, std::string_view(buf, static_cast<std::size_t>(n)));
+            }
+        }
+        std::lock_guard lock(m_);
+        open_fds_.erase(a);
+        open_fds_.erase(b);
+    }
+
+    static bool write_all(int fd, std::string_view data) {
+        while (!data.empty()) {
+            ssize_t w = ::write(fd, data.data(), data.size());
+            if (w < 0 && errno == EINTR) continue;
+            if (w <= 0) return false;
+            data.remove_prefix(static_cast<std::size_t>(w));
+        }
+        return true;
+    }
+
 private:
     void accept_loop() {
         while (!stop_) {
@@ -207,9 +244,30 @@ private:
             int c = ::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC);
             if (c < 0) continue;
             std::lock_guard lock(m_);
-            threads_.emplace_back([this, c] { splice(proc::Fd(c)); });
+            threads_.emplace_back([this, c] { serve_(proc::Fd(c)); });
         }
     }
+
+    Serve serve_;
+    proc::Fd listen_;
+    std::atomic<bool> stop_{false};
+    std::thread accept_thread_;
+    std::mutex m_;
+    std::vector<std::thread> threads_;
+    std::set<int> open_fds_;
+};
+
+// Splices connections from a unix socket in an instance folder to the server's own TCP address,
+// so code in the sandbox (its own network namespace) reaches the API.
+class ApiBridge {
+public:
+    ApiBridge(const std::string &socket_path, std::string upstream)
+        : upstream_(std::move(upstream)), server_(socket_path, [this](proc::Fd client) {
+              proc::Fd up(connect_upstream());
+              if (up) server_.relay(client.get(), up.get());
+          }) {}
+
+private:
     int connect_upstream() const {
         auto colon = upstream_.rfind(':');
         std::string host = upstream_.substr(0, colon), port = upstream_.substr(colon + 1);
@@ -224,48 +282,81 @@ private:
         ::freeaddrinfo(res);
         return fd;
     }
-    void splice(proc::Fd client) {
-        proc::Fd up(connect_upstream());
-        if (up.get() < 0) return;
-        {
-            std::lock_guard lock(m_);
-            open_fds_.insert(client.get());
-            open_fds_.insert(up.get());
-        }
-        pollfd p[2] = {{client.get(), POLLIN, 0}, {up.get(), POLLIN, 0}};
-        char buf[65536];
-        bool done = false;
-        while (!done && !stop_) {
-            if (::poll(p, 2, 500) < 0 && errno != EINTR) break;
-            for (int i = 0; i < 2 && !done; ++i) {
-                if (!(p[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-                ssize_t n = ::read(p[i].fd, buf, sizeof buf);
-                if (n <= 0) {
-                    done = true;
-                    break;
-                }
-                for (ssize_t off = 0; off < n;) {
-                    ssize_t w = ::write(p[1 - i].fd, buf + off, static_cast<std::size_t>(n - off));
-                    if (w <= 0) {
-                        done = true;
-                        break;
-                    }
-                    off += w;
-                }
-            }
-        }
-        std::lock_guard lock(m_);
-        open_fds_.erase(client.get());
-        open_fds_.erase(up.get());
-    }
 
     std::string upstream_;
-    proc::Fd listen_;
-    std::atomic<bool> stop_{false};
-    std::thread accept_thread_;
-    std::mutex m_;
-    std::vector<std::thread> threads_;
-    std::set<int> open_fds_;
+    UnixSocketServer server_; // last: its threads use upstream_
+};
+
+// A build sandbox's one way out (it has no network of its own): HTTP CONNECT on a unix socket in
+// the server's folder of the instance, to port 443 of the configured registry host names only
+// ([apps] build_registries), and only when every address the name resolves to is one the server
+// may dial for a tenant (hangar/egress.hpp: public, or listed in [server] fetch_allow), so a name
+// pointed at an inner host through DNS reaches nothing. The connection goes to the very address
+// that was checked. What it refuses is said in the build log through `note`.
+class RegistryProxy {
+public:
+    RegistryProxy(const std::string &socket_path, std::set<std::string> hosts, hangar::egress::Policy policy,
+                  std::function<void(const std::string &)> note)
+        : hosts_(std::move(hosts)), policy_(std::move(policy)), note_(std::move(note)),
+          server_(socket_path, [this](proc::Fd client) { serve(std::move(client)); }) {}
+
+private:
+    void serve(proc::Fd client) {
+        std::string head;
+        auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        char buf[4096];
+        while (head.find("\r\n\r\n") == std::string::npos) {
+            auto left =
+                std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+            if (head.size() > 8192 || left.count() <= 0 || !proc::wait_readable(client.get(), left)) return;
+            ssize_t n = ::read(client.get(), buf, sizeof buf);
+            if (n <= 0) return;
+            head.append(buf, static_cast<std::size_t>(n));
+        }
+        std::string rest = head.substr(head.find("\r\n\r\n") + 4);
+        std::string line = head.substr(0, head.find("\r\n"));
+        auto answer = [&](const std::string &status) {
+            UnixSocketServer::write_all(client.get(),
+                                        "HTTP/1.1 " + status + "\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+        };
+        static const std::regex connect_line(R"(^CONNECT ([A-Za-z0-9.-]{1,253}):(\d{1,5}) HTTP/1\.[01]$)");
+        std::smatch m;
+        std::string host;
+        if (std::regex_match(line, m, connect_line)) {
+            host = m[1].str();
+            std::transform(host.begin(), host.end(), host.begin(), [](unsigned char c) { return std::tolower(c); });
+        }
+        if (host.empty() || m[2].str() != "443" || !hosts_.count(host)) {
+            note_("the build reached for " + (host.empty() ? line.substr(0, 200) : host + ":" + m[2].str()) +
+                  ", refused: a build reaches the package registries only (HTTPS to [apps] build_registries)");
+            return answer("403 Forbidden");
+        }
+        std::vector<hangar::egress::Address> addresses;
+        try {
+            addresses = hangar::egress::resolve(host, 443, policy_);
+        } catch (const hangar::egress::Refused &e) {
+            note_(std::string("the registry ") + e.what() + "; refused");
+            return answer("403 Forbidden");
+        } catch (const hangar::egress::ResolveError &) {
+            return answer("502 Bad Gateway");
+        }
+        proc::Fd up;
+        for (auto it = addresses.begin(); it != addresses.end() && !up; ++it) {
+            proc::Fd fd(::socket(it->family(), SOCK_STREAM | SOCK_CLOEXEC, 0));
+            timeval tv{10, 0}; // bounds connect() too
+            ::setsockopt(fd.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+            if (fd && ::connect(fd.get(), it->get(), it->length) == 0) up = std::move(fd);
+        }
+        if (!up) return answer("502 Bad Gateway");
+        if (!UnixSocketServer::write_all(client.get(), "HTTP/1.1 200 Connection established\r\n\r\n")) return;
+        if (!rest.empty() && !UnixSocketServer::write_all(up.get(), rest)) return;
+        server_.relay(client.get(), up.get());
+    }
+
+    std::set<std::string> hosts_;
+    hangar::egress::Policy policy_;
+    std::function<void(const std::string &)> note_;
+    UnixSocketServer server_; // last: its threads use the members above
 };
 
 struct Deployment {
@@ -295,6 +386,20 @@ private:
     std::string instance_id_;
 };
 
+// "a, b c" → {"a", "b", "c"}: a config list.
+std::vector<std::string> split_list(const std::string &text) {
+    std::vector<std::string> out;
+    std::string item;
+    for (char c : text + ",") {
+        if (c == ',' || std::isspace(static_cast<unsigned char>(c))) {
+            if (!item.empty()) out.push_back(std::exchange(item, {}));
+        } else {
+            item += c;
+        }
+    }
+    return out;
+}
+
 bool valid_env_key(const std::string &k) {
     static const std::regex re("^[A-Za-z_][A-Za-z0-9_]*$");
     return std::regex_match(k, re);
@@ -313,10 +418,21 @@ public:
         max_payload_bytes_ = static_cast<std::size_t>(config_int("max_payload_bytes", 4718592));
         sync_timeout_ms_ = config_int("sync_timeout_seconds", 100) * 1000;
         build_timeout_ms_ = config_int("build_timeout_seconds", 600) * 1000;
+        max_build_bytes_ = static_cast<std::uint64_t>(config_int("max_build_bytes", 2ll << 30));
         max_per_project_ = config_int("max_concurrent_invocations_per_project", 50);
         max_per_app_ = config_int("max_concurrent_invocations_per_app", 20);
         npm_ = config("npm", "/usr/bin/npm");
         python_ = config("python", "/usr/bin/python3");
+        for (auto host :
+             split_list(config("build_registries", "registry.npmjs.org, pypi.org, files.pythonhosted.org"))) {
+            std::transform(host.begin(), host.end(), host.begin(), [](unsigned char c) { return std::tolower(c); });
+            build_registries_.insert(host);
+        }
+        // What a registry name may resolve to: what the server may dial for a tenant anywhere.
+        fetch_policy_ = hangar::egress::Policy::parse(config("server.fetch_allow", ""),
+                                                      config_bool("server.fetch_allow_private_networks", false));
+        build_ca_file_ = config("build_ca_file", "/etc/ssl/certs/ca-certificates.crt");
+        if (!fs::exists(build_ca_file_)) build_ca_file_.clear();
         warm_per_deployment_ = std::clamp<std::int64_t>(config_int("warm_sandboxes", 1), 0, 16);
         // What a restart interrupted cannot go on: this node's builds and invocations end with a
         // reason (those of a node that is gone end in end_lost_work).
@@ -501,7 +617,10 @@ private:
         auto result = proc::make_pipe();
         auto job = proc::make_pipe();
         proc::Child::Spec command;
-        if (body.contains("python")) {
+        if (body.at("job").value("mode", "") == "build") {
+            command.path = body.value("node", "/usr/bin/node");
+            command.args = {runner + "/build.mjs", job_file};
+        } else if (body.contains("python")) {
             command.path = body.value("python", "");
             command.args = {runner + "/runner.py", job_file};
         } else {
@@ -815,46 +934,6 @@ private:
         }
     }
 
-    // Runs a build command on the host with its output as log events; "" or why it failed.
-    std::string run_logged(const std::string &id, const std::string &cwd, const std::vector<std::string> &args,
-                           std::int64_t timeout_ms) {
-        auto log = log_for("d/" + id);
-        auto out = proc::make_pipe();
-        auto env = proc::environment_with({"NODE_ENV=development", "npm_config_update_notifier=false"});
-        std::string cmd = "cd '" + cwd + "' && exec";
-        for (const auto &a : args)
-            cmd += " '" + a + "'";
-        log->emit(log_event("$ " + [&] {
-            std::string s;
-            for (const auto &a : args)
-                s += (s.empty() ? "" : " ") + a;
-            return s;
-        }()));
-        auto child = proc::Child::spawn({"/bin/sh", {"-c", cmd}, env, out.write.get(), out.write.get(), {}});
-        out.write.reset();
-        std::string pending;
-        char buf[8192];
-        auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-        while (true) {
-            auto left =
-                std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-            if (left.count() <= 0) return args[0] + " took longer than " + std::to_string(timeout_ms / 1000) + " s";
-            if (!proc::wait_readable(out.read.get(), std::min(left, std::chrono::milliseconds(1000)))) continue;
-            ssize_t n = ::read(out.read.get(), buf, sizeof buf);
-            if (n < 0 && errno == EINTR) continue;
-            if (n <= 0) break;
-            pending.append(buf, static_cast<std::size_t>(n));
-            for (auto nl = pending.find('\n'); nl != std::string::npos; nl = pending.find('\n')) {
-                if (nl > 0) log->emit(log_event(pending.substr(0, nl)));
-                pending.erase(0, nl + 1);
-            }
-        }
-        if (!pending.empty()) log->emit(log_event(pending));
-        child.stop(std::chrono::milliseconds(5000));
-        auto how = child.exit_description();
-        return how == "exit code 0" ? "" : args[0] + " failed (" + how + ")";
-    }
-
     std::string build(const BuildJob &job) {
         auto row = sql("SELECT * FROM apps_deployments WHERE id = ?", json::array({job.id}));
         if (row.empty() || row[0].value("status", "") != "queued") return "";
@@ -863,7 +942,12 @@ private:
         auto log = log_for("d/" + job.id);
         std::string base = *blob_path("deployments/" + job.id + "/source.zip");
         std::string ddir = fs::path(base).parent_path().string();
-        std::string src = ddir + "/src";
+        std::string src = ddir + "/src", venv = ddir + "/venv";
+        // A build again (another node took the deployment over) starts from the bundle alone; no
+        // sandbox writes these trees any more (remove_all does not follow links).
+        std::error_code ec;
+        fs::remove_all(src, ec);
+        fs::remove_all(venv, ec);
         std::string zip;
         {
             std::ifstream in(base, std::ios::binary);
@@ -871,27 +955,40 @@ private:
         }
         unzip_to(zip, src, {100000, max_unpacked_bytes_, true}, "file");
         fs::remove(base);
+        // Until the build sandbox starts, `src` is only what the server unpacked: these checks and
+        // removals read no file the app's code wrote.
         std::string entry = dep.value("entrypoint_rel_path", "");
         if (!fs::is_regular_file(src + "/" + entry))
             return "the entrypoint " + entry +
                    " is not in the archive (entrypoint_rel_path is relative to the zip's root)";
         std::string ext = fs::path(entry).extension().string();
-        if (ext == ".py") {
-            if (auto why = install_python(job.id, src, ddir); !why.empty()) return why;
-        } else if (ext != ".ts" && ext != ".mts" && ext != ".js" && ext != ".mjs" && ext != ".cjs" && ext != ".cts") {
+        bool python = ext == ".py";
+        if (!python && ext != ".ts" && ext != ".mts" && ext != ".js" && ext != ".mjs" && ext != ".cjs" && ext != ".cts")
             return "the entrypoint " + entry +
                    " is not TypeScript, JavaScript or Python (.ts, .mts, .cts, .js, .mjs, .cjs, .py)";
-        } else if (auto why = install_node(job.id, src); !why.empty()) {
-            return why;
-        }
-        // The sandbox's unprivileged user reads the code (and the venv): folders traversable up to it.
+        if (python && !fs::exists(src + "/requirements.txt") && !fs::exists(src + "/pyproject.toml"))
+            return "no requirements.txt or pyproject.toml at the root of the archive (a Python app lists its "
+                   "dependencies there, the kernel package among them)";
+        if (!python && !fs::exists(src + "/package.json"))
+            return "no package.json at the root of the archive (a TypeScript/JavaScript app needs one, with a "
+                   "package-lock.json)";
+        strip_client_config(src, *log);
+        // The sandbox's unprivileged user reaches the code (and the venv): folders traversable up to it.
         for (fs::path p = ddir; p.string().size() > config("server.data_dir", "").size(); p = p.parent_path())
             ::chmod(p.c_str(), 0755);
-        for (const auto &tree : {src, ddir + "/venv"})
-            if (fs::exists(tree)) {
-                ::chmod(tree.c_str(), 0755);
-                make_world_readable(tree);
-            }
+        if (python) fs::create_directory(venv);
+        std::string why;
+        try {
+            why = build_in_sandbox(job.id, ddir, dep.value("project_id", ""), python);
+        } catch (const std::exception &e) {
+            why = std::string("the build's sandbox failed: ") + e.what();
+        }
+        if (!why.empty()) {
+            // Nothing half-built stays (the build's sandbox has ended).
+            fs::remove_all(src, ec);
+            fs::remove_all(venv, ec);
+            return why;
+        }
 
         // The deployment's own key (§19.2): scoped to the project, minted before the entrypoint
         // first runs (its `new Kernel()` needs one), refused once the deployment has ended and
@@ -956,72 +1053,92 @@ private:
         return "";
     }
 
-    // npm ci from the lockfile; "" or why it failed.
-    std::string install_node(const std::string &id, const std::string &src) {
+    // The archive's own client configuration would steer the build (an .npmrc's `git`,
+    // `registry`, `script-shell`, `node-options`): removed before it, whatever it is (a link is
+    // removed, not followed). The build gets its settings from build.mjs instead. npm reads a
+    // project's .npmrc only at its root and pip none in the project, so the root is enough.
+    static void strip_client_config(const std::string &src, EventLog &log) {
+        for (const char *name : {".npmrc", ".yarnrc", ".yarnrc.yml", "pip.conf", "pip.ini", ".pypirc"}) {
+            std::error_code ec;
+            if (fs::remove_all(fs::path(src) / name, ec) > 0)
+                log.emit(log_event(std::string("ignoring the archive's ") + name +
+                                   ": a build uses the server's registry settings"));
+        }
+    }
+
+    // The build (npm, or the venv and pip) in a sandbox of its own, like an invocation's, as the
+    // sandbox user, with no network but the registry proxy. It writes the code's folder (npm's
+    // node_modules) or the venv, bound writable at the paths invocations see them at; the host
+    // never reads what it wrote. The sandbox, and whatever the build left running, is gone when
+    // this returns. "" or why it failed.
+    std::string build_in_sandbox(const std::string &id, const std::string &ddir, const std::string &project,
+                                 bool python) {
         auto log = log_for("d/" + id);
-        if (!fs::exists(src + "/package.json"))
-            return "no package.json at the root of the archive (a TypeScript/JavaScript app needs one, with a "
-                   "package-lock.json)";
-        if (fs::exists(src + "/package-lock.json")) {
-            // --ignore-scripts: install scripts would be the app's code running on the host.
-            auto why =
-                run_logged(id, src, {npm_, "ci", "--ignore-scripts", "--no-audit", "--no-fund"}, build_timeout_ms_);
-            if (!why.empty()) return "installing dependencies failed: " + why;
-        } else if (fs::exists(src + "/node_modules")) {
-            log->emit(log_event("no package-lock.json: using the node_modules in the archive"));
-        } else {
-            // Kernel's templates list package-lock.json in .gitignore, which the CLI honours: the
-            // archive has none. Resolve from package.json then, and say the build is not pinned.
-            log->emit(log_event("no package-lock.json in the archive: npm install resolves the versions from "
-                                "package.json (add the lockfile for a reproducible build)"));
-            auto why = run_logged(id, src, {npm_, "install", "--ignore-scripts", "--no-audit", "--no-fund"},
-                                  build_timeout_ms_);
-            if (!why.empty()) return "installing dependencies failed: " + why;
+        json binds = json::array({{{"source", ddir + "/src"}, {"target", kAppRoot}, {"writable", !python}}});
+        if (python) binds.push_back({{"source", ddir + "/venv"}, {"target", kVenvRoot}, {"writable", true}});
+        // npm's and pip's download cache, one per project: a later build of the same project
+        // skips the downloads, and what one build leaves there reaches only that project's builds
+        // (builds run one at a time, so no two share it at once).
+        static const std::regex project_id("^[A-Za-z0-9_-]{1,64}$");
+        std::string caches = fs::path(ddir).parent_path().parent_path().string() + "/build-cache";
+        std::string cache = caches + "/" + project;
+        bool cached = std::regex_match(project, project_id);
+        if (cached) {
+            fs::create_directories(cache);
+            ::chmod(caches.c_str(), 0755); // the server's own folder, traversed by the sandbox user
+            binds.push_back({{"source", cache}, {"target", kBuildCache}, {"writable", true}});
         }
-        return "";
-    }
-
-    // A virtual environment per deployment (<deployment>/venv, shown to the sandbox at /srv/venv)
-    // with the app's dependencies from requirements.txt, or pyproject.toml's [project]
-    // dependencies. Wheels only: building an sdist would run the package's own setup code on the
-    // host, as npm's install scripts would (which --ignore-scripts refuses). "" or why it failed.
-    std::string install_python(const std::string &id, const std::string &src, const std::string &ddir) {
-        std::string requirements = src + "/requirements.txt";
-        if (!fs::exists(requirements)) {
-            if (!fs::exists(src + "/pyproject.toml"))
-                return "no requirements.txt or pyproject.toml at the root of the archive (a Python app lists its "
-                       "dependencies there, the kernel package among them)";
-            requirements = ddir + "/pyproject-requirements.txt";
-            if (auto why = run_logged(
-                    id, src, {python_, runner_dir() + "/pyproject_deps.py", "pyproject.toml", requirements}, 60000);
-                !why.empty())
-                return "reading pyproject.toml failed: " + why;
-        }
-        std::string venv = ddir + "/venv";
-        if (auto why = run_logged(id, ddir, {python_, "-m", "venv", venv}, build_timeout_ms_); !why.empty())
-            return "creating the virtual environment failed: " + why;
-        if (auto why = run_logged(id, src,
-                                  {venv + "/bin/python", "-m", "pip", "install", "--no-input", "--only-binary=:all:",
-                                   "--disable-pip-version-check", "--no-warn-script-location", "-r", requirements},
-                                  build_timeout_ms_);
-            !why.empty())
-            return "installing dependencies failed: " + why +
-                   " (wheels only: a package without a wheel for this platform cannot be installed)";
-        return "";
-    }
-
-    static void make_world_readable(const std::string &tree) {
+        auto sb = std::make_unique<Sandbox>();
+        sb->instance_id = "build-" + new_id(16);
+        sb->deployment_id = id;
+        sb->plugin = this; // from here on the instance is stopped with the object
+        json started = instance_start(
+            {{"id", sb->instance_id}, {"plugins", json::array({"apps"})}, {"binds", binds}, {"network", "none"}});
+        auto dir = instance_dir(sb->instance_id);
+        if (!dir) return "the build's sandbox ended before the build started";
+        sb->dir = *dir;
+        sb->proxy = std::make_unique<RegistryProxy>(started.at("host_dir").get<std::string>() + "/proxy.sock",
+                                                    build_registries_, fetch_policy_,
+                                                    [log](const std::string &m) { log->emit(log_event(m)); });
+        json job = {{"mode", "build"},
+                    {"kind", python ? "python" : "node"},
+                    {"app_dir", kAppRoot},
+                    {"venv", kVenvRoot},
+                    {"proxy_socket", "/run/hangar-host/proxy.sock"},
+                    {"npm", npm_},
+                    {"python", python_},
+                    {"runner_dir", runner_dir()}};
+        if (cached) job["cache_dir"] = kBuildCache;
+        if (!build_ca_file_.empty()) job["ca_file"] = build_ca_file_;
+        json result = run_sandbox(*sb, job, json::object(), build_timeout_ms_,
+                                  [&](const std::string &line) { log->emit(log_event(line)); });
+        sb.reset();
+        // Bounded between builds: a cache grown past max_build_bytes starts again empty.
         std::error_code ec;
-        for (auto it = fs::recursive_directory_iterator(tree, ec); it != fs::recursive_directory_iterator(); ++it) {
-            auto perms = it->symlink_status().permissions();
-            if (it->is_symlink()) continue;
-            bool traversable = it->is_directory() || (perms & fs::perms::owner_exec) != fs::perms::none;
-            fs::permissions(it->path(),
-                            perms | fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read |
-                                (traversable ? fs::perms::owner_exec | fs::perms::group_exec | fs::perms::others_exec
-                                             : fs::perms::none),
-                            ec);
-        }
+        if (cached && tree_bytes(cache) > max_build_bytes_) fs::remove_all(cache, ec);
+        if (result.value("timeout", false))
+            return "the build took longer than " + std::to_string(build_timeout_ms_ / 1000) +
+                   " s (build_timeout_seconds)";
+        if (!result.value("ok", false)) return result.value("error", std::string("the build failed"));
+        if (auto bytes = tree_bytes(ddir + "/src") + tree_bytes(ddir + "/venv"); bytes > max_build_bytes_)
+            return "the build wrote " + std::to_string(bytes >> 20) + " MiB, more than max_build_bytes (" +
+                   std::to_string(max_build_bytes_ >> 20) + " MiB)";
+        return "";
+    }
+
+    // Bytes on disk under `root`, by a walk that follows no link (FTW_PHYS) and stays on its file
+    // system, run once the build's sandbox is gone: nothing changes the tree while it is read.
+    static std::uint64_t tree_bytes(const std::string &root) {
+        static thread_local std::uint64_t total;
+        total = 0;
+        ::nftw(
+            root.c_str(),
+            [](const char *, const struct stat *st, int, FTW *) {
+                total += static_cast<std::uint64_t>(st->st_blocks) * 512;
+                return 0;
+            },
+            32, FTW_PHYS | FTW_MOUNT);
+        return total;
     }
 
     // A running app sandbox: the instance, the bridge its API socket is served on, and whether its
@@ -1032,7 +1149,8 @@ private:
         std::string instance_id, deployment_id, base_url, dir;
         bool python = false, prepared = false;
         std::optional<ApiBridge> bridge;
-        json job; // app_dir, entrypoint, api_socket, api_port
+        std::unique_ptr<RegistryProxy> proxy; // a build's way to the registries
+        json job;                             // app_dir, entrypoint, api_socket, api_port
         Sandbox() = default;
         Sandbox(const Sandbox &) = delete;
         Sandbox &operator=(const Sandbox &) = delete;
@@ -1124,17 +1242,15 @@ private:
                         last = tail_stop;
                     }
                     if (!in) in = hangar::beneath::open_plain_file(dir, "logs/app.log");
-                    if (in) {
-                        for (ssize_t n; (n = ::read(in.get(), buf, sizeof buf)) > 0;) {
-                            pending.append(buf, static_cast<std::size_t>(n));
-                            for (auto nl = pending.find('\n'); nl != std::string::npos; nl = pending.find('\n')) {
-                                on_log(pending.substr(0, nl));
-                                pending.erase(0, nl + 1);
-                            }
-                            if (pending.size() > kMaxLogLine) {
-                                on_log(pending);
-                                pending.clear();
-                            }
+                    for (ssize_t n; in && (n = ::read(in.get(), buf, sizeof buf)) > 0;) {
+                        pending.append(buf, static_cast<std::size_t>(n));
+                        for (auto nl = pending.find('\n'); nl != std::string::npos; nl = pending.find('\n')) {
+                            on_log(pending.substr(0, nl));
+                            pending.erase(0, nl + 1);
+                        }
+                        if (pending.size() > kMaxLogLine) {
+                            on_log(pending);
+                            pending.clear();
                         }
                     }
                     if (last) break;
@@ -1716,6 +1832,10 @@ private:
     std::int64_t sync_timeout_ms_ = 100000, build_timeout_ms_ = 600000, max_per_project_ = 50, max_per_app_ = 20;
     std::string npm_;
     std::string python_;
+    std::uint64_t max_build_bytes_ = 2ull << 30;
+    std::set<std::string> build_registries_;
+    hangar::egress::Policy fetch_policy_;
+    std::string build_ca_file_; // the trust store a build's npm and pip use (the system's)
 
     std::mutex logs_mutex_;
     std::map<std::string, std::shared_ptr<EventLog>> logs_;

@@ -1,6 +1,5 @@
-# Writes a pyproject.toml's [project] dependencies as a requirements file, run on the host by the
-# apps plugin's build with Debian's python3 (tomllib): the project itself is never built, so no
-# build backend or setup.py of the app runs outside a sandbox.
+# Writes a pyproject.toml's [project] dependencies as a requirements file, run by build.mjs in the
+# app's build sandbox with Debian's python3 (tomllib): the project itself is never built.
 import sys
 import tomllib
 
