@@ -25,6 +25,7 @@ const std::map<std::string, std::string> kEnvKeys = {
     {"HANGAR_API_KEY", "auth.bootstrap_key"},
     {"HANGAR_PLUGIN_DIR", "plugins.extra_dirs"},
     {"HANGAR_PUBLIC_URL", "server.public_url"},
+    {"HANGAR_MAX_LONG_REQUESTS_PER_PROJECT", "server.max_long_requests_per_project"},
     {"HANGAR_NODE_NAME", "node.name"},
     {"HANGAR_NODE_HEARTBEAT_SECONDS", "node.heartbeat_seconds"},
     {"HANGAR_NODE_MAX_BROWSERS", "node.max_browsers"},
