@@ -9,6 +9,7 @@
 #include "store.hpp"
 #include "util.hpp"
 
+#include <Poco/Buffer.h>
 #include <Poco/Net/HTTPClientSession.h>
 #include <Poco/Net/HTTPRequest.h>
 #include <Poco/Net/HTTPResponse.h>
@@ -95,8 +96,8 @@ std::function<void()> hold_connection(HostCore &core, const hangar_request &req,
     };
 }
 
-// What a relay copies at a time, either way.
-constexpr std::size_t kRelayChunk = 64 * 1024;
+// What a relay copies at a time, either way: what one request thread holds of a body.
+constexpr std::size_t kRelayChunk = 128 * 1024;
 
 bool wants_stream(const hangar_request &req) {
     auto &h = req.http;
@@ -151,7 +152,8 @@ void abort_response(hangar_request &req) {
 
 // Writes the upstream's answer to the client as it arrives, a bounded chunk at a time: what an
 // instance sends (a 1 GiB file read) never sits in this process's memory whole.
-void stream_answer(hangar_request &req, hangar_response &res, const Poco::Net::HTTPResponse &answer, std::istream &in) {
+void stream_answer(hangar_request &req, hangar_response &res, Poco::Net::HTTPClientSession &session,
+                   const Poco::Net::HTTPResponse &answer, std::istream &in) {
     auto &http = res.http;
     const int status = answer.getStatus();
     res.status = status;
@@ -172,6 +174,32 @@ void stream_answer(hangar_request &req, hangar_response &res, const Poco::Net::H
         http.setChunkedTransferEncoding(true);
     } else if (!bodiless) {
         http.setKeepAlive(false); // an HTTP/1.0 client learns the end when the connection closes
+    }
+    if (length && !bodiless) {
+        // Poco's HTTP streams move 4 KiB per system call; a body of known length goes from socket
+        // to socket a chunk at a time instead (the head written as Poco would).
+        std::ostringstream head;
+        http.write(head);
+        auto &client = static_cast<Poco::Net::HTTPServerRequestImpl &>(req.http).session().socket();
+        res.sent = true;
+        const std::string h = head.str();
+        client.sendBytes(h.data(), static_cast<int>(h.size()));
+        Poco::Buffer<char> early(0); // what the session read along with the answer's head
+        session.drainBuffer(early);
+        std::uint64_t left = *length;
+        const auto first = static_cast<int>(std::min<std::uint64_t>(early.size(), left));
+        if (first > 0 && client.sendBytes(early.begin(), first) != first) return abort_response(req);
+        left -= static_cast<std::uint64_t>(first);
+        std::vector<char> buf(kRelayChunk);
+        auto &upstream = session.socket();
+        upstream.setReceiveTimeout(session.getTimeout());
+        while (left > 0) {
+            const int n =
+                upstream.receiveBytes(buf.data(), static_cast<int>(std::min<std::uint64_t>(buf.size(), left)));
+            if (n <= 0 || client.sendBytes(buf.data(), n) != n) return abort_response(req); // cut short, or gone
+            left -= static_cast<std::uint64_t>(n);
+        }
+        return;
     }
     std::ostream &to = http.send();
     res.sent = true;
@@ -311,7 +339,7 @@ int relay(hangar_request &req, hangar_response &res, const Upstream &up, const s
             set_error(res, 502, "upstream_unavailable", "the upstream answered 421, which it may not");
             return 0;
         }
-        stream_answer(req, res, answer, in);
+        stream_answer(req, res, session, answer, in);
     } catch (const std::exception &e) {
         core.log.warning("relay to %s failed: %s", up.address, std::string(e.what()));
         if (res.sent) abort_response(req); // the head went out: the client must see the answer cut
