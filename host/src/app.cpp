@@ -78,7 +78,8 @@ void setup_logging(const std::string &level, const std::string &format) {
     else
         fmt = new Poco::PatternFormatter("%Y-%m-%d %H:%M:%S.%i %p %s: %t");
     Poco::AutoPtr<Poco::ConsoleChannel> console(new Poco::ConsoleChannel(std::cerr));
-    Poco::AutoPtr<Poco::FormattingChannel> channel(new Poco::FormattingChannel(fmt, console));
+    Poco::AutoPtr<Poco::FormattingChannel> formatted(new Poco::FormattingChannel(fmt, console));
+    Poco::AutoPtr<RedactingChannel> channel(new RedactingChannel(formatted));
     Poco::Logger::root().setChannel(channel);
     Poco::Logger::root().setLevel(level.empty() ? "information" : level);
     Poco::Logger::setLevel("", Poco::Logger::parseLevel(level.empty() ? "information" : level));

@@ -28,6 +28,7 @@ const std::map<std::string, std::string> kEnvKeys = {
     {"HANGAR_REDIRECT_ORIGINS", "server.redirect_origins"},
     {"HANGAR_FETCH_ALLOW", "server.fetch_allow"},
     {"HANGAR_FETCH_ALLOW_PRIVATE_NETWORKS", "server.fetch_allow_private_networks"},
+    {"HANGAR_MAX_LONG_REQUESTS_PER_PROJECT", "server.max_long_requests_per_project"},
     {"HANGAR_NODE_NAME", "node.name"},
     {"HANGAR_NODE_HEARTBEAT_SECONDS", "node.heartbeat_seconds"},
     {"HANGAR_NODE_MAX_BROWSERS", "node.max_browsers"},

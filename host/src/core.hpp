@@ -64,6 +64,28 @@ private:
     std::map<std::string, Entry> entries_;
 };
 
+// Tenant ↔ tenant load: how many long requests (an answer an instance decides the length of, an
+// SSE stream, a live-view bridge, a route flagged HANGAR_ROUTE_LONG) each project has open at
+// once. Beyond `[server] max_long_requests_per_project` a project's next one is refused (429), so
+// one tenant cannot hold every request thread or stream while others wait.
+class LongRequests {
+public:
+    // Holds one of a project's places until the last copy is gone (a stream's close callback
+    // keeps a copy after the request thread has moved on).
+    using Slot = std::shared_ptr<const void>;
+    void set_limit(std::size_t limit) { limit_ = limit; } // 0: no cap; set before serving
+    std::size_t limit() const { return limit_; }
+    // Null when `project` already holds `limit` places.
+    Slot try_acquire(const std::string &project);
+    std::size_t held(const std::string &project) const;
+
+private:
+    void release(const std::string &project);
+    std::size_t limit_ = 0;
+    mutable std::mutex mutex_;
+    std::map<std::string, std::size_t> held_;
+};
+
 class Services {
 public:
     bool add(const std::string &name, const std::string &owner, hangar_service_fn fn, void *user);
@@ -136,6 +158,8 @@ struct HostCore {
     // Set as the server begins a stop that leaves sessions running for the next start to adopt;
     // plugins read it as the config key runtime.stopping_keeps_sessions.
     std::atomic<bool> stopping_keeps_sessions{false};
+    // Before the loop and the bridges: their streams' close callbacks give places back.
+    LongRequests long_requests;
     EventLoop loop;
     WsBridges bridges;
     Router<RouteTarget> router;
@@ -203,6 +227,10 @@ struct hangar_request {
     const std::string *route = nullptr;           // the matched pattern, for the audit log
     std::optional<hangar::host::Caller> caller{}; // set once authenticated
     std::string browser_session = {};             // {id} of a /browsers/{id}/... route: a per-browser API call
+    // The most body req_body reads: max_body_bytes, or far less for a request that carries no
+    // credential (anyone may send it).
+    std::size_t body_limit = 0;
+    hangar::host::LongRequests::Slot long_slot = {}; // this request's place among its project's long ones
 };
 
 struct hangar_response {
@@ -218,6 +246,9 @@ struct hangar_response {
     bool sent = false;       // the response was written directly (plain relay)
     // Answered by the node that runs the browser (relay_to_owner_node), which audits it.
     bool relayed_to_node = false;
+    // The node a plugin named in its own 421 wrong_node answer (set_error): only that is relayed,
+    // to the URL the node table gives for it. A 421 copied from anywhere else never is.
+    std::string owner_node = {};
 };
 
 struct hangar_stream {

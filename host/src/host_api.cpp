@@ -252,7 +252,7 @@ int req_body(hangar_request *r, hangar_str *out) {
         try {
             std::string body;
             auto &in = r->http.stream();
-            std::size_t limit = r->core->max_body_bytes;
+            std::size_t limit = r->body_limit ? r->body_limit : r->core->max_body_bytes;
             char buf[16384];
             while (in.read(buf, sizeof buf) || in.gcount() > 0) {
                 body.append(buf, static_cast<std::size_t>(in.gcount()));
@@ -313,8 +313,9 @@ hangar_stream *sse_open(hangar_response *r) {
         head += "\r\n";
         auto *core = r->core;
         core->metrics.connection_opened("sse");
-        auto conn =
-            core->loop.add_sse(std::move(fd), std::move(head), [core] { core->metrics.connection_closed("sse"); });
+        // The stream keeps its project's place among the long requests until it ends.
+        auto conn = core->loop.add_sse(std::move(fd), std::move(head),
+                                       [core, slot = r->req->long_slot] { core->metrics.connection_closed("sse"); });
         return new hangar_stream{conn};
     } catch (const std::exception &) {
         return nullptr;
@@ -540,6 +541,15 @@ int instance_call(hangar_plugin_ctx *ctx, hangar_str id, hangar_str method, hang
     try {
         auto r = hangar::host::unix_http_call(*socket, st(method), st(path), st(body),
                                               timeout_ms ? static_cast<int>(timeout_ms) : 60000);
+        // A 421 asks the host to relay a request to another node: routing an instance does not
+        // decide (whatever runs in the sandbox may answer here).
+        if (r.status == 421) {
+            fill(out, json{{"code", "upstream_unavailable"},
+                           {"message", "the browser instance answered 421, which it may not"}}
+                          .dump());
+            *out_status = 502;
+            return -1;
+        }
         *out_status = r.status;
         return fill(out, r.body);
     } catch (const std::exception &e) {

@@ -42,6 +42,10 @@ void set_error(hangar_response &res, int status, const std::string &code, const 
     res.content_type = "application/json";
     res.body = body.dump();
     res.file.reset();
+    res.owner_node.clear();
+    if (status == 421 && code == "wrong_node" && body.contains("details"))
+        for (const auto &d : body["details"])
+            if (d.is_object() && d.value("code", "") == "owner_node") res.owner_node = d.value("message", "");
     // Retrying cannot fix these; tell the SDK so it does not resend (it retries 409/429/5xx).
     if (status == 409 || status == 501) res.headers.emplace_back("x-should-retry", "false");
     if (code == "store_unavailable") {
@@ -50,9 +54,56 @@ void set_error(hangar_response &res, int status, const std::string &code, const 
     }
 }
 
+LongRequests::Slot LongRequests::try_acquire(const std::string &project) {
+    {
+        std::lock_guard lock(mutex_);
+        auto &n = held_[project];
+        if (limit_ > 0 && n >= limit_) return nullptr;
+        ++n;
+    }
+    // The deleter gives the place back; the pointer itself points at nothing of interest.
+    return Slot(this, [project](LongRequests *self) { self->release(project); });
+}
+
+void LongRequests::release(const std::string &project) {
+    std::lock_guard lock(mutex_);
+    if (auto it = held_.find(project); it != held_.end() && --it->second == 0) held_.erase(it);
+}
+
+std::size_t LongRequests::held(const std::string &project) const {
+    std::lock_guard lock(mutex_);
+    auto it = held_.find(project);
+    return it == held_.end() ? 0 : it->second;
+}
+
+bool take_long_slot(hangar_request &req, hangar_response &res) {
+    auto &core = *req.core;
+    if (core.role != HANGAR_ROLE_SERVER || !req.caller || req.long_slot) return true;
+    const auto &who = req.caller->project_id.empty() ? req.caller->org_id : req.caller->project_id;
+    req.long_slot = core.long_requests.try_acquire(who);
+    if (req.long_slot) return true;
+    set_error(res, 429, "rate_limited",
+              "project " + (req.caller->project_name.empty() ? who : req.caller->project_name) + " has " +
+                  std::to_string(core.long_requests.limit()) +
+                  " long requests open (process runs, streams, pool acquires, instance answers), the most "
+                  "[server] max_long_requests_per_project allows; retry when one has ended");
+    res.headers.emplace_back("Retry-After", "1");
+    return false;
+}
+
 namespace {
 
 const std::string kNoScope;
+
+// What a request without credentials may send: the routes anyone can reach read small JSON.
+constexpr std::size_t kAnonymousBodyLimit = 64 * 1024;
+
+// Routes whose handler waits on other work for as long as the caller asks (a long-poll), so they
+// count as long requests although nothing is relayed. Listed here because the plugin ABI has no
+// route flag for it yet (one would be appended to ABI 1 and set by the plugin instead).
+bool long_poll(const std::string &method, const std::string *pattern) {
+    return pattern && method == "POST" && *pattern == "/browser_pools/{id_or_name}/acquire";
+}
 
 // Finds which plugin owns a path the router does not know, for a helpful 404/501.
 std::optional<std::string> owning_area(const HostCore &core, const std::string &path) {
@@ -204,7 +255,8 @@ public:
         auto started_precise = std::chrono::steady_clock::now();
         hangar_request req{&core_, http,  http.getMethod(), {}, {}, {}, {}, {}, "{}", random_token(16), {}, 0, {},
                            false,  false, nullptr,          {}};
-        hangar_response res{&core_, &req, httpRes, 0, {}, {}, {}, {}, false, false};
+        hangar_response res{&core_, &req, httpRes, 0, {}, {}, {}, {}, false, false, false, {}};
+        req.body_limit = core_.max_body_bytes;
         const std::string &uri = http.getURI();
         auto q = uri.find('?');
         req.raw_path = uri.substr(0, q);
@@ -233,7 +285,16 @@ public:
             if (!res.taken_over && !res.sent)
                 set_error(res, 500, "internal", "internal error (request " + req.request_id + ")");
         }
-        if (res.status == 421 && !res.taken_over && !res.sent) relay_to_owner_node(req, res);
+        // Only a plugin's own decision is a relay; a 421 copied from an instance (or anything
+        // else a plugin passes on) is an upstream that misbehaved.
+        if (res.status == 421 && !res.taken_over && !res.sent) {
+            if (!res.owner_node.empty())
+                relay_to_owner_node(req, res);
+            else
+                set_error(res, 502, "upstream_unavailable",
+                          "the upstream of this request answered 421, which a "
+                          "browser instance may not answer");
+        }
         // A plugin whose SQL met a store outage answers 500 (its SDK sees one error code): the
         // outage is the answer, with the Retry-After a client backs off by.
         if (Store::unavailable_seen(true) && !res.taken_over && !res.sent && res.status >= 500 && res.status != 503)
@@ -279,6 +340,13 @@ private:
     }
 
     void dispatch(hangar_request &req, hangar_response &res) {
+        // It steers placement (a create or acquire another node sent here stays here): only a
+        // node of this store, proving it with the key they share, may send it.
+        if (core_.role == HANGAR_ROLE_SERVER && req.http.has(kRelayedByHeader) && !genuine_node_relay(req))
+            return set_error(res, 400, "bad_request",
+                             std::string(kRelayedByHeader) +
+                                 " is for relays between the nodes of a Hangar cluster, which prove it with " +
+                                 kRelayProofHeader + "; this request's proof is missing, expired or wrong");
         // {base_url}/fs/... with the browser's token: the same route, the session's project as caller.
         if (direct_vm_request(core_, req, res)) {
             if (!req.caller) return; // refused
@@ -329,11 +397,15 @@ private:
                                  "the " + feature + " feature is turned off for project " + req.caller->project_name +
                                      " by the administrator (insufficient permissions or plan)");
         }
-        if (req.http.hasContentLength() &&
-            req.http.getContentLength64() > static_cast<Poco::Int64>(core_.max_body_bytes))
+        if (core_.role == HANGAR_ROLE_SERVER && !req.caller && !carries_token(req))
+            req.body_limit = std::min(req.body_limit, kAnonymousBodyLimit);
+        if (req.http.hasContentLength() && req.http.getContentLength64() > static_cast<Poco::Int64>(req.body_limit))
             return set_error(res, 413, "payload_too_large",
-                             "the request body is larger than the " + std::to_string(core_.max_body_bytes) +
-                                 "-byte limit");
+                             "the request body is larger than the " + std::to_string(req.body_limit) + "-byte limit" +
+                                 (req.body_limit < core_.max_body_bytes ? " for requests without an API key" : ""));
+        const bool event_stream = (target.flags & HANGAR_ROUTE_STREAMING) && !req.http.has("Upgrade") &&
+                                  req.http.get("Accept", "").find("text/event-stream") != std::string::npos;
+        if ((event_stream || long_poll(req.method, match.pattern)) && !take_long_slot(req, res)) return;
 
         // A call on one browser's sub-resources counts as activity on that session while it runs.
         std::optional<std::string> activity_key;
@@ -354,7 +426,20 @@ private:
         // The plugin saw only "body unreadable"; the host owes the caller the real reason.
         if (req.body_too_large && !res.taken_over && !res.sent)
             set_error(res, 413, "payload_too_large",
-                      "the request body is larger than the " + std::to_string(core_.max_body_bytes) + "-byte limit");
+                      "the request body is larger than the " + std::to_string(req.body_limit) + "-byte limit");
+    }
+
+    // A capability token of ours (a cdp_ws_url's jwt, a live-view path, a flow token as the
+    // bearer) stands in for the API key on public routes, and with it the usual body limit.
+    bool carries_token(const hangar_request &req) const {
+        if (!core_.tokens) return false;
+        auto ours = [&](const std::string &t) { return t.rfind("eyJ", 0) == 0 && core_.tokens->verify(t); };
+        for (const auto &[k, v] : req.query)
+            if (k == "jwt" && ours(v)) return true;
+        for (const auto &seg : path_segments(req.path))
+            if (ours(seg)) return true;
+        auto authz = req.http.get("Authorization", "");
+        return authz.rfind("Bearer ", 0) == 0 && ours(authz.substr(7));
     }
 
     bool authenticate(hangar_request &req, hangar_response &res) {
@@ -468,6 +553,10 @@ std::unique_ptr<Poco::Net::HTTPServer> make_tcp_server(HostCore &core, const std
     socket.listen(256);
     port = socket.address().port();
     auto threads = static_cast<std::size_t>(core.config.get_int("server.threads", 256));
+    // An eighth of the threads each: a tenant at its cap leaves the rest to the others.
+    core.long_requests.set_limit(static_cast<std::size_t>(
+        std::max(0LL, core.config.get_int("server.max_long_requests_per_project",
+                                          static_cast<long long>(std::max<std::size_t>(threads / 8, 1))))));
     static Poco::ThreadPool pool("http", 4, static_cast<int>(threads), 10);
     return std::make_unique<Poco::Net::HTTPServer>(new HandlerFactory(core), pool, socket, server_params(threads));
 }

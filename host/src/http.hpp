@@ -37,9 +37,22 @@ struct Upstream {
 int relay(hangar_request &req, hangar_response &res, const Upstream &up, const std::string &path,
           const std::string &activity_key);
 // A plugin answered 421 wrong_node (plugin.h, res_error): the request goes, as received, to the
-// node named in the answer, which answers the client. Marked with X-Hangar-Relayed-By so that a
-// node which does not own the browser either answers 502 instead of relaying a second time.
+// public URL the store's node table lists for the node named in the answer (never a URL from the
+// answer itself), which answers the client; 502 when that node is not live. Marked with
+// X-Hangar-Relayed-By and its proof, so that a node which does not own the browser either answers
+// 502 instead of relaying a second time.
 void relay_to_owner_node(hangar_request &req, hangar_response &res);
+
+// Node-to-node relays: who relayed, and proof that it was a node of this store (relay_proof.hpp).
+inline constexpr const char *kRelayedByHeader = "X-Hangar-Relayed-By";
+inline constexpr const char *kRelayProofHeader = "X-Hangar-Relay-Proof";
+// Whether the request's X-Hangar-Relayed-By comes with a valid, fresh proof for this request.
+bool genuine_node_relay(const hangar_request &req);
+
+// Takes the request's place among its project's long requests (LongRequests, core.hpp); when the
+// project holds them all, answers 429 rate_limited with Retry-After and returns false. No-op
+// without a caller, on the agent, or when the request holds a place already.
+bool take_long_slot(hangar_request &req, hangar_response &res);
 // Completes a WebSocket upgrade and closes it with a code and reason.
 void ws_reject(hangar_request &req, hangar_response &res, std::uint16_t code, const std::string &reason);
 // Completes a WebSocket upgrade and bridges its messages to a byte stream on a unix socket, on

@@ -438,6 +438,19 @@ json list_nodes(Store &store, std::int64_t now) {
     return out;
 }
 
+std::optional<std::string> serving_node_url(Store &store, const std::string &name, std::int64_t now) {
+    auto rows =
+        store.exec("SELECT public_url, heartbeat_at, heartbeat_seconds, stopped_at FROM nodes WHERE name = ?", {name});
+    if (rows.empty()) return std::nullopt;
+    const auto &row = rows[0];
+    if (node_state(stopped(row), int_of(row, "heartbeat_at"), int_of(row, "heartbeat_seconds", 5), now) !=
+        NodeState::live)
+        return std::nullopt;
+    auto url = row.value("public_url", "");
+    if (url.empty()) return std::nullopt;
+    return url;
+}
+
 std::string format_nodes(const json &nodes) {
     std::vector<std::vector<std::string>> table = {
         {"NAME", "STATE", "PUBLIC URL", "BROWSERS", "MAX", "SPARES", "MEM AVAILABLE", "LAST HEARTBEAT"}};

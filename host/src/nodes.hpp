@@ -18,6 +18,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -121,6 +122,9 @@ std::int64_t request_drain(Store &store, const std::string &name, std::int64_t n
 void migrate_nodes(Store &store);
 // Every row, oldest first, with its state at `now_ms` (for `hangar nodes`).
 nlohmann::json list_nodes(Store &store, std::int64_t now_ms);
+// The public URL of node `name` while it serves (live or draining) at `now_ms`, from the store's
+// node table: where requests for what it runs are relayed. nullopt when unknown, stale or stopped.
+std::optional<std::string> serving_node_url(Store &store, const std::string &name, std::int64_t now_ms);
 // The `hangar nodes` table for people.
 std::string format_nodes(const nlohmann::json &nodes);
 

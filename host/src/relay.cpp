@@ -1,18 +1,24 @@
 // Relays a request to an agent's unix socket or a loopback TCP port. Upgrades and SSE requests
 // are spliced byte for byte in the event loop (frames are never parsed, so CDP pays only the
-// copy); plain requests are forwarded on the request thread and the answer copied back.
+// copy); plain requests are forwarded on the request thread, the body and the answer streamed
+// through a bounded buffer.
 #include "http.hpp"
 #include "metrics.hpp"
+#include "nodes.hpp"
+#include "relay_proof.hpp"
+#include "store.hpp"
 #include "util.hpp"
 
+#include <Poco/Buffer.h>
 #include <Poco/Net/HTTPClientSession.h>
 #include <Poco/Net/HTTPRequest.h>
 #include <Poco/Net/HTTPResponse.h>
+#include <Poco/Net/HTTPServerRequestImpl.h>
+#include <Poco/Net/HTTPServerSession.h>
 #include <Poco/Net/NetException.h>
 #include <Poco/Net/SocketAddress.h>
 #include <Poco/Net/StreamSocket.h>
 #include <Poco/Net/WebSocket.h>
-#include <Poco/StreamCopier.h>
 #include <Poco/URI.h>
 #include <hangar/fd_passing.hpp>
 #include <nlohmann/json.hpp>
@@ -39,9 +45,10 @@ const std::set<std::string> kHopByHop = {"connection",        "keep-alive", "pro
                                          "transfer-encoding", "te",         "trailer",
                                          "upgrade",           "host",       "content-length"};
 // The caller's API key stays with the server: an instance (and whatever runs in it) never sees it.
-// Another node checks it itself.
+// Another node checks it itself. Nor does an instance see how nodes prove their relays.
 bool never_forward(const Upstream &up, const std::string &name) {
-    return !up.hangar_node && iequals(name, "Authorization");
+    return !up.hangar_node &&
+           (iequals(name, "Authorization") || iequals(name, kRelayedByHeader) || iequals(name, kRelayProofHeader));
 }
 
 std::string lower(std::string s) {
@@ -77,21 +84,134 @@ std::string target_uri(const hangar_request &req, const std::string &path) {
 namespace fdp = hangar::fd_passing;
 
 // Counts a long-lived connection as its session's activity and in the metrics, until the
-// returned function runs.
+// returned function runs, and keeps it
+// counted in its project's long requests when the request holds a place there.
 std::function<void()> hold_connection(HostCore &core, const hangar_request &req, const std::string &activity_key) {
     if (!activity_key.empty()) core.activity.begin(activity_key);
     std::string kind = core.role == HANGAR_ROLE_SERVER ? connection_kind(req) : std::string();
     if (!kind.empty()) core.metrics.connection_opened(kind);
-    return [&core, activity_key, kind] {
+    return [&core, activity_key, kind, slot = req.long_slot] {
         if (!activity_key.empty()) core.activity.end(activity_key);
         if (!kind.empty()) core.metrics.connection_closed(kind);
     };
 }
 
+// What a relay copies at a time, either way: what one request thread holds of a body.
+constexpr std::size_t kRelayChunk = 128 * 1024;
+
 bool wants_stream(const hangar_request &req) {
     auto &h = req.http;
     if (h.has("Upgrade")) return true;
     return h.has("Accept") && h.get("Accept").find("text/event-stream") != std::string::npos;
+}
+
+// The request's body goes on as it is read, never more than its limit: a relay holds a bounded
+// buffer whatever the size. Returns false with the answer set when the body is too large.
+bool send_body(hangar_request &req, hangar_response &res, Poco::Net::HTTPClientSession &session,
+               Poco::Net::HTTPRequest &out) {
+    const bool has_body = req.http.hasContentLength() || req.http.getChunkedTransferEncoding();
+    if (req.body || !has_body) {
+        const std::string none;
+        const std::string &body = req.body ? *req.body : none;
+        if (!body.empty() || req.method == "POST" || req.method == "PUT" || req.method == "PATCH")
+            out.setContentLength64(static_cast<Poco::Int64>(body.size()));
+        session.sendRequest(out) << body;
+        return true;
+    }
+    const std::size_t limit = req.body_limit ? req.body_limit : req.core->max_body_bytes;
+    if (req.http.hasContentLength())
+        out.setContentLength64(req.http.getContentLength64());
+    else
+        out.setChunkedTransferEncoding(true);
+    std::ostream &to = session.sendRequest(out);
+    std::istream &from = req.http.stream();
+    std::vector<char> buf(kRelayChunk);
+    std::size_t total = 0;
+    while (from.read(buf.data(), static_cast<std::streamsize>(buf.size())) || from.gcount() > 0) {
+        total += static_cast<std::size_t>(from.gcount());
+        if (total > limit) {
+            req.body_failed = req.body_too_large = true;
+            set_error(res, 413, "payload_too_large",
+                      "the request body is larger than the " + std::to_string(limit) + "-byte limit");
+            return false;
+        }
+        to.write(buf.data(), from.gcount());
+    }
+    req.body_failed = true; // read away: a plugin that asks for it now gets none
+    return true;
+}
+
+// Ends the client's connection without the rest of an answer whose head went out, so the client
+// sees it cut short instead of a shorter answer that looks whole.
+void abort_response(hangar_request &req) {
+    try {
+        static_cast<Poco::Net::HTTPServerRequestImpl &>(req.http).session().socket().shutdown();
+    } catch (const Poco::Exception &) {
+    }
+}
+
+// Writes the upstream's answer to the client as it arrives, a bounded chunk at a time: what an
+// instance sends (a 1 GiB file read) never sits in this process's memory whole.
+void stream_answer(hangar_request &req, hangar_response &res, Poco::Net::HTTPClientSession &session,
+                   const Poco::Net::HTTPResponse &answer, std::istream &in) {
+    auto &http = res.http;
+    const int status = answer.getStatus();
+    res.status = status;
+    for (const auto &[name, value] : res.headers)
+        http.add(name, value);
+    for (const auto &[name, value] : answer) {
+        auto l = lower(name);
+        if (kHopByHop.count(l) || l == "x-request-id") continue;
+        http.add(name, value);
+    }
+    http.setStatusAndReason(static_cast<Poco::Net::HTTPResponse::HTTPStatus>(status), answer.getReason());
+    const bool bodiless = req.method == "HEAD" || status == 204 || status == 304 || (status >= 100 && status < 200);
+    std::optional<std::uint64_t> length;
+    if (answer.hasContentLength()) {
+        length = static_cast<std::uint64_t>(answer.getContentLength64());
+        http.setContentLength64(answer.getContentLength64());
+    } else if (!bodiless && req.http.getVersion() == Poco::Net::HTTPMessage::HTTP_1_1) {
+        http.setChunkedTransferEncoding(true);
+    } else if (!bodiless) {
+        http.setKeepAlive(false); // an HTTP/1.0 client learns the end when the connection closes
+    }
+    if (length && !bodiless) {
+        // Poco's HTTP streams move 4 KiB per system call; a body of known length goes from socket
+        // to socket a chunk at a time instead (the head written as Poco would).
+        std::ostringstream head;
+        http.write(head);
+        auto &client = static_cast<Poco::Net::HTTPServerRequestImpl &>(req.http).session().socket();
+        res.sent = true;
+        const std::string h = head.str();
+        client.sendBytes(h.data(), static_cast<int>(h.size()));
+        Poco::Buffer<char> early(0); // what the session read along with the answer's head
+        session.drainBuffer(early);
+        std::uint64_t left = *length;
+        const auto first = static_cast<int>(std::min<std::uint64_t>(early.size(), left));
+        if (first > 0 && client.sendBytes(early.begin(), first) != first) return abort_response(req);
+        left -= static_cast<std::uint64_t>(first);
+        std::vector<char> buf(kRelayChunk);
+        auto &upstream = session.socket();
+        upstream.setReceiveTimeout(session.getTimeout());
+        while (left > 0) {
+            const int n =
+                upstream.receiveBytes(buf.data(), static_cast<int>(std::min<std::uint64_t>(buf.size(), left)));
+            if (n <= 0 || client.sendBytes(buf.data(), n) != n) return abort_response(req); // cut short, or gone
+            left -= static_cast<std::uint64_t>(n);
+        }
+        return;
+    }
+    std::ostream &to = http.send();
+    res.sent = true;
+    if (bodiless) return;
+    std::vector<char> buf(kRelayChunk);
+    std::uint64_t copied = 0;
+    while (in.read(buf.data(), static_cast<std::streamsize>(buf.size())) || in.gcount() > 0) {
+        to.write(buf.data(), in.gcount());
+        if (!to) return abort_response(req); // the client went away
+        copied += static_cast<std::uint64_t>(in.gcount());
+    }
+    if (length && copied != *length) abort_response(req); // the upstream sent less than it said
 }
 
 } // namespace
@@ -104,6 +224,10 @@ int relay(hangar_request &req, hangar_response &res, const Upstream &up, const s
         set_error(res, 500, "internal", "route is not registered as streaming");
         return 0;
     }
+    // How long an instance takes to answer is the instance's to decide, and it may be hostile: an
+    // answer relayed from one holds a place among its project's long requests. (Another node
+    // counts what it relays to its own instances; a WebSocket leaves the request thread at once.)
+    if (!up.hangar_node && !req.http.has("Upgrade") && !take_long_slot(req, res)) return 0;
     Poco::Net::StreamSocket upstream;
     try {
         upstream = connect_upstream(up);
@@ -207,64 +331,56 @@ int relay(hangar_request &req, hangar_response &res, const Upstream &up, const s
             if (!kHopByHop.count(lower(name)) && !never_forward(up, name)) out.add(name, value);
         out.setHost(host_header(up));
         out.setKeepAlive(false);
-        std::string body;
-        if (req.body) {
-            body = *req.body;
-        } else if (req.http.hasContentLength() || req.http.getChunkedTransferEncoding()) {
-            hangar_str read{};
-            if (core.api()->req_body(&req, &read) != 0) {
-                set_error(res, 413, "payload_too_large",
-                          "the request body is larger than the " + std::to_string(core.max_body_bytes) + "-byte limit");
-                return 0;
-            }
-            body.assign(read.ptr ? read.ptr : "", read.len);
-        }
-        if (!body.empty() || req.method == "POST" || req.method == "PUT" || req.method == "PATCH")
-            out.setContentLength64(static_cast<Poco::Int64>(body.size()));
-        session.sendRequest(out) << body;
+        if (!send_body(req, res, session, out)) return 0;
         Poco::Net::HTTPResponse answer;
         std::istream &in = session.receiveResponse(answer);
-        res.status = answer.getStatus();
-        for (const auto &[name, value] : answer) {
-            auto l = lower(name);
-            if (kHopByHop.count(l) || l == "content-type" || l == "x-request-id") continue;
-            res.headers.emplace_back(name, value);
+        if (answer.getStatus() == Poco::Net::HTTPResponse::HTTP_MISDIRECTED_REQUEST) {
+            // 421 is how a plugin asks for a relay to another node: never an upstream's to say.
+            set_error(res, 502, "upstream_unavailable", "the upstream answered 421, which it may not");
+            return 0;
         }
-        res.content_type = answer.getContentType();
-        std::string payload;
-        Poco::StreamCopier::copyToString(in, payload);
-        res.body = std::move(payload);
+        stream_answer(req, res, session, answer, in);
     } catch (const std::exception &e) {
         core.log.warning("relay to %s failed: %s", up.address, std::string(e.what()));
-        return -1;
+        if (res.sent) abort_response(req); // the head went out: the client must see the answer cut
+        return res.sent ? 0 : -1;
     }
     return 0;
 }
 
+bool genuine_node_relay(const hangar_request &req) {
+    auto &core = *req.core;
+    if (!core.tokens || !req.http.has(kRelayProofHeader)) return false;
+    return relay_proof_valid(relay_proof_key(core.tokens->secret()), req.http.get(kRelayProofHeader),
+                             req.http.get(kRelayedByHeader), req.method, req.http.getURI(),
+                             req.http.get("Authorization", ""), now_ms());
+}
+
 void relay_to_owner_node(hangar_request &req, hangar_response &res) {
-    constexpr const char *kRelayedBy = "X-Hangar-Relayed-By";
     auto &core = *req.core;
     auto answer = json::parse(res.body, nullptr, false);
-    std::string message = answer.is_object() ? answer.value("message", "") : std::string();
-    std::string node;
-    std::string url;
-    if (answer.is_object() && answer.contains("details") && answer["details"].is_array())
-        for (const auto &d : answer["details"]) {
-            if (!d.is_object()) continue;
-            if (d.value("code", "") == "owner_node") node = d.value("message", "");
-            if (d.value("code", "") == "owner_url") url = d.value("message", "");
-        }
+    const std::string message = answer.is_object() ? answer.value("message", "") : std::string();
+    const std::string node = res.owner_node;
     auto unreachable = [&](const std::string &why) {
         set_error(res, 502, "upstream_unavailable", message + ": " + why);
     };
-    if (req.http.has(kRelayedBy))
-        return unreachable("node " + req.http.get(kRelayedBy) + " relayed this request here, and this node (" +
+    if (req.http.has(kRelayedByHeader))
+        return unreachable("node " + req.http.get(kRelayedByHeader) + " relayed this request here, and this node (" +
                            core.node_name + ") does not run it either");
+    // Where the owner is comes from the store, never from an answer: the caller's credentials go
+    // along, so they may only go to a node the store lists as serving.
+    std::optional<std::string> url;
+    try {
+        if (core.store && core.tokens && node != core.node_name) url = serving_node_url(*core.store, node, now_ms());
+    } catch (const StoreUnavailable &) {
+        return set_error(res, 503, "store_unavailable", kStoreUnavailableMessage);
+    }
+    if (!url) return unreachable("node " + node + " is not a serving node of this store");
     Poco::URI target;
     try {
-        target = Poco::URI(url);
+        target = Poco::URI(*url);
     } catch (const Poco::Exception &) {
-        return unreachable("its address is not a URL");
+        return unreachable("node " + node + "'s public URL is not a URL");
     }
     // Nodes speak plain HTTP to each other inside the cluster network; an https public URL sits
     // behind a terminating proxy whose certificate this node has no reason to hold.
@@ -274,14 +390,18 @@ void relay_to_owner_node(hangar_request &req, hangar_response &res) {
     res.status = 0;
     res.body.clear();
     res.content_type.clear();
+    res.owner_node.clear();
     std::erase_if(res.headers, [](const auto &h) { return !iequals(h.first, "X-Request-Id"); });
-    req.http.set(kRelayedBy, core.node_name);
+    req.http.set(kRelayedByHeader, core.node_name);
+    req.http.set(kRelayProofHeader,
+                 relay_proof(relay_proof_key(core.tokens->secret()), core.node_name, req.method,
+                             target_uri(req, req.raw_path), req.http.get("Authorization", ""), now_ms()));
     res.relayed_to_node = true;
     Upstream up{false, target.getHost(), target.getPort(), true};
     // The request keeps its own path: both nodes serve the same routes.
     if (relay(req, res, up, req.raw_path, {}) != 0 && !res.taken_over && !res.sent) {
         res.relayed_to_node = false; // nobody else answered it
-        unreachable("node " + node + " at " + url + " did not answer");
+        unreachable("node " + node + " at " + *url + " did not answer");
     }
 }
 

@@ -25,6 +25,8 @@ public:
     std::string sign(const nlohmann::json &claims, std::uint32_t ttl_seconds) const;
     // The claims when the signature is ours, the algorithm is HS256 and it has not expired.
     std::optional<nlohmann::json> verify(const std::string &token) const;
+    // What keys for other purposes are derived from (relay_proof.hpp): one secret per store.
+    const std::string &secret() const { return secret_; }
 
 private:
     std::string secret_;

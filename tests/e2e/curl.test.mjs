@@ -11,7 +11,7 @@ import { after, before, describe, test } from 'node:test';
 import { BadRequestError, NotFoundError } from '@onkernel/sdk';
 import { chromium } from 'playwright-core';
 
-import { listenAllowed, rejectsWith, startServer } from './lib/server.mjs';
+import { listenAllowed, rejectsWith, startServer, waitFor } from './lib/server.mjs';
 
 let server;
 let client;
@@ -96,8 +96,10 @@ describe('curl through the browser', () => {
     const echoed = JSON.parse(res.body);
     assert.equal(echoed.method, 'GET');
     assert.match(echoed.headers.cookie ?? '', /page_cookie=from-page/);
-    // The SDK sent it to base_url with the jwt, as it would to Kernel's VM.
-    assert.match(server.output(), new RegExp(`POST /browser/vm/${session.session_id}/curl 200`));
+    // The SDK sent it to base_url with the jwt, as it would to Kernel's VM. (The access log line
+    // follows the answer, which the relay streams out before the request ends on the server.)
+    const logged = new RegExp(`POST /browser/vm/${session.session_id}/curl 200`);
+    await waitFor(() => logged.test(server.output()), { timeoutMs: 5_000, what: 'the access log line' });
     const browserUA = await page.evaluate(() => navigator.userAgent);
     assert.equal(echoed.headers['user-agent'], browserUA);
 

@@ -314,17 +314,17 @@ describe('two nodes on one PostgreSQL store', { skip: !onPostgres && 'needs HANG
     } finally {
       await relayedBidi.close();
     }
-    // A request that a node relayed already is never relayed again (two nodes that disagree
-    // about the owner would pass it back and forth): 502 naming both.
-    const looped = await a.fetch(`/browsers/${onB.session_id}/computer/screenshot`, {
+    // Only a node relays (the header steers placement): a client posing as node-c, without the
+    // proof nodes add with their shared key, is refused before anything runs.
+    const posed = await a.fetch(`/browsers/${onB.session_id}/computer/screenshot`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', 'x-hangar-relayed-by': 'node-c' },
       body: '{}',
     });
-    assert.equal(looped.status, 502);
-    const loopedBody = await looped.json();
-    assert.equal(loopedBody.code, 'upstream_unavailable');
-    assert.match(loopedBody.message, /runs on node node-b at .*node node-c relayed this request here/);
+    assert.equal(posed.status, 400);
+    const posedBody = await posed.json();
+    assert.equal(posedBody.code, 'bad_request');
+    assert.match(posedBody.message, /X-Hangar-Relayed-By/);
 
     const ended = await a.client.browsers.create({ headless: true });
     await waitFor(async () => (await byName(a.env))['node-a'].browsers === 2, { timeoutMs: 15_000, what: 'node-a at 2 browsers' });

@@ -14,6 +14,7 @@
 #include <Poco/StreamCopier.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <sstream>
@@ -123,7 +124,16 @@ private:
         auto line = in.substr(0, in.find("\r\n"));
         const std::string sse_head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n";
         std::string out;
-        if (line.find(" /sse") != std::string::npos) {
+        if (line.find(" /misdirected/") != std::string::npos) {
+            // A hostile instance: "the browser lives at <the port after /misdirected/>".
+            auto at = line.substr(line.find("/misdirected/") + 13);
+            std::string body =
+                R"({"code":"wrong_node","message":"moved","details":[{"code":"owner_node","message":"x"},)"
+                R"({"code":"owner_url","message":"http://127.0.0.1:)" +
+                at.substr(0, at.find(' ')) + R"("}]})";
+            out = "HTTP/1.1 421 Misdirected Request\r\nContent-Type: application/json\r\nContent-Length: " +
+                  std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
+        } else if (line.find(" /sse") != std::string::npos) {
             out = sse_head + "data: {\"up\":1}\n\ndata: {\"up\":2}\n\n";
         } else if (line.find(" /hold") != std::string::npos) {
             out = sse_head + "data: {\"up\":1}\n\n";
@@ -175,6 +185,8 @@ class HttpTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(testKeepAliveServesSeveralRequests);
     CPPUNIT_TEST(testPerBrowserCallCountsAsActivity);
     CPPUNIT_TEST(testPlainRelay);
+    CPPUNIT_TEST(testUpstream421IsNeverFollowed);
+    CPPUNIT_TEST(testRelayedByFromAClientIs400);
     CPPUNIT_TEST(testStreamRelayIsSpliced);
     CPPUNIT_TEST(testOpenRelayKeepsSessionActive);
     CPPUNIT_TEST(testRelayToDeadUpstreamIs502);
@@ -496,7 +508,36 @@ public:
         CPPUNIT_ASSERT_MESSAGE(seen, l.find("authorization") == std::string::npos); // the key stays here
         CPPUNIT_ASSERT_MESSAGE(seen, l.find("\r\ncontent-length: 5\r\n") != std::string::npos);
         CPPUNIT_ASSERT_MESSAGE(seen, seen.size() >= 5 && seen.compare(seen.size() - 5, 5, "hello") == 0);
-        CPPUNIT_ASSERT(host_->core.activity.idle_ms("relay-" + p) >= 1); // counted, and over
+        // Counted, and over: the answer streams out before the relay returns, so the end may
+        // follow the client's last byte by a moment.
+        for (int i = 0; i < 100 && host_->core.activity.idle_ms("relay-" + p) < 1; ++i)
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        CPPUNIT_ASSERT(host_->core.activity.idle_ms("relay-" + p) >= 1);
+    }
+
+    // Issue 40: an instance answering 421 with an owner_url does not move the caller's request.
+    void testUpstream421IsNeverFollowed() {
+        RawUpstream hostile;
+        RawUpstream elsewhere;
+        auto r = send("POST",
+                      "/ut/alpha/relay/" + std::to_string(hostile.port()) + "/misdirected/" +
+                          std::to_string(elsewhere.port()),
+                      {}, std::string("{}"));
+        CPPUNIT_ASSERT_EQUAL_MESSAGE(r.body, 502, r.status);
+        CPPUNIT_ASSERT_EQUAL(std::string("upstream_unavailable"), r.body_json()["code"].get<std::string>());
+        CPPUNIT_ASSERT_EQUAL(std::size_t(1), hostile.requests().size());
+        CPPUNIT_ASSERT(elsewhere.requests().empty());
+    }
+
+    void testRelayedByFromAClientIs400() {
+        using Headers = std::map<std::string, std::string>;
+        for (const Headers &h :
+             {Headers{{"X-Hangar-Relayed-By", "node-b"}},
+              Headers{{"X-Hangar-Relayed-By", "node-b"}, {"X-Hangar-Relay-Proof", "v1.1." + std::string(64, '0')}}}) {
+            auto r = send("GET", "/ut/alpha/hello/x", h);
+            CPPUNIT_ASSERT_EQUAL_MESSAGE(r.body, 400, r.status);
+            CPPUNIT_ASSERT(r.body.find("X-Hangar-Relayed-By") != std::string::npos);
+        }
     }
 
     void testStreamRelayIsSpliced() {
