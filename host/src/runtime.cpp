@@ -10,7 +10,6 @@
 #include <Poco/Net/HTTPResponse.h>
 #include <Poco/Net/SocketAddress.h>
 #include <Poco/Net/StreamSocket.h>
-#include <Poco/StreamCopier.h>
 
 #include <fcntl.h>
 #include <grp.h>
@@ -1306,8 +1305,17 @@ UnixCallResult unix_http_call(const std::string &socket, const std::string &meth
     session.sendRequest(req) << body;
     Poco::Net::HTTPResponse res;
     std::istream &in = session.receiveResponse(res);
+    // The agent may be hostile: what it answers is held in memory only up to a bound. The largest
+    // honest answer is a profile archive.
+    constexpr std::size_t kMaxAnswer = std::size_t{512} << 20;
     std::string out;
-    Poco::StreamCopier::copyToString(in, out);
+    char buf[65536];
+    while (in.read(buf, sizeof buf) || in.gcount() > 0) {
+        out.append(buf, static_cast<std::size_t>(in.gcount()));
+        if (out.size() > kMaxAnswer)
+            throw std::runtime_error("the instance's answer is larger than " + std::to_string(kMaxAnswer >> 20) +
+                                     " MiB");
+    }
     return {static_cast<int>(res.getStatus()), out};
 }
 

@@ -183,10 +183,12 @@ typedef struct hangar_host_v1 {
     void (*res_file)(hangar_response *res, hangar_str content_type, hangar_str path);
     /* Answers with the wire error body {code, message, details?}; `details_json` is a JSON
      * array of {code, message} or empty.
-     * Status 421 with code "wrong_node" and a detail {"code": "owner_url", "message": URL} is not
-     * sent to the client: it asks the host to relay the request, as received and with its
-     * credentials, to the Hangar node at URL (the node that runs what the request needs). The
-     * client gets that node's answer, or 502 when it cannot be reached. */
+     * Status 421 with code "wrong_node" and a detail {"code": "owner_node", "message": NAME} is
+     * not sent to the client: it asks the host to relay the request, as received and with its
+     * credentials, to the Hangar node NAME (the node that runs what the request needs), at the
+     * URL the store's node table lists for it; an "owner_url" detail is ignored. The client gets
+     * that node's answer, or 502 when it is not a serving node or cannot be reached. A 421 that
+     * an instance answers is never acted on. */
     void (*res_error)(hangar_response *res, int status, hangar_str code, hangar_str message, hangar_str details_json);
 
     /* streaming (routes flagged HANGAR_ROUTE_STREAMING only) */

@@ -125,7 +125,8 @@ public:
     static Error internal(const std::string &message) { return {500, "internal", message}; }
     static Error not_implemented(const std::string &message) { return {501, "not_implemented", message}; }
     // What the request needs runs on another node of the cluster: the host relays the request
-    // there (see res_error in plugin.h); the client never sees this status.
+    // to that node, at the URL its node table lists (see res_error in plugin.h: `url` is only
+    // said in the message's details); the client never sees this status.
     static Error on_node(const std::string &node, const std::string &url, const std::string &message) {
         return {421, "wrong_node", message, {{"owner_node", node}, {"owner_url", url}}};
     }
