@@ -183,18 +183,26 @@ test('refresh_on_profile_update: a lease starts on the profile as last saved, no
     const before = (await client.browserPools.retrieve('fresh')).available_count;
     assert.equal(before, 1);
 
-    // A session saves the profile with a tab open (as a managed-auth login would).
+    // A session saves the profile with a cookie (as a managed-auth login would).
     const s = await client.browsers.create({ headless: true, profile: { name: 'pooled-profile', save_changes: true } });
     const cdp = await chromium.connectOverCDP(s.cdp_ws_url, { timeout: 30_000 });
-    await cdp.contexts()[0].pages()[0].goto(`${pages.url}page?title=saved-after-fill`);
+    const saving = cdp.contexts()[0].pages()[0];
+    await saving.goto(`${pages.url}page?title=saved-after-fill`);
+    await saving.evaluate(() => {
+      document.cookie = 'pooled=saved-after-fill; max-age=3600; path=/';
+    });
     await cdp.close();
     await client.browsers.deleteByID(s.session_id);
 
     const b = await client.browserPools.acquire('fresh', { acquire_timeout_seconds: 30 });
     const leased = await chromium.connectOverCDP(b.cdp_ws_url, { timeout: 30_000 });
-    const titles = await Promise.all(leased.contexts()[0].pages().map((p) => p.title().catch(() => '')));
+    const page = leased.contexts()[0].pages()[0];
+    const urls = leased.contexts()[0].pages().map((p) => p.url());
+    await page.goto(`${pages.url}page?title=lease`);
+    const cookie = await page.evaluate(() => document.cookie);
     await leased.close();
-    assert.ok(titles.includes('saved-after-fill'), `the lease has the saved tab: ${JSON.stringify(titles)}`);
+    assert.deepEqual(urls, ['about:blank'], 'a profile brings no tab back');
+    assert.match(cookie, /pooled=saved-after-fill/, 'the lease has the profile as last saved');
     await client.browserPools.release('fresh', { session_id: b.session_id, reuse: false });
   } finally {
     await client.browserPools.delete('fresh', { force: true }).catch(() => {});
