@@ -96,7 +96,7 @@ namespace {
 const std::string kNoScope;
 
 // What a request without credentials may send: the routes anyone can reach read small JSON.
-constexpr std::size_t kAnonymousBodyLimit = 64 * 1024;
+constexpr std::size_t kAnonymousBodyLimit = std::size_t{64} << 10;
 
 // Routes whose handler waits on other work for as long as the caller asks (a long-poll), so they
 // count as long requests although nothing is relayed. Listed here because the plugin ABI has no

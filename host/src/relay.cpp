@@ -97,7 +97,7 @@ std::function<void()> hold_connection(HostCore &core, const hangar_request &req,
 }
 
 // What a relay copies at a time, either way: what one request thread holds of a body.
-constexpr std::size_t kRelayChunk = 128 * 1024;
+constexpr std::size_t kRelayChunk = std::size_t{128} << 10;
 
 bool wants_stream(const hangar_request &req) {
     auto &h = req.http;

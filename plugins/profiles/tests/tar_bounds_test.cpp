@@ -109,6 +109,7 @@ public:
     void tooManyEntries() {
         Scratch s;
         std::vector<Entry> many;
+        many.reserve(50);
         for (int i = 0; i < 50; ++i)
             many.push_back({"f" + std::to_string(i), 1, ""});
         make_archive(s / "many.tar.zst", many);
