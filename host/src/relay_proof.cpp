@@ -28,12 +28,9 @@ Mac hmac(std::string_view key, std::initializer_list<std::string_view> parts) {
 }
 
 std::string hex(const Mac &mac) {
-    static constexpr char kDigits[] = "0123456789abcdef";
-    std::string out;
-    for (unsigned char c : mac) {
-        out += kDigits[c >> 4];
-        out += kDigits[c & 15];
-    }
+    std::string out(mac.size() * 2 + 1, '\0');
+    sodium_bin2hex(out.data(), out.size(), mac.data(), mac.size());
+    out.pop_back(); // the terminating NUL
     return out;
 }
 
