@@ -301,16 +301,14 @@ pid_t Runtime::connect_network(const Instance &inst, pid_t child) {
     } catch (const std::exception &) {
         throw std::runtime_error("pasta started but left no pid");
     }
-    if (!route_batch_.empty()) {
-        try {
-            run_helper(inst.id, log,
-                       {"nsenter", "--preserve-credentials", "--user=/proc/self/fd/3", "--net=/proc/self/fd/4", "ip",
-                        "-batch", "-"},
-                       {user.get(), net.get()}, route_batch_, 5000);
-        } catch (const std::exception &) {
-            if (process_runs(pasta, "pasta")) ::kill(pasta, SIGKILL);
-            throw;
-        }
+    try {
+        run_helper(inst.id, log,
+                   {"nsenter", "--preserve-credentials", "--user=/proc/self/fd/3", "--net=/proc/self/fd/4", "ip",
+                    "-batch", "-"},
+                   {user.get(), net.get()}, route_batch_, 5000);
+    } catch (const std::exception &) {
+        if (process_runs(pasta, "pasta")) ::kill(pasta, SIGKILL);
+        throw;
     }
     return pasta;
 }

@@ -234,7 +234,12 @@ std::vector<std::string> host_addresses() {
 }
 
 std::string route_batch(bool allow_private_networks, const std::vector<std::string> &host_addrs) {
-    std::string batch;
+    // The instance is IPv4 only, but the kernel still gives the link an IPv6 link-local address
+    // whose duplicate detection ends about a second later, after Chromium has started. Chromium
+    // takes that as a network change and fails the navigations in flight with
+    // ERR_NETWORK_CHANGED, so the address goes (and is never made again) before the sandbox runs.
+    std::string batch = std::string("link set dev ") + kNsInterface + " addrgenmode none\n" + "addr flush dev " +
+                        kNsInterface + " scope link\n";
     for (const auto &addr : host_addrs)
         batch += "route add unreachable " + addr + "/32\n";
     if (!allow_private_networks)
@@ -248,7 +253,7 @@ std::string route_batch(bool allow_private_networks, const std::vector<std::stri
 
 std::vector<std::string> pasta_argv(const std::string &port_spec, const std::string &pid_file) {
     return {"pasta", "--quiet", "--ipv4-only", "--config-net", "--address", kNsAddress, "--netmask",
-            std::to_string(kNsPrefix), "--gateway", kNsGateway,
+            std::to_string(kNsPrefix), "--gateway", kNsGateway, "--ns-ifname", kNsInterface,
             // The gateway is not the host: without this, dialling it reaches the host's loopback.
             "--no-map-gw", "--dns-forward", kNsGateway, "--tcp-ports", "none", "--udp-ports", "none", "--tcp-ns",
             port_spec, "--udp-ns", "none", "--pid", pid_file, "--userns", "/proc/self/fd/3", "--netns",

@@ -27,8 +27,9 @@ const std::string &seccomp_program();
 // dial: a server listening on 0.0.0.0 would otherwise be reached through them.
 std::vector<std::string> host_addresses();
 
-// `ip -batch` lines for the instance's network namespace: unreachable routes for the host's
-// addresses, and for private, shared and link-local ranges unless they are allowed.
+// `ip -batch` lines for the instance's network namespace: no IPv6 on pasta's link, unreachable
+// routes for the host's addresses, and for private, shared and link-local ranges unless they are
+// allowed.
 std::string route_batch(bool allow_private_networks, const std::vector<std::string> &host_addrs);
 
 // The address plan of every instance's namespace: pasta's side of the link is the gateway
@@ -36,6 +37,7 @@ std::string route_batch(bool allow_private_networks, const std::vector<std::stri
 inline constexpr const char *kNsAddress = "192.0.2.2";
 inline constexpr const char *kNsGateway = "192.0.2.1";
 inline constexpr int kNsPrefix = 30;
+inline constexpr const char *kNsInterface = "eth0";
 
 // pasta's command line for an instance's namespace, joined through the two descriptors the
 // child inherits at 3 (user namespace) and 4 (network namespace).

@@ -179,6 +179,20 @@ describe('network', () => {
     assert.match(r.out, /nameserver 192\.0\.2\.1/);
     assert.doesNotMatch(r.out, /\b10\.\d+\.\d+\.\d+\/\d+|\b172\.(1[6-9]|2\d|3[01])\.\d+\.\d+\/\d+/, 'no host interface address');
   });
+
+  test('no address appears on the link after start: Chromium would fail navigations with ERR_NETWORK_CHANGED', async () => {
+    // The kernel's IPv6 link-local address finishes duplicate detection about a second after
+    // the link comes up; it must not be there at all, tentative or not, on a fresh instance.
+    const fresh = await server.client.browsers.create({ headless: true });
+    try {
+      const r = await sh(fresh, 'cat /proc/net/if_inet6; ip -o link show');
+      assert.equal(r.code, 0, r.err);
+      assert.match(r.out, /\beth0\b/, 'the link is there');
+      assert.doesNotMatch(r.out, /^fe80\S* .*eth0$/m, 'no IPv6 link-local address on the link');
+    } finally {
+      await server.client.browsers.deleteByID(fresh.session_id);
+    }
+  });
 });
 
 describe('fork bomb', () => {
