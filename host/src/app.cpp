@@ -300,11 +300,22 @@ public:
         std::lock_guard lock(m_);
         return signal_;
     }
+    // What must end in order has ended (an agent's plugins); the rest may be cut short.
+    void finished() {
+        std::lock_guard lock(m_);
+        finished_ = true;
+        cv_.notify_all();
+    }
+    bool wait_finished(std::chrono::milliseconds timeout) {
+        std::unique_lock lock(m_);
+        return cv_.wait_for(lock, timeout, [this] { return finished_; });
+    }
 
 private:
     std::mutex m_;
     std::condition_variable cv_;
     bool stop_ = false;
+    bool finished_ = false;
     int signal_ = 0;
 };
 
@@ -674,11 +685,15 @@ private:
             core.instance_dir = option("instance-dir", "/run/hangar");
             core.max_body_bytes = static_cast<std::size_t>(cfg->get_int("server.max_body_bytes", 64ll << 20));
             Termination term;
+            // Answered once the plugins have stopped (recordings closed, Chromium gone): the
+            // server then kills the sandbox at once instead of waiting for this process to wind
+            // down its HTTP server, which is a quarter second of Poco's accept poll.
             core.router.add("POST", "/_agent/shutdown",
                             {&host_record(),
                              [](void *user, hangar_request *, hangar_response *res) {
-                                 static_cast<Termination *>(user)->request();
-                                 res->status = 204;
+                                 auto *term = static_cast<Termination *>(user);
+                                 term->request();
+                                 res->status = term->wait_finished(std::chrono::seconds(20)) ? 204 : 503;
                              },
                              &term, 0});
             core.router.add("GET", "/_agent/health",
@@ -707,11 +722,22 @@ private:
                 log.warning("agent: the server is gone before it heard ready; stopping");
             }
             log.information("agent stopping");
+            auto began = std::chrono::steady_clock::now();
+            auto phase = [&](const char *what) {
+                log.debug("agent stopping: " + std::string(what) + " after " +
+                          std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                             std::chrono::steady_clock::now() - began)
+                                             .count()) +
+                          " ms");
+            };
             plugins.stop_all();
+            term.finished();
+            phase("plugins stopped");
             server->stop();
             core.loop.stop();
             core.bridges.stop();
             server->stopAll(true);
+            phase("server stopped");
             return 0;
         } catch (const std::exception &e) {
             log.error("agent failed: %s", std::string(e.what()));

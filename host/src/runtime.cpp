@@ -914,12 +914,15 @@ void Runtime::kill_instance(Instance &inst, bool graceful) {
     if (inst.pid > 0) {
         bool gone = false;
         if (graceful) {
+            // The agent answers once its plugins have ended what they own (recordings closed,
+            // Chromium gone); what is left of it is cut short below. An agent that cannot answer
+            // in time gets a few seconds to exit on its own, then is killed as well.
+            bool plugins_stopped = false;
             try {
-                unix_http_call(inst.socket, "POST", "/_agent/shutdown", "", 5000);
+                plugins_stopped = unix_http_call(inst.socket, "POST", "/_agent/shutdown", "", 25000).status == 204;
             } catch (const std::exception &) {
-                // an agent that cannot answer is killed below
             }
-            gone = wait_exit(inst.pid, 5000);
+            if (!plugins_stopped) gone = wait_exit(inst.pid, 5000);
         }
         if (!gone) {
             // An adopted sandbox is signalled through its pidfd: its pid is not ours to reuse.

@@ -930,8 +930,16 @@ void TelemetryPlugin::stream(Request &req, Response &res) {
 // `system`: Chromium found dead (a crash or an OOM kill) and the cgroup's OOM kill counter.
 void TelemetryPlugin::watch_system(const std::stop_token &stop) {
     long last_pid = 0; // 0: none seen
+    // A sleep that a stop interrupts: the agent's stop (and so every delete) waited out the rest
+    // of a one-second sleep here.
+    std::mutex pause_mutex;
+    std::condition_variable_any pause;
     while (!stop.stop_requested()) {
-        std::this_thread::sleep_for(std::chrono::seconds(1));
+        {
+            std::unique_lock lock(pause_mutex);
+            pause.wait_for(lock, stop, std::chrono::seconds(1), [] { return false; });
+            if (stop.stop_requested()) return;
+        }
         {
             std::lock_guard lock(ring_mutex_);
             if (!selection_.count("system")) {

@@ -55,6 +55,7 @@ import { after, before, test } from 'node:test';
 import { crc32, deflateRawSync, gunzipSync } from 'node:zlib';
 
 import { startServer } from './lib/server.mjs';
+import { slow } from './lib/tier.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const fixture = join(here, '../fixtures/apps/ts-app');
@@ -653,7 +654,7 @@ test('kernel deploy --env/--env-file: env_vars.<KEY> parts (apiform\'s dotted ke
   assert.equal(state.output.from_file, 'dotenv');
 });
 
-test('kernel invoke following an action longer than the server\'s 15 s SSE keepalive: every block is JSON', async () => {
+test('kernel invoke following an action longer than the server\'s 15 s SSE keepalive: every block is JSON', slow, async () => {
   assert.ok(state.first, 'needs the deployment');
   // ssestream dispatches on every blank line and unmarshals the data: a comment block
   // (": keepalive" then a blank line) has none, and the CLI ends with "stream error: unexpected

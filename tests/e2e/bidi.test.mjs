@@ -24,6 +24,7 @@ import {
   waitFor,
   withBrowser as sharedWithBrowser,
 } from './lib/server.mjs';
+import { slow } from './lib/tier.mjs';
 
 let server;
 let pages;
@@ -330,7 +331,7 @@ describe('webdriver_ws_url', () => {
     });
   });
 
-  test('an open BiDi connection keeps the session from its idle timeout', async () => {
+  test('an open BiDi connection keeps the session from its idle timeout', slow, async () => {
     const held = await client.browsers.create({ headless: true, timeout_seconds: 10 });
     try {
       const bidi = await BidiClient.connect(held.webdriver_ws_url);

@@ -15,6 +15,7 @@ import { chromium } from 'playwright-core';
 
 import { PASSWORD, SMS_CODE, TOTP_SECRET, USER, startSites, totp } from '../fixtures/sites/sites.mjs';
 import { chromiumBaseArgs, chromiumPath, rejectsWith, repoRoot, startServer, waitFor } from './lib/server.mjs';
+import { slow } from './lib/tier.mjs';
 
 const execFileP = promisify(execFile);
 const FLOW_FIELDS = [
@@ -546,7 +547,7 @@ describe('hosted login page, the flow ends elsewhere', () => {
   });
 });
 
-describe('health checks', () => {
+describe('health checks', slow, () => {
   test('a check sees the session; after the site ends it, NEEDS_AUTH and an automatic re-auth restores it', async () => {
     await kernel.credentials.create({ name: 'exp', domain: '127.0.0.1', values: { username: USER, password: PASSWORD } });
     const c = await kernel.auth.connections.create({

@@ -12,6 +12,7 @@ import { BadRequestError, ConflictError, NotFoundError, RateLimitError } from '@
 import { chromium } from 'playwright-core';
 
 import { rejectsWith, startServer, startTestPages, waitFor } from './lib/server.mjs';
+import { slow } from './lib/tier.mjs';
 
 let server;
 let client;
@@ -134,7 +135,7 @@ test('a browser built before a PATCH keeps, and reports, the settings it was bui
   await client.browserPools.delete(pool.id, { force: true });
 });
 
-test('pool capacity counts toward the project limit (4 here): 429, never a hang', async () => {
+test('pool capacity counts toward the project limit (4 here): 429, never a hang', slow, async () => {
   const pool = await client.browserPools.create({ name: 'cap', size: 3, headless: true, fill_rate_per_minute: 0 });
   const one = await client.browsers.create({ headless: true });
   const err = await rejectsWith(client.browsers.create({ headless: true }), RateLimitError);

@@ -11,6 +11,7 @@ import { BadRequestError, ConflictError, NotFoundError } from '@onkernel/sdk';
 import { chromium } from 'playwright-core';
 
 import { rejectsWith, startServer, startTestPages, waitFor } from './lib/server.mjs';
+import { slow } from './lib/tier.mjs';
 
 let server;
 let client;
@@ -154,7 +155,7 @@ test('a session saves cookies and local storage into its profile; the next sessi
   await client.profiles.delete(profile.id);
 });
 
-test('an idle timeout saves the profile too; the next session gets its storage back, not its tabs', async () => {
+test('an idle timeout saves the profile too; the next session gets its storage back, not its tabs', slow, async () => {
   const profile = await client.profiles.create({ name: 'idle-save' });
   const b = await createBrowser({ timeout_seconds: 10, profile: { id: profile.id, save_changes: true } });
   const url = `${pages.url}page?title=Restored`;
@@ -209,7 +210,7 @@ test('a session with a profile is ready when create returns: the first goto is n
 // it, three at a time while two other browsers keep loading pages (the restore only lost the race
 // under load). Each goto comes at once after create: none interrupted, the hand-over shows
 // about:blank (or the start_url), and the cookie of the first session is in every one.
-test('20 creates on a saved profile under load: no tab comes back, the cookie always does', { timeout: 600_000 }, async () => {
+test('20 creates on a saved profile under load: no tab comes back, the cookie always does', { ...slow, timeout: 600_000 }, async () => {
   const profile = await client.profiles.create({ name: 'churn' });
   const origin = `${pages.url}page?title=saved-tab`;
   const first = await createBrowser({ profile: { id: profile.id, save_changes: true } });
