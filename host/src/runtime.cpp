@@ -882,6 +882,7 @@ nlohmann::json Runtime::start(const nlohmann::json &spec) {
     }
     block_w.reset();
     write_pids(inst);
+    const auto released_at = steady_ms();
 
     // The agent writes "ready" once every plugin started (Chromium is up), or "error: ...".
     std::string line;
@@ -905,8 +906,11 @@ nlohmann::json Runtime::start(const nlohmann::json &spec) {
         fail(why);
     }
     record([](Instance &) {}); // still wanted: a stop from here on finds it whole in the table
-    log_.debug("instance %s ready in %dms (spawned after %dms)", id, static_cast<int>(steady_ms() - started),
-               static_cast<int>(spawned_at - started));
+    // The phases of a cold start: disk, folders and cgroups until the sandbox is spawned; its
+    // network (pasta, routes); the agent's plugins and Chromium until "ready".
+    log_.debug("instance %s ready in %dms (spawned after %dms, network %dms, agent and Chromium %dms)", id,
+               static_cast<int>(steady_ms() - started), static_cast<int>(spawned_at - started),
+               static_cast<int>(released_at - spawned_at), static_cast<int>(steady_ms() - released_at));
     return {{"id", id}, {"socket", inst.socket}, {"dir", inst.dir}, {"host_dir", inst.host_dir}, {"pid", pid}};
 }
 

@@ -897,13 +897,27 @@ void BrowsersPlugin::remove_session(const Session &s, const std::string &id_or_n
     stop_session_instance(s.id); // returns once the profile is saved and every process is gone
 }
 
+namespace {
+// cdp_ws_url and webdriver_ws_url are WebSocket endpoints. A plain GET would reach Chromium,
+// which answers it with an empty 200 (schemathesis found it once it had valid tokens).
+void require_websocket(const Request &req, const char *what) {
+    std::string upgrade = req.header("Upgrade").value_or("");
+    std::transform(upgrade.begin(), upgrade.end(), upgrade.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    if (upgrade != "websocket")
+        throw Error::bad_request(std::string(what) + " is a WebSocket endpoint: connect with Upgrade: websocket");
+}
+} // namespace
+
 void BrowsersPlugin::cdp_browser_socket(Request &req, Response &res) {
     std::string sid = session_from_token(req.query("jwt").value_or(""), "cdp");
+    require_websocket(req, "cdp_ws_url");
     relay_unix(req, res, session_socket(sid), "/cdp", sid);
 }
 
 void BrowsersPlugin::cdp_target_socket(Request &req, Response &res) {
     std::string sid = session_from_token(req.param("token"), "cdp");
+    require_websocket(req, "a DevTools target's webSocketDebuggerUrl");
     relay_unix(req, res, session_socket(sid), "/cdp/devtools/" + req.param("rest"), sid);
 }
 
@@ -922,6 +936,7 @@ void BrowsersPlugin::cdp_json(Request &req, Response &res, const std::string &ag
 // checked first, so a bad one is refused before anything starts there.
 void BrowsersPlugin::webdriver_socket(Request &req, Response &res) {
     std::string sid = session_from_token(req.query("jwt").value_or(""), "webdriver");
+    require_websocket(req, "webdriver_ws_url");
     relay_unix(req, res, session_socket(sid), "/bidi", sid);
 }
 

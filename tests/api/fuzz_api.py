@@ -23,7 +23,10 @@ import subprocess
 import sys
 import tempfile
 import time
+import io
+import urllib.parse
 import urllib.request
+import zipfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -43,7 +46,7 @@ def start_server(binary: Path, out_dir: Path):
                HANGAR_API_KEY=key,
                HANGAR_WARM_SPARES="0",
                HANGAR_KEEP_SESSIONS_ON_STOP="0",  # its SIGTERM ends every session
-               HANGAR_MAX_BROWSERS_PER_PROJECT="1",
+               HANGAR_MAX_BROWSERS_PER_PROJECT="4",
                HANGAR_LOG_LEVEL="information")
     log = open(out_dir / "hangar.log", "w")
     proc = subprocess.Popen([str(binary), "serve"], env=env, stdout=subprocess.PIPE, stderr=log, text=True)
@@ -67,12 +70,121 @@ def start_server(binary: Path, out_dir: Path):
     return proc, url, key, data_dir
 
 
-def create_fixture_browser(url: str, key: str) -> str:
-    body = json.dumps({"headless": True, "timeout_seconds": 3600, "name": "api-fuzz-fixture"}).encode()
-    req = urllib.request.Request(url + "/browsers", data=body, method="POST",
-                                 headers={"Authorization": "Bearer " + key, "Content-Type": "application/json"})
+def call(url: str, key: str, method: str, path: str, body=None, content_type="application/json", raw=None):
+    data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+    headers = {"Authorization": "Bearer " + key}
+    if data is not None:
+        headers["Content-Type"] = content_type
+    req = urllib.request.Request(url + path, data=data, method=method, headers=headers)
     with urllib.request.urlopen(req, timeout=120) as res:
-        return json.load(res)["session_id"]
+        text = res.read()
+        return json.loads(text) if text else None
+
+
+def tiny_extension_zip() -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("manifest.json", json.dumps({"manifest_version": 3, "name": "api-fuzz", "version": "1.0"}))
+    return buf.getvalue()
+
+
+def multipart(fields: dict, files: dict):
+    boundary = "hangarfuzz" + secrets.token_hex(8)
+    out = b""
+    for name, value in fields.items():
+        out += (f"--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"\r\n\r\n{value}\r\n").encode()
+    for name, (filename, content) in files.items():
+        out += (f"--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"; filename=\"{filename}\"\r\n"
+                "Content-Type: application/zip\r\n\r\n").encode() + content + b"\r\n"
+    return out + f"--{boundary}--\r\n".encode(), "multipart/form-data; boundary=" + boundary
+
+
+def seed(url: str, key: str) -> dict:
+    """Real resources for the id routes: one of each kind to read and change, and a second one of
+    the kinds whose DELETE would otherwise remove the first before the other operations ran."""
+    ids = {"none": "fuzz-none"}  # an id nothing has
+    browser = call(url, key, "POST", "/browsers", {"headless": True, "timeout_seconds": 3600, "name": "api-fuzz-fixture"})
+    ids["browser"] = browser["session_id"]
+    ids["jwt"] = urllib.parse.parse_qs(urllib.parse.urlparse(browser["cdp_ws_url"]).query)["jwt"][0]
+    live = urllib.parse.urlparse(browser.get("browser_live_view_url") or "").path
+    if live.startswith("/browser/live/"):
+        ids["live_token"] = live.rsplit("/", 1)[-1]
+    ids["browser_victim"] = call(url, key, "POST", "/browsers", {"headless": True, "timeout_seconds": 3600})["session_id"]
+    ids["process"] = call(url, key, "POST", f"/browsers/{ids['browser']}/process/spawn",
+                          {"command": "sleep", "args": ["3600"]})["process_id"]
+    ids["watch"] = call(url, key, "POST", f"/browsers/{ids['browser']}/fs/watch", {"path": "/tmp"})["watch_id"]
+    for kind, path, body in [
+        ("profile", "/profiles", lambda n: {"name": n}),
+        ("proxy", "/proxies", lambda n: {"name": n, "type": "custom", "config": {"host": "127.0.0.1", "port": 9}}),
+        ("credential", "/credentials",
+         lambda n: {"name": n, "domain": "example.test", "values": {"username": "u", "password": "p"}}),
+        ("project", "/org/projects", lambda n: {"name": n}),
+        ("api_key", "/org/api_keys", lambda n: {"name": n}),
+    ]:
+        for role in ("", "_victim"):
+            ids[kind + role] = call(url, key, "POST", path, body(f"fuzz-{kind}{role}"))["id"]
+    for role in ("", "_victim"):
+        ids["connection" + role] = call(url, key, "POST", "/auth/connections", {
+            "domain": "example.test", "profile_name": f"fuzz-auth{role}"})["id"]
+        ids["pool" + role] = call(url, key, "POST", "/browser_pools", {"name": f"fuzz-pool{role}", "size": 1})["id"]
+        body, ctype = multipart({"name": f"fuzz-ext{role}"}, {"file": ("ext.zip", tiny_extension_zip())})
+        ids["extension" + role] = call(url, key, "POST", "/extensions", raw=body, content_type=ctype)["id"]
+    return ids
+
+
+# Which seeded id each path parameter gets: (path regex, parameters, the id's kind). DELETE of a
+# resource gets the victim of its kind. Routes of apps (deployments, invocations), replays and
+# credential providers have nothing seeded: building an app or recording is an e2e test's job.
+# Streams that would stay open for the whole request timeout with a real id behind them (a
+# process that runs for an hour, a watch, a flow that waits): their own ids stay unpinned.
+STREAMS = [
+    (r"^/browsers/\{id\}/fs/watch/\{watch_id\}/events$", {"path.id": "browser", "path.watch_id": "none"}),
+    (r"^/browsers/\{id\}/process/\{process_id\}/stdout/stream$", {"path.id": "browser", "path.process_id": "none"}),
+    (r"^/browser/vm/\{session_id\}/telemetry/stream$", {"path.session_id": "none"}),
+    (r"^/auth/connections/\{id\}/events$", {"path.id": "none"}),
+]
+PINS = [
+    (r"^/browsers/\{id\}/", {"path.id": "browser", "path.process_id": "process", "path.watch_id": "watch"}),
+    (r"^/browsers/\{id_or_name\}", {"path.id_or_name": "browser"}),
+    (r"^/browser/vm/\{session_id\}/", {"path.session_id": "browser", "query.jwt": "jwt"}),
+    (r"^/browser/live/\{token\}", {"path.token": "live_token"}),
+    (r"^/browser/cdp/\{token\}/", {"path.token": "jwt"}),
+    (r"^/browser/(cdp|webdriver)", {"query.jwt": "jwt"}),
+    (r"^/browser_pools/\{id_or_name\}", {"path.id_or_name": "pool"}),
+    (r"^/profiles/\{id_or_name\}", {"path.id_or_name": "profile"}),
+    (r"^/proxies/\{id\}", {"path.id": "proxy"}),
+    (r"^/credentials/\{id_or_name\}", {"path.id_or_name": "credential"}),
+    (r"^/extensions/\{id_or_name\}", {"path.id_or_name": "extension"}),
+    (r"^/auth/connections/\{id\}", {"path.id": "connection"}),
+    (r"^/org/projects/\{id\}", {"path.id": "project"}),
+    (r"^/org/api_keys/\{id\}", {"path.id": "api_key"}),
+]
+
+
+def config_toml(ids: dict) -> str:
+    def pinned(params: dict, victim: bool) -> list:
+        lines = []
+        for name, kind in params.items():
+            value = ids.get(kind + "_victim") if victim else ids.get(kind)
+            if value is not None:
+                lines.append(f'"{name}" = "{value}"')
+        return lines
+
+    def entry(selector: str, params: list) -> list:
+        # schemathesis refuses an entry that overrides nothing.
+        return ["[[operations]]", selector, "[operations.parameters]", *params, ""] if params else []
+
+    out = ['[parameters]', '"query.follow" = false', ""]
+    for regex, params in STREAMS:
+        out += entry(f"include-path-regex = '{regex}'", pinned(params, False))
+    for regex, params in PINS:
+        # The first matching entry wins: DELETE of the resource itself before everything else,
+        # selected by its name (a path and a method in one entry select either).
+        if not regex.endswith("/"):
+            path = regex[1:].replace("\\", "")
+            out += entry(f'include-name = "DELETE {path}"', pinned(params, True))
+        out += entry(f"include-path-regex = '{regex}'", pinned(params, False))
+    return "\n".join(out)
 
 
 def interrupted(*_):
@@ -99,11 +211,8 @@ def main() -> int:
     shutil.rmtree(out_dir, ignore_errors=True)
     out_dir.mkdir(parents=True)
     proc, url, key, data_dir = start_server(Path(args.bin), out_dir)
-    session_id = create_fixture_browser(url, key)
-    (out_dir / "schemathesis.toml").write_text(
-        "[parameters]\n"
-        f'"path.id" = "{session_id}"\n'
-        '"query.follow" = false\n')
+    ids = seed(url, key)
+    (out_dir / "schemathesis.toml").write_text(config_toml(ids))
     ndjson = out_dir / "events.ndjson"
     cmd = [str(VENV_BIN / "schemathesis"), "run", url + "/openapi.json", "--url", url,
            "-H", "Authorization: Bearer " + key,
@@ -131,7 +240,8 @@ def main() -> int:
             proc.kill()
         shutil.rmtree(data_dir, ignore_errors=True)
 
-    requests, statuses = count_requests(ndjson)
+    requests, statuses, by_operation = count_requests(ndjson)
+    print("api fuzz: " + write_coverage(out_dir, by_operation))
     server_errors = sum(n for s, n in statuses.items() if s >= 500 and s not in (501, 502))
     print(f"api fuzz: {requests} requests in {time.time() - started:.0f} s; "
           f"status counts {dict(sorted(statuses.items()))}; 5xx other than 501/502 (judged by hooks.py): {server_errors}; "
@@ -143,33 +253,51 @@ def main() -> int:
 
 
 def count_requests(ndjson: Path):
-    """Every HTTP exchange recorded in the NDJSON report, by status code."""
-    statuses = {}
+    """Every HTTP exchange recorded in the NDJSON report: the total, by status code, and by
+    operation (its label, "GET /browsers/{id}/fs/list") the statuses it got."""
+    statuses, by_operation = {}, {}
     total = 0
     if not ndjson.exists():
-        return 0, statuses
+        return 0, statuses, by_operation
 
-    def walk(node):
+    def walk(node, label):
         nonlocal total
         if isinstance(node, dict):
+            if isinstance(node.get("label"), str) and " /" in node["label"]:
+                label = node["label"]
             resp = node.get("response")
             if isinstance(resp, dict) and isinstance(resp.get("status_code"), int) and "request" in node:
                 total += 1
-                statuses[resp["status_code"]] = statuses.get(resp["status_code"], 0) + 1
+                code = resp["status_code"]
+                statuses[code] = statuses.get(code, 0) + 1
+                if label:
+                    by_operation.setdefault(label, {})
+                    by_operation[label][code] = by_operation[label].get(code, 0) + 1
                 return
             for v in node.values():
-                walk(v)
+                walk(v, label)
         elif isinstance(node, list):
             for v in node:
-                walk(v)
+                walk(v, label)
 
     with open(ndjson) as f:
         for line in f:
             try:
-                walk(json.loads(line))
+                walk(json.loads(line), None)
             except json.JSONDecodeError:
                 pass
-    return total, statuses
+    return total, statuses, by_operation
+
+
+def write_coverage(out_dir: Path, by_operation: dict) -> str:
+    """coverage.txt: each operation and the statuses it got, those without a 2xx first."""
+    reached = sorted(op for op, codes in by_operation.items() if any(200 <= c < 300 for c in codes))
+    missed = sorted(op for op in by_operation if op not in reached)
+    lines = [f"# operations with a 2xx: {len(reached)} of {len(by_operation)}", "", "## without a 2xx"]
+    lines += [f"{op}  {dict(sorted(by_operation[op].items()))}" for op in missed]
+    lines += ["", "## with a 2xx"] + [f"{op}  {dict(sorted(by_operation[op].items()))}" for op in reached]
+    (out_dir / "coverage.txt").write_text("\n".join(lines) + "\n")
+    return f"{len(reached)} of {len(by_operation)} operations answered 2xx (build/api-fuzz/coverage.txt lists the rest)"
 
 
 if __name__ == "__main__":
