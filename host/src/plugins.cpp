@@ -163,12 +163,11 @@ void PluginManager::stop_all() {
             rec.desc.stop(rec.desc.state);
             rec.started = false;
             // Per plugin, so a slow teardown names its owner (issue 42 looked for one).
-            Poco::Logger::get("hangar").debug(
-                "plugin " + rec.name + " stopped in " +
-                std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                   std::chrono::steady_clock::now() - began)
-                                   .count()) +
-                " ms");
+            Poco::Logger::get("hangar").debug("plugin " + rec.name + " stopped in " +
+                                              std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                                 std::chrono::steady_clock::now() - began)
+                                                                 .count()) +
+                                              " ms");
         }
     }
     // Libraries stay mapped: a stray callback after stop must not jump into unmapped code.

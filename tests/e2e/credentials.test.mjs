@@ -17,6 +17,7 @@ import Kernel, { BadRequestError, ConflictError, NotFoundError, PermissionDenied
 import { listenAllowed, startServer, rejectsWith, repoRoot } from './lib/server.mjs';
 import { startConnectDouble } from './lib/connect-double.mjs';
 import { onPostgres, storeFilesAtRest } from './lib/pg.mjs';
+import { slow } from './lib/tier.mjs';
 
 const execFileP = promisify(execFile);
 const SECRET = 'JBSWY3DPEHPK3PXP';
@@ -516,7 +517,7 @@ describe('credential providers: HTTPS and timeouts', () => {
     });
   });
 
-  test('a Connect server that never answers: test fails within provider_timeout_ms (10 s)', async () => {
+  test('a Connect server that never answers: test fails within provider_timeout_ms (10 s)', slow, async () => {
     const server = servers[0] ?? (await startServer());
     if (!servers.includes(server)) servers.push(server);
     const p = await server.client.credentialProviders.create({

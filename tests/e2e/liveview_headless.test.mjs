@@ -13,6 +13,7 @@ import { ConflictError } from '@onkernel/sdk';
 import { chromium } from 'playwright-core';
 
 import { chromiumBaseArgs, chromiumPath, servePage, startServer, waitFor } from './lib/server.mjs';
+import { slow } from './lib/tier.mjs';
 
 const REMOTE = { width: 1024, height: 768 };
 const VIEWER = { width: 800, height: 700 }; // smaller than the remote page: the canvas is scaled
@@ -238,7 +239,7 @@ describe('headless live view', () => {
     await client.browsers.deleteByID(other.session_id);
   });
 
-  test('an open viewer keeps an idle session alive; the page says when the session ended', async () => {
+  test('an open viewer keeps an idle session alive; the page says when the session ended', slow, async () => {
     const other = await client.browsers.create({ headless: true, viewport: REMOTE, timeout_seconds: 10 });
     const viewer = await openViewer(other.browser_live_view_url);
     try {

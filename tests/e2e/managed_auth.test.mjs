@@ -318,7 +318,7 @@ describe('login flows', () => {
     assert.equal(sites.hits.totpAccepted, accepted + 1);
   });
 
-  test('push approval: AWAITING_EXTERNAL_ACTION with the page\'s words until approved on the phone, then SUCCESS', async () => {
+  test('push approval: AWAITING_EXTERNAL_ACTION with the page\'s words until approved on the phone, then SUCCESS', slow, async () => {
     await kernel.credentials.create({ name: 'push', domain: '127.0.0.1', values: { username: USER, password: PASSWORD } });
     const c = await kernel.auth.connections.create({
       domain: '127.0.0.1', profile_name: 'push', login_url: `${sites.origin}/push/login`, credential: { name: 'push' },
@@ -342,7 +342,7 @@ describe('login flows', () => {
     assert.equal(await signedIn('push', 'push'), true);
   });
 
-  test('SSO to an identity provider on another host: the credential\'s sso_provider clicked, the IdP\'s form filled', async () => {
+  test('SSO to an identity provider on another host: the credential\'s sso_provider clicked, the IdP\'s form filled', slow, async () => {
     await kernel.credentials.create({ name: 'sso', domain: '127.0.0.1', sso_provider: 'okta', values: { username: USER, password: PASSWORD } });
     const c = await kernel.auth.connections.create({
       domain: '127.0.0.1', profile_name: 'sso', login_url: `${sites.origin}/sso/login`, credential: { name: 'sso' },
@@ -358,7 +358,7 @@ describe('login flows', () => {
     assert.equal(await signedIn('sso', 'sso'), true);
   });
 
-  test('SSO chosen by the user: AWAITING_INPUT with pending_sso_buttons, then sso_provider; an IdP host not allowed is blocked', async () => {
+  test('SSO chosen by the user: AWAITING_INPUT with pending_sso_buttons, then sso_provider; an IdP host not allowed is blocked', slow, async () => {
     await kernel.credentials.create({ name: 'sso-pick', domain: '127.0.0.1', values: { username: USER, password: PASSWORD } });
     const c = await kernel.auth.connections.create({
       domain: '127.0.0.1', profile_name: 'sso-pick', login_url: `${sites.origin}/sso/login`, credential: { name: 'sso-pick' },
@@ -383,7 +383,7 @@ describe('login flows', () => {
     assert.match(blocked.error_message, /localhost/);
   });
 
-  test('choice of MFA method: AWAITING_INPUT with mfa_options, then the SMS code', async () => {
+  test('choice of MFA method: AWAITING_INPUT with mfa_options, then the SMS code', slow, async () => {
     await kernel.credentials.create({ name: 'mfa', domain: '127.0.0.1', values: { username: USER, password: PASSWORD } });
     const c = await kernel.auth.connections.create({
       domain: '127.0.0.1', profile_name: 'mfa', login_url: `${sites.origin}/mfa/login`, credential: { name: 'mfa' },
@@ -418,7 +418,7 @@ describe('login flows', () => {
     assert.equal((await waitFlow(c2.id, done)).flow_status, 'SUCCESS');
   });
 
-  test('an account picker: AWAITING_INPUT with sign_in_options, then sign_in_option_id picks one', async () => {
+  test('an account picker: AWAITING_INPUT with sign_in_options, then sign_in_option_id picks one', slow, async () => {
     await kernel.credentials.create({ name: 'pick', domain: '127.0.0.1', values: { username: USER, password: PASSWORD } });
     const c = await kernel.auth.connections.create({
       domain: '127.0.0.1', profile_name: 'pick', login_url: `${sites.origin}/pick/login`, credential: { name: 'pick' },
@@ -435,7 +435,7 @@ describe('login flows', () => {
     assert.equal(sites.hits.pickedAccount, 'work');
   });
 
-  test('a second login supersedes the running flow (410 for its JWT); delete cancels', async () => {
+  test('a second login supersedes the running flow (410 for its JWT); delete cancels', slow, async () => {
     const c = await kernel.auth.connections.create({
       domain: '127.0.0.1', profile_name: 'super', login_url: `${sites.origin}/one/login`,
     });
@@ -525,7 +525,7 @@ describe('hosted login page', () => {
 });
 
 describe('hosted login page, the flow ends elsewhere', () => {
-  test('a login superseded while the page is open: redirect to error_url with the code', async () => {
+  test('a login superseded while the page is open: redirect to error_url with the code', slow, async () => {
     const c = await kernel.auth.connections.create({
       domain: '127.0.0.1', profile_name: 'hosted-error', login_url: `${sites.origin}/one/login`,
     });

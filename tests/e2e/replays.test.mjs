@@ -15,6 +15,7 @@ import { chromium } from 'playwright-core';
 import { PNG } from 'pngjs';
 
 import { descendants, rejectsWith, startServer, stillAlive, waitFor } from './lib/server.mjs';
+import { slow } from './lib/tier.mjs';
 
 const VIEWPORT = { width: 800, height: 600 };
 const COLOURS = { red: [255, 0, 0], green: [0, 200, 0], blue: [0, 0, 255] };
@@ -159,7 +160,7 @@ describe('replays', () => {
     await client.browsers.replays.stop(replay.replay_id, { id: b.id });
   });
 
-  test('the pointer is drawn in, and its moves over a still page are recorded', async () => {
+  test('the pointer is drawn in, and its moves over a still page are recorded', slow, async () => {
     await b.page.evaluate(() => (document.body.style.background = '#fff'));
     await client.browsers.computer.moveMouse(b.id, { x: 200, y: 150 });
     const replay = await client.browsers.replays.start(b.id, { framerate: 10 });
@@ -207,7 +208,7 @@ describe('replays', () => {
     assert.equal(forged.status, 401);
   });
 
-  test('a still page is sent a few frames a second, and its video lasts until the stop', async () => {
+  test('a still page is sent a few frames a second, and its video lasts until the stop', slow, async () => {
     await b.paint('red');
     const replay = await client.browsers.replays.start(b.id, { framerate: 25 });
     const [ffmpeg] = descendants(server.pid).filter((p) => /\bffmpeg\b.*libx264/.test(p.cmd));
@@ -231,7 +232,7 @@ describe('replays', () => {
     assert.ok(near(frameColour(file, duration - 0.1), COLOURS.red), 'the still page to the end');
   });
 
-  test('a recording stops by itself at its maximum duration', async () => {
+  test('a recording stops by itself at its maximum duration', slow, async () => {
     const replay = await client.browsers.replays.start(b.id, { framerate: 5, max_duration_in_seconds: 2 });
     await waitFor(
       async () => (await client.browsers.replays.list(b.id)).find((r) => r.replay_id === replay.replay_id).finished_at,
@@ -242,7 +243,7 @@ describe('replays', () => {
     assert.ok(duration > 1.5 && duration < 2.6, `duration ${duration}`);
   });
 
-  test('recordings may overlap', async () => {
+  test('recordings may overlap', slow, async () => {
     const one = await client.browsers.replays.start(b.id, { framerate: 5 });
     await sleep(500);
     const two = await client.browsers.replays.start(b.id, { framerate: 5 });
