@@ -200,9 +200,10 @@ describe('fork bomb', () => {
   // need A calm. While it lasts, Chromium still opens connections through the agent's proxy
   // forwarder, which then has no thread to serve them with; that must cost the connection only,
   // never the agent (it once did: an uncaught std::system_error ended A's session).
-  test('a fork bomb stops at the instance task limit and the server keeps serving', async () => {
+  test('a fork bomb stops at the instance task limit and the server keeps serving', slow, async () => {
     const r = await sh(a, `python3 -c '
 import os, time
+import { slow } from './lib/tier.mjs';
 n = 0
 try:
     for i in range(20000):

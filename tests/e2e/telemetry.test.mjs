@@ -12,6 +12,7 @@ import { chromium } from 'playwright-core';
 
 import { openWebSocket } from './lib/cdp.mjs';
 import { listenAllowed, rejectsWith, startServer, waitFor } from './lib/server.mjs';
+import { slow } from './lib/tier.mjs';
 
 let server;
 let client;
@@ -415,7 +416,7 @@ describe('connections and CDP commands (headful)', () => {
 });
 
 describe('system_oom_kill', () => {
-  test('a process allocating past the instance memory limit is reported with its pid, name and RSS', async () => {
+  test('a process allocating past the instance memory limit is reported with its pid, name and RSS', slow, async () => {
     // Its own server: the memory limit applies to every instance it starts.
     const small = await startServer({ env: { HANGAR_SANDBOX_MEMORY_LIMIT_MB: '768' } });
     try {

@@ -17,6 +17,7 @@ import { after, before, describe, test } from 'node:test';
 import Kernel, { toFile } from '@onkernel/sdk';
 
 import { startServer } from './lib/server.mjs';
+import { slow } from './lib/tier.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const scratch = mkdtempSync(join(tmpdir(), 'hangar-tenant-attacks-'));
@@ -119,7 +120,7 @@ describe('the agent socket', () => {
 });
 
 describe('the app log', () => {
-  test("an app's symlink from its log to /proc/self/environ shows no server environment", { timeout: 300_000 }, async () => {
+  test("an app's symlink from its log to /proc/self/environ shows no server environment", { ...slow, timeout: 300_000 }, async () => {
     // The fixture app, plus module code that replaces its log with a link to the environment of
     // whoever opens it when it is imported by a warm sandbox, which then waits for the invocation
     // whose log the server tails.
