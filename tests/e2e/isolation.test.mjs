@@ -6,6 +6,7 @@ import http from 'node:http';
 import { after, before, describe, test } from 'node:test';
 
 import { startServer, startTestPages, waitFor } from './lib/server.mjs';
+import { slow } from './lib/tier.mjs';
 
 const PIDS_MAX = 1024;
 const DISK_QUOTA_MB = 96;
@@ -203,7 +204,6 @@ describe('fork bomb', () => {
   test('a fork bomb stops at the instance task limit and the server keeps serving', slow, async () => {
     const r = await sh(a, `python3 -c '
 import os, time
-import { slow } from './lib/tier.mjs';
 n = 0
 try:
     for i in range(20000):
