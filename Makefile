@@ -34,7 +34,7 @@ PW_EXEC_DIR  := plugins/playwright/executor
 BIDI_DIR     := plugins/bidi/mapper
 APPS_RUNNER_DIR := plugins/apps/runner
 E2E_TESTS    ?= $(sort $(wildcard $(E2E_DIR)/*.test.mjs))
-# Left out of `make test` (tests/README.md says why each): load and timeout suites, repeated cold
+# Left out of `make test` (tests/e2e/README.md, "Tiers"): load and timeout suites, repeated cold
 # starts, the headful live view (the headless one stays), the build attacks and every field's
 # echo. `make test-all` and CI run them; lib/tier.mjs marks the slow tests inside the others.
 E2E_SLOW_FILES := dashboard spares load timeout contract_fields tenant_attacks_build liveview apps
