@@ -687,13 +687,14 @@ private:
             Termination term;
             // Answered once the plugins have stopped (recordings closed, Chromium gone): the
             // server then kills the sandbox at once instead of waiting for this process to wind
-            // down its HTTP server, which is a quarter second of Poco's accept poll.
+            // down its HTTP server, which is a quarter second of Poco's accept poll. The server
+            // waits 10 s in all (runtime.cpp, kill_instance), as long as it ever did.
             core.router.add("POST", "/_agent/shutdown",
                             {&host_record(),
                              [](void *user, hangar_request *, hangar_response *res) {
                                  auto *term = static_cast<Termination *>(user);
                                  term->request();
-                                 res->status = term->wait_finished(std::chrono::seconds(20)) ? 204 : 503;
+                                 res->status = term->wait_finished(std::chrono::seconds(10)) ? 204 : 503;
                              },
                              &term, 0});
             core.router.add("GET", "/_agent/health",

@@ -919,14 +919,19 @@ void Runtime::kill_instance(Instance &inst, bool graceful) {
         bool gone = false;
         if (graceful) {
             // The agent answers once its plugins have ended what they own (recordings closed,
-            // Chromium gone); what is left of it is cut short below. An agent that cannot answer
-            // in time gets a few seconds to exit on its own, then is killed as well.
+            // Chromium gone); what is left of it is cut short below. Code in the sandbox can hold
+            // that answer back, so the answer and the exit share one budget: an agent that has not
+            // answered, or not exited, within it is killed.
+            constexpr int kStopBudgetMs = 10000;
+            const auto asked = steady_ms();
             bool plugins_stopped = false;
             try {
-                plugins_stopped = unix_http_call(inst.socket, "POST", "/_agent/shutdown", "", 25000).status == 204;
+                plugins_stopped =
+                    unix_http_call(inst.socket, "POST", "/_agent/shutdown", "", kStopBudgetMs).status == 204;
             } catch (const std::exception &) {
             }
-            if (!plugins_stopped) gone = wait_exit(inst.pid, 5000);
+            if (!plugins_stopped)
+                gone = wait_exit(inst.pid, std::max(0, kStopBudgetMs - static_cast<int>(steady_ms() - asked)));
         }
         if (!gone) {
             // An adopted sandbox is signalled through its pidfd: its pid is not ours to reuse.
