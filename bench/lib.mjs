@@ -85,7 +85,8 @@ export function launchChromium({ extraArgs = [], timeoutMs = 30_000 } = {}) {
 
 // POST /browsers (headless, default options) → the first CDP reply over cdp_ws_url, in ms; the
 // session is deleted after. `target`: a server from startServer, or an SDK client.
-export async function createToCdp(target) {
+// `deletes`, when given, collects how long each DELETE took to answer.
+export async function createToCdp(target, { deletes } = {}) {
   const client = target.client ?? target;
   const t0 = now();
   const s = await client.browsers.create({ headless: true });
@@ -96,7 +97,9 @@ export async function createToCdp(target) {
     await cdp.close();
     return ms;
   } finally {
+    const t0 = now();
     await client.browsers.deleteByID(s.session_id);
+    deletes?.push(now() - t0);
   }
 }
 

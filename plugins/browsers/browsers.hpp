@@ -6,6 +6,7 @@
 #include "chromium.hpp"
 #include "curl.hpp"
 #include "session_model.hpp"
+#include "teardowns.hpp"
 
 #include <hangar/metrics.hpp>
 #include <hangar/plugin.hpp>
@@ -316,6 +317,9 @@ private:
 
     std::unique_ptr<ChromiumRunner> chromium_;
     std::unique_ptr<BrowserCurl> curl_;
+
+    // Last, so it is destroyed first: its threads use everything above.
+    Teardowns teardowns_; // sessions whose DELETE was answered and which are still ending
 };
 
 } // namespace hangar::browsers

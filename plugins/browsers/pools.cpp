@@ -491,7 +491,8 @@ void BrowsersPlugin::refresh_pool_profiles(const std::optional<std::string> &onl
         std::string version;
         try {
             json profile =
-                call("profiles.get", {{"project_id", c.project}, {"id", c.profile.id.value_or(*c.profile.name)}});
+                call("profiles.get",
+                     {{"project_id", c.project}, {"id", c.profile.id.value_or(*c.profile.name)}, {"saved", true}});
             version = profile.value("updated_at", json()).dump();
         } catch (const std::exception &) {
             continue; // the profile is gone: its acquires fail on their own

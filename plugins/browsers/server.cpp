@@ -186,6 +186,10 @@ void BrowsersPlugin::start_server() {
     // outlives sessions (replays).
     service("browsers.session", [this](const json &in) {
         auto s = require(in.value("project_id", ""), in.value("id", ""), in.value("include_deleted", false));
+        // What outlives a session (its recordings, its telemetry) is complete once its teardown
+        // ended, which a DELETE no longer waits for.
+        if (s.deleted_ms && !teardowns_.wait(s.id, std::chrono::seconds(30)))
+            warn("browser session " + s.id + " is still ending; what it kept may be incomplete");
         // An active session's instance, and what is kept of it so far (replays, telemetry), are on
         // its node: another node's request is relayed there (421, see require_here).
         if (!s.deleted_ms) require_here(s.id, s.node);
@@ -264,6 +268,7 @@ void BrowsersPlugin::stop_server() {
     stopping_ = true;
     stop_spares();
     stop_pools();
+    teardowns_.wait_all(); // deleted sessions' saves and recordings complete before the host stops
     // The host ends every instance when it stops, so the sessions end now; recording it here keeps
     // deleted_at and usage.uptime_ms true instead of "whenever the server next starts". A planned
     // restart (the host says so) leaves them running: the next start adopts them.
@@ -894,7 +899,17 @@ void BrowsersPlugin::remove_session(const Session &s, const std::string &id_or_n
         std::lock_guard lock(idle_mutex_);
         idle_baseline_ms_.erase(s.id);
     }
-    stop_session_instance(s.id); // returns once the profile is saved and every process is gone
+    // The session reads deleted and its slot is free from here; ending it (recordings, telemetry,
+    // the profile's save, the sandbox) runs on in the background. Its profile learns first, so
+    // that a create on it waits for that save rather than start from the archive before it.
+    if (s.profile_id && (!s.node || *s.node == node_)) {
+        try {
+            call("profiles.ending", {{"session_id", s.id}});
+        } catch (const Error &e) {
+            warn("browser session " + s.id + ": its profile was not told it ends: " + e.what());
+        }
+    }
+    teardowns_.start(s.id, [this, id = s.id] { stop_session_instance(id); });
 }
 
 namespace {
@@ -1052,7 +1067,7 @@ void BrowsersPlugin::sweep_draining() {
     }
     // Quiet twice in a row, with no end under way: a DELETE that just marked the last session is
     // answered before the server goes.
-    if (ending_ > 0 ||
+    if (ending_ > 0 || teardowns_.running() > 0 ||
         !sql("SELECT id FROM browsers_sessions WHERE deleted_at IS NULL AND node = ? LIMIT 1", {node_}).empty()) {
         drain_quiet_sweeps_ = 0;
         return;

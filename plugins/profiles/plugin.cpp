@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -84,19 +85,22 @@ public:
         route("POST", "/profiles", [this](Request &q, Response &r) { create(q, r); });
         route("GET", "/profiles", [this](Request &q, Response &r) { list(q, r); });
         route("GET", "/profiles/{id_or_name}",
-              [this](Request &q, Response &r) { r.json(render(require(q.project(), q.param("id_or_name")))); });
+              [this](Request &q, Response &r) { r.json(render(require_saved(q.project(), q.param("id_or_name")))); });
         route("PATCH", "/profiles/{id_or_name}", [this](Request &q, Response &r) { rename(q, r); });
         route("DELETE", "/profiles/{id_or_name}", [this](Request &q, Response &r) { remove(q, r); });
         route("GET", "/profiles/{id_or_name}/download", [this](Request &q, Response &r) { download(q, r); });
 
-        service("profiles.get",
-                [this](const json &in) { return render(require(in.value("project_id", ""), in.value("id", ""))); });
+        // {"saved": true}: as the sessions deleted so far left it (waits for their saves).
+        service("profiles.get", [this](const json &in) {
+            const std::string project = in.value("project_id", ""), id = in.value("id", "");
+            return render(in.value("saved", false) ? require_saved(project, id) : require(project, id));
+        });
         service("profiles.acquire", [this](const json &in) { return acquire(in); });
         // The browsers plugin: whether a profile has a saved archive (one without starts on the
         // empty user-data folder a warm spare already has). 404 as acquire for an unknown one.
         service("profiles.has_state", [this](const json &in) {
-            json row =
-                require(in.value("project_id", ""), in.contains("id") ? in.value("id", "") : in.value("name", ""));
+            json row = require_saved(in.value("project_id", ""),
+                                     in.contains("id") ? in.value("id", "") : in.value("name", ""));
             return json{{"has_state", row.value("saved", 0) != 0}};
         });
         // Managed auth: the connection's profile, created when missing; and a save of a
@@ -105,6 +109,13 @@ public:
         service("profiles.ensure", [this](const json &in) { return ensure(in); });
         service("profiles.save", [this](const json &in) {
             save_now(in.value("session_id", ""), in.value("instance_id", ""));
+            return json::object();
+        });
+        // A session whose DELETE is answered before it ends (the browsers plugin ends it in the
+        // background): from here on, what reads or replaces its profile waits for its end.
+        service("profiles.ending", [this](const json &in) {
+            std::lock_guard lock(leases_mutex_);
+            if (auto it = leases_.find(in.value("session_id", "")); it != leases_.end()) it->second.ending = true;
             return json::object();
         });
         service("profiles.release", [this](const json &in) {
@@ -128,7 +139,34 @@ private:
     struct Lease {
         std::string profile_id;
         bool save_changes = false;
+        bool ending = false; // its session was deleted; the save (if any) is under way
     };
+
+    // The longest an ending session's save may take (archive_from's own limit), and then some.
+    static constexpr std::chrono::seconds kEndingWait{150};
+
+    // Waits, under `lock` on leases_mutex_, until no deleted session still holds profile `id`
+    // (`saving_only`: none that will save into it). A create on the profile a DELETE just
+    // ended must start from what that session saved, not from the archive before it.
+    void wait_for_ending_sessions(std::unique_lock<std::mutex> &lock, const std::string &id, bool saving_only) {
+        bool ended = leases_changed_.wait_for(lock, kEndingWait, [&] {
+            for (const auto &[_, lease] : leases_)
+                if (lease.profile_id == id && lease.ending && (lease.save_changes || !saving_only)) return false;
+            return true;
+        });
+        if (!ended)
+            throw Error(503, "upstream_unavailable",
+                        "profile " + id + " is still being saved by a deleted browser session; try again shortly");
+    }
+
+    // The profile row once no deleted session still saves into it.
+    json require_saved(const std::string &project, const std::string &id_or_name) {
+        json row = require(project, id_or_name);
+        std::unique_lock lock(leases_mutex_);
+        wait_for_ending_sessions(lock, row.at("id").get<std::string>(), true);
+        lock.unlock();
+        return require(project, id_or_name);
+    }
 
     std::optional<json> find(const std::string &project, const std::string &id_or_name) const {
         return hangar::find_by_id_or_name([this](const std::string &q, const json &p) { return sql(q, p); },
@@ -207,7 +245,8 @@ private:
         json row = require(req.project(), req.param("id_or_name"));
         std::string id = row.at("id").get<std::string>();
         {
-            std::lock_guard lock(leases_mutex_);
+            std::unique_lock lock(leases_mutex_);
+            wait_for_ending_sessions(lock, id, false);
             for (const auto &[session, lease] : leases_)
                 if (lease.profile_id == id) in_use(id, session);
             for (const auto &lease :
@@ -226,7 +265,7 @@ private:
     }
 
     void download(Request &req, Response &res) {
-        json row = require(req.project(), req.param("id_or_name"));
+        json row = require_saved(req.project(), req.param("id_or_name"));
         std::string format = req.query("format").value_or("tar.zst");
         if (format != "tar.zst" && format != "tar" && format != "zstd")
             throw Error::invalid("format", "must be tar.zst or tar");
@@ -265,7 +304,9 @@ private:
             throw Error::invalid("profile", "id and name name different profiles");
         std::string id = row.at("id").get<std::string>();
         {
-            std::lock_guard lock(leases_mutex_);
+            std::unique_lock lock(leases_mutex_);
+            wait_for_ending_sessions(lock, id, true);
+            row = require(project, id); // `saved` as the ended session left it
             // Under the lock that DELETE takes, so a profile cannot vanish between the two.
             if (sql("SELECT id FROM profiles_profiles WHERE id = ?", {id}).empty())
                 throw Error::not_found("profile \"" + selector + "\" not found");
@@ -296,6 +337,7 @@ private:
             ~Forget() {
                 std::lock_guard lock(self.leases_mutex_);
                 self.leases_.erase(session);
+                self.leases_changed_.notify_all();
                 try {
                     self.sql("DELETE FROM profiles_leases WHERE session_id = ?", {session});
                 } catch (const Error &) {
@@ -349,6 +391,7 @@ private:
     std::mutex names_mutex_;
     std::mutex leases_mutex_;
     std::map<std::string, Lease> leases_; // session id -> lease
+    std::condition_variable leases_changed_; // a lease was given back
 };
 
 } // namespace

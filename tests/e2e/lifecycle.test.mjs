@@ -10,7 +10,8 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 
 
-import { descendants, doctor, doctorShows, processTable, startServer, stillAlive, waitFor } from './lib/server.mjs';
+import { descendants, doctor, doctorShows, processTable, sessionExists, startServer, stillAlive, waitFor } from './lib/server.mjs';
+import { slow } from './lib/tier.mjs';
 
 const isChromium = (p) => /chrom/i.test(p.cmd);
 
@@ -215,6 +216,65 @@ test('kill -9 in the middle of creates, a profile save and a recording: no orpha
       const point = line.split(' ')[4];
       if (point?.startsWith(join(dataDir, 'instances'))) try { execFileSync('umount', ['-l', point]); } catch {}
     }
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+});
+
+// The cgroup folders (one per hierarchy) of the instance whose sandbox is `pid`: each ends in its id.
+const instanceCgroups = (pid, id) => {
+  const dirs = [];
+  for (const line of readFileSync(`/proc/${pid}/cgroup`, 'utf8').split('\n')) {
+    const [, controllers, path] = line.split(':');
+    if (!path?.endsWith(`/${id}`)) continue;
+    const candidates = controllers
+      ? [join('/sys/fs/cgroup', controllers.replace(/^name=/, ''), path)]
+      : [join('/sys/fs/cgroup', path), join('/sys/fs/cgroup/unified', path)];
+    dirs.push(...candidates.filter((d) => existsSync(d)));
+  }
+  return dirs;
+};
+
+// A DELETE answers before its session's teardown ends (issue 42). A crash in the middle of five
+// teardowns must still leave nothing of them once the next server has started.
+test('kill -9 during five teardowns: after the next start no instance, mount, cgroup or pasta is left', slow, async () => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'hangar-e2e-teardowns-'));
+  const apiKey = 'sk_test_teardowns_' + Date.now();
+  let leftovers = [];
+  try {
+    const first = await startServer({ dataDir, apiKey });
+    const ids = [];
+    for (let i = 0; i < 5; i++) ids.push((await first.client.browsers.create({ headless: true })).session_id);
+    const sandboxes = ids.map((id) => Number(readFileSync(join(dataDir, 'instances', `${id}.pids`), 'utf8').split(' ')[0]));
+    const cgroups = sandboxes.flatMap((pid, i) => instanceCgroups(pid, ids[i]));
+    assert.ok(cgroups.length >= ids.length, `each instance has its cgroups: ${cgroups}`);
+    const procs = descendants(first.pid);
+    assert.ok(pastasOf(dataDir).length >= ids.length, 'each instance has its pasta');
+
+    // Five deletes answered, then the crash while their teardowns run.
+    await Promise.all(ids.map((id) => first.client.browsers.deleteByID(id)));
+    await first.kill();
+
+    const second = await startServer({ dataDir, apiKey });
+    try {
+      for (const id of ids) assert.equal(await sessionExists(second.client, id), false, `${id} stays deleted`);
+      await waitFor(() => stillAlive(procs).length === 0, { timeoutMs: 30_000, what: 'every process of the five to end' })
+        .catch((err) => {
+          leftovers = stillAlive(procs);
+          throw new Error(`${err.message}:\n${leftovers.map((p) => `${p.pid} ${p.cmd}`).join('\n')}`);
+        });
+      const files = readdirSync(join(dataDir, 'instances')).filter((f) => ids.some((id) => f.includes(id)));
+      assert.deepEqual(files, [], 'no folder, pid file or disk image of theirs');
+      const mounts = readFileSync('/proc/self/mountinfo', 'utf8').split('\n').filter((l) => l.includes(dataDir));
+      assert.deepEqual(mounts, [], 'no instance file system mounted');
+      assert.deepEqual(pastasOf(dataDir).map((p) => p.cmd), [], 'no pasta');
+      await waitFor(() => cgroups.every((d) => !existsSync(d)), { timeoutMs: 10_000, what: 'their cgroups removed' })
+        .catch((err) => assert.fail(`${err.message}: ${cgroups.filter((d) => existsSync(d))}`));
+    } finally {
+      await second.stop();
+    }
+  } finally {
+    for (const p of leftovers) try { process.kill(p.pid, 'SIGKILL'); } catch {}
+    for (const p of pastasOf(dataDir)) try { process.kill(p.pid, 'SIGKILL'); } catch {}
     rmSync(dataDir, { recursive: true, force: true });
   }
 });

@@ -155,6 +155,29 @@ test('a session saves cookies and local storage into its profile; the next sessi
   await client.profiles.delete(profile.id);
 });
 
+// A DELETE answers before its session's teardown (and so the profile's save) has ended
+// (issue 42): a create straight after it on the same profile still starts from what it saved.
+test('a create right after a delete starts on the profile that delete saved', async () => {
+  const profile = await client.profiles.create({ name: 'delete-then-create' });
+  const first = await createBrowser({ profile: { id: profile.id, save_changes: true } });
+  await withPage(first, async (page) => {
+    await page.goto(pages.url);
+    await page.evaluate(() => {
+      document.cookie = 'hangar=saved-at-delete; max-age=86400; path=/';
+      localStorage.setItem('hangar', 'saved-at-delete');
+    });
+  });
+  await deleteBrowser(first.session_id);
+  const next = await createBrowser({ profile: { id: profile.id, save_changes: true } });
+  await withPage(next, async (page) => {
+    await page.goto(pages.url);
+    assert.deepEqual(await readState(page), { cookie: 'hangar=saved-at-delete', stored: 'saved-at-delete' });
+  });
+  await deleteBrowser(next.session_id);
+  // And the profile can go once its last session has ended, without waiting by hand.
+  await client.profiles.delete(profile.id);
+});
+
 test('an idle timeout saves the profile too; the next session gets its storage back, not its tabs', slow, async () => {
   const profile = await client.profiles.create({ name: 'idle-save' });
   const b = await createBrowser({ timeout_seconds: 10, profile: { id: profile.id, save_changes: true } });

@@ -15,6 +15,11 @@ import { TEST_PAGE_TITLE, readyInstances, startServer, startTestPages, waitFor }
 let server;
 const instancesOf = (srv) => readyInstances(srv.dataDir);
 const instances = () => instancesOf(server);
+// A DELETE answers before the instance is gone; these tests count instances, so they wait for it.
+async function endSession(id, srv = server) {
+  await srv.client.browsers.deleteByID(id);
+  await waitFor(() => !instancesOf(srv).includes(id), { timeoutMs: 30_000, what: `session ${id}'s instance to go` });
+}
 
 before(async () => {
   // Exactly one spare per kind here; the test at the end lets the count follow demand.
@@ -53,7 +58,7 @@ test('a spare of each kind is started, and a create takes the matching one', asy
       await browser.close();
     }
   } finally {
-    await server.client.browsers.deleteByID(b.session_id);
+    await endSession(b.session_id);
   }
 });
 
@@ -64,7 +69,7 @@ test('options a spare cannot serve get a cold start and leave the spares alone',
     assert.ok(!before.includes(b.session_id), 'a new instance, not a spare');
     assert.deepEqual(instances().filter((id) => id !== b.session_id), before);
   } finally {
-    await server.client.browsers.deleteByID(b.session_id);
+    await endSession(b.session_id);
   }
 });
 
@@ -87,7 +92,7 @@ test('a start_url is opened in the spare at hand-over: one page, at that URL, hi
       await browser.close();
     }
   } finally {
-    await server.client.browsers.deleteByID(b.session_id);
+    await endSession(b.session_id);
     await pages.close();
   }
 });
@@ -109,7 +114,7 @@ test('stealth spares follow stealth creates; an empty profile takes one, a saved
     const first = await server.client.browsers.create({ headless: true, stealth: true });
     assert.ok(!plain.includes(first.session_id), 'a cold start');
     assert.ok(await isStealth(first));
-    await server.client.browsers.deleteByID(first.session_id);
+    await endSession(first.session_id);
     const withStealth = await waitFor(() => {
       const now = instances();
       return now.length === 3 && !now.includes(first.session_id) ? now : null;
@@ -129,7 +134,7 @@ test('stealth spares follow stealth creates; an empty profile takes one, a saved
     } finally {
       await browser.close();
     }
-    await server.client.browsers.deleteByID(login.session_id); // saves the profile
+    await endSession(login.session_id); // saves the profile
 
     // Saved state now: a cold start on it, even with a stealth spare ready.
     const ready = await waitFor(() => {
@@ -148,7 +153,7 @@ test('stealth spares follow stealth creates; an empty profile takes one, a saved
         await b2.close();
       }
     } finally {
-      await server.client.browsers.deleteByID(again.session_id);
+      await endSession(again.session_id);
     }
   } finally {
     await pages.close();
@@ -166,7 +171,11 @@ test('spares follow demand: a burst raises their number to the maximum, and it f
     // Three headless creates at once: more than one start-up time's worth of one spare.
     const burst = await Promise.all([1, 2, 3].map(() => busy.client.browsers.create({ headless: true })));
     for (const b of burst) await busy.client.browsers.deleteByID(b.session_id);
-    await waitFor(() => count() === 4, { timeoutMs: 60_000, what: 'three headless spares and the headful one' });
+    // A DELETE answers before its instance is gone: the burst's own instances must leave first.
+    await waitFor(() => {
+      const now = instancesOf(busy);
+      return now.length === 4 && burst.every((b) => !now.includes(b.session_id));
+    }, { timeoutMs: 60_000, what: 'three headless spares and the headful one' });
     // A burst like the first is now served from spares, each its own.
     const ready = instancesOf(busy);
     const again = await Promise.all([1, 2, 3].map(() => busy.client.browsers.create({ headless: true })));
