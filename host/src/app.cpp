@@ -21,6 +21,7 @@
 
 #include <signal.h>
 #include <sys/stat.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -41,6 +42,20 @@ namespace {
 // How long a start on a shared store tries its public URL (a pod's DNS name is published a
 // moment after the pod starts) before it refuses it.
 constexpr int kPublicUrlPatienceMs = 8000;
+
+// An agent's wait for its sandbox's network, which the server links out (pasta, routes) while
+// the agent loads its plugins: one byte when it is in place, end of file when that failed.
+void wait_for_network(int fd) {
+    constexpr int kNetworkPatienceMs = 60000; // the server gives up (and kills us) well before
+    UniqueFd owned(fd);
+    pollfd p{fd, POLLIN, 0};
+    int ready;
+    do {
+        ready = ::poll(&p, 1, kNetworkPatienceMs);
+    } while (ready < 0 && errno == EINTR);
+    char byte = 0;
+    if (ready != 1 || ::read(fd, &byte, 1) != 1) throw std::runtime_error("the sandbox's network was not set up");
+}
 
 struct Args {
     std::string command; // serve | agent | admin | version | help
@@ -709,7 +724,10 @@ private:
             for (auto &p : split(option("plugins"), ','))
                 if (!p.empty()) enabled.push_back(p);
             PluginManager plugins(core);
-            plugins.load(dirs, enabled);
+            const int network_fd = std::stoi(option("network-fd", "-1"));
+            plugins.load(dirs, enabled, [&] {
+                if (network_fd >= 0) wait_for_network(network_fd);
+            });
             // The server bound the socket in a folder of its own and handed it over (runtime.cpp).
             int listen_fd = std::stoi(option("listen-fd", "-1"));
             if (listen_fd < 0) throw std::runtime_error("no listening socket was handed to the agent (--listen-fd)");

@@ -98,7 +98,8 @@ std::map<std::string, std::string> PluginManager::find_files(const std::vector<s
     return found;
 }
 
-void PluginManager::load(const std::vector<std::string> &dirs, const std::vector<std::string> &enabled) {
+void PluginManager::load(const std::vector<std::string> &dirs, const std::vector<std::string> &enabled,
+                         const std::function<void()> &before_start) {
     auto found = find_files(dirs);
     for (const auto &[name, _] : found)
         if (std::find(enabled.begin(), enabled.end(), name) == enabled.end()) core_.disabled_plugins.insert(name);
@@ -137,6 +138,7 @@ void PluginManager::load(const std::vector<std::string> &dirs, const std::vector
     for (const auto &name : enabled)
         if (opened.count(name)) place(name);
 
+    if (before_start) before_start();
     for (auto &rec : plugins_) {
         if (core_.role == HANGAR_ROLE_SERVER && core_.store) {
             std::vector<Store::Migration> migrations;

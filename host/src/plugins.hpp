@@ -3,6 +3,7 @@
 
 #include "core.hpp"
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -23,7 +24,10 @@ public:
 
     // Loads every enabled plugin found in `dirs` (first match wins). A plugin built for another
     // ABI is refused with a log line and skipped; a missing dependency is fatal (PluginError).
-    void load(const std::vector<std::string> &dirs, const std::vector<std::string> &enabled);
+    // `before_start` runs once every plugin is opened and ordered, before the first one starts
+    // (an agent waits there for its sandbox's network).
+    void load(const std::vector<std::string> &dirs, const std::vector<std::string> &enabled,
+              const std::function<void()> &before_start = {});
     // Every plugin library in `dirs`, name → file (the first folder holding a name wins).
     static std::map<std::string, std::string> find_files(const std::vector<std::string> &dirs);
     void stop_all();

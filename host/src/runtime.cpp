@@ -557,7 +557,7 @@ std::vector<std::string> Runtime::sandbox_argv(const Instance &inst) const {
     if (inst.offline)
         a.emplace_back("--unshare-net");
     else if (opt_.isolated_network)
-        a.insert(a.end(), {"--unshare-net", "--info-fd", "4", "--block-fd", "5"});
+        a.insert(a.end(), {"--unshare-net", "--info-fd", "4"});
     a.insert(a.end(), {"--seccomp", "6"});
     auto ro = agent_ro_paths();
     auto root = sandbox::root_args(ro);
@@ -785,6 +785,10 @@ nlohmann::json Runtime::start(const nlohmann::json &spec) {
     args.push_back("--instance-dir=" + std::string(opt_.use_bwrap ? "/run/hangar" : inst.dir));
     args.push_back("--ready-fd=3");
     args.push_back("--listen-fd=7");
+    // The agent loads its plugins while the network is linked out, and starts none (Chromium
+    // least of all: it must never see its network change) before it reads the byte we write on 5.
+    const bool network_after_spawn = opt_.use_bwrap && opt_.isolated_network && !inst.offline;
+    if (network_after_spawn) args.push_back("--network-fd=5");
     if (!opt_.config_file.empty()) args.push_back("--config=" + opt_.config_file);
     std::string dirs;
     for (const auto &d : opt_.plugin_dirs)
@@ -819,8 +823,8 @@ nlohmann::json Runtime::start(const nlohmann::json &spec) {
         procs.push_back(cg + "/cgroup.procs");
     std::string bwrap_path = "/usr/bin/bwrap";
     const char *exec_path = opt_.use_bwrap ? bwrap_path.c_str() : opt_.exe.c_str();
-    // Inherited as 3 (readiness), 4 (bwrap's info), 5 (bwrap waits on it), 6 (seccomp) and 7 (the
-    // agent's listening socket).
+    // Inherited as 3 (readiness), 4 (bwrap's info), 5 (the agent waits on it), 6 (seccomp) and 7
+    // (the agent's listening socket).
     const int child_fds[] = {ready_w.get(), info_w.get(), block_r.get(), filter_r.get(), listener.get()};
     constexpr int kChildFds = static_cast<int>(std::size(child_fds));
     const int lfd = logfd.get();
@@ -868,8 +872,8 @@ nlohmann::json Runtime::start(const nlohmann::json &spec) {
     listener.reset();
     logfd.reset();
 
-    if (opt_.use_bwrap && opt_.isolated_network && !inst.offline) {
-        // bwrap reports the sandbox's first process, then waits on `block` until its network
+    if (network_after_spawn) {
+        // bwrap reports the sandbox's first process; its agent waits on `block` until the network
         // namespace is linked out and routed.
         try {
             auto child = read_info_pid(info_r.get(), steady_ms() + opt_.start_timeout_ms);

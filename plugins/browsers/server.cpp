@@ -1013,6 +1013,8 @@ void BrowsersPlugin::place_create(Response &res, bool relayed) const {
     for (const auto &row : sql("SELECT node, COUNT(*) AS n FROM browsers_sessions WHERE deleted_at IS NULL AND "
                                "node IS NOT NULL GROUP BY node"))
         sessions[row.value("node", "")] = row.value("n", std::int64_t{0});
+    // Sandboxes of deleted sessions still ending hold this node's memory until they are gone.
+    sessions[node_] += static_cast<std::int64_t>(teardowns_.running());
     const bool room_here = !draining() && (my_cap == 0 || sessions[node_] < my_cap);
 
     // The other live node with the fewest active sessions and room under its cap (then the most
