@@ -19,9 +19,9 @@
 #include <Poco/PatternFormatter.h>
 #include <Poco/Util/ServerApplication.h>
 
+#include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
-#include <poll.h>
 #include <unistd.h>
 
 #include <algorithm>

@@ -390,7 +390,7 @@ private:
 
     std::mutex names_mutex_;
     std::mutex leases_mutex_;
-    std::map<std::string, Lease> leases_; // session id -> lease
+    std::map<std::string, Lease> leases_;    // session id -> lease
     std::condition_variable leases_changed_; // a lease was given back
 };
 
