@@ -209,7 +209,7 @@ test-asan: setup-apt
 # schemathesis, CI-sized: ≥ 1,000 requests, 0 server errors, 0 response-schema violations.
 test-api: setup-venv
 	$(API_VENV)/bin/python tests/api/fuzz_api.py --bin $(abspath $(BUILD_DIR))/bin/hangar \
-	  --out $(abspath $(BUILD_DIR))/api-fuzz --examples $(API_EXAMPLES) --phases examples,coverage,fuzzing \
+	  --out $(abspath $(BUILD_DIR))/api-fuzz --examples $(API_EXAMPLES) --phases examples,coverage,fuzzing,stateful \
 	  --seed 1 --min-requests 1000
 
 # The libFuzzer targets (tests/fuzz), built with clang in their own tree. Each runs on a copy of

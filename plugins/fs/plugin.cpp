@@ -263,7 +263,32 @@ std::string body_string(const json &body, const std::string &field, bool require
 
 // ---- zip ----
 
+// The folder as a zip, built in memory: at most zip_limits' entries and bytes (what upload_zip
+// takes), 400 past them. Without the caps a folder like `/` (all of /usr, /proc/kcore) kept the
+// agent reading and the answer's memory growing past any request timeout.
 std::string zip_directory(const std::string &dir) {
+    std::size_t entries = 0;
+    std::uint64_t bytes = 0;
+    auto too_big = [&dir]() {
+        return Error::invalid("path", dir + " holds more than a zip may (" + std::to_string(zip_limits.max_entries) +
+                                          " entries, " + std::to_string(zip_limits.max_bytes) + " bytes)");
+    };
+    // A first walk that reads nothing: a folder past the caps is refused in milliseconds, not after
+    // reading up to max_bytes of it.
+    {
+        std::error_code ec;
+        for (auto it = stdfs::recursive_directory_iterator(dir, stdfs::directory_options::skip_permission_denied, ec);
+             !ec && it != stdfs::recursive_directory_iterator(); it.increment(ec)) {
+            struct stat st {};
+            if (lstat(it->path().c_str(), &st) != 0) continue;
+            if (++entries > zip_limits.max_entries ||
+                (S_ISREG(st.st_mode) && static_cast<std::uint64_t>(st.st_size) > zip_limits.max_bytes - bytes))
+                throw too_big();
+            if (S_ISREG(st.st_mode)) bytes += static_cast<std::uint64_t>(st.st_size);
+        }
+        entries = 0;
+        bytes = 0;
+    }
     std::string out;
     archive *a = archive_write_new();
     archive_write_set_format_zip(a);
@@ -278,6 +303,11 @@ std::string zip_directory(const std::string &dir) {
         const auto &p = it->path();
         struct stat st {};
         if (lstat(p.c_str(), &st) != 0) continue;
+        if (++entries > zip_limits.max_entries ||
+            (S_ISREG(st.st_mode) && static_cast<std::uint64_t>(st.st_size) > zip_limits.max_bytes - bytes)) {
+            archive_write_free(a);
+            throw too_big();
+        }
         std::string rel = p.lexically_relative(dir).string();
         archive_entry *e = archive_entry_new();
         archive_entry_set_pathname(e, (S_ISDIR(st.st_mode) ? rel + "/" : rel).c_str());
@@ -294,9 +324,16 @@ std::string zip_directory(const std::string &dir) {
                 archive_write_header(a, e);
                 char buf[65536];
                 ssize_t n;
-                while ((n = read(fd, buf, sizeof buf)) > 0)
+                // A file may read longer than its size said (/proc): the cap holds on what is read.
+                while ((n = read(fd, buf, sizeof buf)) > 0 &&
+                       (bytes += static_cast<std::uint64_t>(n)) <= zip_limits.max_bytes)
                     archive_write_data(a, buf, static_cast<size_t>(n));
                 close(fd);
+                if (bytes > zip_limits.max_bytes) {
+                    archive_entry_free(e);
+                    archive_write_free(a);
+                    throw too_big();
+                }
             }
         } // symlinks and special files are left out
         archive_entry_free(e);

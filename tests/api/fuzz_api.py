@@ -6,11 +6,20 @@
 Starts the server on a free port with a fresh data dir and a random key; browsers are bounded so
 the run fits 2 cores (no warm spares, one browser per project: further creates get 429, short
 idle timeouts); runs `schemathesis run` with positive and negative data and the checks below;
-makes one headless browser first and pins every `{id}` path parameter to it, so the browser
-sub-resources (fs, process, computer, playwright, logs, replays, curl) run for real instead of
-answering 404 (`follow` is pinned to false: a followed log stream never ends); counts every
-request it sent (from the NDJSON report) and fails on any server error (5xx) or
+seeds one real resource of each kind first (a small headful browser with a process, a watch and a
+finished replay; a profile, proxy, credential, project, API key, pool, extension, auth
+connection, credential provider, app deployment and an invocation of it; a second of each kind
+that has a DELETE, for it) and pins every id path parameter and capability token to them, so the
+id routes and the browser sub-resources (fs, process, computer, playwright, logs, replays, curl)
+run for real instead of answering 404 (`follow` is pinned to false: a followed log stream never
+ends). The stateful phase chains the OpenAPI links of the create operations (POST /browsers →
+GET/PATCH/DELETE /browsers/{id_or_name}, ...). Counts every request it sent (from the NDJSON
+report), writes each operation's statuses to coverage.txt and fails on any server error (5xx) or
 response-schema violation. The server's log goes to build/api-fuzz/hangar.log.
+
+The app is JavaScript with its node_modules in the archive (the SDK's runtime files from
+tests/e2e/node_modules, `make setup-npm`), so its build runs no npm; the credential provider's
+Connect server is a small test double in this process (start_connect_double).
 """
 import argparse
 import json
@@ -37,7 +46,50 @@ VENV_BIN = HERE / ".venv" / "bin"
 CHECKS = "no_server_error,response_schema_conformance,status_code_conformance,content_type_conformance,response_headers_conformance"
 
 
-def start_server(binary: Path, out_dir: Path):
+CONNECT_TOKEN = "fuzz-connect-token"
+
+
+def start_connect_double() -> str:
+    """TEST DOUBLE, not 1Password: the three GET routes of the 1Password Connect API the
+    credential providers call (as tests/e2e/lib/connect-double.mjs), one vault with one login, so
+    the seeded provider's /test and /items answer 200 instead of 502 for a Connect that is not
+    there (no real Connect server runs on these machines)."""
+    import http.server
+    import threading
+    item = {"id": "fuzzitem", "title": "fuzz login", "category": "LOGIN", "vault": {"id": "fuzzvault"},
+            "urls": [{"href": "https://example.test", "primary": True}],
+            "fields": [{"id": "username", "type": "STRING", "purpose": "USERNAME", "label": "username", "value": "u"},
+                       {"id": "password", "type": "CONCEALED", "purpose": "PASSWORD", "label": "password", "value": "p"}]}
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *_):
+            pass
+
+        def do_GET(self):
+            parts = [urllib.parse.unquote(x) for x in urllib.parse.urlparse(self.path).path.split("/") if x]
+            status, body = 404, {"status": 404, "message": "Not found"}
+            if self.headers.get("Authorization") != "Bearer " + CONNECT_TOKEN:
+                status, body = 401, {"status": 401, "message": "Invalid token"}
+            elif parts == ["v1", "vaults"]:
+                status, body = 200, [{"id": "fuzzvault", "name": "Fuzz Vault", "type": "USER_CREATED", "items": 1}]
+            elif parts == ["v1", "vaults", "fuzzvault", "items"]:
+                status, body = 200, [{k: v for k, v in item.items() if k != "fields"}]
+            elif parts == ["v1", "vaults", "fuzzvault", "items", "fuzzitem"]:
+                status, body = 200, item
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    srv.daemon_threads = True
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return f"http://127.0.0.1:{srv.server_address[1]}"
+
+
+def start_server(binary: Path, out_dir: Path, connect_url: str):
     data_dir = Path(tempfile.mkdtemp(prefix="hangar-api-fuzz-"))
     key = "sk_fuzz_" + secrets.token_hex(16)
     env = dict(os.environ,
@@ -47,6 +99,8 @@ def start_server(binary: Path, out_dir: Path):
                HANGAR_WARM_SPARES="0",
                HANGAR_KEEP_SESSIONS_ON_STOP="0",  # its SIGTERM ends every session
                HANGAR_MAX_BROWSERS_PER_PROJECT="4",
+               # The Connect double's port is the one loopback address outbound fetches may reach.
+               HANGAR_FETCH_ALLOW=urllib.parse.urlparse(connect_url).netloc,
                HANGAR_LOG_LEVEL="information")
     log = open(out_dir / "hangar.log", "w")
     proc = subprocess.Popen([str(binary), "serve"], env=env, stdout=subprocess.PIPE, stderr=log, text=True)
@@ -88,6 +142,28 @@ def tiny_extension_zip() -> bytes:
     return buf.getvalue()
 
 
+SDK_DIR = ROOT / "tests" / "e2e" / "node_modules" / "@onkernel" / "sdk"
+
+
+def tiny_app_zip(name: str) -> bytes:
+    """A JavaScript Kernel app with its node_modules in the archive and no lockfile: the build
+    uses them as they are (no npm, no registry). Only the SDK's runtime files go in (no maps,
+    no typings): about 900 KB. The SDK comes from the e2e tests' install (make setup-npm)."""
+    if not (SDK_DIR / "package.json").exists():
+        raise SystemExit(f"{SDK_DIR} is missing: run `make setup-npm`")
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("package.json", json.dumps({"name": name, "private": True, "type": "module"}))
+        z.writestr("index.mjs", "import Kernel from '@onkernel/sdk';\n"
+                                f"const app = new Kernel().app({json.dumps(name)});\n"
+                                "app.action('echo', async (ctx, payload) => ({ payload: payload ?? null }));\n")
+        for f in sorted(SDK_DIR.rglob("*")):
+            rel = f.relative_to(SDK_DIR)
+            if f.is_file() and rel.parts[0] != "src" and (f.name == "package.json" or f.suffix in (".js", ".mjs")):
+                z.write(f, "node_modules/@onkernel/sdk/" + str(rel))
+    return buf.getvalue()
+
+
 def multipart(fields: dict, files: dict):
     boundary = "hangarfuzz" + secrets.token_hex(8)
     out = b""
@@ -99,11 +175,13 @@ def multipart(fields: dict, files: dict):
     return out + f"--{boundary}--\r\n".encode(), "multipart/form-data; boundary=" + boundary
 
 
-def seed(url: str, key: str) -> dict:
+def seed(url: str, key: str, connect_url: str) -> dict:
     """Real resources for the id routes: one of each kind to read and change, and a second one of
     the kinds whose DELETE would otherwise remove the first before the other operations ran."""
     ids = {"none": "fuzz-none"}  # an id nothing has
-    browser = call(url, key, "POST", "/browsers", {"headless": True, "timeout_seconds": 3600, "name": "api-fuzz-fixture"})
+    # Headful, small: the computer routes and replays need a screen (a headless session has none).
+    browser = call(url, key, "POST", "/browsers", {"headless": False, "timeout_seconds": 3600, "name": "api-fuzz-fixture",
+                                                   "viewport": {"width": 800, "height": 600}})
     ids["browser"] = browser["session_id"]
     ids["jwt"] = urllib.parse.parse_qs(urllib.parse.urlparse(browser["cdp_ws_url"]).query)["jwt"][0]
     live = urllib.parse.urlparse(browser.get("browser_live_view_url") or "").path
@@ -129,12 +207,36 @@ def seed(url: str, key: str) -> dict:
         ids["pool" + role] = call(url, key, "POST", "/browser_pools", {"name": f"fuzz-pool{role}", "size": 1})["id"]
         body, ctype = multipart({"name": f"fuzz-ext{role}"}, {"file": ("ext.zip", tiny_extension_zip())})
         ids["extension" + role] = call(url, key, "POST", "/extensions", raw=body, content_type=ctype)["id"]
+        ids["provider" + role] = call(url, key, "POST", "/org/credential_providers", {
+            "name": f"fuzz-provider{role}", "provider_type": "onepassword", "token": CONNECT_TOKEN,
+            "url": connect_url})["id"]
+        # The builds run after the answer; they are awaited below, together.
+        body, ctype = multipart({"entrypoint_rel_path": "index.mjs"},
+                                {"file": ("app.zip", tiny_app_zip(f"fuzz-app{role}"))})
+        ids["deployment" + role] = call(url, key, "POST", "/deployments", raw=body, content_type=ctype)["id"]
+
+    # A replay, recorded for a moment.
+    replay = call(url, key, "POST", f"/browsers/{ids['browser']}/replays", {"framerate": 5})
+    ids["replay"] = replay["replay_id"]
+    ids["replay_token"] = urllib.parse.urlparse(replay["replay_view_url"]).path.rsplit("/", 1)[-1]
+    time.sleep(1)
+    call(url, key, "POST", f"/browsers/{ids['browser']}/replays/{ids['replay']}/stop")
+
+    for role in ("", "_victim"):
+        deadline = time.time() + 120
+        while (d := call(url, key, "GET", f"/deployments/{ids['deployment' + role]}"))["status"] in ("queued", "in_progress"):
+            if time.time() > deadline:
+                raise SystemExit(f"the seeded deployment did not build in 120 s: {d}")
+            time.sleep(0.2)
+        if d["status"] != "running":
+            raise SystemExit(f"the seeded deployment failed: {d}")
+    ids["invocation"] = call(url, key, "POST", "/invocations", {
+        "app_name": "fuzz-app", "action_name": "echo", "payload": "{}"})["id"]
     return ids
 
 
 # Which seeded id each path parameter gets: (path regex, parameters, the id's kind). DELETE of a
-# resource gets the victim of its kind. Routes of apps (deployments, invocations), replays and
-# credential providers have nothing seeded: building an app or recording is an e2e test's job.
+# resource gets the victim of its kind.
 # Streams that would stay open for the whole request timeout with a real id behind them (a
 # process that runs for an hour, a watch, a flow that waits): their own ids stay unpinned.
 STREAMS = [
@@ -144,6 +246,8 @@ STREAMS = [
     (r"^/auth/connections/\{id\}/events$", {"path.id": "none"}),
 ]
 PINS = [
+    (r"^/browsers/\{id\}/replays", {"path.id": "browser", "path.replay_id": "replay"}),
+    (r"^/replays/view/\{token\}", {"path.token": "replay_token"}),
     (r"^/browsers/\{id\}/", {"path.id": "browser", "path.process_id": "process", "path.watch_id": "watch"}),
     (r"^/browsers/\{id_or_name\}", {"path.id_or_name": "browser"}),
     (r"^/browser/vm/\{session_id\}/", {"path.session_id": "browser", "query.jwt": "jwt"}),
@@ -158,6 +262,9 @@ PINS = [
     (r"^/auth/connections/\{id\}", {"path.id": "connection"}),
     (r"^/org/projects/\{id\}", {"path.id": "project"}),
     (r"^/org/api_keys/\{id\}", {"path.id": "api_key"}),
+    (r"^/org/credential_providers/\{id\}", {"path.id": "provider"}),
+    (r"^/deployments/\{id\}", {"path.id": "deployment"}),
+    (r"^/invocations/\{id\}", {"path.id": "invocation"}),
 ]
 
 
@@ -203,6 +310,7 @@ def main() -> int:
     # error, not an API finding), and the server side is what the two cores are for.
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--min-requests", type=int, default=0, help="fail when fewer requests were sent")
+    ap.add_argument("--seed-only", action="store_true", help="seed, print the ids and stop (to try the seeding)")
     ap.add_argument("--bin", default=str(ROOT / "build" / "bin" / "hangar"))
     ap.add_argument("--out", default=str(ROOT / "build" / "api-fuzz"))
     args = ap.parse_args()
@@ -210,9 +318,18 @@ def main() -> int:
     out_dir = Path(args.out).resolve()
     shutil.rmtree(out_dir, ignore_errors=True)
     out_dir.mkdir(parents=True)
-    proc, url, key, data_dir = start_server(Path(args.bin), out_dir)
-    ids = seed(url, key)
+    connect_url = start_connect_double()
+    proc, url, key, data_dir = start_server(Path(args.bin), out_dir, connect_url)
+    seeding = time.time()
+    ids = seed(url, key, connect_url)
+    print(f"api fuzz: seeded in {time.time() - seeding:.1f} s: " + ", ".join(sorted(ids)), flush=True)
     (out_dir / "schemathesis.toml").write_text(config_toml(ids))
+    if args.seed_only:
+        print(json.dumps(ids, indent=1))
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+        shutil.rmtree(data_dir, ignore_errors=True)
+        return 0
     ndjson = out_dir / "events.ndjson"
     cmd = [str(VENV_BIN / "schemathesis"), "run", url + "/openapi.json", "--url", url,
            "-H", "Authorization: Bearer " + key,
@@ -242,9 +359,9 @@ def main() -> int:
 
     requests, statuses, by_operation = count_requests(ndjson)
     print("api fuzz: " + write_coverage(out_dir, by_operation))
-    server_errors = sum(n for s, n in statuses.items() if s >= 500 and s not in (501, 502))
+    server_errors = sum(n for s, n in statuses.items() if s >= 500 and s not in (501, 502, 504))
     print(f"api fuzz: {requests} requests in {time.time() - started:.0f} s; "
-          f"status counts {dict(sorted(statuses.items()))}; 5xx other than 501/502 (judged by hooks.py): {server_errors}; "
+          f"status counts {dict(sorted(statuses.items()))}; 5xx other than 501/502/504 (judged by hooks.py): {server_errors}; "
           f"schemathesis exit {rc}")
     if requests < args.min_requests:
         print(f"api fuzz: fewer than the {args.min_requests} requests asked for", file=sys.stderr)

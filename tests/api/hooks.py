@@ -4,10 +4,15 @@ One check replaces schemathesis' `not_a_server_error`: any 5xx fails, except 501
 body `{"code": "not_implemented"}`, which is Hangar's documented answer for an option it does not
 implement yet (gpu, proxy_id, a telemetry capture...); and 502 `upstream_unavailable` from
 GET /extensions/from_chrome_store, which is its contract on a machine that cannot reach the Chrome
-Web Store (these test machines reach only loopback and package registries). fuzz_api.py counts
-both apart from the other 5xx.
+Web Store (these test machines reach only loopback and package registries); 502 `bad_gateway` and
+504 `gateway_timeout` from the curl routes, their answers when the browser cannot reach the target
+(the one loopback port fetches may reach is the Connect double's, which the browser's own network
+does not see) or it does not answer within `timeout_ms`; and 502 `upstream_unavailable` from a
+credential provider's items when its Connect server refuses the token. fuzz_api.py counts 501, 502
+and 504 apart from the other 5xx.
 
-`before_call` bounds a pool acquire's wait to 1 s and `after_call` releases what an acquire leased:
+`before_call` bounds a pool acquire's wait to 1 s and a recording's length to 2 s; `after_call`
+releases what an acquire leased:
 fuzz_api.py seeds a pool of one, and each later acquire would otherwise wait out its timeout.
 """
 import requests
@@ -24,22 +29,49 @@ def no_server_error(ctx, response, case):
         code = None
     if response.status_code == 501 and code == "not_implemented":
         return None
+    # curl/raw answers with the target's own status, headers and body (kernel-api.md §5): a 5xx
+    # without Hangar's error body is the target's (or its proxy's: the fuzzer attaches proxies to
+    # the seeded browser, and one to an unknown host answers 502 provider_unreachable).
+    if case.operation.path == "/browser/vm/{session_id}/curl/raw" and code is None:
+        return None
     if (response.status_code == 502 and code == "upstream_unavailable"
             and case.operation.path == "/extensions/from_chrome_store"):
+        return None
+    # The curl routes answer as a gateway: 502 when the browser cannot reach the target, 504 when
+    # the target does not answer within the request's timeout_ms.
+    if ((response.status_code, code) in ((502, "bad_gateway"), (504, "gateway_timeout"))
+            and "/curl" in case.operation.path):
+        return None
+    # A provider's items when its Connect server refuses the token (the stateful phase changes it).
+    if (response.status_code == 502 and code == "upstream_unavailable"
+            and case.operation.path == "/org/credential_providers/{id}/items"):
         return None
     raise AssertionError(f"server error {response.status_code}: {response.text[:300]}")
 
 
 ACQUIRE = "/browser_pools/{id_or_name}/acquire"
+REPLAYS = "/browsers/{id}/replays"
+
+
+def bound(body, field, most):
+    """The field at most `most` when it is a number or missing; left alone when it is of another
+    type (the server's 400 for it is what the case tests)."""
+    value = body.get(field)
+    if value is None or (isinstance(value, (int, float)) and not isinstance(value, bool) and value > most):
+        body[field] = most
 
 
 @schemathesis.hook
 def before_call(ctx, case, kwargs):
+    if not isinstance(case.body, dict) or case.method.upper() != "POST":
+        return
     # Without the field the wait is the pool's fill estimate (tens of seconds here).
-    if case.operation.path == ACQUIRE and isinstance(case.body, dict):
-        wait = case.body.get("acquire_timeout_seconds")
-        if not isinstance(wait, (int, float)) or isinstance(wait, bool) or wait > 1:
-            case.body["acquire_timeout_seconds"] = 1
+    if case.operation.path == ACQUIRE:
+        bound(case.body, "acquire_timeout_seconds", 1)
+    # A recording started runs ffmpeg until it is stopped or its maximum duration: 2 s at most
+    # here, so the many the fuzzer starts do not pile up on the seeded browser.
+    if case.operation.path == REPLAYS:
+        bound(case.body, "max_duration_in_seconds", 2)
 
 
 @schemathesis.hook

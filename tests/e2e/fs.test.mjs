@@ -129,6 +129,16 @@ test('upload_zip extracts; download_dir_zip contains what was written', async ()
   assert.equal(readFileSync(join(out, 'c.txt'), 'utf8'), 'CCC');
 });
 
+// The zip is built in memory: a folder past upload_zip's caps (10,000 entries, 256 MiB) is refused
+// before anything of it is read. Found by tests/api (a `/` the fuzzer sent kept the agent reading
+// past the 70 s request timeout).
+test('download_dir_zip of a folder past the zip caps answers 400 at once', async () => {
+  const started = Date.now();
+  const err = await rejectsWith(client.browsers.fs.downloadDirZip(id, { path: '/' }), BadRequestError, 'bad_request');
+  assert.match(err.error.message, /holds more than a zip may/);
+  assert.ok(Date.now() - started < 10_000, `took ${Date.now() - started} ms`);
+});
+
 test('a zip entry escaping its folder is refused and nothing is written', async () => {
   const dir = mkdtempSync(join(scratch, 'evil-'));
   execFileSync('mkdir', ['-p', join(dir, 'in')]);

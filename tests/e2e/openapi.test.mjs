@@ -98,6 +98,53 @@ describe('the built-in plugins', () => {
     }
   });
 
+  // The links schemathesis' stateful phase chains (tests/api/fuzz_api.py): each create's answer
+  // names, by operationId, operations that take the new id, through parameters they have, from a
+  // field its success schema defines. A renamed operation or field breaks the chain silently.
+  test('the create operations link to the operations on what they created', () => {
+    const ops = new Map();
+    for (const [path, item] of Object.entries(doc.paths)) {
+      for (const method of METHODS) {
+        if (!item[method]) continue;
+        const params = [...(item.parameters || []), ...(item[method].parameters || [])]
+          .map((p) => (p.$ref ? doc.components.parameters[p.$ref.split('/').pop()] : p));
+        ops.set(item[method].operationId, { path, params });
+      }
+    }
+    const resolve = (schema) => (schema?.$ref ? doc.components.schemas[schema.$ref.split('/').pop()] : schema);
+    // The properties a schema defines, its allOf parts' included.
+    const fields = (schema) => {
+      const s = resolve(schema) || {};
+      return Object.assign({}, ...(s.allOf || []).map(fields), s.properties || {});
+    };
+    const linked = [];
+    for (const [path, item] of Object.entries(doc.paths)) {
+      for (const method of METHODS) {
+        for (const [status, res] of Object.entries(item[method]?.responses || {})) {
+          for (const [name, link] of Object.entries(res.links || {})) {
+            const where = `${method} ${path} ${status} links.${name}`;
+            const target = ops.get(link.operationId);
+            assert.ok(target, `${where}: no operation ${link.operationId}`);
+            for (const [param, expr] of Object.entries(link.parameters)) {
+              assert.ok(target.params.some((p) => p.name === param), `${where}: ${link.operationId} has no parameter ${param}`);
+              const field = /^\$response\.body#\/(\w+)$/.exec(expr)?.[1];
+              if (field) {
+                assert.ok(fields(res.content['application/json'].schema)[field], `${where}: the answer has no ${field}`);
+              } else {
+                assert.match(expr, /^\$request\.path\.\w+$/, where);
+              }
+            }
+            linked.push(`${method.toUpperCase()} ${path}`);
+          }
+        }
+      }
+    }
+    for (const create of ['/browsers', '/profiles', '/proxies', '/credentials', '/browser_pools', '/extensions',
+      '/auth/connections', '/org/projects', '/org/api_keys', '/org/credential_providers', '/deployments', '/invocations']) {
+      assert.ok(linked.includes(`POST ${create}`), `POST ${create} has links`);
+    }
+  });
+
   // No area of the contract is left without its plugin: the last ones (apps, managed auth) are
   // documented by their plugins' fragments like every other.
   test('the areas built last (apps, invocations, managed auth, MCP) are in it', () => {
