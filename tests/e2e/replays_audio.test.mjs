@@ -12,7 +12,7 @@ import { after, before, test } from 'node:test';
 import { BadRequestError } from '@onkernel/sdk';
 import { chromium } from 'playwright-core';
 
-import { descendants, rejectsWith, startServer } from './lib/server.mjs';
+import { descendants, rejectsWith, startServer, waitFor } from './lib/server.mjs';
 
 const VIEWPORT = { width: 800, height: 600 };
 // The first click starts a silent 440 Hz oscillator (audio needs a user gesture); the second turns
@@ -145,7 +145,8 @@ test('a replay with record_audio has an AAC track with the tone the page played;
     await cdp.close().catch(() => {});
     await client.browsers.deleteByID(session.session_id).catch(() => {});
   }
-  assert.deepEqual(pulseDaemons(), [], 'the sink ends with its browser');
+  // A DELETE answers before its teardown ends; the sink goes with it.
+  await waitFor(() => pulseDaemons().length === 0, { timeoutMs: 15_000, what: 'the sink to end with its browser' });
 });
 
 test('headless: record_audio is a 400 naming the missing audio output, and no sink is started', async () => {

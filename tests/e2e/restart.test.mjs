@@ -164,7 +164,9 @@ test('SIGTERM keeps every session; the next start adopts them at the same URLs',
     await second.client.browsers.deleteByID(headful.session_id);
     await assert.rejects(second.client.browsers.retrieve(headless.session_id), NotFoundError);
     await waitFor(() => stillAlive(trees).length === 0, { timeoutMs: 10_000, what: 'the adopted instances to end' });
-    assert.deepEqual(readdirSync(join(dataDir, 'instances')), [], 'no folder, pid file or disk image left');
+    // Its folder, pid file and disk go right after its processes (the teardown runs after the DELETE).
+    await waitFor(() => readdirSync(join(dataDir, 'instances')).length === 0, { timeoutMs: 10_000, what: 'no folder, pid file or disk image left' })
+      .catch((err) => assert.fail(`${err.message}: ${readdirSync(join(dataDir, 'instances'))}`));
   } finally {
     await second?.stop();
     for (const p of stillAlive(trees)) try { process.kill(p.pid, 'SIGKILL'); } catch {}
