@@ -32,6 +32,7 @@ const std::map<std::string, std::string> kEnvKeys = {
     {"HANGAR_NODE_NAME", "node.name"},
     {"HANGAR_NODE_HEARTBEAT_SECONDS", "node.heartbeat_seconds"},
     {"HANGAR_NODE_MAX_BROWSERS", "node.max_browsers"},
+    {"HANGAR_NODE_REGION", "node.region"},
     {"HANGAR_LOG_LEVEL", "logging.level"},
     {"HANGAR_LOG_FORMAT", "logging.format"},
     {"HANGAR_METRICS_LISTEN", "metrics.listen"},

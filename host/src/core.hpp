@@ -178,6 +178,9 @@ struct HostCore {
     std::uint16_t self_port = 0;
     // Plugins that exist but are switched off, for a 404 that names them, and known API areas.
     std::set<std::string> disabled_plugins;
+    // The plugins started, in start order; written while they start (before the server listens),
+    // read by plugins as the config key host.plugins (what this installation serves).
+    std::vector<std::string> started_plugins;
     std::vector<std::pair<std::string, std::string>> area_prefixes; // path pattern prefix → plugin
     // Features the operator switched in the configuration: scope ("" for [features], else the
     // project id a [project.<id or name>] section resolved to at start) → feature → on.

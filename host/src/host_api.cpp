@@ -178,6 +178,14 @@ int config_get(hangar_plugin_ctx *ctx, hangar_str key, hangar_buf *out) {
     if (k == "node.draining" && ctx->core->node) return fill(out, ctx->core->node->draining() ? "true" : "false");
     // Whether the server is stopping for a restart that adopts its instances (see app.cpp).
     if (k == "runtime.stopping_keeps_sessions") return fill(out, ctx->core->stopping_keeps_sessions ? "true" : "false");
+    // The plugins this process started, comma-separated in start order (a plugin answering for
+    // the whole installation, such as the org plugin's entitlements, reads what is served).
+    if (k == "host.plugins") {
+        std::string names;
+        for (const auto &n : ctx->core->started_plugins)
+            names += (names.empty() ? "" : ",") + n;
+        return fill(out, names);
+    }
     if (k == "server.bound_listen" && ctx->core->self_port != 0) {
         const auto &h = ctx->core->self_host;
         return fill(out, (h.find(':') != std::string::npos ? "[" + h + "]" : h) + ":" +

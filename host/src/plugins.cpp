@@ -151,6 +151,7 @@ void PluginManager::load(const std::vector<std::string> &dirs, const std::vector
                 "plugin " + rec->name + " failed to start" +
                 (rec->last_error.empty() ? std::string(" (see its log lines above)") : ": " + rec->last_error));
         rec->started = true;
+        core_.started_plugins.push_back(rec->name);
         core_.log.information("plugin %s %s started", rec->name, rec->version);
     }
 }

@@ -39,6 +39,8 @@ private:
     void remove_session(const Session &s, const std::string &id_or_name);
     void retrieve(Request &req, Response &res);
     void update(Request &req, Response &res);
+    // PATCH location: restarts Chromium with the new overrides and stores them.
+    void update_location(const Session &s, const UpdateOptions &opts);
     void list(Request &req, Response &res);
     void remove(Request &req, Response &res);
     void cdp_browser_socket(Request &req, Response &res);
@@ -66,7 +68,22 @@ private:
     // it here already, so it runs here if it can.
     void place_create(Response &res, bool relayed) const;
     void relay_curl(Request &req, Response &res, const std::string &sid, const std::string &agent_path);
-    void insert(const Session &s);
+    // Writes the session's row; fills in its region (this node's) and memory (its instance's
+    // real limit) first, so the caller renders what was stored.
+    void insert(Session &s);
+    // ---- region and memory (server.cpp) ----
+    // `[node] region`: the one region this node serves.
+    std::string region_ = "us-east";
+    // What every instance of this node gets ([sandbox] memory_limit_mb), in bytes; 0: no limit.
+    std::uint64_t instance_memory_bytes_ = 0;
+    // Its BrowserMemory name (the machine's memory when there is no limit): what an instance
+    // without a readable cgroup, and a row from before memory was recorded, show.
+    std::string default_memory_;
+    // The memory limit the instance's cgroup really has (memory.max / memory.limit_in_bytes),
+    // else the machine's memory, as a BrowserMemory name.
+    std::string instance_memory(const std::string &id) const;
+    // Refuses (400) a create's region or memory this node cannot give.
+    void check_placement(const CreateOptions &o) const;
     void write_tags(const std::string &id, const Tags &tags);
     // Marks the sessions deleted (once) and stops their instances, in parallel.
     void end_sessions(const std::vector<std::string> &ids, const char *why);

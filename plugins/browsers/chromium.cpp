@@ -230,6 +230,7 @@ public:
         else
             remove.insert(remove.end(), {"DISPLAY", "WAYLAND_DISPLAY"});
         if (pulse_server) set.push_back("PULSE_SERVER=" + *pulse_server);
+        set.push_back("TZ=" + chromium_timezone(spec));
         child_ = Child::spawn({settings.chromium_path,
                                chromium_args(settings, spec, user_agent, url, pulse_server.has_value()),
                                environment_with(set, remove),
@@ -552,7 +553,8 @@ json ChromiumRunner::load_profile(std::string_view archive) {
     return status();
 }
 
-json ChromiumRunner::restart(std::optional<Viewport> viewport, std::optional<bool> kiosk_mode) {
+json ChromiumRunner::restart(std::optional<Viewport> viewport, std::optional<bool> kiosk_mode,
+                             std::optional<Location> location) {
     {
         std::lock_guard lock(mutex_);
         bool resize_display = !spec_.headless && viewport &&
@@ -561,6 +563,7 @@ json ChromiumRunner::restart(std::optional<Viewport> viewport, std::optional<boo
         if (resize_display) display_.reset(); // Xvfb cannot change its screen size live
         if (viewport) spec_.viewport = *viewport;
         if (kiosk_mode) spec_.kiosk_mode = *kiosk_mode;
+        if (location) spec_.location = *location;
         if (!spec_.headless && (!display_ || !display_->running())) {
             display_.reset();
             display_ = std::make_unique<Xvfb>(settings_, spec_.viewport);

@@ -52,9 +52,11 @@ public:
     // for a start_url): the client finds exactly one page, with a history of one entry.
     json open_only(const std::string &url);
 
-    // Restarts Chromium (and Xvfb if a headful size changed) with the given changes; returns
+    // Restarts Chromium (and Xvfb if a headful size changed) with the given changes (`location`
+    // replaces both overrides); returns
     // status() once the new Chromium is ready.
-    json restart(std::optional<Viewport> viewport, std::optional<bool> kiosk_mode);
+    json restart(std::optional<Viewport> viewport, std::optional<bool> kiosk_mode,
+                 std::optional<Location> location = std::nullopt);
 
     // Stops Chromium (so cookies and storage reach the disk) and returns the user-data folder as
     // a profile archive (tar + zstd). Chromium stays stopped: this is how a session ends.

@@ -40,6 +40,26 @@ Viewport parse_viewport(const json &v) {
     return vp;
 }
 
+Location parse_location(const json &v) {
+    if (!v.is_object()) throw Error::invalid("location", "must be an object");
+    Location l;
+    if (auto it = v.find("timezone"); it != v.end() && !it->is_null()) {
+        if (!it->is_string() || !known_timezone(it->get_ref<const std::string &>()))
+            throw Error::invalid("location.timezone", "must be a known IANA timezone");
+        l.timezone = it->get<std::string>();
+    }
+    if (auto it = v.find("locale"); it != v.end() && !it->is_null()) {
+        auto canonical = it->is_string() ? canonical_locale(it->get_ref<const std::string &>()) : std::nullopt;
+        if (!canonical) throw Error::invalid("location.locale", "must be a BCP 47 language tag");
+        l.locale = std::move(canonical);
+    }
+    return l;
+}
+
+std::string chromium_timezone(const LaunchSpec &spec) {
+    return spec.location.timezone.value_or(kDefaultTimezone);
+}
+
 LaunchSpec parse_launch_spec(const json &spec) {
     if (!spec.is_object()) throw Error::invalid("spec", "must be an object");
     LaunchSpec s;
@@ -55,6 +75,7 @@ LaunchSpec parse_launch_spec(const json &spec) {
         if (!it->is_object()) throw Error::invalid("chrome_policy", "must be an object");
         s.chrome_policy = *it;
     }
+    if (auto it = spec.find("location"); it != spec.end() && !it->is_null()) s.location = parse_location(*it);
     return s;
 }
 
@@ -111,6 +132,13 @@ std::vector<std::string> chromium_args(const ChromiumSettings &settings, const L
         a.push_back("--load-extension=" + dirs);
         a.push_back("--disable-extensions-except=" + dirs);
     }
+    // --accept-lang is navigator.language(s) and the Accept-Language header, in every tab; --lang
+    // is the UI and Intl locale where Chromium has that locale's pak. Chromium keeps the accepted
+    // languages in the profile's preferences, so the default is passed too (Chromium's own
+    // "en-US,en"): a run after an override (a PATCH that clears it, a profile saved by a session
+    // that had one) then shows the default it reports.
+    a.push_back("--accept-lang=" + spec.location.locale.value_or(kDefaultAcceptLanguages));
+    if (spec.location.locale) a.push_back("--lang=" + *spec.location.locale);
     for (const auto &f : settings.extra_flags)
         a.push_back(f);
     a.emplace_back("--");

@@ -22,12 +22,20 @@ struct LaunchSpec {
     std::optional<json> chrome_policy;
     // Unpacked extension folders to load (the extensions plugin names them at each launch).
     std::vector<std::string> extensions;
+    // Session-only timezone (the process's TZ) and locale (--lang and --accept-lang): both hold
+    // for every page and tab of the run, which a per-target CDP override would not.
+    Location location;
 };
 
 // Lenient about missing keys (defaults), strict about types: throws Error 400.
 LaunchSpec parse_launch_spec(const json &spec);
 // A {width, height, refresh_rate?} object as the agent receives it. Throws Error 400.
 Viewport parse_viewport(const json &v);
+// {"timezone"?, "locale"?} as the server sends it (checked there; here again, since a TZ or a
+// flag value that is not one would reach Chromium). Throws Error 400.
+Location parse_location(const json &v);
+// The TZ Chromium runs with: the override, else the default (never the host's own zone).
+std::string chromium_timezone(const LaunchSpec &spec);
 
 // Operator settings of the instance half (etc/plugins.d/browsers.ini).
 struct ChromiumSettings {

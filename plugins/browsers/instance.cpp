@@ -73,7 +73,9 @@ void BrowsersPlugin::start_instance() {
             if (!it->is_boolean()) throw Error::invalid("kiosk_mode", "must be a boolean");
             kiosk = it->get<bool>();
         }
-        res.json(chromium_->restart(viewport, kiosk));
+        std::optional<Location> location;
+        if (auto it = body.find("location"); it != body.end() && !it->is_null()) location = parse_location(*it);
+        res.json(chromium_->restart(viewport, kiosk, location));
     });
 
     // The session's state for its profile; the server calls it just before ending the session.

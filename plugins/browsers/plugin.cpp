@@ -84,6 +84,14 @@ CREATE TABLE browsers_pool_idle (
     PRIMARY KEY (pool_id, node)
 );
 )sql"},
+    // What the Python SDK 0.131 requires in every browser object (region, memory) and the
+    // session's location overrides (kernel-api-0131 §2.1–2.2).
+    {8, R"sql(
+ALTER TABLE browsers_sessions ADD COLUMN region TEXT;
+ALTER TABLE browsers_sessions ADD COLUMN memory TEXT;
+ALTER TABLE browsers_sessions ADD COLUMN location_timezone TEXT;
+ALTER TABLE browsers_sessions ADD COLUMN location_locale TEXT;
+)sql"},
 };
 
 } // namespace

@@ -21,8 +21,8 @@ constexpr double kMaxAcquireWaitSeconds = 50;
 constexpr auto kPoolPeerCheck = std::chrono::milliseconds(500);
 
 // The launch fields of a pool config, checked exactly as POST /browsers checks them.
-const char *const kLaunchFields[] = {"headless",      "stealth",    "kiosk_mode", "viewport",  "start_url",
-                                     "chrome_policy", "extensions", "proxy_id",   "telemetry", "profile"};
+const char *const kLaunchFields[] = {"headless",   "stealth",  "kiosk_mode", "viewport", "start_url", "chrome_policy",
+                                     "extensions", "proxy_id", "telemetry",  "profile",  "memory",    "region"};
 
 struct PoolSettings {
     int size = 0;
@@ -595,7 +595,8 @@ json BrowsersPlugin::render_pool(const Pool &p) const {
                 {"browser_pool_config", p.config},
                 {"available_count", p.idle.size()},
                 {"acquired_count", p.leased.size()},
-                {"extension_ids", p.extension_ids}};
+                {"extension_ids", p.extension_ids},
+                {"region", region_}};
     if (p.name) out["name"] = *p.name;
     if (p.launch.profile && p.launch.profile->id) out["profile_id"] = *p.launch.profile->id;
     return out;
@@ -615,6 +616,7 @@ void BrowsersPlugin::pool_create(Request &req, Response &res) {
     json body = req.json_body(false);
     if (!body.contains("size")) throw Error::invalid("size", "is required");
     auto settings = parse_pool(body);
+    check_placement(settings.launch);
     proxy_plan(project, settings.launch); // 404 for the proxy, 501 for signing without its plugin
     json unused;
     auto extension_ids = add_extension_inputs(unused, project, settings.launch.extensions); // 404 now, not at fill
@@ -721,6 +723,7 @@ void BrowsersPlugin::pool_update(Request &req, Response &res) {
                 config[k] = val;
         }
         auto settings = parse_pool(config);
+        check_placement(settings.launch);
         proxy_plan(project, settings.launch);
         json unused;
         auto extension_ids = add_extension_inputs(unused, project, settings.launch.extensions);

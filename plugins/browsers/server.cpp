@@ -114,12 +114,35 @@ BrowsersPlugin::AdmissionSlot BrowsersPlugin::admit(const std::string &project, 
     return {*this, project};
 }
 
+namespace {
+
+// The machine's memory (MemTotal), for instances without a cgroup limit.
+std::uint64_t machine_memory_bytes() {
+    std::ifstream in("/proc/meminfo");
+    std::string key, unit;
+    std::uint64_t kb = 0;
+    while (in >> key >> kb >> unit)
+        if (key == "MemTotal:") return kb << 10;
+    return 0;
+}
+
+} // namespace
+
 void BrowsersPlugin::start_server() {
     max_browsers_per_project_ = static_cast<int>(std::max<std::int64_t>(0, config_int("max_browsers_per_project", 50)));
     cold_starts_ = std::make_unique<std::counting_semaphore<64>>(
         static_cast<std::ptrdiff_t>(std::clamp<std::int64_t>(config_int("max_parallel_starts", 2), 1, 64)));
     token_grace_seconds_ = static_cast<std::uint32_t>(config_int("token_grace_seconds", token_grace_seconds_));
     node_ = config("node.name", "");
+    region_ = config("node.region", "us-east");
+    if (region_.empty() || region_.size() > 64 || !std::all_of(region_.begin(), region_.end(), [](unsigned char c) {
+            return std::islower(c) || std::isdigit(c) || c == '-';
+        }))
+        throw std::runtime_error("[node] region \"" + region_ +
+                                 "\" is not a region name (lowercase letters, digits and '-', e.g. us-east)");
+    instance_memory_bytes_ =
+        static_cast<std::uint64_t>(std::max<std::int64_t>(0, config_int("sandbox.memory_limit_mb", 4096))) << 20;
+    default_memory_ = memory_name(instance_memory_bytes_ ? instance_memory_bytes_ : machine_memory_bytes());
     reap_orphans();
     start_metrics();
 
@@ -358,7 +381,45 @@ json BrowsersPlugin::render(const Session &s, const Request &req) const {
     return render(s, req.base_url());
 }
 
-json BrowsersPlugin::render(const Session &s, const std::string &request_base_url) const {
+std::string BrowsersPlugin::instance_memory(const std::string &id) const {
+    if (auto cg = instance_cgroup(id); cg && cg->value("path", json()).is_string()) {
+        std::ifstream in(cg->at("path").get<std::string>() +
+                         (cg->value("version", 2) == 1 ? "/memory.limit_in_bytes" : "/memory.max"));
+        std::string text;
+        // "max" (v2) or a number near 2^63 (v1) is no limit.
+        if (in >> text && !text.empty() && text.size() < 16 &&
+            std::all_of(text.begin(), text.end(), [](unsigned char c) { return std::isdigit(c) != 0; }))
+            return memory_name(std::stoull(text));
+    }
+    return default_memory_;
+}
+
+void BrowsersPlugin::check_placement(const CreateOptions &o) const {
+    if (o.region && *o.region != region_)
+        throw Error::invalid("region", "this Hangar node serves region " + region_ + " only (its [node] region), not " +
+                                           *o.region + "; leave region out or ask for " + region_);
+    if (!o.memory) return;
+    const std::uint64_t mib = instance_memory_bytes_ >> 20;
+    if (instance_memory_bytes_ == 0)
+        throw Error::invalid("memory", "this node sets no memory limit on its browsers ([sandbox] memory_limit_mb = "
+                                       "0), so no size can be promised; per-browser memory sizes are not offered yet: "
+                                       "leave memory out");
+    if (*memory_request_bytes(*o.memory) != instance_memory_bytes_)
+        throw Error::invalid("memory",
+                             "every browser of this node gets " + std::to_string(mib) +
+                                 " MiB ([sandbox] memory_limit_mb); per-browser memory sizes are not "
+                                 "offered yet: leave memory out" +
+                                 (memory_request_bytes(memory_name(instance_memory_bytes_)) == instance_memory_bytes_
+                                      ? " or ask for " + memory_name(instance_memory_bytes_)
+                                      : std::string()));
+}
+
+json BrowsersPlugin::render(const Session &stored, const std::string &request_base_url) const {
+    // Rows from before regions and memory were recorded: this node's (every node shared one
+    // region and one instance size until then).
+    Session s = stored;
+    if (s.region.empty()) s.region = region_;
+    if (s.memory.empty()) s.memory = default_memory_;
     // Another node's session: its URLs point at that node, so CDP and the live view take no extra
     // hop (tokens verify on every node: one signing key per store).
     std::string base_url = request_base_url;
@@ -430,14 +491,17 @@ std::string BrowsersPlugin::session_from_token(const std::string &token, const c
     return sid;
 }
 
-void BrowsersPlugin::insert(const Session &s) {
+void BrowsersPlugin::insert(Session &s) {
+    s.region = region_;
+    s.memory = instance_memory(s.id);
     auto opt = [](const auto &v) -> json { return v ? json(*v) : json(nullptr); };
     json tags = s.tags && !s.tags->empty() ? json(json(*s.tags).dump()) : json(nullptr);
     json policy = s.chrome_policy ? json(s.chrome_policy->dump()) : json(nullptr);
     sql("INSERT INTO browsers_sessions (id, org_id, project_id, key_id, name, created_at, deleted_at, timeout_seconds, "
         "headless, stealth, kiosk_mode, viewport_width, viewport_height, viewport_refresh_rate, start_url, tags, "
-        "chrome_policy, profile_id, profile_save_changes, pool_id, proxy_id, invocation_id, node) VALUES (?, ?, ?, ?, "
-        "?, ?, NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "chrome_policy, profile_id, profile_save_changes, pool_id, proxy_id, invocation_id, node, region, memory, "
+        "location_timezone, location_locale) VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+        "?, ?, ?, ?, ?, ?)",
         {s.id,
          s.org_id,
          s.project_id,
@@ -459,7 +523,11 @@ void BrowsersPlugin::insert(const Session &s) {
          opt(s.pool_id),
          opt(s.proxy_id),
          opt(s.invocation_id),
-         node_});
+         node_,
+         s.region,
+         s.memory,
+         opt(s.location.timezone),
+         opt(s.location.locale)});
     if (s.tags) write_tags(s.id, *s.tags);
 }
 
@@ -620,6 +688,7 @@ json BrowsersPlugin::create_session(const json &body, const std::string &project
                                     const std::string &base_url) {
     const auto started = std::chrono::steady_clock::now();
     CreateOptions opts = parse_create(body);
+    check_placement(opts);
     if (opts.telemetry) telemetry({{"op", "check"}, {"request", *opts.telemetry}}, opts.telemetry_captures);
     if (opts.chrome_policy) {
         // The local runtime binds the instance's policy dir over this directory only when it
@@ -696,6 +765,7 @@ json BrowsersPlugin::create_session(const json &body, const std::string &project
     s.chrome_policy = opts.chrome_policy;
     s.proxy_id = opts.proxy_id;
     s.invocation_id = opts.invocation_id;
+    s.location = opts.location;
 
     // A lease on the profile for as long as the session lives; given back if the create fails.
     struct ProfileLease {
@@ -783,7 +853,8 @@ void BrowsersPlugin::update(Request &req, Response &res) {
     UpdateOptions opts = parse_update(req.json_body(false));
     Session s = require(project, req.param("id_or_name"), false);
     // Name and tags live in the store; the rest changes the instance, which another node may run.
-    if (opts.viewport || opts.profile || opts.proxy_id || opts.telemetry) require_here(s.id, s.node);
+    if (opts.viewport || opts.profile || opts.proxy_id || opts.telemetry || opts.changes_location())
+        require_here(s.id, s.node);
     if (opts.telemetry) telemetry({{"op", "check"}, {"request", *opts.telemetry}}, opts.telemetry_captures);
     auto busy = activity(s.id); // a PATCH in flight (e.g. a Chromium restart) is activity
 
@@ -855,7 +926,29 @@ void BrowsersPlugin::update(Request &req, Response &res) {
     if (opts.telemetry)
         telemetry({{"op", "update"}, {"session_id", s.id}, {"project_id", project}, {"request", *opts.telemetry}},
                   opts.telemetry_captures);
+    // Last, as Kernel applies it: the other changes stay if this fails.
+    if (opts.changes_location()) update_location(s, opts);
     res.json(render(require(project, s.id, true), req));
+}
+
+void BrowsersPlugin::update_location(const Session &s, const UpdateOptions &opts) {
+    Location next = s.location;
+    if (opts.timezone) next.timezone = *opts.timezone;
+    if (opts.locale) next.locale = *opts.locale;
+    if (next == s.location) return;
+    // TZ and the language flags are fixed for a Chromium run: a restart (pages reopen at
+    // about:blank, the user-data folder stays) is what makes them hold in every tab.
+    auto r = instance_call(s.id, "POST", "/chromium/restart", json{{"location", location_spec(next)}}.dump(), 60000);
+    if (r.status != 200) {
+        json err = json::parse(r.body, nullptr, false);
+        bool wire = err.is_object() && err.contains("code") && err.contains("message");
+        throw Error(wire ? r.status : 502, wire ? err.value("code", "internal") : "upstream_unavailable",
+                    "could not restart Chromium with the new location: " +
+                        (wire ? err.value("message", "") : std::string("the browser instance did not answer")));
+    }
+    auto opt = [](const std::optional<std::string> &v) { return v ? json(*v) : json(nullptr); };
+    sql("UPDATE browsers_sessions SET location_timezone = ?, location_locale = ? WHERE id = ?",
+        {opt(next.timezone), opt(next.locale), s.id});
 }
 
 void BrowsersPlugin::list(Request &req, Response &res) {
@@ -870,6 +963,12 @@ void BrowsersPlugin::list(Request &req, Response &res) {
         where += " AND (LOWER(s.name) LIKE LOWER(?) ESCAPE '\\' OR LOWER(s.id) LIKE LOWER(?) ESCAPE '\\')";
         params.push_back(like_contains(*q.query));
         params.push_back(like_contains(*q.query));
+    }
+    if (q.region) {
+        // Rows from before regions were recorded are this node's region.
+        where += " AND COALESCE(s.region, ?) = ?";
+        params.push_back(region_);
+        params.push_back(*q.region);
     }
     for (const auto &[k, v] : q.tags) {
         where += " AND EXISTS (SELECT 1 FROM browsers_tags t WHERE t.session_id = s.id AND t.tag_key = ? AND "

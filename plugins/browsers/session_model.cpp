@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <ctime>
+#include <fstream>
 #include <stdexcept>
 
 namespace hangar::browsers {
@@ -279,6 +280,35 @@ void check_string(Validation &v, const json &body, const char *name, std::option
     }
 }
 
+// `location` on create (every field optional) or update (null clears one): checks each field
+// and puts what was sent into `timezone` / `locale` (inner nullopt: cleared).
+void check_location(Validation &v, const json &value, bool on_update,
+                    std::optional<std::optional<std::string>> &timezone,
+                    std::optional<std::optional<std::string>> &locale) {
+    if (!value.is_object()) {
+        v.fail("location", "must be an object {locale?, timezone?}");
+        return;
+    }
+    if (auto it = value.find("timezone"); it != value.end() && (on_update || !it->is_null())) {
+        if (it->is_null())
+            timezone = std::optional<std::string>();
+        else if (!it->is_string() || !known_timezone(it->get_ref<const std::string &>()))
+            v.fail("location.timezone", "must be a known IANA timezone such as Europe/Berlin or America/New_York");
+        else
+            timezone = it->get<std::string>();
+    }
+    if (auto it = value.find("locale"); it != value.end() && (on_update || !it->is_null())) {
+        std::optional<std::string> canonical;
+        if (it->is_string()) canonical = canonical_locale(it->get_ref<const std::string &>());
+        if (it->is_null())
+            locale = std::optional<std::string>();
+        else if (!canonical)
+            v.fail("location.locale", "must be a BCP 47 language tag such as en-US, de-DE or zh-Hant-TW");
+        else
+            locale = std::move(canonical);
+    }
+}
+
 [[noreturn]] void throw_not_implemented(const std::vector<std::string> &fields) {
     std::string list;
     for (const auto &f : fields)
@@ -288,6 +318,92 @@ void check_string(Validation &v, const json &body, const char *name, std::option
 }
 
 } // namespace
+
+bool known_timezone(std::string_view name, const std::string &zoneinfo) {
+    if (name.empty() || name.size() > 64) return false;
+    // Segments of letters, digits, _ + -, each starting with a letter: no "..", no absolute path.
+    std::size_t start = 0;
+    while (start <= name.size()) {
+        auto end = name.find('/', start);
+        auto seg = name.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start);
+        if (seg.empty() || !std::isalpha(static_cast<unsigned char>(seg[0])) ||
+            !std::all_of(seg.begin(), seg.end(),
+                         [](unsigned char c) { return std::isalnum(c) || c == '_' || c == '+' || c == '-'; }))
+            return false;
+        if (end == std::string_view::npos) break;
+        start = end + 1;
+    }
+    // Copies of the whole database under other rules, and files that are no zone of their own.
+    if (name.starts_with("posix/") || name.starts_with("right/") || name == "posixrules" || name == "localtime" ||
+        name == "Factory")
+        return false;
+    std::ifstream in(zoneinfo + "/" + std::string(name), std::ios::binary);
+    char magic[4] = {};
+    return in.read(magic, 4) && std::string_view(magic, 4) == "TZif";
+}
+
+std::optional<std::string> canonical_locale(std::string_view tag) {
+    if (tag.empty() || tag.size() > 35) return std::nullopt;
+    auto all = [](std::string_view s, auto pred) {
+        return std::all_of(s.begin(), s.end(), [&](unsigned char c) { return pred(c); });
+    };
+    auto alpha = [](unsigned char c) { return std::isalpha(c) != 0; };
+    auto digit = [](unsigned char c) { return std::isdigit(c) != 0; };
+    auto alnum = [](unsigned char c) { return std::isalnum(c) != 0; };
+    std::vector<std::string> parts;
+    for (std::size_t start = 0;;) {
+        auto end = tag.find('-', start);
+        parts.emplace_back(tag.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start));
+        if (end == std::string_view::npos) break;
+        start = end + 1;
+    }
+    std::size_t i = 0;
+    std::string out;
+    const std::string &language = parts[i++];
+    if (!(language.size() >= 2 && language.size() <= 8 && language.size() != 4 && all(language, alpha)))
+        return std::nullopt;
+    out = lower(language);
+    if (i < parts.size() && parts[i].size() == 4 && all(parts[i], alpha)) {
+        std::string script = lower(parts[i++]);
+        script[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(script[0])));
+        out += "-" + script;
+    }
+    if (i < parts.size() &&
+        ((parts[i].size() == 2 && all(parts[i], alpha)) || (parts[i].size() == 3 && all(parts[i], digit)))) {
+        std::string region = parts[i++];
+        std::transform(region.begin(), region.end(), region.begin(), [](unsigned char c) { return std::toupper(c); });
+        out += "-" + region;
+    }
+    for (; i < parts.size(); ++i) {
+        const std::string &variant = parts[i];
+        bool ok =
+            all(variant, alnum) && ((variant.size() >= 5 && variant.size() <= 8) ||
+                                    (variant.size() == 4 && std::isdigit(static_cast<unsigned char>(variant[0]))));
+        if (!ok) return std::nullopt;
+        out += "-" + lower(variant);
+    }
+    return out;
+}
+
+json location_json(const Location &l) {
+    return {{"timezone", l.timezone.value_or(kDefaultTimezone)},
+            {"timezone_source", l.timezone ? "override" : "default"},
+            {"locale", l.locale.value_or(kDefaultLocale)},
+            {"locale_source", l.locale ? "override" : "default"}};
+}
+
+std::string memory_name(std::uint64_t bytes) {
+    static constexpr int kGiB[] = {16, 12, 8, 6, 4, 2, 1};
+    for (int g : kGiB)
+        if (bytes >= (std::uint64_t{static_cast<unsigned>(g)} << 30)) return std::to_string(g) + "GiB";
+    return "1GiB";
+}
+
+std::optional<std::uint64_t> memory_request_bytes(std::string_view name) {
+    for (int g : {1, 2, 4, 8, 16})
+        if (name == std::to_string(g) + "GiB") return std::uint64_t{static_cast<unsigned>(g)} << 30;
+    return std::nullopt;
+}
 
 int default_refresh_rate(int width, int height) {
     long long area = static_cast<long long>(width) * height;
@@ -357,6 +473,16 @@ CreateOptions parse_create(const json &body) {
         o.telemetry_captures = check_telemetry(v, *f, false);
         o.telemetry = *f;
     }
+    if (const json *f = field(body, "location")) {
+        std::optional<std::optional<std::string>> timezone, locale;
+        check_location(v, *f, false, timezone, locale);
+        if (timezone) o.location.timezone = *timezone;
+        if (locale) o.location.locale = *locale;
+    }
+    check_string(v, body, "region", o.region, 64);
+    if (o.region && o.region->empty()) o.region.reset();
+    check_string(v, body, "memory", o.memory, 16);
+    if (o.memory && !memory_request_bytes(*o.memory)) v.fail("memory", "must be one of 1GiB, 2GiB, 4GiB, 8GiB, 16GiB");
     bool gpu = false;
     check_bool(v, body, "gpu", gpu);
     if (gpu) unsupported.emplace_back("gpu");
@@ -399,6 +525,7 @@ UpdateOptions parse_update(const json &body) {
         o.telemetry_captures = check_telemetry(v, *f, true);
         o.telemetry = *f;
     }
+    if (const json *f = field(body, "location")) check_location(v, *f, true, o.timezone, o.locale);
     bool disable_default_proxy = false;
     check_bool(v, body, "disable_default_proxy", disable_default_proxy);
     if (disable_default_proxy) unsupported.emplace_back("disable_default_proxy");
@@ -457,6 +584,10 @@ Session session_from_row(const json &row) {
     s.invocation_id = text("invocation_id");
     s.node = text("node");
     s.profile_save_changes = integer("profile_save_changes", 0) != 0;
+    s.location.timezone = text("location_timezone");
+    s.location.locale = text("location_locale");
+    s.region = text("region").value_or("");
+    s.memory = text("memory").value_or("");
     return s;
 }
 
@@ -474,6 +605,9 @@ json render_session(const Session &s, const Links &links, std::int64_t now) {
         {"gpu", false},
         {"viewport", viewport_json(s.viewport)},
         {"usage", {{"uptime_ms", std::max<std::int64_t>(0, end - s.created_ms)}}},
+        {"location", location_json(s.location)},
+        {"region", s.region},
+        {"memory", s.memory},
     };
     if (s.name) out["name"] = *s.name;
     if (s.tags && !s.tags->empty()) out["tags"] = *s.tags;
@@ -482,6 +616,13 @@ json render_session(const Session &s, const Links &links, std::int64_t now) {
     if (s.proxy_id) out["proxy_id"] = *s.proxy_id;
     if (s.profile_id) out["profile_save_changes"] = s.profile_save_changes;
     if (s.deleted_ms) out["deleted_at"] = rfc3339(*s.deleted_ms);
+    return out;
+}
+
+json location_spec(const Location &l) {
+    json out = json::object();
+    if (l.timezone) out["timezone"] = *l.timezone;
+    if (l.locale) out["locale"] = *l.locale;
     return out;
 }
 
@@ -497,6 +638,7 @@ json make_instance_spec(const std::string &id, const CreateOptions &o) {
     if (o.chrome_policy) spec["chrome_policy"] = *o.chrome_policy;
     // The instance's forwarder holds requests until the server hands it this proxy's route.
     if (o.proxy_id) spec["proxy"] = true;
+    if (o.location.timezone || o.location.locale) spec["location"] = location_spec(o.location);
     return spec;
 }
 
@@ -611,6 +753,7 @@ ListQuery parse_list_query(const QueryLookup &param, std::string_view raw_query)
             v.fail("status", "must be one of active, deleted, all");
     }
     if (auto s = param("query"); s && !s->empty()) q.query = *s;
+    if (auto s = param("region"); s && !s->empty()) q.region = *s;
 
     auto paging = hangar::parse_paging(param, v, kDefaultPageSize, kMaxPageSize);
     q.offset = paging.offset;

@@ -46,6 +46,38 @@ int default_refresh_rate(int width, int height);
 
 json viewport_json(const Viewport &v);
 
+// ---- location, region, memory (kernel-api-0131 §2.1) ---------------------------------------------
+
+// What a page sees without an override: the instance runs with TZ=UTC, and Chromium's own UI
+// locale (Debian's chromium ships the en-US locale only).
+inline constexpr const char *kDefaultTimezone = "UTC";
+inline constexpr const char *kDefaultLocale = "en-US";
+inline constexpr const char *kDefaultAcceptLanguages = "en-US,en"; // Chromium's own for en-US
+inline constexpr const char *kZoneinfoDir = "/usr/share/zoneinfo";
+
+// Session-only overrides; nullopt = the default.
+struct Location {
+    std::optional<std::string> timezone; // IANA name
+    std::optional<std::string> locale;   // canonical BCP 47 tag
+    bool operator==(const Location &) const = default;
+};
+
+// An IANA zone name with a TZif file under `zoneinfo` (what Chromium's ICU and the C library
+// resolve TZ with); posix/, right/ and the link files that are no zone are refused.
+bool known_timezone(std::string_view name, const std::string &zoneinfo = kZoneinfoDir);
+// A BCP 47 language tag (language[-Script][-REGION][-variant...]) in its canonical case
+// ("EN-us" -> "en-US"), or nullopt when malformed. Extensions and private use are refused.
+std::optional<std::string> canonical_locale(std::string_view tag);
+
+// BrowserLocation: the effective values and where each came from.
+json location_json(const Location &l);
+
+// BrowserMemory as the SDK names sizes: the largest of 1, 2, 4, 6, 8, 12, 16 GiB that `bytes`
+// holds (at least 1GiB).
+std::string memory_name(std::uint64_t bytes);
+// A BrowserMemoryRequest ("1GiB" .. "16GiB") in bytes; nullopt for anything else.
+std::optional<std::uint64_t> memory_request_bytes(std::string_view name);
+
 // ---- requests ------------------------------------------------------------------------------------
 
 // `profile: {id?, name?, save_changes?}` on create or update; id or name names it (the profiles
@@ -78,6 +110,11 @@ struct CreateOptions {
     // `captures`: it would start capture, which needs that plugin.
     std::optional<json> telemetry;
     bool telemetry_captures = false;
+    Location location;
+    // As sent; the server holds them against what this node gives (its region, its instances'
+    // memory limit) and refuses what it cannot honour.
+    std::optional<std::string> region;
+    std::optional<std::string> memory;
 };
 
 // Validates a POST /browsers body. Throws Error 400 (every bad field in `details`) and, when the
@@ -99,6 +136,10 @@ struct UpdateOptions {
     std::optional<std::string> proxy_id; // sent: swap to it live; "" = direct
     std::optional<json> telemetry;       // as for create; omitted, null and {} change nothing
     bool telemetry_captures = false;
+    // `location`: outer optional = the field was sent; inner nullopt = clear the override.
+    std::optional<std::optional<std::string>> timezone;
+    std::optional<std::optional<std::string>> locale;
+    bool changes_location() const { return timezone.has_value() || locale.has_value(); }
 };
 
 // Validates a PATCH /browsers/{id_or_name} body (400, then 501 as for create).
@@ -127,6 +168,9 @@ struct Session {
     std::optional<std::string> proxy_id; // the proxy its traffic goes through now (a swap changes it)
     std::optional<std::string> invocation_id;
     std::optional<std::string> node; // the node whose runtime holds its instance (nodes share a store)
+    Location location;
+    std::string region; // empty in rows older than regions: the node's region is shown
+    std::string memory; // BrowserMemory of its instance's limit; empty in older rows
 
     bool active() const { return !deleted_ms.has_value(); }
 };
@@ -141,6 +185,9 @@ struct Links {
 
 // The BrowserSession wire object (contract §2.1). `now_ms` feeds usage.uptime_ms of live sessions.
 json render_session(const Session &s, const Links &links, std::int64_t now_ms);
+
+// The overrides as the instance half reads them: {"timezone"?, "locale"?}.
+json location_spec(const Location &l);
 
 // The launch part of a session as the instance half needs it (what goes into the instance spec).
 json make_instance_spec(const std::string &id, const CreateOptions &opts);
@@ -177,6 +224,7 @@ enum class StatusFilter { Active, Deleted, All };
 struct ListQuery {
     StatusFilter status = StatusFilter::Active;
     std::optional<std::string> query;
+    std::optional<std::string> region;
     std::vector<std::pair<std::string, std::string>> tags; // all must match exactly
     std::int64_t offset = 0;
     int limit = kDefaultPageSize;

@@ -32,10 +32,10 @@ bool BrowsersPlugin::spare_can_serve(const CreateOptions &o) {
     // signer (a proxy's CA bundle is not: the caller checks), stealth is a kind of spare, and a
     // profile with no saved state (the caller asks) is the empty user-data folder the spare
     // already has (its lease is taken at hand-over as on a cold start). Everything else that
-    // changes how Chromium starts needs a cold start.
+    // changes how Chromium starts (a location is its TZ and language flags) needs a cold start.
     bool only_signing =
         std::all_of(o.extensions.begin(), o.extensions.end(), [](const json &e) { return is_signing_extension(e); });
-    return !o.kiosk_mode && o.viewport == Viewport{} && !o.chrome_policy && only_signing;
+    return !o.kiosk_mode && o.viewport == Viewport{} && !o.chrome_policy && only_signing && o.location == Location{};
 }
 
 int BrowsersPlugin::spare_minimum(SpareKind kind) const {

@@ -109,6 +109,9 @@ public:
         });
         route("PATCH", "/org/limits", [this](Request &q, Response &r) { update_org_limits(q, r); });
 
+        route("GET", "/auth/context", [](Request &q, Response &r) { r.json(auth_context(q)); });
+        route("GET", "/org/entitlements", [this](Request &q, Response &r) { r.json(entitlements(q)); });
+
         route("GET", "/audit-logs", [this](Request &q, Response &r) { list_audit(q, r); });
         route("GET", "/audit-logs/export/chunk", [this](Request &q, Response &r) { export_chunk(q, r); });
 
@@ -505,6 +508,97 @@ private:
                 json::array({*d, c.org_id}));
         res.json(org_limits(c.org_id));
     }
+
+    // ---- who is calling, and what this installation offers ----
+
+    // GET /auth/context (kernel-api-0131 §1K). Hangar authenticates API keys only, so principal
+    // and credential are the key. The credential's scope is the project a scoped key is bound
+    // to; the effective scope is the project this request acts on when one was chosen (the
+    // key's, or X-Kernel-Project-Id / X-Kernel-Project), else null: an org-wide key without a
+    // project header may use the org endpoints, its project resources go to the default project.
+    static json auth_context(const Request &req) {
+        Caller c(req);
+        json caller = req.caller();
+        auto scope = [](const std::string &project) {
+            return json{{"project_id", project.empty() ? json() : json(project)}};
+        };
+        bool chose_project = c.project_scoped || req.header("X-Kernel-Project-Id").has_value() ||
+                             req.header("X-Kernel-Project").has_value();
+        return {{"principal", {{"id", c.key_id}, {"type", "api_key"}}},
+                {"organization", {{"id", c.org_id}}},
+                {"authentication",
+                 {{"method", "api_key"},
+                  {"source", "api_key"},
+                  {"credential_id", c.key_id.empty() ? json() : json(c.key_id)}}},
+                {"authorization",
+                 {{"credential_scope", scope(c.project_scoped ? c.project_id : "")},
+                  {"effective_scope", scope(chose_project ? caller.value("project_id", "") : "")}}}};
+    }
+
+    // GET /org/entitlements (§1J). A self-hosted installation has no plan or billing: it answers
+    // one ENTERPRISE plan, active, never trialing, and says what this installation really serves:
+    // a feature is enabled when the plugin serving it started and the operator did not switch it
+    // off for the caller ([features] / [project.X] / `hangar admin entitlement`); limits are the
+    // configured ones, null where none is set (README: Entitlements).
+    json entitlements(const Request &req) const {
+        Caller c(req);
+        const json switches = req.caller().value("entitlements", json::object());
+        std::vector<std::string> started;
+        for (std::string rest = config("host.plugins", ""); !rest.empty();) {
+            auto comma = rest.find(',');
+            started.push_back(rest.substr(0, comma));
+            rest = comma == std::string::npos ? "" : rest.substr(comma + 1);
+        }
+        auto on = [&](const std::string &plugin) {
+            if (std::find(started.begin(), started.end(), plugin) == started.end()) return false;
+            auto it = switches.find(plugin);
+            return !(it != switches.end() && it->is_boolean() && !it->get<bool>());
+        };
+        auto feature = [](bool enabled) { return json{{"enabled", enabled}}; };
+        auto limit = [](std::int64_t n) { return n > 0 ? json(n) : json(); };
+        // Managed proxies are the operator's upstream pools of proxies.ini (datacenter, isp,
+        // residential, mobile); without one, only custom proxies exist.
+        bool managed_pool = false;
+        for (const char *type : {"datacenter", "isp", "residential", "mobile"})
+            managed_pool = managed_pool || !config("proxies." + std::string(type), "").empty();
+        const bool apps = on("apps");
+        return {{"plan",
+                 {{"id", "ENTERPRISE"}, {"effective_id", "ENTERPRISE"}, {"is_trialing", false}, {"status", "ACTIVE"}}},
+                {"limits",
+                 {{"max_concurrent_browsers", limit(org_session_limit_)},
+                  {"max_concurrent_invocations",
+                   apps ? limit(config_int("apps.max_concurrent_invocations_per_project", 50)) : json(0)},
+                  {"default_max_concurrent_invocations_per_app",
+                   apps ? limit(config_int("apps.max_concurrent_invocations_per_app", 20)) : json(0)},
+                  {"max_vaults", 0}}},
+                {"features",
+                 {{"browser_extensions", {{"enabled", on("extensions")}, {"max_stored_per_org", nullptr}}},
+                  // Pools are served by the browsers plugin itself.
+                  {"browser_pools", feature(on("browsers"))},
+                  // Replays stay until deleted: no retention period (null).
+                  {"browser_replays", {{"enabled", on("replays")}, {"retention_days", nullptr}}},
+                  {"credential_providers", feature(on("credentials"))},
+                  {"credentials", feature(on("credentials"))},
+                  {"custom_proxies", feature(on("proxies"))},
+                  {"file_io", feature(on("fs"))},
+                  {"gpu", feature(false)},
+                  {"managed_auth",
+                   {{"enabled", on("managed_auth")},
+                    {"max_connections", nullptr},
+                    {"health_check_interval_default_seconds", kHealthCheckDefaultSeconds},
+                    {"health_check_interval_min_seconds", config_int("managed_auth.min_health_check_interval", 300)},
+                    {"health_check_interval_max_seconds", kHealthCheckMaxSeconds}}},
+                  {"managed_proxies", feature(on("proxies") && managed_pool)},
+                  {"profiles", feature(on("profiles"))},
+                  {"proxy_bypass_hosts", feature(on("proxies"))},
+                  // Not served by Hangar yet (kernel-api-0131 §1A, §1C).
+                  {"search", feature(false)},
+                  {"vaults", feature(false)}}}};
+    }
+    // The managed_auth plugin's fixed bounds (managed_auth_model.cpp): a connection checks every
+    // hour unless told otherwise, and at most once a day.
+    static constexpr int kHealthCheckDefaultSeconds = 3600;
+    static constexpr int kHealthCheckMaxSeconds = 86400;
 
     // ---- audit logs ----
 

@@ -671,7 +671,9 @@ async function chromiumArgs(ctx) {
   return r.stdout;
 }
 
-const CREATE_FIELDS = ['chrome_policy', 'extensions', 'headless', 'kiosk_mode', 'name', 'profile', 'proxy_id', 'start_url', 'stealth', 'tags', 'telemetry', 'timeout_seconds', 'viewport'];
+const CREATE_FIELDS = ['chrome_policy', 'extensions', 'headless', 'kiosk_mode', 'location', 'memory', 'name', 'profile', 'proxy_id', 'region', 'start_url', 'stealth', 'tags', 'telemetry', 'timeout_seconds', 'viewport'];
+/** What the page sees of its location (kernel-api-0131 §2.1). */
+const PAGE_LOCATION = 'return await page.evaluate(() => [Intl.DateTimeFormat().resolvedOptions().timeZone, navigator.language])';
 honour('browser', 'POST /browsers', CREATE_FIELDS, 'one create carrying every option', async (ctx) => {
   proxyHits = [];
   const b = await ok('POST', '/browsers', {
@@ -689,6 +691,9 @@ honour('browser', 'POST /browsers', CREATE_FIELDS, 'one create carrying every op
       proxy_id: ctx.proxy.id,
       telemetry: { browser: { console: { enabled: true } } },
       extensions: [{ name: 'cf-ext' }],
+      location: { timezone: 'Asia/Tokyo', locale: 'fr-FR' },
+      region: 'us-east', // this node's region ([node] region's default)
+      memory: '4GiB', // every instance's limit ([sandbox] memory_limit_mb's default)
     },
   });
   ctx.browser = b;
@@ -706,6 +711,10 @@ honour('browser', 'POST /browsers', CREATE_FIELDS, 'one create carrying every op
   assert.equal(got.profile.name, 'cf-prof-a');
   assert.equal(got.proxy_id, ctx.proxy.id);
   assert.equal(got.telemetry.browser.console.enabled, true);
+  assert.deepEqual(got.location, { timezone: 'Asia/Tokyo', timezone_source: 'override', locale: 'fr-FR', locale_source: 'override' });
+  assert.equal(got.region, 'us-east');
+  assert.equal(got.memory, '4GiB');
+  assert.deepEqual(await pw(ctx, PAGE_LOCATION), ['Asia/Tokyo', 'fr-FR']);
   // What Chromium does with them: the start page loaded through the proxy, the page's size,
   // stealth's navigator, the policy file, kiosk and the extension on its command line.
   await waitFor(() => proxyHits.some((u) => u.includes('cf-start.example/landing')), { what: 'start_url through proxy_id' });
@@ -783,7 +792,7 @@ honour('browser', 'GET /browser/vm/{session_id}/telemetry/stream', ['replay', 'j
   assert.ok((await firstSseData(url)).seq <= 2);
 });
 
-honour('browser', 'PATCH /browsers/{id_or_name}', ['name', 'tags', 'proxy_id', 'telemetry', 'viewport'], 'each change seen', async (ctx) => {
+honour('browser', 'PATCH /browsers/{id_or_name}', ['name', 'tags', 'proxy_id', 'telemetry', 'viewport', 'location'], 'each change seen', async (ctx) => {
   const id = ctx.browser.session_id;
   await ok('PATCH', `/browsers/${id}`, { body: { name: 'cf-b2', tags: { team: 'cf2' }, proxy_id: '', telemetry: { browser: { page: { enabled: true } } } } });
   const got = await ok('GET', '/browsers/cf-b2');
@@ -797,6 +806,10 @@ honour('browser', 'PATCH /browsers/{id_or_name}', ['name', 'tags', 'proxy_id', '
   await ok('PATCH', `/browsers/${id}`, { body: { viewport: { width: 800, height: 600 } } });
   const size = await pw(ctx, 'return await page.evaluate(() => [innerWidth, innerHeight])');
   assert.deepEqual(size, [800, 600]);
+  // null clears an override: the page is back on the default zone, the locale stays.
+  const moved = await ok('PATCH', `/browsers/${id}`, { body: { location: { timezone: null } } });
+  assert.deepEqual(moved.location, { timezone: 'UTC', timezone_source: 'default', locale: 'fr-FR', locale_source: 'override' });
+  assert.deepEqual(await pw(ctx, PAGE_LOCATION), ['UTC', 'fr-FR']);
 });
 refuse('browser', 'PATCH /browsers/{id_or_name}', 'disable_default_proxy', {
   status: 501,
@@ -804,12 +817,14 @@ refuse('browser', 'PATCH /browsers/{id_or_name}', 'disable_default_proxy', {
   why: 'Hangar has no default stealth proxy to bypass',
   send: (ctx) => api('PATCH', `/browsers/${ctx.browser.session_id}`, { body: { disable_default_proxy: true } }),
 });
-honour('after', 'GET /browsers', ['include_deleted', 'query', 'status', 'tags', 'offset', 'limit'], 'filters and pages', async (ctx) => {
+honour('after', 'GET /browsers', ['include_deleted', 'query', 'status', 'tags', 'region', 'offset', 'limit'], 'filters and pages', async (ctx) => {
   const sids = async (query) => (await ok('GET', '/browsers', { query })).map((b) => b.session_id);
   const id = ctx.browser.session_id;
   assert.deepEqual(await sids({ query: 'cf-b2', status: 'all' }), [id]);
   assert.deepEqual(await sids({ 'tags[team]': 'cf2', status: 'all' }), [id]);
   assert.deepEqual(await sids({ 'tags[team]': 'nope', status: 'all' }), []);
+  assert.deepEqual(await sids({ query: 'cf-b2', status: 'all', region: 'us-east' }), [id]);
+  assert.deepEqual(await sids({ query: 'cf-b2', status: 'all', region: 'eu-west' }), []);
   assert.ok((await sids({ status: 'deleted' })).includes(id));
   assert.ok(!(await sids({})).includes(id));
   assert.ok((await sids({ include_deleted: true })).includes(id));
@@ -1228,10 +1243,10 @@ honour('browser', 'GET /profiles/{id_or_name}/download', ['format'], 'tar.zst by
 // Pools: one pool of one browser, then a second for forced deletion and a late profile
 // ---------------------------------------------------------------------------------------------
 
-const POOL_FIELDS = ['size', 'chrome_policy', 'extensions', 'fill_rate_per_minute', 'headless', 'kiosk_mode', 'name', 'profile', 'proxy_id', 'refresh_on_profile_update', 'start_url', 'stealth', 'telemetry', 'timeout_seconds', 'viewport'];
+const POOL_FIELDS = ['size', 'chrome_policy', 'extensions', 'fill_rate_per_minute', 'headless', 'kiosk_mode', 'memory', 'name', 'profile', 'proxy_id', 'refresh_on_profile_update', 'region', 'start_url', 'stealth', 'telemetry', 'timeout_seconds', 'viewport'];
 function assertPoolConfig(got, want, ctx) {
   const c = got.browser_pool_config;
-  for (const k of ['size', 'fill_rate_per_minute', 'headless', 'kiosk_mode', 'name', 'proxy_id', 'refresh_on_profile_update', 'start_url', 'stealth', 'timeout_seconds']) {
+  for (const k of ['size', 'fill_rate_per_minute', 'headless', 'kiosk_mode', 'memory', 'name', 'proxy_id', 'refresh_on_profile_update', 'region', 'start_url', 'stealth', 'timeout_seconds']) {
     assert.deepEqual(c[k], want[k], k);
   }
   assert.deepEqual(c.chrome_policy, want.chrome_policy);
@@ -1241,6 +1256,7 @@ function assertPoolConfig(got, want, ctx) {
   assert.equal(got.name, want.name);
   assert.deepEqual(got.extension_ids, want.extensions.map((e) => ctx.extIds[e.name]));
   assert.equal(got.profile_id, ctx.profileIds[want.profile.name]);
+  assert.equal(got.region, 'us-east');
 }
 honour('pool', 'POST /browser_pools', POOL_FIELDS, 'every option kept and given to the leased browser', async (ctx) => {
   ctx.extIds = Object.fromEntries((await ok('GET', '/extensions', { query: { query: 'cf-ext' } })).map((e) => [e.name, e.id]));
@@ -1261,6 +1277,8 @@ honour('pool', 'POST /browser_pools', POOL_FIELDS, 'every option kept and given 
     refresh_on_profile_update: false,
     fill_rate_per_minute: 6000, // percent of the size a minute: a refill within a second
     telemetry: { browser: { console: { enabled: true } } },
+    memory: '4GiB',
+    region: 'us-east',
   };
   proxyHits = [];
   const p = await ok('POST', '/browser_pools', { body });
@@ -1283,6 +1301,7 @@ honour('pool', 'POST /browser_pools/{id_or_name}/acquire', ['acquire_timeout_sec
   assert.equal(got.pool.name, 'cf-pool');
   assert.deepEqual([got.timeout_seconds, got.stealth, got.kiosk_mode, got.headless, got.proxy_id, got.profile.id], [120, true, true, true, ctx.proxy.id, ctx.profileIds['cf-prof-b']]);
   assert.equal(got.chrome_policy.HomepageLocation, 'https://cf-pool.example/');
+  assert.deepEqual([s.memory, s.region, got.memory, got.region], ['4GiB', 'us-east', '4GiB', 'us-east']);
   await waitFor(() => proxyHits.some((u) => u.includes('cf-acquire.example')), { what: 'the acquire start_url' });
   const size = await pw(ctx, 'return await page.evaluate(() => [innerWidth, innerHeight, navigator.webdriver])', s.session_id);
   assert.deepEqual(size, [900, 650, false]);
@@ -1323,6 +1342,8 @@ honour('pool', 'PATCH /browser_pools/{id_or_name}', [...POOL_FIELDS, 'discard_al
     refresh_on_profile_update: true,
     fill_rate_per_minute: 50,
     telemetry: { browser: { network: { enabled: true } } },
+    memory: '4GiB',
+    region: 'us-east',
     discard_all_idle: true,
   };
   ctx.profileIds['cf-prof-new'] = (await ok('GET', '/profiles/cf-prof-new')).id;

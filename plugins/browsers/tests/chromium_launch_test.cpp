@@ -33,6 +33,7 @@ class ChromiumLaunchTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(devtools_line);
     CPPUNIT_TEST(user_agent);
     CPPUNIT_TEST(flags_split);
+    CPPUNIT_TEST(location_flags);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -50,6 +51,25 @@ public:
         CPPUNIT_ASSERT_THROW(parse_launch_spec(json::parse(R"({"headless":"yes"})")), hangar::Error);
         CPPUNIT_ASSERT_THROW(parse_viewport(json::parse(R"({"width":10,"height":600})")), hangar::Error);
         CPPUNIT_ASSERT(parse_viewport(json::parse(R"({"width":1024,"height":768})")) == (Viewport{1024, 768, 60}));
+    }
+
+    void location_flags() {
+        auto s = parse_launch_spec(json::parse(R"({"id":"x","location":{"timezone":"Asia/Tokyo","locale":"fr-fr"}})"));
+        CPPUNIT_ASSERT_EQUAL(std::string("Asia/Tokyo"), chromium_timezone(s));
+        auto a = chromium_args(ChromiumSettings{}, s, "", "https://a");
+        CPPUNIT_ASSERT(has(a, "--lang=fr-FR") && has(a, "--accept-lang=fr-FR"));
+        // Before "--": a location never becomes the URL, and the URL never a switch.
+        auto dashes = std::find(a.begin(), a.end(), std::string("--"));
+        CPPUNIT_ASSERT(std::find(a.begin(), a.end(), "--lang=fr-FR") < dashes);
+
+        LaunchSpec plain;
+        CPPUNIT_ASSERT_EQUAL(std::string("UTC"), chromium_timezone(plain));
+        CPPUNIT_ASSERT(!has_prefix(chromium_args(ChromiumSettings{}, plain, "", ""), "--lang="));
+        // The default too: Chromium would otherwise keep an earlier run's languages (its prefs).
+        CPPUNIT_ASSERT(has(chromium_args(ChromiumSettings{}, plain, "", ""), "--accept-lang=en-US,en"));
+        // The agent checks again what would reach TZ or a flag.
+        CPPUNIT_ASSERT_THROW(parse_launch_spec(json::parse(R"({"location":{"timezone":"../../x"}})")), hangar::Error);
+        CPPUNIT_ASSERT_THROW(parse_launch_spec(json::parse(R"({"location":{"locale":"en,--x"}})")), hangar::Error);
     }
 
     void common_flags() {

@@ -60,6 +60,10 @@ class SessionModelTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(tag_filters);
     CPPUNIT_TEST(list_query);
     CPPUNIT_TEST(like_escaping);
+    CPPUNIT_TEST(timezones);
+    CPPUNIT_TEST(locales);
+    CPPUNIT_TEST(location_create_and_update);
+    CPPUNIT_TEST(memory_sizes);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -417,6 +421,72 @@ public:
     }
 
     void like_escaping() { CPPUNIT_ASSERT_EQUAL(std::string("%a\\%b\\_c\\\\%"), like_contains("a%b_c\\")); }
+
+    void timezones() {
+        for (const char *ok : {"UTC", "Europe/Berlin", "America/Argentina/Buenos_Aires", "Etc/GMT+5", "Asia/Tokyo"})
+            CPPUNIT_ASSERT_MESSAGE(ok, known_timezone(ok));
+        for (const char *bad : {"", "Mars/Olympus", "../etc/passwd", "/usr/share/zoneinfo/UTC", "Europe/../UTC",
+                                "posix/Europe/Berlin", "right/UTC", "posixrules", "localtime", "zone.tab",
+                                "Europe/Berlin ", "Europe//Berlin", "Europe/Berlin,x"})
+            CPPUNIT_ASSERT_MESSAGE(bad, !known_timezone(bad));
+    }
+
+    void locales() {
+        CPPUNIT_ASSERT_EQUAL(std::string("en-US"), *canonical_locale("EN-us"));
+        CPPUNIT_ASSERT_EQUAL(std::string("fr"), *canonical_locale("fr"));
+        CPPUNIT_ASSERT_EQUAL(std::string("zh-Hant-TW"), *canonical_locale("zh-hant-tw"));
+        CPPUNIT_ASSERT_EQUAL(std::string("es-419"), *canonical_locale("es-419"));
+        CPPUNIT_ASSERT_EQUAL(std::string("de-CH-1901"), *canonical_locale("de-CH-1901"));
+        for (const char *bad : {"", "e", "en_US", "en-US,de", "en US", "en-US-abcdefghij", "verylonglanguage", "en-",
+                                "-US", "en-US-x-a", "en-u-ca-buddhist", "--lang=x"})
+            CPPUNIT_ASSERT_MESSAGE(bad, !canonical_locale(bad));
+    }
+
+    void location_create_and_update() {
+        auto o = parse_create(parse(R"({"location": {"timezone": "Asia/Tokyo", "locale": "fr-fr"}})"));
+        CPPUNIT_ASSERT_EQUAL(std::string("Asia/Tokyo"), *o.location.timezone);
+        CPPUNIT_ASSERT_EQUAL(std::string("fr-FR"), *o.location.locale);
+        CPPUNIT_ASSERT_EQUAL(std::string(R"({"locale":"fr-FR","timezone":"Asia/Tokyo"})"),
+                             make_instance_spec("x", o).at("location").dump());
+        CPPUNIT_ASSERT(!make_instance_spec("x", parse_create(json::object())).contains("location"));
+        expect_error([] { parse_create(parse(R"({"location": {"timezone": "Nowhere/Land"}})")); }, 400,
+                     "location.timezone");
+        expect_error([] { parse_create(parse(R"({"location": {"locale": "en_US"}})")); }, 400, "location.locale");
+        expect_error([] { parse_create(parse(R"({"location": "Berlin"})")); }, 400, "location");
+        expect_error([] { parse_create(parse(R"({"memory": "3GiB"})")); }, 400, "memory");
+
+        auto u = parse_update(parse(R"({"location": {"timezone": null, "locale": "de-DE"}})"));
+        CPPUNIT_ASSERT(u.timezone.has_value() && !u.timezone->has_value());
+        CPPUNIT_ASSERT_EQUAL(std::string("de-DE"), **u.locale);
+        CPPUNIT_ASSERT(!parse_update(parse(R"({"name": "a"})")).changes_location());
+
+        Session s;
+        s.location.locale = "de-DE";
+        s.region = "us-east";
+        s.memory = "4GiB";
+        json out = render_session(s, {}, 0);
+        CPPUNIT_ASSERT_EQUAL(
+            std::string(
+                R"({"locale":"de-DE","locale_source":"override","timezone":"UTC","timezone_source":"default"})"),
+            out.at("location").dump());
+        CPPUNIT_ASSERT_EQUAL(std::string("us-east"), out.at("region").get<std::string>());
+        CPPUNIT_ASSERT_EQUAL(std::string("4GiB"), out.at("memory").get<std::string>());
+        auto back = session_from_row({{"id", "x"}, {"location_timezone", "Asia/Tokyo"}, {"region", "eu-west"}});
+        CPPUNIT_ASSERT_EQUAL(std::string("Asia/Tokyo"), *back.location.timezone);
+        CPPUNIT_ASSERT(!back.location.locale);
+        CPPUNIT_ASSERT_EQUAL(std::string("eu-west"), back.region);
+    }
+
+    void memory_sizes() {
+        CPPUNIT_ASSERT_EQUAL(std::string("4GiB"), memory_name(std::uint64_t{4096} << 20));
+        CPPUNIT_ASSERT_EQUAL(std::string("4GiB"), memory_name(std::uint64_t{5000} << 20));
+        CPPUNIT_ASSERT_EQUAL(std::string("6GiB"), memory_name(std::uint64_t{7} << 30));
+        CPPUNIT_ASSERT_EQUAL(std::string("16GiB"), memory_name(std::uint64_t{64} << 30));
+        CPPUNIT_ASSERT_EQUAL(std::string("1GiB"), memory_name(std::uint64_t{512} << 20));
+        CPPUNIT_ASSERT_EQUAL(std::uint64_t{8} << 30, *memory_request_bytes("8GiB"));
+        CPPUNIT_ASSERT(!memory_request_bytes("6GiB")); // a response size only (GPU machines)
+        CPPUNIT_ASSERT(!memory_request_bytes("4gib"));
+    }
 };
 
 CPPUNIT_TEST_SUITE_REGISTRATION(SessionModelTest);

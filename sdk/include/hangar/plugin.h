@@ -145,7 +145,8 @@ typedef struct hangar_host_v1 {
     void (*log)(hangar_plugin_ctx *ctx, hangar_log_level level, hangar_str message);
     /* Looks `key` up as "<plugin>.<key>" (from etc/plugins.d/<plugin>.ini), then as `key`
      * itself (e.g. "server.public_url"). "server.data_dir" answers the data dir as the host
-     * resolved it (absolute, default applied). Returns 0 and fills `out` when found, -1 otherwise. */
+     * resolved it (absolute, default applied); "host.plugins" the plugins this process started,
+     * comma-separated. Returns 0 and fills `out` when found, -1 otherwise. */
     int (*config_get)(hangar_plugin_ctx *ctx, hangar_str key, hangar_buf *out);
     hangar_role (*role)(hangar_plugin_ctx *ctx);
 

@@ -1,0 +1,188 @@
+"""What the Python SDK 0.131 added that this slice of issue 45 serves, through the official SDK
+against the real server: `GET /auth/context`, `GET /org/entitlements`, and the browser's
+`location` (read back from a real page), `memory` and `region` (kernel-api-0131.md §1J, §1K, §2.1,
+§2.2). At most two browsers are alive at once; each test makes and deletes its own."""
+
+from __future__ import annotations
+
+import re
+import typing
+
+import pytest
+
+import kernel
+from kernel import Kernel
+from kernel.types.browser_memory import BrowserMemory
+
+MEMORY_SIZES = set(typing.get_args(BrowserMemory))
+
+# What a page reports, in the page the browser opened and in a tab opened after it.
+READ_LOCATION = """
+const read = () => ({ tz: Intl.DateTimeFormat().resolvedOptions().timeZone, lang: navigator.language,
+                      langs: navigator.languages });
+const fresh = await context.newPage();
+await fresh.goto('about:blank');
+const seen = { first: await page.evaluate(read), tab: await fresh.evaluate(read) };
+await fresh.close();
+return seen;
+"""
+
+
+def page_location(client: Kernel, session_id: str) -> dict:
+    r = client.browsers.playwright.execute(session_id, code=READ_LOCATION)
+    assert r.success is True, r
+    assert r.result["first"] == r.result["tab"], r.result
+    return r.result["first"]
+
+
+def assert_wire_fields(b) -> None:
+    """memory and region are required in every browser object of 0.131."""
+    assert b.region == "us-east"
+    assert b.memory in MEMORY_SIZES, b.memory
+    assert b.location is not None
+
+
+def test_auth_context_org_wide_scoped_and_project_header(server, client: Kernel) -> None:
+    ctx = client.auth.context.retrieve()
+    assert ctx.principal.type == "api_key" and ctx.principal.id.startswith("key_")
+    assert ctx.authentication.method == "api_key" and ctx.authentication.source == "api_key"
+    assert ctx.authentication.credential_id == ctx.principal.id
+    assert ctx.organization.id.startswith("org_")
+    # An org-wide key, no project chosen: both scopes are the organisation.
+    assert ctx.authorization.credential_scope.project_id is None
+    assert ctx.authorization.effective_scope.project_id is None
+
+    project = client.projects.create(name="py-0131-ctx")
+    try:
+        chosen = Kernel(api_key=server.api_key, base_url=server.base_url, project_id=project.id, max_retries=0)
+        c = chosen.auth.context.retrieve()
+        assert c.authorization.credential_scope.project_id is None
+        assert c.authorization.effective_scope.project_id == project.id
+
+        made = client.api_keys.create(name="py-0131-scoped", project_id=project.id)
+        scoped = Kernel(api_key=made.key, base_url=server.base_url, max_retries=0)
+        s = scoped.auth.context.retrieve()
+        assert s.principal.id == made.id and s.authentication.credential_id == made.id
+        assert s.organization.id == ctx.organization.id
+        assert s.authorization.credential_scope.project_id == project.id
+        assert s.authorization.effective_scope.project_id == project.id
+        client.api_keys.delete(made.id)
+        with pytest.raises(kernel.AuthenticationError):
+            scoped.auth.context.retrieve()
+    finally:
+        client.projects.delete(project.id)
+
+
+def test_entitlements_follow_the_plugins_and_switches(server, client: Kernel) -> None:
+    started = set(re.findall(r"plugin (\w+) \S+ started", server.output()))
+    assert "browsers" in started and "org" in started, started
+    e = client.organization.entitlements.retrieve()
+    assert (e.plan.id, e.plan.effective_id, e.plan.is_trialing, e.plan.status) == (
+        "ENTERPRISE", "ENTERPRISE", False, "ACTIVE")
+    f = e.features
+    assert f.browser_pools.enabled is True
+    for feature, plugin in [(f.browser_extensions, "extensions"), (f.browser_replays, "replays"),
+                            (f.credentials, "credentials"), (f.credential_providers, "credentials"),
+                            (f.custom_proxies, "proxies"), (f.file_io, "fs"), (f.managed_auth, "managed_auth"),
+                            (f.profiles, "profiles"), (f.proxy_bypass_hosts, "proxies")]:
+        assert feature.enabled is (plugin in started), (plugin, feature)
+    # Not served by Hangar: never claimed.
+    assert (f.gpu.enabled, f.search.enabled, f.vaults.enabled) == (False, False, False)
+    assert f.managed_auth.health_check_interval_min_seconds == 300
+    assert f.managed_auth.health_check_interval_max_seconds == 86400
+    # The operator's limit (browsers.max_browsers_per_project, default 50), as GET /org/limits says.
+    assert e.limits.max_concurrent_browsers == 50 == client.organization.limits.retrieve().max_concurrent_sessions
+
+    # A feature the administrator switched off for a project is off in that project's answer.
+    project = client.projects.create(name="py-0131-ent")
+    try:
+        server.admin("entitlement", project.id, "extensions", "off")
+        other = Kernel(api_key=server.api_key, base_url=server.base_url, project_id=project.id, max_retries=0)
+        assert other.organization.entitlements.retrieve().features.browser_extensions.enabled is False
+        assert client.organization.entitlements.retrieve().features.browser_extensions.enabled is ("extensions" in started)
+    finally:
+        client.projects.delete(project.id)
+
+
+def test_location_applies_to_every_tab_and_patch_sets_and_clears(client: Kernel) -> None:
+    b = client.browsers.create(headless=True, timeout_seconds=120, region="us-east", memory="4GiB",
+                               location={"timezone": "Asia/Tokyo", "locale": "fr-fr"})
+    try:
+        assert_wire_fields(b)
+        assert b.memory == "4GiB"  # [sandbox] memory_limit_mb's default, 4096
+        loc = b.location
+        assert (loc.timezone, loc.timezone_source, loc.locale, loc.locale_source) == (
+            "Asia/Tokyo", "override", "fr-FR", "override")
+        seen = page_location(client, b.session_id)
+        assert seen["tz"] == "Asia/Tokyo" and seen["lang"] == "fr-FR" and seen["langs"][0] == "fr-FR", seen
+
+        # Every browser object carries them: get, list, and the list's region filter.
+        got = client.browsers.retrieve(b.session_id)
+        assert_wire_fields(got)
+        assert got.location.timezone == "Asia/Tokyo"
+        listed = {x.session_id: x for x in client.browsers.list(region="us-east")}
+        assert b.session_id in listed
+        assert_wire_fields(listed[b.session_id])
+        assert b.session_id not in {x.session_id for x in client.browsers.list(region="eu-west")}
+
+        # null clears one override (back to the default), a string sets the other.
+        u = client.browsers.update(b.session_id, location={"timezone": None, "locale": "de-DE"})
+        assert_wire_fields(u)
+        assert (u.location.timezone, u.location.timezone_source) == ("UTC", "default")
+        assert (u.location.locale, u.location.locale_source) == ("de-DE", "override")
+        seen = page_location(client, b.session_id)
+        assert seen["tz"] == "UTC" and seen["lang"] == "de-DE", seen
+        # An update without location leaves it as it is.
+        assert client.browsers.update(b.session_id, tags={"k": "v"}).location.locale == "de-DE"
+
+        # Both cleared: the defaults are what the page sees (Chromium keeps accepted languages in
+        # its preferences, so the default must be passed, not only the override left out).
+        c = client.browsers.update(b.session_id, location={"locale": None})
+        assert (c.location.timezone_source, c.location.locale_source) == ("default", "default")
+        seen = page_location(client, b.session_id)
+        assert (seen["tz"], seen["lang"]) == (c.location.timezone, c.location.locale) == ("UTC", "en-US"), seen
+    finally:
+        client.browsers.delete_by_id(b.session_id)
+
+
+def _bad(call) -> dict:
+    with pytest.raises(kernel.BadRequestError) as e:
+        call()
+    body = e.value.body
+    assert isinstance(body, dict) and body.get("code") == "bad_request", body
+    return body
+
+
+def test_refusals_name_the_field(client: Kernel) -> None:
+    for location, field in [({"timezone": "Mars/Olympus_Mons"}, "location.timezone"),
+                            ({"timezone": "../../etc/passwd"}, "location.timezone"),
+                            ({"timezone": "posix/Europe/Berlin"}, "location.timezone"),
+                            ({"locale": "en_US"}, "location.locale"),
+                            ({"locale": "en-US-abcdefghij"}, "location.locale"),
+                            ({"locale": "en-US,de"}, "location.locale")]:
+        body = _bad(lambda: client.browsers.create(headless=True, location=location))
+        assert field in body["message"], body
+        assert any(field in (d.get("message") or "") for d in body.get("details") or []), body
+    body = _bad(lambda: client.browsers.create(headless=True, region="eu-west"))
+    assert "region" in body["message"] and "us-east" in body["message"] and "eu-west" in body["message"], body
+    body = _bad(lambda: client.browsers.create(headless=True, memory="16GiB"))
+    assert "memory" in body["message"] and "4096 MiB" in body["message"] and "4GiB" in body["message"], body
+    body = _bad(lambda: client.browsers.create(headless=True, memory="3GiB"))  # not a size at all
+    assert "memory" in body["message"], body
+    body = _bad(lambda: client.browser_pools.create(size=0, region="ap-southeast"))
+    assert "region" in body["message"], body
+    # Nothing was created by any of these.
+    assert not [x for x in client.browsers.list() if x.location and x.location.timezone_source == "override"]
+
+
+def test_pool_browsers_carry_memory_and_region(client: Kernel) -> None:
+    pool = client.browser_pools.create(size=1, name="py-0131-pool", headless=True, region="us-east", memory="4GiB")
+    try:
+        assert pool.region == "us-east"
+        leased = client.browser_pools.acquire(pool.id, acquire_timeout_seconds=30)
+        assert leased is not None
+        assert_wire_fields(leased)
+        assert leased.memory == "4GiB"
+        client.browser_pools.release(pool.id, session_id=leased.session_id, reuse=False)
+    finally:
+        client.browser_pools.delete(pool.id, force=True)
