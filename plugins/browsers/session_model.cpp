@@ -309,12 +309,24 @@ void check_location(Validation &v, const json &value, bool on_update,
     }
 }
 
-[[noreturn]] void throw_not_implemented(const std::vector<std::string> &fields) {
+// Python SDK 0.131's browser fields that no plugin serves yet: refused, never dropped.
+constexpr const char *kNotYetCreate[] = {"network", "proxy", "vaults", "video_memory"};
+constexpr const char *kNotYetUpdate[] = {"network", "proxy", "start_url"};
+constexpr const char *kNotYetReason = " (Kernel API fields this server does not serve yet)";
+
+[[noreturn]] void throw_not_implemented(const std::vector<std::string> &fields,
+                                        const char *why = " (the plugin providing it is not installed or enabled)") {
     std::string list;
     for (const auto &f : fields)
         list += (list.empty() ? "" : ", ") + f;
-    throw Error::not_implemented("not implemented in Hangar yet: " + list +
-                                 " (the plugin providing it is not installed or enabled)");
+    throw Error::not_implemented("not implemented in Hangar yet: " + list + why);
+}
+
+template <std::size_t N> void refuse_not_yet(const json &body, const char *const (&names)[N]) {
+    std::vector<std::string> asked;
+    for (const char *name : names)
+        if (auto it = body.find(name); it != body.end() && !it->is_null()) asked.emplace_back(name);
+    if (!asked.empty()) throw_not_implemented(asked, kNotYetReason);
 }
 
 } // namespace
@@ -496,6 +508,7 @@ CreateOptions parse_create(const json &body) {
 
     v.throw_if_failed("invalid browser options");
     if (!unsupported.empty()) throw_not_implemented(unsupported);
+    refuse_not_yet(body, kNotYetCreate);
     return o;
 }
 
@@ -532,6 +545,7 @@ UpdateOptions parse_update(const json &body) {
 
     v.throw_if_failed("invalid browser update");
     if (!unsupported.empty()) throw_not_implemented(unsupported);
+    refuse_not_yet(body, kNotYetUpdate);
     return o;
 }
 

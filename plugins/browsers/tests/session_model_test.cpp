@@ -191,6 +191,10 @@ public:
         CPPUNIT_ASSERT_EQUAL(std::string("inv"), *parse_create(parse(R"({"invocation_id":"inv"})")).invocation_id);
         expect_error([] { parse_create(parse(R"({"persistence":{"id":"p"}})")); }, 400); // retired by Kernel
         expect_error([] { parse_create(parse(R"({"gpu":true})")); }, 501);
+        // 0.131 fields nothing serves yet are refused, not dropped; null is "not asked".
+        for (const char *f : {"network", "proxy", "vaults", "video_memory"})
+            expect_error([f] { parse_create(json{{f, json::object()}}); }, 501);
+        parse_create(parse(R"({"network":null,"proxy":null,"vaults":null,"video_memory":null})"));
         // Telemetry that would capture nothing is fine.
         CPPUNIT_ASSERT(!parse_create(parse(R"({"telemetry":{}})")).telemetry_captures);
         CPPUNIT_ASSERT(
@@ -253,6 +257,8 @@ public:
         CPPUNIT_ASSERT(
             parse_update(parse(R"({"telemetry":{"browser":{"page":{"enabled":true}}}})")).telemetry_captures);
         expect_error([] { parse_update(parse(R"({"disable_default_proxy":true})")); }, 501);
+        for (const char *f : {"network", "proxy", "start_url"})
+            expect_error([f] { parse_update(json{{f, "x"}}); }, 501);
         // Removing what is not there, or leaving telemetry unchanged, is fine.
         parse_update(parse(R"({"proxy_id":"","telemetry":{},"disable_default_proxy":false})"));
         parse_update(parse(R"({"proxy_id":null,"telemetry":null})"));
