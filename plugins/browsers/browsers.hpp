@@ -40,6 +40,8 @@ private:
     void retrieve(Request &req, Response &res);
     void update(Request &req, Response &res);
     // PATCH location: restarts Chromium with the new overrides and stores them.
+    // POST /chromium/restart on the instance with `body`; the agent's error, reworded with `what`.
+    void restart_chromium(const std::string &id, const json &body, const char *what);
     void update_location(const Session &s, const UpdateOptions &opts);
     void list(Request &req, Response &res);
     void remove(Request &req, Response &res);

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <exception>
 #include <fstream>
 #include <iterator>
 #include <thread>
@@ -892,16 +893,15 @@ void BrowsersPlugin::update(Request &req, Response &res) {
                                   "recording goes on as a new replay)");
         if (recordings > 0) segments = call("replays.split_begin", {{"session_id", s.id}}).value("segments", segments);
         json body = {{"viewport", viewport_json(*opts.viewport)}};
-        auto r = instance_call(s.id, "POST", "/chromium/restart", body.dump(), 60000);
-        if (!segments.empty()) call("replays.split_end", {{"session_id", s.id}, {"segments", segments}});
-        if (r.status != 200) {
-            // Pass the agent's wire error on (e.g. 404 when the instance is gone), reworded.
-            json err = json::parse(r.body, nullptr, false);
-            bool wire = err.is_object() && err.contains("code") && err.contains("message");
-            throw Error(wire ? r.status : 502, wire ? err.value("code", "internal") : "upstream_unavailable",
-                        "could not restart Chromium at the new viewport: " +
-                            (wire ? err.value("message", "") : std::string("the browser instance did not answer")));
+        // The split ends whether or not Chromium came back; then the restart's error, if any.
+        std::exception_ptr restart_failed;
+        try {
+            restart_chromium(s.id, body, "at the new viewport");
+        } catch (...) {
+            restart_failed = std::current_exception();
         }
+        if (!segments.empty()) call("replays.split_end", {{"session_id", s.id}, {"segments", segments}});
+        if (restart_failed) std::rethrow_exception(restart_failed);
         sql("UPDATE browsers_sessions SET viewport_width = ?, viewport_height = ?, viewport_refresh_rate = ? WHERE id "
             "= ?",
             {opts.viewport->width, opts.viewport->height, opts.viewport->refresh_rate, s.id});
@@ -931,6 +931,17 @@ void BrowsersPlugin::update(Request &req, Response &res) {
     res.json(render(require(project, s.id, true), req));
 }
 
+void BrowsersPlugin::restart_chromium(const std::string &id, const json &body, const char *what) {
+    auto r = instance_call(id, "POST", "/chromium/restart", body.dump(), 60000);
+    if (r.status == 200) return;
+    // Pass the agent's wire error on (e.g. 404 when the instance is gone), reworded.
+    json err = json::parse(r.body, nullptr, false);
+    bool wire = err.is_object() && err.contains("code") && err.contains("message");
+    throw Error(wire ? r.status : 502, wire ? err.value("code", "internal") : "upstream_unavailable",
+                std::string("could not restart Chromium ") + what + ": " +
+                    (wire ? err.value("message", "") : std::string("the browser instance did not answer")));
+}
+
 void BrowsersPlugin::update_location(const Session &s, const UpdateOptions &opts) {
     Location next = s.location;
     if (opts.timezone) next.timezone = *opts.timezone;
@@ -938,14 +949,7 @@ void BrowsersPlugin::update_location(const Session &s, const UpdateOptions &opts
     if (next == s.location) return;
     // TZ and the language flags are fixed for a Chromium run: a restart (pages reopen at
     // about:blank, the user-data folder stays) is what makes them hold in every tab.
-    auto r = instance_call(s.id, "POST", "/chromium/restart", json{{"location", location_spec(next)}}.dump(), 60000);
-    if (r.status != 200) {
-        json err = json::parse(r.body, nullptr, false);
-        bool wire = err.is_object() && err.contains("code") && err.contains("message");
-        throw Error(wire ? r.status : 502, wire ? err.value("code", "internal") : "upstream_unavailable",
-                    "could not restart Chromium with the new location: " +
-                        (wire ? err.value("message", "") : std::string("the browser instance did not answer")));
-    }
+    restart_chromium(s.id, json{{"location", location_spec(next)}}, "with the new location");
     auto opt = [](const std::optional<std::string> &v) { return v ? json(*v) : json(nullptr); };
     sql("UPDATE browsers_sessions SET location_timezone = ?, location_locale = ? WHERE id = ?",
         {opt(next.timezone), opt(next.locale), s.id});
