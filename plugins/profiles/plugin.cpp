@@ -19,6 +19,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 
 namespace {
 
@@ -51,6 +52,11 @@ CREATE TABLE profiles_leases (
     node TEXT NOT NULL
 );
 CREATE INDEX profiles_leases_profile ON profiles_leases (profile_id);
+)sql"},
+    // What another node must know to wait for a DELETE answered before its session ended there.
+    {3, R"sql(
+ALTER TABLE profiles_leases ADD COLUMN save_changes INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE profiles_leases ADD COLUMN ending INTEGER NOT NULL DEFAULT 0;
 )sql"},
 };
 
@@ -114,8 +120,12 @@ public:
         // A session whose DELETE is answered before it ends (the browsers plugin ends it in the
         // background): from here on, what reads or replaces its profile waits for its end.
         service("profiles.ending", [this](const json &in) {
+            std::string session = in.value("session_id", "");
             std::lock_guard lock(leases_mutex_);
-            if (auto it = leases_.find(in.value("session_id", "")); it != leases_.end()) it->second.ending = true;
+            if (auto it = leases_.find(session); it != leases_.end()) {
+                it->second.ending = true;
+                sql("UPDATE profiles_leases SET ending = 1 WHERE session_id = ?", {session});
+            }
             return json::object();
         });
         service("profiles.release", [this](const json &in) {
@@ -149,7 +159,11 @@ private:
     // (`saving_only`: none that will save into it). A create on the profile a DELETE just
     // ended must start from what that session saved, not from the archive before it.
     void wait_for_ending_sessions(std::unique_lock<std::mutex> &lock, const std::string &id, bool saving_only) {
-        bool ended = leases_changed_.wait_for(lock, kEndingWait, [&] {
+        auto deadline = std::chrono::steady_clock::now() + kEndingWait;
+        lock.unlock();
+        wait_for_ending_elsewhere(id, saving_only, deadline);
+        lock.lock();
+        bool ended = leases_changed_.wait_until(lock, deadline, [&] {
             for (const auto &[_, lease] : leases_)
                 if (lease.profile_id == id && lease.ending && (lease.save_changes || !saving_only)) return false;
             return true;
@@ -157,6 +171,24 @@ private:
         if (!ended)
             throw Error(503, "upstream_unavailable",
                         "profile " + id + " is still being saved by a deleted browser session; try again shortly");
+    }
+
+    // The same for the sessions other nodes of the store are ending: no notification crosses
+    // nodes, so their lease rows are polled. A node that stopped serving has no save coming.
+    void wait_for_ending_elsewhere(const std::string &id, bool saving_only,
+                                   std::chrono::steady_clock::time_point deadline) const {
+        std::string query = "SELECT node FROM profiles_leases WHERE profile_id = ? AND node <> ? AND ending = 1";
+        if (saving_only) query += " AND save_changes = 1";
+        for (;;) {
+            bool pending = false;
+            for (const auto &lease : sql(query, {id, node_name()}))
+                pending = pending || serving_node_url(lease.value("node", "")).has_value();
+            if (!pending) return;
+            if (std::chrono::steady_clock::now() >= deadline)
+                throw Error(503, "upstream_unavailable",
+                            "profile " + id + " is still being saved by a deleted browser session; try again shortly");
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        }
     }
 
     // The profile row once no deleted session still saves into it.
@@ -311,9 +343,11 @@ private:
             if (sql("SELECT id FROM profiles_profiles WHERE id = ?", {id}).empty())
                 throw Error::not_found("profile \"" + selector + "\" not found");
             leases_[session] = {id, in.value("save_changes", false)};
-            sql("INSERT INTO profiles_leases (session_id, profile_id, node) VALUES (?, ?, ?) ON CONFLICT (session_id) "
-                "DO UPDATE SET profile_id = excluded.profile_id, node = excluded.node",
-                {session, id, node_name()});
+            bool save_changes = in.value("save_changes", false);
+            sql("INSERT INTO profiles_leases (session_id, profile_id, node, save_changes) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (session_id) DO UPDATE SET profile_id = excluded.profile_id, node = excluded.node, "
+                "save_changes = excluded.save_changes, ending = 0",
+                {session, id, node_name(), save_changes ? 1 : 0});
         }
         sql("UPDATE profiles_profiles SET last_used_at = ? WHERE id = ?", {hangar::now_ms(), id});
         json out = {{"profile", render(require(project, id))}, {"archive", nullptr}};
