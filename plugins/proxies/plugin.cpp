@@ -125,7 +125,13 @@ public:
         service("proxies.resolve", [this](const json &in) { return json{{"id", resolve(in)}}; });
 
         sign_requests_ = config_bool("sign_requests", false);
-        signature_ttl_ = static_cast<int>(std::clamp<std::int64_t>(config_int("signature_ttl_seconds", 60), 1, 86400));
+        signature_ttl_ =
+            static_cast<int>(std::clamp<std::int64_t>(config_int("signature_ttl_seconds", 3600), 1, 86400));
+        std::string form = config("signature_agent_form", "string");
+        if (!proxies::signing::parse_agent_form(form))
+            throw std::runtime_error("signature_agent_form in proxies.ini must be string or dictionary, not \"" + form +
+                                     "\"");
+        signature_agent_form_ = form;
         signature_agent_ = config("signature_agent", config("server.public_url", ""));
         while (!signature_agent_.empty() && signature_agent_.back() == '/')
             signature_agent_.pop_back();
@@ -153,7 +159,9 @@ public:
                 key->secret_key = hangar::cdp::base64_decode(it->get<std::string>());
                 key->keyid = body.value("keyid", "");
                 key->agent = body.value("agent", "");
-                key->ttl_seconds = body.value("ttl_seconds", 60);
+                key->ttl_seconds = body.value("ttl_seconds", 3600);
+                key->form = proxies::signing::parse_agent_form(body.value("form", "string"))
+                                .value_or(proxies::signing::AgentForm::string);
             }
             if (!signer_->set_key(std::move(key), std::chrono::seconds(10)))
                 throw Error(502, "upstream_unavailable", "Chromium did not take request interception for signing");
@@ -414,7 +422,8 @@ private:
             json body = {{"secret_key", proxies::signing::base64(key.secret_key)},
                          {"keyid", key.keyid},
                          {"agent", agent},
-                         {"ttl_seconds", signature_ttl_}};
+                         {"ttl_seconds", signature_ttl_},
+                         {"form", signature_agent_form_}};
             auto answer = instance_call(instance, "PUT", "/proxies/signing", body.dump(), 15000);
             if (answer.status != 200)
                 throw Error(502, "upstream_unavailable",
@@ -516,7 +525,8 @@ private:
     std::unique_ptr<proxies::Forwarder> forwarder_;
     std::unique_ptr<proxies::Signer> signer_;
     bool sign_requests_ = false;
-    int signature_ttl_ = 60;
+    int signature_ttl_ = 3600;
+    std::string signature_agent_form_ = "string";
     std::string signature_agent_;
     std::mutex agent_mutex_;
     std::string last_base_url_;

@@ -45,6 +45,7 @@ hangar::json signed_headers(const hangar::json &request, const SigningKey &key) 
     std::string authority = signing::authority(request.value("url", ""));
     if (authority.empty()) return out;
     signing::Params p;
+    p.form = key.form;
     p.keyid = key.keyid;
     p.agent = key.agent;
     p.created = unix_seconds();

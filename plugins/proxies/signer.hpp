@@ -5,6 +5,8 @@
 // re-made when Chromium restarts; while it is down, requests go out unsigned.
 #pragma once
 
+#include "signing.hpp"
+
 #include <hangar/plugin.hpp>
 
 #include <condition_variable>
@@ -22,7 +24,8 @@ struct SigningKey {
     std::string secret_key; // Ed25519, 64 bytes
     std::string keyid;
     std::string agent;
-    int ttl_seconds = 60;
+    int ttl_seconds = 3600;
+    signing::AgentForm form = signing::AgentForm::string;
 };
 
 class Signer {

@@ -27,12 +27,20 @@ std::string encode(std::string_view raw, int variant) {
 
 // The inner list and parameters of Signature-Input, also the value of "@signature-params".
 std::string signature_params(const Params &p) {
-    std::string out = std::string(R"(("@authority" "signature-agent";key=")") + kLabel + R"("))";
-    out += ";created=" + std::to_string(p.created) + ";expires=" + std::to_string(p.expires);
-    out += ";keyid=\"" + p.keyid + "\";alg=\"ed25519\"";
-    if (!p.nonce.empty()) out += ";nonce=\"" + p.nonce + "\"";
-    out += std::string(";tag=\"") + kTag + "\"";
-    return out;
+    std::string nonce = p.nonce.empty() ? "" : ";nonce=\"" + p.nonce + "\"";
+    std::string keyid = ";keyid=\"" + p.keyid + "\";alg=\"ed25519\"";
+    std::string tag = std::string(";tag=\"") + kTag + "\"";
+    if (p.form == AgentForm::string)
+        return R"(("@authority" "signature-agent");created=)" + std::to_string(p.created) + keyid +
+               ";expires=" + std::to_string(p.expires) + nonce + tag;
+    return std::string(R"(("@authority" "signature-agent";key=")") + kLabel + R"(");created=)" +
+           std::to_string(p.created) + ";expires=" + std::to_string(p.expires) + keyid + nonce + tag;
+}
+
+// The Signature-Agent field value, as sent and as covered.
+std::string agent_field(const Params &p) {
+    std::string quoted = "\"" + p.agent + "\"";
+    return p.form == AgentForm::string ? quoted : std::string(kLabel) + "=" + quoted;
 }
 
 } // namespace
@@ -102,8 +110,17 @@ bool valid_agent(std::string_view agent) {
                                          [](char c) { return c >= 0x20 && c < 0x7f && c != '"' && c != '\\'; });
 }
 
+std::optional<AgentForm> parse_agent_form(std::string_view name) {
+    if (name == "string") return AgentForm::string;
+    if (name == "dictionary") return AgentForm::dictionary;
+    return std::nullopt;
+}
+
 std::string signature_base(std::string_view authority, const Params &p) {
-    return "\"@authority\": " + std::string(authority) + "\n\"signature-agent\";key=\"" + kLabel + "\": \"" + p.agent +
+    // Either way the covered value is the quoted agent: the whole field, or the member's value.
+    std::string covered = p.form == AgentForm::string ? R"("signature-agent")"
+                                                      : R"("signature-agent";key=")" + std::string(kLabel) + "\"";
+    return "\"@authority\": " + std::string(authority) + "\n" + covered + ": \"" + p.agent +
            "\"\n\"@signature-params\": " + signature_params(p);
 }
 
@@ -113,7 +130,7 @@ Headers sign(std::string_view secret_key, std::string_view authority, const Para
     std::string sig(crypto_sign_BYTES, '\0');
     crypto_sign_detached(reinterpret_cast<unsigned char *>(sig.data()), nullptr, bytes(base), base.size(),
                          bytes(secret_key));
-    return {std::string(kLabel) + "=\"" + p.agent + "\"", std::string(kLabel) + "=" + signature_params(p),
+    return {agent_field(p), std::string(kLabel) + "=" + signature_params(p),
             std::string(kLabel) + "=:" + base64(sig) + ":"};
 }
 

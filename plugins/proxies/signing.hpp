@@ -7,6 +7,7 @@
 #include <hangar/plugin.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -41,7 +42,21 @@ struct Headers {
     std::string signature;
 };
 
+// How Signature-Agent is sent and covered.
+enum class AgentForm {
+    // As Kernel's web-bot-auth extension sends it (Cloudflare's `web-bot-auth` signer, which that
+    // extension bundles): `Signature-Agent: "https://…"`, an sf-string, covered as
+    // "signature-agent"; parameters in that signer's order.
+    string,
+    // The web-bot-auth architecture draft-02: `Signature-Agent: sig1="https://…"`, a dictionary
+    // whose member is named after the signature's label, covered as "signature-agent";key="sig1".
+    dictionary,
+};
+// "string" or "dictionary" (the names proxies.ini uses); nullopt for anything else.
+std::optional<AgentForm> parse_agent_form(std::string_view name);
+
 struct Params {
+    AgentForm form = AgentForm::string;
     std::string keyid;
     std::string agent; // the origin serving the directory, e.g. https://hangar.example
     std::int64_t created = 0;
@@ -49,8 +64,8 @@ struct Params {
     std::string nonce; // base64; empty leaves it out
 };
 
-// The signature base (RFC 9421 §2.5) over "@authority" and the Signature-Agent dictionary member
-// named after the signature's label, and the headers carrying its Ed25519 signature.
+// The signature base (RFC 9421 §2.5) over "@authority" and Signature-Agent (in `p.form`), and the
+// headers carrying its Ed25519 signature.
 std::string signature_base(std::string_view authority, const Params &p);
 Headers sign(std::string_view secret_key, std::string_view authority, const Params &p);
 

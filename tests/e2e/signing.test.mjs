@@ -2,9 +2,11 @@
 // trust store, through the official SDK and Playwright against real servers started here:
 // tinyproxy (the proxy), stunnel4 terminating HTTPS with a certificate of a test CA (the site a
 // TLS-intercepting proxy would present), and a plain origin behind both that records every
-// request's headers. The signatures are checked by an independent verifier from npm
-// (`http-message-sig`, RFC 9421) against the key the server publishes in its directory, and the
-// keyid by `jsonwebkey-thumbprint` (RFC 7638): none of Hangar's code judges Hangar's headers.
+// request's headers. The signatures are checked by independent verifiers from npm against the
+// key the server publishes in its directory, each on the Signature-Agent form it speaks:
+// Cloudflare's `web-bot-auth` (what sites checking Kernel's browsers run) on the default form,
+// `http-message-sig` (RFC 9421) on the draft-02 dictionary form an operator can choose; the keyid
+// by `jsonwebkey-thumbprint` (RFC 7638). None of Hangar's code judges Hangar's headers.
 // Also: a pool whose browsers sign, and a signing browser served from a warm spare with a proxy
 // (a live swap at hand-over).
 // At most two browsers run at once (the spares part: one spare per kind, one of them taken).
@@ -18,6 +20,8 @@ import { webcrypto as nodeCrypto } from 'node:crypto';
 import { chromium } from 'playwright-core';
 import { component, verifySignature, webcrypto } from 'http-message-sig';
 import { jwkThumbprint } from 'jsonwebkey-thumbprint';
+import { verify as webBotAuthVerify } from 'web-bot-auth';
+import { verifierFromJWK } from 'web-bot-auth/crypto';
 
 import { readyInstances, startServer, repoRoot, waitFor } from './lib/server.mjs';
 import { startOrigin, startTinyproxy, startStunnel, testCa } from './lib/proxy-servers.mjs';
@@ -31,24 +35,46 @@ async function fetchDirectory(baseURL) {
   return res.json();
 }
 
-// RFC 9421 verification of one recorded request, by the npm verifier, with the key the
-// directory lists under the request's keyid. Returns the verified signature's parameters.
+const keyOf = (directory, keyid) => {
+  const jwk = directory.keys.find((k) => k.kid === keyid);
+  assert.ok(jwk, `the directory lists keyid ${keyid}`);
+  return jwk;
+};
+
+// The default form, as a site checking Kernel's browsers verifies it: Cloudflare's `web-bot-auth`
+// verify() on the recorded request, with the directory's key for its keyid. Returns the
+// verified signature's parameters.
 async function verifyHit(hit, directory, scheme = 'http') {
+  const headers = new Headers();
+  for (const [name, value] of Object.entries(hit.headers)) headers.append(name, String(value));
+  const request = new Request(`${scheme}://${hit.host}${hit.url}`, { headers });
+  try {
+    return await webBotAuthVerify(request, async (data, signature, params) => {
+      await (await verifierFromJWK(keyOf(directory, params.keyid)))(data, signature, params);
+      return params;
+    });
+  } catch (e) {
+    throw new Error(`${hit.url}: ${e.message}`);
+  }
+}
+
+// By the RFC 9421 verifier, covering Signature-Agent as `agentComponent`: the dictionary member
+// of draft-02 (`signature_agent_form = dictionary`) by default.
+async function verifyRfc9421Hit(hit, directory, agentComponent = component('signature-agent', { key: 'sig1' })) {
   const fields = [];
   for (const [name, value] of Object.entries(hit.headers)) fields.push({ name, value: String(value) });
-  const message = { kind: 'request', method: 'GET', targetUri: `${scheme}://${hit.host}${hit.url}`, fields };
+  const message = { kind: 'request', method: 'GET', targetUri: `http://${hit.host}${hit.url}`, fields };
   const verified = await verifySignature(message, {
     policy: {
       algorithms: ['ed25519'],
-      requiredComponents: ['@authority', component('signature-agent', { key: 'sig1' })],
+      requiredComponents: ['@authority', agentComponent],
       requiredParameters: ['created', 'expires', 'keyid', 'tag'],
-      maxAge: 300,
+      maxAge: 3600,
       clockSkew: 5,
       validate: (sig) => sig.parameters.tag === 'web-bot-auth',
     },
     resolveVerifier: async (candidate) => {
-      const jwk = directory.keys.find((k) => k.kid === candidate.parameters.keyid);
-      assert.ok(jwk, `the directory lists keyid ${candidate.parameters.keyid}`);
+      const jwk = keyOf(directory, candidate.parameters.keyid);
       const key = await nodeCrypto.subtle.importKey('jwk', { kty: jwk.kty, crv: jwk.crv, x: jwk.x }, { name: 'Ed25519' }, true, ['verify']);
       return webcrypto.verifier(key);
     },
@@ -77,7 +103,7 @@ describe('request signing and proxy CA bundles', () => {
     const etc = join(repoRoot, 'etc');
     copyFileSync(join(etc, 'hangar.ini'), join(conf, 'hangar.ini'));
     for (const f of readdirSync(join(etc, 'plugins.d'))) copyFileSync(join(etc, 'plugins.d', f), join(conf, 'plugins.d', f));
-    writeFileSync(join(conf, 'plugins.d', 'proxies.ini'), '[proxies]\nenabled = true\nsignature_ttl_seconds = 120\n');
+    writeFileSync(join(conf, 'plugins.d', 'proxies.ini'), '[proxies]\nenabled = true\n');
     for (const d of [conf, join(conf, 'plugins.d')]) chmodSync(d, 0o755);
     server = await startServer({ env: { HANGAR_CONFIG: join(conf, 'hangar.ini') } });
     kernel = server.client;
@@ -126,13 +152,34 @@ describe('request signing and proxy CA bundles', () => {
       await page.goto(`http://127.0.0.1:${origin.port}/plain?subs=2`);
       const hits = origin.hits.filter((h) => h.url.startsWith('/plain') || h.url.startsWith('/sub/'));
       assert.ok(hits.length >= 3, 'the page and its two images');
+      // fetch() and XMLHttpRequest too.
+      await page.evaluate(async () => {
+        await fetch('/fetched');
+        await new Promise((resolve, reject) => {
+          const xhr = new XMLHttpRequest();
+          xhr.open('GET', '/xhr');
+          xhr.onload = resolve;
+          xhr.onerror = reject;
+          xhr.send();
+        });
+      });
+      hits.push(...['/fetched', '/xhr'].map((url) => origin.hits.find((h) => h.url === url)));
       for (const hit of hits) {
         const params = await verifyHit(hit, dir);
         assert.equal(params.keyid, jwk.kid);
         assert.equal(params.tag, 'web-bot-auth');
-        assert.ok(params.expires > params.created);
-        assert.equal(hit.headers['signature-agent'], `sig1="${server.baseURL}"`, 'Signature-Agent names the directory origin');
+        // As Kernel's extension: valid for an hour from when it was made.
+        assert.equal(params.expires.getTime() - params.created.getTime(), 3_600_000);
+        // As Kernel's extension sends it: an sf-string naming the directory's origin, covered as
+        // a whole, the parameters in that signer's order.
+        assert.equal(hit.headers['signature-agent'], `"${server.baseURL}"`);
+        assert.match(
+          hit.headers['signature-input'],
+          /^sig1=\("@authority" "signature-agent"\);created=\d+;keyid="[^"]+";alg="ed25519";expires=\d+;nonce="[^"]+";tag="web-bot-auth"$/,
+        );
       }
+      // The RFC 9421 verifier reads this form too.
+      assert.equal((await verifyRfc9421Hit(hits[0], dir, 'signature-agent')).keyid, jwk.kid);
       const n1 = hits[0].headers['signature-input'].match(/nonce="([^"]+)"/)?.[1];
       const n2 = hits[1].headers['signature-input'].match(/nonce="([^"]+)"/)?.[1];
       assert.ok(n1 && n2 && n1 !== n2, 'a fresh nonce per request');
@@ -148,10 +195,41 @@ describe('request signing and proxy CA bundles', () => {
 
       // A signature does not verify for another authority (the verifier really checks).
       const moved = { ...secure, host: `127.0.0.1:${site.port + 1}` };
-      await assert.rejects(verifyHit(moved, dir, 'https'), /verification failed/i);
+      await assert.rejects(verifyHit(moved, dir, 'https'), /invalid signature/i);
     } finally {
       await cdp.close().catch(() => {});
       await kernel.browsers.deleteByID(b.session_id);
+    }
+  });
+
+  test('signature_agent_form = dictionary: the draft-02 form, which the RFC 9421 verifier accepts and web-bot-auth 0.1.3 does not', async () => {
+    const dictConf = join(scratch, 'etc-dictionary');
+    mkdirSync(join(dictConf, 'plugins.d'), { recursive: true });
+    copyFileSync(join(conf, 'hangar.ini'), join(dictConf, 'hangar.ini'));
+    for (const f of readdirSync(join(conf, 'plugins.d'))) copyFileSync(join(conf, 'plugins.d', f), join(dictConf, 'plugins.d', f));
+    writeFileSync(join(dictConf, 'plugins.d', 'proxies.ini'), '[proxies]\nenabled = true\nsignature_agent_form = dictionary\n');
+    for (const d of [dictConf, join(dictConf, 'plugins.d')]) chmodSync(d, 0o755);
+    const other = await startServer({ env: { HANGAR_CONFIG: join(dictConf, 'hangar.ini') } });
+    try {
+      const b = await other.client.browsers.create({ headless: true, extensions: [{ name: 'web-bot-auth' }] });
+      const cdp = await chromium.connectOverCDP(b.cdp_ws_url, { timeout: 30_000 });
+      try {
+        await cdp.contexts()[0].pages()[0].goto(`http://127.0.0.1:${origin.port}/dictionary?subs=1`);
+        const dir = await fetchDirectory(other.baseURL);
+        for (const url of ['/dictionary?subs=1', '/sub/0.gif?p=%2Fdictionary']) {
+          const hit = origin.hits.find((h) => h.url === url);
+          assert.ok(hit, url);
+          assert.equal(hit.headers['signature-agent'], `sig1="${other.baseURL}"`);
+          assert.match(hit.headers['signature-input'], /^sig1=\("@authority" "signature-agent";key="sig1"\);/);
+          assert.equal((await verifyRfc9421Hit(hit, dir)).keyid, dir.keys[0].kid);
+          await assert.rejects(verifyHit(hit, dir), /invalid signature/);
+        }
+      } finally {
+        await cdp.close().catch(() => {});
+        await other.client.browsers.deleteByID(b.session_id);
+      }
+    } finally {
+      await other.stop();
     }
   });
 

@@ -28,6 +28,8 @@ class SigningTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(thumbprintOfRfc8037Key);
     CPPUNIT_TEST(authorities);
     CPPUNIT_TEST(signatureBaseAndHeaders);
+    CPPUNIT_TEST(sameHeadersAsKernelsExtension);
+    CPPUNIT_TEST(agentForms);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -58,6 +60,7 @@ public:
         signing::Params p;
         p.keyid = signing::thumbprint(key.public_key);
         p.agent = "https://hangar.example";
+        p.form = signing::AgentForm::dictionary;
         p.created = 1700000000;
         p.expires = 1700000060;
         std::string params = "(\"@authority\" \"signature-agent\";key=\"sig1\");created=1700000000;expires=1700000060;"
@@ -83,6 +86,43 @@ public:
         // Another authority does not verify.
         std::string other = signing::signature_base("example.org", p);
         CPPUNIT_ASSERT(crypto_sign_verify_detached(u8(sig), u8(other), other.size(), u8(key.public_key)) != 0);
+    }
+
+    // The string form, byte for byte what Kernel's extension sends. Ed25519 is deterministic, so
+    // with RFC 9421 §B.1.4's test key and a fixed nonce the whole Signature is pinned. The
+    // expected headers were made by Cloudflare's signer (npm web-bot-auth 0.1.3,
+    // signatureHeadersSync, the call Kernel's extension makes) for https://example.com:8443/path
+    // with `Signature-Agent: "https://hangar.example"`.
+    void sameHeadersAsKernelsExtension() {
+        std::string seed = from_base64url("n4Ni-HpISpVObnQMW0wOhCKROaIKqKtW_2ZYb2p9KcU");
+        std::string pk(crypto_sign_PUBLICKEYBYTES, '\0'), sk(crypto_sign_SECRETKEYBYTES, '\0');
+        crypto_sign_seed_keypair(reinterpret_cast<unsigned char *>(pk.data()),
+                                 reinterpret_cast<unsigned char *>(sk.data()),
+                                 reinterpret_cast<const unsigned char *>(seed.data()));
+        signing::Params p;
+        p.keyid = signing::thumbprint(pk);
+        CPPUNIT_ASSERT_EQUAL(std::string("poqkLGiymh_W0uP6PZFw-dvez3QJT5SolqXBCW38r0U"), p.keyid);
+        p.agent = "https://hangar.example";
+        p.created = 1700000000;
+        p.expires = 1700003600;
+        p.nonce = signing::base64(std::string(64, '\x07'));
+        auto h = signing::sign(sk, signing::authority("https://example.com:8443/path?q=1"), p);
+        CPPUNIT_ASSERT_EQUAL(std::string("\"https://hangar.example\""), h.signature_agent);
+        CPPUNIT_ASSERT_EQUAL(
+            std::string("sig1=(\"@authority\" \"signature-agent\");created=1700000000;keyid=\"poqkLGiymh_"
+                        "W0uP6PZFw-dvez3QJT5SolqXBCW38r0U\";alg=\"ed25519\";expires=1700003600;nonce=\"") +
+                p.nonce + "\";tag=\"web-bot-auth\"",
+            h.signature_input);
+        CPPUNIT_ASSERT_EQUAL(std::string("sig1=:hF+FfEouybtkG1jKiOBFcbK57u42nzBJT4Tn+IF1E94x0tqtwg9/"
+                                         "E6m71ERAq/i0QH+ST6yVjlao+E/ArhmaCg==:"),
+                             h.signature);
+    }
+
+    void agentForms() {
+        CPPUNIT_ASSERT(signing::parse_agent_form("string") == signing::AgentForm::string);
+        CPPUNIT_ASSERT(signing::parse_agent_form("dictionary") == signing::AgentForm::dictionary);
+        CPPUNIT_ASSERT(!signing::parse_agent_form("String"));
+        CPPUNIT_ASSERT(!signing::parse_agent_form(""));
     }
 };
 
