@@ -51,7 +51,7 @@ APT_PACKAGES := build-essential cmake ccache libpoco-dev nlohmann-json3-dev libc
                 bubblewrap libxcb1-dev libxcb-xtest0-dev libxcb-shm0-dev libxcb-xfixes0-dev libxcb-damage0-dev libyuv-dev libx11-dev libpng-dev ffmpeg x11vnc novnc \
                 clang-format clang-tidy libarchive-dev zip unzip python3 python3-venv python3-yaml \
                 passt libseccomp-dev iproute2 \
-                libsodium-dev liboath-dev oathtool openssl libssl-dev \
+                libsodium-dev liboath-dev oathtool openssl libssl-dev libpsl-dev \
                 tinyproxy dante-server stunnel4 libnss3-tools postgresql libpq-dev haproxy
 # Only for the libFuzzer targets (make test-fuzz, test-fuzz-smoke): clang and its fuzzer runtime.
 FUZZ_APT_PACKAGES := clang libclang-rt-14-dev

@@ -43,6 +43,10 @@ private:
     // POST /chromium/restart on the instance with `body`; the agent's error, reworded with `what`.
     void restart_chromium(const std::string &id, const json &body, const char *what);
     void update_location(const Session &s, const UpdateOptions &opts);
+    // PATCH network: the allowlist replaced or lifted in the instance's forwarder, under the
+    // revision check (409 stale_network), and stored.
+    void update_network(const Session &s, const UpdateOptions::NetworkUpdate &u);
+    std::mutex network_mutex_; // one allowlist change at a time: the revision check holds
     void list(Request &req, Response &res);
     void remove(Request &req, Response &res);
     void cdp_browser_socket(Request &req, Response &res);
@@ -213,7 +217,9 @@ private:
     struct ProxyPlan {
         bool sign = false;
         std::optional<std::string> ca_bundle;
-        // The CA bundle into the instance spec, and the start URL held back while signing starts.
+        std::optional<json> allowed_hosts; // as the proxies plugin checked them
+        // The CA bundle and allowlist into the instance spec, and the start URL held back while
+        // signing starts.
         void apply(json &spec) const;
     };
     ProxyPlan proxy_plan(const std::string &project, const CreateOptions &o) const;

@@ -92,6 +92,10 @@ ALTER TABLE browsers_sessions ADD COLUMN memory TEXT;
 ALTER TABLE browsers_sessions ADD COLUMN location_timezone TEXT;
 ALTER TABLE browsers_sessions ADD COLUMN location_locale TEXT;
 )sql"},
+    // network.allowed_hosts and its revision (kernel-api-0131 §2.1), as the wire shows them.
+    {9, R"sql(
+ALTER TABLE browsers_sessions ADD COLUMN network TEXT;
+)sql"},
 };
 
 } // namespace

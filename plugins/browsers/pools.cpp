@@ -67,6 +67,12 @@ PoolSettings parse_pool(const json &config) {
             v.fail("refresh_on_profile_update", "needs a profile");
     }
     v.throw_if_failed("invalid browser pool");
+    // Browsers take it on create; a pool's baseline (reset on release, idle browsers replaced on
+    // a change) is not built yet. Refused, never dropped.
+    for (const char *k : {"network", "expected_network"})
+        if (auto f = config.find(k); f != config.end() && !f->is_null())
+            throw Error::not_implemented(std::string("not implemented in Hangar yet: ") + k +
+                                         " on browser pools (set network.allowed_hosts on POST /browsers instead)");
     json launch = json::object();
     for (const char *k : kLaunchFields)
         if (config.contains(k)) launch[k] = config[k];

@@ -349,6 +349,9 @@ BrowsersPlugin::ProxyPlan BrowsersPlugin::proxy_plan(const std::string &project,
     } catch (const Error &e) {
         // A 404 naming the proxy is the caller's; one for the service is a missing plugin.
         if (e.status() != 404 || o.proxy_id) throw;
+        if (o.allowed_hosts)
+            throw Error::not_implemented("network.allowed_hosts is enforced by the proxies plugin, which is not "
+                                         "enabled on this server");
         if (o.sign)
             throw Error::not_implemented("the web-bot-auth extension (request signing) needs the proxies plugin, "
                                          "which is not enabled on this server");
@@ -357,11 +360,17 @@ BrowsersPlugin::ProxyPlan BrowsersPlugin::proxy_plan(const std::string &project,
     ProxyPlan plan;
     plan.sign = answer.value("sign", false);
     if (auto ca = answer.value("ca_bundle", json()); ca.is_string()) plan.ca_bundle = ca.get<std::string>();
+    if (o.allowed_hosts) {
+        json in = {{"allowed_hosts", *o.allowed_hosts}};
+        if (o.start_url) in["start_url"] = *o.start_url;
+        plan.allowed_hosts = call("proxies.network", in).at("allowed_hosts");
+    }
     return plan;
 }
 
 void BrowsersPlugin::ProxyPlan::apply(json &spec) const {
     if (ca_bundle) spec["proxy_ca"] = *ca_bundle;
+    if (allowed_hosts) spec["allowed_hosts"] = *allowed_hosts;
     if (sign) spec.erase("start_url"); // proxy_handover opens it once the signer runs
 }
 
@@ -501,8 +510,8 @@ void BrowsersPlugin::insert(Session &s) {
     sql("INSERT INTO browsers_sessions (id, org_id, project_id, key_id, name, created_at, deleted_at, timeout_seconds, "
         "headless, stealth, kiosk_mode, viewport_width, viewport_height, viewport_refresh_rate, start_url, tags, "
         "chrome_policy, profile_id, profile_save_changes, pool_id, proxy_id, invocation_id, node, region, memory, "
-        "location_timezone, location_locale) VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-        "?, ?, ?, ?, ?, ?)",
+        "location_timezone, location_locale, network) VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+        "?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         {s.id,
          s.org_id,
          s.project_id,
@@ -528,7 +537,8 @@ void BrowsersPlugin::insert(Session &s) {
          s.region,
          s.memory,
          opt(s.location.timezone),
-         opt(s.location.locale)});
+         opt(s.location.locale),
+         s.network ? json(s.network->dump()) : json(nullptr)});
     if (s.tags) write_tags(s.id, *s.tags);
 }
 
@@ -767,6 +777,8 @@ json BrowsersPlugin::create_session(const json &body, const std::string &project
     s.proxy_id = opts.proxy_id;
     s.invocation_id = opts.invocation_id;
     s.location = opts.location;
+    if (plan.allowed_hosts)
+        s.network = json{{"allowed_hosts", *plan.allowed_hosts}, {"allowlist_state", {{"revision", new_id()}}}};
 
     // A lease on the profile for as long as the session lives; given back if the create fails.
     struct ProfileLease {
@@ -854,7 +866,7 @@ void BrowsersPlugin::update(Request &req, Response &res) {
     UpdateOptions opts = parse_update(req.json_body(false));
     Session s = require(project, req.param("id_or_name"), false);
     // Name and tags live in the store; the rest changes the instance, which another node may run.
-    if (opts.viewport || opts.profile || opts.proxy_id || opts.telemetry || opts.changes_location())
+    if (opts.viewport || opts.profile || opts.proxy_id || opts.telemetry || opts.changes_location() || opts.network)
         require_here(s.id, s.node);
     if (opts.telemetry) telemetry({{"op", "check"}, {"request", *opts.telemetry}}, opts.telemetry_captures);
     auto busy = activity(s.id); // a PATCH in flight (e.g. a Chromium restart) is activity
@@ -913,6 +925,7 @@ void BrowsersPlugin::update(Request &req, Response &res) {
         sql("UPDATE browsers_sessions SET proxy_id = ? WHERE id = ?",
             {opts.proxy_id->empty() ? json(nullptr) : json(*opts.proxy_id), s.id});
     }
+    if (opts.network) update_network(s, *opts.network);
     if (opts.name) {
         try {
             sql("UPDATE browsers_sessions SET name = ? WHERE id = ?",
@@ -953,6 +966,38 @@ void BrowsersPlugin::update_location(const Session &s, const UpdateOptions &opts
     auto opt = [](const std::optional<std::string> &v) { return v ? json(*v) : json(nullptr); };
     sql("UPDATE browsers_sessions SET location_timezone = ?, location_locale = ? WHERE id = ?",
         {opt(next.timezone), opt(next.locale), s.id});
+}
+
+void BrowsersPlugin::update_network(const Session &s, const UpdateOptions::NetworkUpdate &u) {
+    std::lock_guard lock(network_mutex_);
+    // Read again under the lock: two changes based on one revision must not both apply.
+    auto rows = sql("SELECT network FROM browsers_sessions WHERE id = ?", {s.id});
+    json current = rows.empty() || !rows[0].value("network", json()).is_string()
+                       ? json()
+                       : json::parse(rows[0].at("network").get<std::string>(), nullptr, false);
+    if (!current.is_object())
+        throw Error::invalid("network.allowed_hosts", "this browser was created without an allowlist, and one cannot "
+                                                      "be added later: create a browser with network.allowed_hosts");
+    json state = current.value("allowlist_state", json::object());
+    std::string revision = state.value("revision", "");
+    json hosts = u.allowed_hosts.is_null()
+                     ? json()
+                     : call("proxies.network", {{"allowed_hosts", u.allowed_hosts}}).at("allowed_hosts");
+    if (u.expected_revision && *u.expected_revision != revision) {
+        // The same change again (a retry after an answer that got lost) finds it made.
+        bool retried = u.mutation_id && state.value("mutation_id", json()) == *u.mutation_id &&
+                       state.value("base_revision", json()) == *u.expected_revision &&
+                       current.value("allowed_hosts", json()) == hosts;
+        if (retried) return;
+        throw Error(409, "stale_network",
+                    "the allowlist is at revision " + revision + ", not " + *u.expected_revision +
+                        ": read the browser again and send its network.allowlist_state.revision");
+    }
+    call("proxies.network", {{"allowed_hosts", hosts}, {"instance_id", s.id}});
+    json next = {{"allowlist_state", {{"revision", new_id()}, {"base_revision", revision}}}};
+    if (u.mutation_id) next["allowlist_state"]["mutation_id"] = *u.mutation_id;
+    if (!hosts.is_null()) next["allowed_hosts"] = hosts;
+    sql("UPDATE browsers_sessions SET network = ? WHERE id = ?", {next.dump(), s.id});
 }
 
 void BrowsersPlugin::list(Request &req, Response &res) {

@@ -310,9 +310,64 @@ void check_location(Validation &v, const json &value, bool on_update,
 }
 
 // Python SDK 0.131's browser fields that no plugin serves yet: refused, never dropped.
-constexpr const char *kNotYetCreate[] = {"network", "proxy", "vaults", "video_memory"};
-constexpr const char *kNotYetUpdate[] = {"network", "proxy", "start_url"};
+constexpr const char *kNotYetCreate[] = {"proxy", "vaults", "video_memory"};
+constexpr const char *kNotYetUpdate[] = {"proxy", "start_url"};
 constexpr const char *kNotYetReason = " (Kernel API fields this server does not serve yet)";
+
+// `network` on create: {allowed_hosts?, private_hosts?, proxy_routes?}. The last two have no
+// server behind them yet: named in `unsupported` (501), never dropped.
+void check_network(Validation &v, const json &network, std::optional<json> &allowed_hosts,
+                   std::vector<std::string> &unsupported) {
+    if (!network.is_object()) {
+        v.fail("network", "must be an object {allowed_hosts?, private_hosts?, proxy_routes?}");
+        return;
+    }
+    for (const auto &[key, value] : network.items()) {
+        if (value.is_null()) continue;
+        if (key == "allowed_hosts") {
+            if (!value.is_array() || value.empty())
+                v.fail("network.allowed_hosts", "must be a non-empty array of host names, addresses and networks");
+            else
+                allowed_hosts = value;
+        } else if (key == "private_hosts" || key == "proxy_routes") {
+            unsupported.push_back("network." + key);
+        } else {
+            v.fail("network." + key, "is not a field of network (allowed_hosts, private_hosts, proxy_routes)");
+        }
+    }
+}
+
+// `network` on update: {allowed_hosts: [...] | null, expected_allowlist_revision?, mutation_id?}.
+void check_network_update(Validation &v, const json &network, std::optional<UpdateOptions::NetworkUpdate> &out) {
+    if (!network.is_object()) {
+        v.fail("network", "must be an object {allowed_hosts, expected_allowlist_revision?, mutation_id?}");
+        return;
+    }
+    UpdateOptions::NetworkUpdate u;
+    bool sent_hosts = false;
+    for (const auto &[key, value] : network.items()) {
+        if (key == "allowed_hosts") {
+            sent_hosts = true;
+            if (!value.is_null() && (!value.is_array() || value.empty()))
+                v.fail("network.allowed_hosts", "must be a non-empty array, or null to remove the allowlist");
+            u.allowed_hosts = value;
+        } else if (key == "expected_allowlist_revision" || key == "mutation_id") {
+            if (value.is_null()) continue;
+            if (!value.is_string() || value.get_ref<const std::string &>().empty() ||
+                value.get_ref<const std::string &>().size() > 255)
+                v.fail("network." + key, "must be a string of 1 to 255 characters");
+            else
+                (key == "mutation_id" ? u.mutation_id : u.expected_revision) = value.get<std::string>();
+        } else if (key == "private_hosts" || key == "proxy_routes") {
+            v.fail("network." + key, "is fixed when the browser is created; only allowed_hosts can change");
+        } else {
+            v.fail("network." + key,
+                   "is not a field of a network update (allowed_hosts, expected_allowlist_revision, mutation_id)");
+        }
+    }
+    if (!sent_hosts) v.fail("network.allowed_hosts", "is required: the new list, or null to remove it");
+    out = std::move(u);
+}
 
 [[noreturn]] void throw_not_implemented(const std::vector<std::string> &fields,
                                         const char *why = " (the plugin providing it is not installed or enabled)") {
@@ -495,6 +550,7 @@ CreateOptions parse_create(const json &body) {
     if (o.region && o.region->empty()) o.region.reset();
     check_string(v, body, "memory", o.memory, 16);
     if (o.memory && !memory_request_bytes(*o.memory)) v.fail("memory", "must be one of 1GiB, 2GiB, 4GiB, 8GiB, 16GiB");
+    if (const json *f = field(body, "network")) check_network(v, *f, o.allowed_hosts, unsupported);
     bool gpu = false;
     check_bool(v, body, "gpu", gpu);
     if (gpu) unsupported.emplace_back("gpu");
@@ -539,6 +595,7 @@ UpdateOptions parse_update(const json &body) {
         o.telemetry = *f;
     }
     if (const json *f = field(body, "location")) check_location(v, *f, true, o.timezone, o.locale);
+    if (const json *f = field(body, "network")) check_network_update(v, *f, o.network);
     bool disable_default_proxy = false;
     check_bool(v, body, "disable_default_proxy", disable_default_proxy);
     if (disable_default_proxy) unsupported.emplace_back("disable_default_proxy");
@@ -602,6 +659,7 @@ Session session_from_row(const json &row) {
     s.location.locale = text("location_locale");
     s.region = text("region").value_or("");
     s.memory = text("memory").value_or("");
+    if (auto n = parsed("network"); n && n->is_object()) s.network = std::move(*n);
     return s;
 }
 
@@ -628,6 +686,7 @@ json render_session(const Session &s, const Links &links, std::int64_t now) {
     if (s.start_url) out["start_url"] = *s.start_url;
     if (s.chrome_policy) out["chrome_policy"] = *s.chrome_policy;
     if (s.proxy_id) out["proxy_id"] = *s.proxy_id;
+    if (s.network) out["network"] = *s.network;
     if (s.profile_id) out["profile_save_changes"] = s.profile_save_changes;
     if (s.deleted_ms) out["deleted_at"] = rfc3339(*s.deleted_ms);
     return out;

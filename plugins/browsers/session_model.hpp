@@ -115,6 +115,8 @@ struct CreateOptions {
     // memory limit) and refuses what it cannot honour.
     std::optional<std::string> region;
     std::optional<std::string> memory;
+    // `network.allowed_hosts` as sent (an array; the proxies plugin judges its entries).
+    std::optional<json> allowed_hosts;
 };
 
 // Validates a POST /browsers body. Throws Error 400 (every bad field in `details`) and, when the
@@ -140,6 +142,14 @@ struct UpdateOptions {
     std::optional<std::optional<std::string>> timezone;
     std::optional<std::optional<std::string>> locale;
     bool changes_location() const { return timezone.has_value() || locale.has_value(); }
+    // `network`: the allowlist replaced (an array) or lifted (null), optionally only if it is
+    // still at `expected_revision`; `mutation_id` makes a retry of the same change a no-op.
+    struct NetworkUpdate {
+        json allowed_hosts;
+        std::optional<std::string> expected_revision;
+        std::optional<std::string> mutation_id;
+    };
+    std::optional<NetworkUpdate> network;
 };
 
 // Validates a PATCH /browsers/{id_or_name} body (400, then 501 as for create).
@@ -171,6 +181,9 @@ struct Session {
     Location location;
     std::string region; // empty in rows older than regions: the node's region is shown
     std::string memory; // BrowserMemory of its instance's limit; empty in older rows
+    // BrowserNetworkConfig as the wire shows it: {allowed_hosts?, allowlist_state}; none for a
+    // browser created without an allowlist.
+    std::optional<json> network;
 
     bool active() const { return !deleted_ms.has_value(); }
 };

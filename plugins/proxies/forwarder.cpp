@@ -108,13 +108,18 @@ bool splice(Conn &a, Conn &b) {
 
 // The page a request the proxy layer could not carry gets instead of the site's answer: 502 with
 // the failure's code in X-Kernel-Proxy-Error, as Kernel's egress proxy answers, so a client (and
-// the telemetry collector) can tell a proxy failure from the site's own 502.
+// the telemetry collector) can tell a proxy failure from the site's own 502. A destination the
+// allowlist refuses is a 403, as there.
 void answer_proxy_error(Conn &client, ProxyFailure failure, const std::string &reason) {
     const char *code = code_of(failure);
+    bool policy = failure == ProxyFailure::network_policy_denied;
     std::string page = std::string("<!doctype html><html><head><title>Proxy error: ") + code +
-                       "</title></head><body><h1>The proxy could not carry this request</h1><p><code>" + code +
-                       "</code>: " + hangar::html_escape(reason) + "</p></body></html>\n";
-    std::string res = std::string("HTTP/1.1 502 Bad Gateway\r\nX-Kernel-Proxy-Error: ") + code +
+                       "</title></head><body><h1>" +
+                       (policy ? "This browser's network policy does not allow this destination"
+                               : "The proxy could not carry this request") +
+                       "</h1><p><code>" + code + "</code>: " + hangar::html_escape(reason) + "</p></body></html>\n";
+    std::string res = std::string(policy ? "HTTP/1.1 403 Forbidden" : "HTTP/1.1 502 Bad Gateway") +
+                      "\r\nX-Kernel-Proxy-Error: " + code +
                       "\r\nContent-Type: text/html; charset=utf-8\r\nCache-Control: no-store\r\n"
                       // It shows under the site's origin: nothing in it may run or load.
                       "Content-Security-Policy: default-src 'none'; base-uri 'none'; form-action 'none'\r\n"
@@ -179,6 +184,26 @@ void Forwarder::set_route(Route route) {
     for (int fd : clients_)
         ::shutdown(fd, SHUT_RDWR);
     changed_.notify_all();
+}
+
+void Forwarder::set_allowlist(std::shared_ptr<const Allowlist> allowlist) {
+    std::lock_guard lock(mutex_);
+    allowlist_ = std::move(allowlist);
+    for (int fd : clients_)
+        ::shutdown(fd, SHUT_RDWR);
+}
+
+bool Forwarder::admitted(Conn &client, const std::string &host, std::uint16_t port) {
+    std::shared_ptr<const Allowlist> list;
+    {
+        std::lock_guard lock(mutex_);
+        list = allowlist_;
+    }
+    if (!list || list->allows(host)) return true;
+    remember_failure(host, port, ProxyFailure::network_policy_denied);
+    answer_proxy_error(client, ProxyFailure::network_policy_denied,
+                       host + " is not in this browser's network.allowed_hosts");
+    return false;
 }
 
 void Forwarder::remember_failure(const std::string &host, std::uint16_t port, ProxyFailure failure) {
@@ -275,6 +300,7 @@ void Forwarder::serve(int client_fd) {
             answer_error(client, 502, "malformed CONNECT target");
             return;
         }
+        if (!admitted(client, host, port)) return;
         auto route = current_route();
         if (!route) {
             remember_failure(host, port, ProxyFailure::proxy_unavailable);
@@ -317,6 +343,7 @@ void Forwarder::serve(int client_fd) {
         answer_error(client, 502, "malformed URL");
         return;
     }
+    if (!admitted(client, host, port)) return;
     auto route = current_route();
     if (!route) {
         answer_proxy_error(client, ProxyFailure::proxy_unavailable, kNoRoute);

@@ -5,6 +5,7 @@
 // new way (Chromium retries a request whose idle connection closed).
 #pragma once
 
+#include "allowlist.hpp"
 #include "net.hpp"
 #include "proxies_model.hpp"
 
@@ -36,6 +37,9 @@ public:
 
     std::uint16_t port() const { return port_; }
     void set_route(Route route);
+    // The destinations carried from now on (null: any). Open connections are cut, so a host the
+    // new list refuses is not reached over a kept-alive one.
+    void set_allowlist(std::shared_ptr<const Allowlist> allowlist);
 
     // Why the last tunnel to host:port failed at the proxy, when that was in the last 30 s.
     // Chromium shows a refused CONNECT only as ERR_TUNNEL_CONNECTION_FAILED, without our answer,
@@ -46,6 +50,8 @@ private:
     void accept_loop();
     void serve(int client_fd);
     std::shared_ptr<const Route> current_route();
+    // Whether the allowlist lets `host` through; if not, `client` got the 403 and it is remembered.
+    bool admitted(Conn &client, const std::string &host, std::uint16_t port);
     void remember_failure(const std::string &host, std::uint16_t port, ProxyFailure failure);
 
     int listen_fd_ = -1;
@@ -56,6 +62,7 @@ private:
     std::mutex mutex_;
     std::condition_variable changed_;
     std::shared_ptr<const Route> route_; // null while holding
+    std::shared_ptr<const Allowlist> allowlist_;
     int hold_ms_;
     std::set<int> clients_; // open client sockets, cut on a route change
     int active_ = 0;

@@ -167,6 +167,8 @@ const char *code_of(ProxyFailure f) {
         return "upstream_timeout";
     case ProxyFailure::proxy_unavailable:
         return "proxy_unavailable";
+    case ProxyFailure::network_policy_denied:
+        return "network_policy_denied";
     }
     return "upstream_connect_failed";
 }

@@ -30,6 +30,7 @@ enum class ProxyFailure {
     upstream_connect_failed, // the target refused or was unreachable
     upstream_timeout,        // the target did not answer in time
     proxy_unavailable,       // the browser's proxy was not configured in time
+    network_policy_denied,   // the browser's network.allowed_hosts does not name the target
 };
 const char *code_of(ProxyFailure f);
 

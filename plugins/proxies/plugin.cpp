@@ -12,6 +12,7 @@
 //
 // Request signing (Web Bot Auth): one Ed25519 key per project, made on first use, the secret half
 // sealed like passwords; the public keys at GET /.well-known/http-message-signatures-directory.
+#include "allowlist.hpp"
 #include "forwarder.hpp"
 #include "net.hpp"
 #include "proxies_model.hpp"
@@ -120,6 +121,7 @@ public:
         route("POST", "/proxies/{id}/check", [this](Request &q, Response &r) { check(q, r); });
 
         service("proxies.attach", [this](const json &in) { return attach(in); });
+        service("proxies.network", [this](const json &in) { return network(in); });
         // A proxy selector {id?, name?} (auth connections): the id of the one active proxy of the
         // project it names. A name must match exactly one (ambiguous: 400), as Kernel's contract says.
         service("proxies.resolve", [this](const json &in) { return json{{"id", resolve(in)}}; });
@@ -168,9 +170,23 @@ public:
             r.json({{"signing", body.contains("secret_key")}, {"signed", signer_->signed_count()}});
         });
         bool asked = spec.is_object() && spec.contains("proxy");
+        // An allowlist is enforced here, so a browser that has one always gets a forwarder.
+        bool fenced = spec.is_object() && spec.contains("allowed_hosts");
         // Without a proxy at create, a forwarder still runs so a later PATCH can swap one in live.
-        if (!asked && !config_bool("forward_all", true)) return;
+        if (!asked && !fenced && !config_bool("forward_all", true)) return;
         forwarder_ = std::make_unique<proxies::Forwarder>(asked, static_cast<int>(config_int("hold_ms", 15000)));
+        // Before Chromium starts: its first request is already held to the list.
+        if (fenced)
+            forwarder_->set_allowlist(
+                std::make_shared<const proxies::Allowlist>(proxies::Allowlist::parse(spec["allowed_hosts"])));
+        // {allowed_hosts: [...] | null}: the server checked the list; null lifts it.
+        route("PUT", "/proxies/allowlist", [this](Request &q, Response &r) {
+            json hosts = q.json_body().value("allowed_hosts", json());
+            forwarder_->set_allowlist(
+                hosts.is_null() ? nullptr
+                                : std::make_shared<const proxies::Allowlist>(proxies::Allowlist::parse(hosts)));
+            r.json({{"allowed_hosts", hosts}});
+        });
         service("proxies.forwarder", [this](const json &) {
             return json{{"proxy_server", "http://127.0.0.1:" + std::to_string(forwarder_->port())}};
         });
@@ -378,6 +394,28 @@ private:
     }
 
     // ---- the service browsers call ----
+
+    // {allowed_hosts, start_url?, instance_id?} -> {allowed_hosts}: the list checked (400 naming
+    // the entry and the rule) and lower-cased; a start_url must be one it allows. With
+    // instance_id, that instance's forwarder enforces it from now on (null lifts it).
+    json network(const json &in) {
+        json hosts = in.value("allowed_hosts", json());
+        json out = {{"allowed_hosts", nullptr}};
+        if (!hosts.is_null()) {
+            auto list = proxies::Allowlist::parse(hosts);
+            if (auto url = in.value("start_url", json()); url.is_string() && !list.allows_url(url.get<std::string>()))
+                throw Error::invalid("start_url", "must be a URL network.allowed_hosts allows");
+            out["allowed_hosts"] = list.entries();
+        }
+        std::string instance = in.value("instance_id", "");
+        if (instance.empty()) return out;
+        auto answer = instance_call(instance, "PUT", "/proxies/allowlist", out.dump(), 10000);
+        if (answer.status != 200)
+            throw Error(502, "upstream_unavailable",
+                        "the browser's forwarding proxy did not take the new allowlist (status " +
+                            std::to_string(answer.status) + ")");
+        return out;
+    }
 
     // {project_id, proxy_id, instance_id?}: 404 unless proxy_id ("" = direct) is a live proxy of
     // the project; with instance_id, that instance's forwarder takes the route now.

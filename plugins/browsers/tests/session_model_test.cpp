@@ -192,8 +192,20 @@ public:
         expect_error([] { parse_create(parse(R"({"persistence":{"id":"p"}})")); }, 400); // retired by Kernel
         expect_error([] { parse_create(parse(R"({"gpu":true})")); }, 501);
         // 0.131 fields nothing serves yet are refused, not dropped; null is "not asked".
-        for (const char *f : {"network", "proxy", "vaults", "video_memory"})
+        for (const char *f : {"proxy", "vaults", "video_memory"})
             expect_error([f] { parse_create(json{{f, json::object()}}); }, 501);
+        // network: the allowlist is taken (the proxies plugin judges its entries); private hosts
+        // and proxy routes are refused as not served, never dropped.
+        CPPUNIT_ASSERT_EQUAL(json::array({"a.example"}),
+                             *parse_create(parse(R"({"network":{"allowed_hosts":["a.example"]}})")).allowed_hosts);
+        CPPUNIT_ASSERT(!parse_create(parse(R"({"network":{}})")).allowed_hosts);
+        expect_error([] { parse_create(parse(R"({"network":{"allowed_hosts":[]}})")); }, 400, "network.allowed_hosts");
+        expect_error([] { parse_create(parse(R"({"network":{"allowed_hosts":"a.example"}})")); }, 400,
+                     "network.allowed_hosts");
+        expect_error([] { parse_create(parse(R"({"network":{"hosts":["a"]}})")); }, 400, "network.hosts");
+        expect_error([] { parse_create(parse(R"({"network":["a"]})")); }, 400, "network");
+        expect_error([] { parse_create(parse(R"({"network":{"private_hosts":[]}})")); }, 501);
+        expect_error([] { parse_create(parse(R"({"network":{"proxy_routes":[]}})")); }, 501);
         parse_create(parse(R"({"network":null,"proxy":null,"vaults":null,"video_memory":null})"));
         // Telemetry that would capture nothing is fine.
         CPPUNIT_ASSERT(!parse_create(parse(R"({"telemetry":{}})")).telemetry_captures);
@@ -257,8 +269,24 @@ public:
         CPPUNIT_ASSERT(
             parse_update(parse(R"({"telemetry":{"browser":{"page":{"enabled":true}}}})")).telemetry_captures);
         expect_error([] { parse_update(parse(R"({"disable_default_proxy":true})")); }, 501);
-        for (const char *f : {"network", "proxy", "start_url"})
+        for (const char *f : {"proxy", "start_url"})
             expect_error([f] { parse_update(json{{f, "x"}}); }, 501);
+        // network: replace or lift the allowlist, optionally conditional.
+        auto n =
+            parse_update(
+                parse(
+                    R"({"network":{"allowed_hosts":["a.example"],"expected_allowlist_revision":"r1","mutation_id":"m1"}})"))
+                .network;
+        CPPUNIT_ASSERT(n && n->allowed_hosts == json::array({"a.example"}));
+        CPPUNIT_ASSERT_EQUAL(std::string("r1"), *n->expected_revision);
+        CPPUNIT_ASSERT_EQUAL(std::string("m1"), *n->mutation_id);
+        CPPUNIT_ASSERT(parse_update(parse(R"({"network":{"allowed_hosts":null}})")).network->allowed_hosts.is_null());
+        expect_error([] { parse_update(parse(R"({"network":{}})")); }, 400, "network.allowed_hosts");
+        expect_error([] { parse_update(parse(R"({"network":{"allowed_hosts":[]}})")); }, 400, "network.allowed_hosts");
+        expect_error([] { parse_update(parse(R"({"network":{"allowed_hosts":null,"private_hosts":[]}})")); }, 400,
+                     "network.private_hosts");
+        expect_error([] { parse_update(parse(R"({"network":{"allowed_hosts":null,"mutation_id":7}})")); }, 400,
+                     "network.mutation_id");
         // Removing what is not there, or leaving telemetry unchanged, is fine.
         parse_update(parse(R"({"proxy_id":"","telemetry":{},"disable_default_proxy":false})"));
         parse_update(parse(R"({"proxy_id":null,"telemetry":null})"));

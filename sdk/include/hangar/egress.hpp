@@ -58,37 +58,54 @@ struct Address {
 };
 
 namespace detail {
-inline bool in4(std::uint32_t a, std::uint32_t net, int bits) {
+constexpr bool in4(std::uint32_t a, std::uint32_t net, int bits) {
     return bits == 0 || (a >> (32 - bits)) == (net >> (32 - bits));
 }
-inline std::uint32_t v4(int a, int b, int c, int d) {
+constexpr std::uint32_t v4(int a, int b, int c, int d) {
     return static_cast<std::uint32_t>(a) << 24 | static_cast<std::uint32_t>(b) << 16 |
            static_cast<std::uint32_t>(c) << 8 | static_cast<std::uint32_t>(d);
 }
 inline std::uint32_t v4_at(const unsigned char *p) {
     return v4(p[0], p[1], p[2], p[3]);
 }
+
+struct SpecialRangeV4 {
+    std::uint32_t net;
+    int bits;
+    const char *why;
+    bool loopback; // stays refused even with private networks allowed
+};
+inline constexpr SpecialRangeV4 kSpecialV4[] = {
+    {v4(127, 0, 0, 0), 8, "a loopback address", true},
+    {v4(0, 0, 0, 0), 8, "an unspecified address (this host)", true},
+    {v4(10, 0, 0, 0), 8, "a private address (RFC 1918)", false},
+    {v4(172, 16, 0, 0), 12, "a private address (RFC 1918)", false},
+    {v4(192, 168, 0, 0), 16, "a private address (RFC 1918)", false},
+    {v4(100, 64, 0, 0), 10, "a carrier-grade NAT address (RFC 6598)", false},
+    {v4(169, 254, 0, 0), 16, "a link-local address", false},
+    {v4(192, 0, 0, 0), 24, "an IETF protocol address (192.0.0.0/24)", false},
+    {v4(198, 18, 0, 0), 15, "a benchmarking address (198.18.0.0/15)", false},
+    {v4(224, 0, 0, 0), 4, "a multicast address", false},
+    {v4(240, 0, 0, 0), 4, "a reserved address (240.0.0.0/4)", false},
+};
 } // namespace detail
 
 // What kind of special address an IPv4 address (host order) is, or nullopt for a public one.
 // `loopback` is set for the ranges that stay refused even with private networks allowed.
 inline std::optional<std::string> special_v4(std::uint32_t a, bool *loopback = nullptr) {
-    using detail::in4;
-    using detail::v4;
-    auto hard = [&](const char *why) {
-        if (loopback) *loopback = true;
-        return std::optional<std::string>(why);
-    };
-    if (in4(a, v4(127, 0, 0, 0), 8)) return hard("a loopback address");
-    if (in4(a, v4(0, 0, 0, 0), 8)) return hard("an unspecified address (this host)");
-    if (in4(a, v4(10, 0, 0, 0), 8) || in4(a, v4(172, 16, 0, 0), 12) || in4(a, v4(192, 168, 0, 0), 16))
-        return "a private address (RFC 1918)";
-    if (in4(a, v4(100, 64, 0, 0), 10)) return "a carrier-grade NAT address (RFC 6598)";
-    if (in4(a, v4(169, 254, 0, 0), 16)) return "a link-local address";
-    if (in4(a, v4(192, 0, 0, 0), 24)) return "an IETF protocol address (192.0.0.0/24)";
-    if (in4(a, v4(198, 18, 0, 0), 15)) return "a benchmarking address (198.18.0.0/15)";
-    if (in4(a, v4(224, 0, 0, 0), 4)) return "a multicast address";
-    if (in4(a, v4(240, 0, 0, 0), 4)) return "a reserved address (240.0.0.0/4)";
+    for (const auto &r : detail::kSpecialV4)
+        if (detail::in4(a, r.net, r.bits)) {
+            if (loopback && r.loopback) *loopback = true;
+            return r.why;
+        }
+    return std::nullopt;
+}
+
+// The same for a whole IPv4 network (host order, `bits` long): the kind of the first special
+// range it overlaps, or nullopt when every address in it is public.
+inline std::optional<std::string> special_v4_network(std::uint32_t net, int bits) {
+    for (const auto &r : detail::kSpecialV4)
+        if (detail::in4(r.net, net, bits) || detail::in4(net, r.net, r.bits)) return r.why;
     return std::nullopt;
 }
 

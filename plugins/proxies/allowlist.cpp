@@ -1,0 +1,229 @@
+#include "allowlist.hpp"
+
+#include <hangar/egress.hpp>
+
+#include <arpa/inet.h>
+#include <libpsl.h>
+#include <netinet/in.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+#include <optional>
+
+namespace proxies {
+
+namespace {
+
+using hangar::Error;
+
+std::string lower(std::string_view s) {
+    std::string out(s);
+    std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return std::tolower(c); });
+    return out;
+}
+
+struct Address {
+    int family = 0;
+    std::array<unsigned char, 16> bytes{};
+};
+
+std::optional<Address> parse_address(const std::string &text) {
+    Address a;
+    if (::inet_pton(AF_INET, text.c_str(), a.bytes.data()) == 1) {
+        a.family = AF_INET;
+        return a;
+    }
+    if (::inet_pton(AF_INET6, text.c_str(), a.bytes.data()) == 1) {
+        a.family = AF_INET6;
+        return a;
+    }
+    return std::nullopt;
+}
+
+std::string text_of(const Address &a) {
+    char buf[INET6_ADDRSTRLEN] = {};
+    ::inet_ntop(a.family, a.bytes.data(), buf, sizeof buf);
+    return buf;
+}
+
+// What kind of non-public address `a` is (hangar/egress.hpp's judgement), or nullopt.
+std::optional<std::string> special(const Address &a) {
+    if (a.family == AF_INET) {
+        std::uint32_t v = 0;
+        std::memcpy(&v, a.bytes.data(), 4);
+        return hangar::egress::special_v4(ntohl(v));
+    }
+    sockaddr_in6 sa{};
+    sa.sin6_family = AF_INET6;
+    std::memcpy(&sa.sin6_addr, a.bytes.data(), 16);
+    return hangar::egress::special(reinterpret_cast<const sockaddr *>(&sa));
+}
+
+int width(int family) {
+    return family == AF_INET ? 32 : 128;
+}
+
+// `a` with every bit after the first `bits` cleared (`fill`: set).
+Address masked(Address a, int bits, bool fill) {
+    int bytes = width(a.family) / 8;
+    for (int i = 0; i < bytes; ++i) {
+        int keep = std::clamp(bits - i * 8, 0, 8);
+        auto mask = static_cast<unsigned char>(keep == 0 ? 0 : 0xff << (8 - keep));
+        a.bytes[i] =
+            fill ? static_cast<unsigned char>(a.bytes[i] | ~mask) : static_cast<unsigned char>(a.bytes[i] & mask);
+    }
+    return a;
+}
+
+bool in_network(const Address &a, int family, const std::array<unsigned char, 16> &net, int bits) {
+    if (a.family != family) return false;
+    Address n{family, net};
+    return masked(a, bits, false).bytes == masked(n, bits, false).bytes;
+}
+
+// RFC 1123 labels (letters, digits, '-', and '_' which real hosts use), 253 characters at most.
+bool valid_host_name(std::string_view name) {
+    if (name.empty() || name.size() > 253) return false;
+    std::size_t start = 0;
+    while (start <= name.size()) {
+        auto dot = name.find('.', start);
+        auto label = name.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start);
+        if (label.empty() || label.size() > 63 || label.front() == '-' || label.back() == '-') return false;
+        if (!std::all_of(label.begin(), label.end(),
+                         [](unsigned char c) { return std::isalnum(c) || c == '-' || c == '_'; }))
+            return false;
+        if (dot == std::string_view::npos) break;
+        start = dot + 1;
+    }
+    // All digits and dots is an IPv4 address written oddly ("1.2.3"), not a name.
+    return !std::all_of(name.begin(), name.end(), [](unsigned char c) { return std::isdigit(c) || c == '.'; });
+}
+
+bool public_suffix(const std::string &name) {
+    // The system's list (Debian's publicsuffix) when present, else the one libpsl was built with.
+    static const psl_ctx_t *psl = [] {
+        const psl_ctx_t *latest = psl_latest(nullptr);
+        return latest ? latest : psl_builtin();
+    }();
+    // Unlisted top-level names ("test", "localhost") count as suffixes too (the list's "*" rule).
+    return psl_is_public_suffix(psl, name.c_str()) != 0;
+}
+
+std::string host_of_url(std::string_view url, bool &has_host) {
+    has_host = false;
+    auto scheme_end = url.find("://");
+    if (scheme_end == std::string_view::npos) return {};
+    std::string scheme = lower(url.substr(0, scheme_end));
+    if (scheme != "http" && scheme != "https" && scheme != "ws" && scheme != "wss") return {};
+    auto rest = url.substr(scheme_end + 3);
+    rest = rest.substr(0, rest.find_first_of("/?#"));
+    if (auto at = rest.rfind('@'); at != std::string_view::npos) rest = rest.substr(at + 1);
+    has_host = true;
+    if (!rest.empty() && rest.front() == '[') return std::string(rest.substr(1, rest.find(']') - 1));
+    return std::string(rest.substr(0, rest.find(':')));
+}
+
+} // namespace
+
+Allowlist Allowlist::parse(const hangar::json &entries, const std::string &field) {
+    if (!entries.is_array()) throw Error::invalid(field, "must be an array of host names, addresses and networks");
+    if (entries.empty())
+        throw Error::invalid(field, "must name at least one destination (leave it out for no allowlist)");
+    if (entries.size() > kMaxEntries)
+        throw Error::invalid(field, "has " + std::to_string(entries.size()) + " entries; at most " +
+                                        std::to_string(kMaxEntries) + " are allowed");
+    Allowlist list;
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+        std::string where = field + "[" + std::to_string(i) + "]";
+        if (!entries[i].is_string()) throw Error::invalid(where, "must be a string");
+        std::string entry = lower(entries[i].get<std::string>());
+        auto refuse = [&](const std::string &why) { return Error::invalid(where, "\"" + entry + "\" " + why); };
+        if (entry.find("://") != std::string::npos) throw refuse("has a scheme: name the host alone");
+        if (entry.find_first_of("?#@ ") != std::string::npos) throw refuse("is not a host, address or network");
+
+        if (auto slash = entry.find('/'); slash != std::string::npos) {
+            std::string addr = entry.substr(0, slash), prefix = entry.substr(slash + 1);
+            if (addr.size() > 2 && addr.front() == '[' && addr.back() == ']') addr = addr.substr(1, addr.size() - 2);
+            auto a = parse_address(addr);
+            if (!a) throw refuse("has a path: name the host alone, or write a network as address/prefix");
+            if (prefix.empty() || prefix.size() > 3 ||
+                !std::all_of(prefix.begin(), prefix.end(), [](unsigned char c) { return std::isdigit(c); }))
+                throw refuse("has no prefix length after '/'");
+            int bits = std::stoi(prefix);
+            if (bits > width(a->family)) throw refuse("has a prefix longer than the address");
+            Address net = masked(*a, bits, false);
+            if (net.bytes != a->bytes)
+                throw refuse("is not in canonical form: its network is " + text_of(net) + "/" + std::to_string(bits));
+            std::optional<std::string> why;
+            if (a->family == AF_INET) {
+                std::uint32_t v = 0;
+                std::memcpy(&v, net.bytes.data(), 4);
+                why = hangar::egress::special_v4_network(ntohl(v), bits);
+            } else if (bits < 32) {
+                throw refuse("is wider than /32: name the public networks it should reach");
+            } else {
+                why = special(net);
+                if (!why) why = special(masked(*a, bits, true));
+            }
+            if (why) throw refuse("reaches " + *why + "; only public networks can be allowed");
+            list.networks_.push_back({a->family, net.bytes, bits});
+            list.entries_.push_back(entry);
+            continue;
+        }
+
+        if (entry.front() == '[') {
+            if (entry.back() != ']') throw refuse("has a port: name the host alone");
+            auto a = parse_address(entry.substr(1, entry.size() - 2));
+            if (!a || a->family != AF_INET6) throw refuse("is not a bracketed IPv6 address");
+            if (auto why = special(*a)) throw refuse("is " + *why + "; only public addresses can be allowed");
+            list.exact_.insert(text_of(*a));
+            list.entries_.push_back(entry);
+            continue;
+        }
+        if (auto a = parse_address(entry)) {
+            if (a->family == AF_INET6) throw refuse("is an IPv6 address: write it in brackets");
+            if (auto why = special(*a)) throw refuse("is " + *why + "; only public addresses can be allowed");
+            list.exact_.insert(text_of(*a));
+            list.entries_.push_back(entry);
+            continue;
+        }
+        if (entry.find(':') != std::string::npos) throw refuse("has a port: name the host alone");
+        if (entry.back() == '.') entry.pop_back();
+        bool wildcard = entry.starts_with("*.");
+        std::string name = wildcard ? entry.substr(2) : entry;
+        if (!valid_host_name(name))
+            throw refuse(name.find('*') != std::string::npos ? "has a '*' other than one leading \"*.\""
+                                                             : "is not a host name");
+        if (wildcard) {
+            if (public_suffix(name))
+                throw refuse("is a wildcard over the public suffix \"" + name + "\"; name a domain under it");
+            list.suffixes_.push_back("." + name);
+        } else {
+            list.exact_.insert(name);
+        }
+        list.entries_.push_back(entry);
+    }
+    return list;
+}
+
+bool Allowlist::allows(std::string_view host) const {
+    std::string h = lower(host);
+    if (!h.empty() && h.front() == '[' && h.back() == ']') h = h.substr(1, h.size() - 2);
+    if (auto a = parse_address(h)) {
+        if (exact_.count(text_of(*a))) return true;
+        return std::any_of(networks_.begin(), networks_.end(),
+                           [&](const Network &n) { return in_network(*a, n.family, n.bytes, n.bits); });
+    }
+    if (!h.empty() && h.back() == '.') h.pop_back();
+    if (exact_.count(h)) return true;
+    return std::any_of(suffixes_.begin(), suffixes_.end(), [&](const std::string &s) { return h.ends_with(s); });
+}
+
+bool Allowlist::allows_url(std::string_view url) const {
+    bool has_host = false;
+    std::string host = host_of_url(url, has_host);
+    return !has_host || allows(host);
+}
+
+} // namespace proxies

@@ -1,0 +1,230 @@
+"""`network.allowed_hosts` (kernel-api-0131.md §2.1–2.2) through the official Python SDK 0.131
+against the real server: an egress allowlist a real Chromium is held to from its first request, in
+its forwarder (navigations, fetch() and WebSockets); refusals as Kernel's egress proxy answers them
+(403, `X-Kernel-Proxy-Error: network_policy_denied`); the entry grammar's refusals; and PATCH
+replacing and lifting the list under `expected_allowlist_revision` and `mutation_id`.
+
+The origin is a small HTTP and WebSocket server on a host port the instances may reach. Inside
+the sandbox it is `localhost` (a name the list can allow) and `127.0.0.1` (a loopback address no
+list may name), so one server is both an allowed and a refused destination. One browser at once."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import http.server
+import json
+import threading
+import uuid
+from typing import Iterator
+
+import pytest
+
+import kernel
+from kernel import Kernel
+
+from conftest import ALLOWED_PORTS, wait_for
+
+WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"  # RFC 6455 §1.3
+
+
+class _Origin(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:  # noqa: N802 (the stdlib's name)
+        if self.headers.get("upgrade", "").lower() == "websocket":
+            accept = base64.b64encode(
+                hashlib.sha1((self.headers["sec-websocket-key"] + WS_GUID).encode()).digest()
+            ).decode()
+            self.send_response(101)
+            self.send_header("upgrade", "websocket")
+            self.send_header("connection", "Upgrade")
+            self.send_header("sec-websocket-accept", accept)
+            self.end_headers()
+            self.wfile.write(b"\x81\x05hello")  # one unmasked text frame
+            self.wfile.flush()
+            self.close_connection = True
+            return
+        body = f"<!doctype html><title>origin {self.path}</title><p>ok</p>".encode()
+        self.send_response(200)
+        self.send_header("content-type", "text/html; charset=utf-8")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def origin_port() -> Iterator[int]:
+    for port in range(ALLOWED_PORTS[0] + 120, ALLOWED_PORTS[0] + 150):
+        try:
+            srv = http.server.ThreadingHTTPServer(("127.0.0.1", port), _Origin)
+        except OSError:
+            continue
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        try:
+            yield port
+        finally:
+            srv.shutdown()
+        return
+    raise RuntimeError("no free port for the origin")
+
+
+# What the page can reach, read in the browser: a navigation's status and proxy-error header, a
+# same-origin fetch(), and a WebSocket's first message (or its failure).
+PROBE = """
+const out = {};
+for (const [name, url] of Object.entries(args.pages)) {
+  try {
+    const r = await page.goto(url);
+    out[name] = { status: r.status(), proxyError: r.headers()['x-kernel-proxy-error'] || null };
+  } catch (e) {
+    out[name] = { error: String(e.message).split('\\n')[0] };
+  }
+}
+// From the allowed page: the refusal page above forbids scripts any connection (its CSP).
+await page.goto(args.pages.allowed).catch(() => {});
+out.fetch = await page.evaluate(async () => (await fetch('/fetched')).status).catch((e) => String(e));
+for (const [name, url] of Object.entries(args.sockets)) {
+  out[name] = await page.evaluate((u) => new Promise((resolve) => {
+    const ws = new WebSocket(u);
+    ws.onmessage = (m) => { resolve(m.data); ws.close(); };
+    ws.onerror = () => resolve('failed');
+  }), url);
+}
+return out;
+"""
+
+
+def probe(client: Kernel, session_id: str, port: int) -> dict:
+    code = "const args = " + json.dumps(
+        {
+            "pages": {
+                "allowed": f"http://localhost:{port}/allowed",
+                "refused": f"http://127.0.0.1:{port}/refused",
+            },
+            "sockets": {"ws_allowed": f"ws://localhost:{port}/ws", "ws_refused": f"ws://127.0.0.1:{port}/ws"},
+        }
+    ) + ";\n" + PROBE
+    r = client.browsers.playwright.execute(session_id, code=code, timeout_sec=60)
+    assert r.success is True, r
+    return r.result
+
+
+def test_allowlist_holds_from_the_first_request_and_patch_replaces_and_lifts_it(client: Kernel, origin_port: int) -> None:
+    start = f"http://localhost:{origin_port}/start"
+    b = client.browsers.create(
+        headless=True,
+        network={"allowed_hosts": ["LOCALHOST"]},
+        start_url=start,
+        telemetry={"browser": {"network": {}}},
+    )
+    try:
+        assert b.network is not None
+        assert b.network.allowed_hosts == ["localhost"]
+        first = b.network.allowlist_state.revision
+        assert first
+
+        seen = probe(client, b.session_id, origin_port)
+        assert seen["allowed"] == {"status": 200, "proxyError": None}, seen
+        assert seen["refused"] == {"status": 403, "proxyError": "network_policy_denied"}, seen
+        assert seen["fetch"] == 200, seen
+        assert seen["ws_allowed"] == "hello", seen
+        assert seen["ws_refused"] == "failed", seen
+
+        # Telemetry names the refusal (WebSockets are not in its network category).
+        def refusals() -> list[dict]:
+            events = [e.event.model_dump() for e in client.browsers.telemetry.events(
+                b.session_id, since="10m", limit=1000, category="network")]
+            found = [e["data"] for e in events if e["type"] == "proxy_error"]
+            return [d for d in found if d.get("url") == f"http://127.0.0.1:{origin_port}/refused"]
+
+        refused_events = wait_for(refusals, what="a proxy_error event for the refused page")
+        assert [(d["code"], d["status"]) for d in refused_events] == [("network_policy_denied", 403)], refused_events
+
+        got = client.browsers.retrieve(b.session_id)
+        assert got.network.allowed_hosts == ["localhost"]
+        assert got.network.allowlist_state.revision == first
+
+        # Replaced, conditionally: localhost is refused from now on, without a restart.
+        mutation = str(uuid.uuid4())
+        replaced = client.browsers.update(
+            b.session_id,
+            network={"allowed_hosts": ["example.com"], "expected_allowlist_revision": first, "mutation_id": mutation},
+        )
+        second = replaced.network.allowlist_state.revision
+        assert second != first
+        assert replaced.network.allowed_hosts == ["example.com"]
+        assert replaced.network.allowlist_state.base_revision == first
+        assert replaced.network.allowlist_state.mutation_id == mutation
+        seen = probe(client, b.session_id, origin_port)
+        assert seen["allowed"] == {"status": 403, "proxyError": "network_policy_denied"}, seen
+        assert seen["ws_allowed"] == "failed", seen
+
+        # The same change retried (its answer lost) is a no-op; another on the old revision is stale.
+        again = client.browsers.update(
+            b.session_id,
+            network={"allowed_hosts": ["example.com"], "expected_allowlist_revision": first, "mutation_id": mutation},
+        )
+        assert again.network.allowlist_state.revision == second
+        with pytest.raises(kernel.ConflictError) as stale:
+            client.browsers.update(
+                b.session_id,
+                network={"allowed_hosts": ["example.org"], "expected_allowlist_revision": first, "mutation_id": "other"},
+            )
+        assert stale.value.body["code"] == "stale_network"
+        assert client.browsers.retrieve(b.session_id).network.allowed_hosts == ["example.com"]
+
+        # Lifted: everything is reached again; the state stays for the next conditional change.
+        lifted = client.browsers.update(b.session_id, network={"allowed_hosts": None, "expected_allowlist_revision": second})
+        assert lifted.network.allowed_hosts is None
+        assert lifted.network.allowlist_state.base_revision == second
+        seen = probe(client, b.session_id, origin_port)
+        assert seen["allowed"]["status"] == 200 and seen["refused"]["status"] == 200, seen
+        assert seen["ws_refused"] == "hello", seen
+    finally:
+        client.browsers.delete_by_id(b.session_id)
+
+
+@pytest.mark.parametrize(
+    ("entry", "why"),
+    [
+        ("*.com", "public suffix"),
+        ("10.0.0.0/8", "private"),
+        ("127.0.0.1", "loopback"),
+        ("https://example.com", "scheme"),
+        ("example.com:443", "port"),
+        ("example.com/path", "path"),
+        ("203.0.113.1/24", "canonical"),
+    ],
+)
+def test_entries_the_grammar_refuses(client: Kernel, entry: str, why: str) -> None:
+    with pytest.raises(kernel.BadRequestError) as e:
+        client.browsers.create(headless=True, network={"allowed_hosts": ["example.com", entry]})
+    assert why in str(e.value.body), e.value.body
+    assert "network.allowed_hosts[1]" in str(e.value.body), e.value.body
+
+
+def test_refusals_a_user_meets(client: Kernel) -> None:
+    # A start URL the list does not allow.
+    with pytest.raises(kernel.BadRequestError) as e:
+        client.browsers.create(headless=True, network={"allowed_hosts": ["example.com"]}, start_url="https://example.org/")
+    assert "start_url" in str(e.value.body)
+    # An empty list would refuse everything: leave the field out instead.
+    with pytest.raises(kernel.BadRequestError):
+        client.browsers.create(headless=True, network={"allowed_hosts": []})
+    # Private hosts and proxy routes are not served yet: refused, never dropped.
+    with pytest.raises(kernel.APIStatusError) as e:
+        client.browsers.create(headless=True, network={"private_hosts": ["*.corp.example"]})
+    assert e.value.status_code == 501 and "network.private_hosts" in str(e.value.body)
+    # An allowlist is never added to a browser created without one.
+    b = client.browsers.create(headless=True)
+    try:
+        assert b.network is None
+        with pytest.raises(kernel.BadRequestError) as e:
+            client.browsers.update(b.session_id, network={"allowed_hosts": ["example.com"]})
+        assert "created without an allowlist" in str(e.value.body)
+    finally:
+        client.browsers.delete_by_id(b.session_id)
