@@ -5,7 +5,10 @@
 //   await server.client.browsers.create({headless: true});
 //
 // Readiness is the server's own "hangar listening on http://127.0.0.1:<port>" line, never a sleep.
-// stop() sends SIGTERM, then SIGKILL after 10 s, and always removes the temp data dir.
+// stop() sends SIGTERM, then SIGKILL after 30 s, and always removes the temp data dir. The server's
+// stop finishes the teardowns of sessions deleted just before (a DELETE answers first), each
+// bounded by the agent's 10 s stop; on a loaded machine one took longer than the 10 s this
+// allowed before, and the SIGKILL left that instance mounted. The unit file allows 60 s.
 import assert from 'node:assert/strict';
 import { spawn, execFile, execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -213,7 +216,7 @@ export async function startServer(opts = {}) {
       const headers = { authorization: `Bearer ${apiKey}`, ...(init.headers || {}) };
       return fetch(new URL(path, baseURL), { ...init, headers });
     },
-    /** SIGTERM, then SIGKILL after 10 s; removes the data dir. Resolves to {code, signal, killed}. */
+    /** SIGTERM, then SIGKILL after 30 s; removes the data dir. Resolves to {code, signal, killed}. */
     async stop() {
       if (stopped) return exited;
       stopped = true;
@@ -223,7 +226,7 @@ export async function startServer(opts = {}) {
         const t = setTimeout(() => {
           killed = true;
           child.kill('SIGKILL');
-        }, 10_000);
+        }, 30_000);
         await exitPromise;
         clearTimeout(t);
       }
