@@ -138,7 +138,11 @@ Allowlist Allowlist::parse(const hangar::json &entries, const std::string &field
         std::string where = field + "[" + std::to_string(i) + "]";
         if (!entries[i].is_string()) throw Error::invalid(where, "must be a string");
         std::string entry = lower(entries[i].get<std::string>());
-        auto refuse = [&](const std::string &why) { return Error::invalid(where, "\"" + entry + "\" " + why); };
+        auto refuse = [&](const std::string &why) {
+            std::string message = "\"" + entry + "\" ";
+            message += why;
+            return Error::invalid(where, message);
+        };
         if (entry.find("://") != std::string::npos) throw refuse("has a scheme: name the host alone");
         if (entry.find_first_of("?#@ ") != std::string::npos) throw refuse("is not a host, address or network");
 
