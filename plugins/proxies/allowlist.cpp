@@ -1,5 +1,7 @@
 #include "allowlist.hpp"
 
+#include "proxies_model.hpp"
+
 #include <hangar/egress.hpp>
 
 #include <arpa/inet.h>
@@ -82,22 +84,10 @@ bool in_network(const Address &a, int family, const std::array<unsigned char, 16
     return masked(a, bits, false).bytes == masked(n, bits, false).bytes;
 }
 
-// RFC 1123 labels (letters, digits, '-', and '_' which real hosts use), 253 characters at most.
+// A host name (proxies_model's rule) that is not an IPv4 address written oddly ("1.2.3").
 bool valid_host_name(std::string_view name) {
-    if (name.empty() || name.size() > 253) return false;
-    std::size_t start = 0;
-    while (start <= name.size()) {
-        auto dot = name.find('.', start);
-        auto label = name.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start);
-        if (label.empty() || label.size() > 63 || label.front() == '-' || label.back() == '-') return false;
-        if (!std::all_of(label.begin(), label.end(),
-                         [](unsigned char c) { return std::isalnum(c) || c == '-' || c == '_'; }))
-            return false;
-        if (dot == std::string_view::npos) break;
-        start = dot + 1;
-    }
-    // All digits and dots is an IPv4 address written oddly ("1.2.3"), not a name.
-    return !std::all_of(name.begin(), name.end(), [](unsigned char c) { return std::isdigit(c) || c == '.'; });
+    return is_hostname(name) &&
+           !std::all_of(name.begin(), name.end(), [](unsigned char c) { return std::isdigit(c) || c == '.'; });
 }
 
 bool public_suffix(const std::string &name) {

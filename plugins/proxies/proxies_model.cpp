@@ -36,22 +36,6 @@ bool is_ip(std::string_view s) {
     return inet_pton(AF_INET, text.c_str(), buf) == 1 || inet_pton(AF_INET6, text.c_str(), buf) == 1;
 }
 
-// RFC 1123 host name: dot-separated labels of letters, digits and inner hyphens.
-bool is_hostname(std::string_view s) {
-    if (s.empty() || s.size() > 253) return false;
-    std::size_t start = 0;
-    while (start <= s.size()) {
-        auto dot = s.find('.', start);
-        auto label = s.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start);
-        if (label.empty() || label.size() > 63 || label.front() == '-' || label.back() == '-') return false;
-        for (char c : label)
-            if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') return false;
-        if (dot == std::string_view::npos) break;
-        start = dot + 1;
-    }
-    return true;
-}
-
 std::optional<std::uint16_t> parse_port(std::string_view s) {
     unsigned value = 0;
     auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
@@ -161,6 +145,23 @@ json parse_managed_config(const std::string &type, const json &config) {
 constexpr std::size_t kMaxCaBundle = std::size_t{64} * 1024;
 
 } // namespace
+
+// RFC 1123 host name: dot-separated labels of letters, digits, inner hyphens and the underscores
+// real hosts use.
+bool is_hostname(std::string_view s) {
+    if (s.empty() || s.size() > 253) return false;
+    std::size_t start = 0;
+    while (start <= s.size()) {
+        auto dot = s.find('.', start);
+        auto label = s.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start);
+        if (label.empty() || label.size() > 63 || label.front() == '-' || label.back() == '-') return false;
+        for (char c : label)
+            if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') return false;
+        if (dot == std::string_view::npos) break;
+        start = dot + 1;
+    }
+    return true;
+}
 
 json Upstream::to_json() const {
     json j = {{"scheme", scheme}, {"host", host}, {"port", port}};
