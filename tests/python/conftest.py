@@ -8,6 +8,7 @@ that asks for it) plus one a test makes and deletes itself.
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import os
 import re
@@ -141,21 +142,28 @@ class _Pages(http.server.BaseHTTPRequestHandler):
         pass
 
 
-@pytest.fixture(scope="session")
-def page_url() -> Iterator[str]:
-    """A page on a host port the instances may reach."""
-    for port in range(ALLOWED_PORTS[0] + 150, ALLOWED_PORTS[1] + 1):
+@contextlib.contextmanager
+def serving(handler: type[http.server.BaseHTTPRequestHandler], ports: range) -> Iterator[int]:
+    """`handler` served on the first free one of `ports` (host ports the instances may reach)."""
+    for port in ports:
         try:
-            srv = http.server.ThreadingHTTPServer(("127.0.0.1", port), _Pages)
+            srv = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
         except OSError:
             continue
         threading.Thread(target=srv.serve_forever, daemon=True).start()
         try:
-            yield f"http://127.0.0.1:{port}/"
+            yield port
         finally:
             srv.shutdown()
         return
-    raise RuntimeError("no free port for the page server")
+    raise RuntimeError(f"no free port in {ports} for {handler.__name__}")
+
+
+@pytest.fixture(scope="session")
+def page_url() -> Iterator[str]:
+    """A page on a host port the instances may reach."""
+    with serving(_Pages, range(ALLOWED_PORTS[0] + 150, ALLOWED_PORTS[1] + 1)) as port:
+        yield f"http://127.0.0.1:{port}/"
 
 
 def wait_for(fn, timeout: float = 30, interval: float = 0.25, what: str = "condition"):

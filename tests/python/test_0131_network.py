@@ -14,7 +14,6 @@ import base64
 import hashlib
 import http.server
 import json
-import threading
 import uuid
 from typing import Iterator
 
@@ -23,7 +22,7 @@ import pytest
 import kernel
 from kernel import Kernel
 
-from conftest import ALLOWED_PORTS, wait_for
+from conftest import ALLOWED_PORTS, serving, wait_for
 
 WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"  # RFC 6455 §1.3
 
@@ -58,18 +57,8 @@ class _Origin(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def origin_port() -> Iterator[int]:
-    for port in range(ALLOWED_PORTS[0] + 120, ALLOWED_PORTS[0] + 150):
-        try:
-            srv = http.server.ThreadingHTTPServer(("127.0.0.1", port), _Origin)
-        except OSError:
-            continue
-        threading.Thread(target=srv.serve_forever, daemon=True).start()
-        try:
-            yield port
-        finally:
-            srv.shutdown()
-        return
-    raise RuntimeError("no free port for the origin")
+    with serving(_Origin, range(ALLOWED_PORTS[0] + 120, ALLOWED_PORTS[0] + 150)) as port:
+        yield port
 
 
 # What the page can reach, read in the browser: a navigation's status and proxy-error header, a
