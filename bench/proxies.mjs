@@ -5,7 +5,9 @@
 // /browsers/{id} {proxy_id} alternating between two proxies, as the SDK sees it. And request
 // signing (Web Bot Auth: Fetch interception in the agent adds three headers to every request): the
 // same page in a signing browser against the unsigned one, both through the forwarder and proxy.
-// Goals: load ratio ≤ 1.1; swap p50 ≤ 50 ms; signing ratio ≤ 1.1.
+// And an egress allowlist (network.allowed_hosts) of 1,000 entries, the page's host matched by the
+// last wildcard (the forwarder scans every one for every connection), against none.
+// Goals: load ratio ≤ 1.1; swap p50 ≤ 50 ms; signing ratio ≤ 1.1; allowlist ratio ≤ 1.05.
 import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -17,6 +19,7 @@ import { startOrigin, startTinyproxy } from '../tests/e2e/lib/proxy-servers.mjs'
 export const LOAD_RATIO_GOAL = 1.1;
 export const SWAP_GOAL_MS = 50;
 export const SIGNING_RATIO_GOAL = 1.1;
+export const ALLOWLIST_RATIO_GOAL = 1.05;
 
 function configDir(scratch, name, { withProxies, chromiumFlags }) {
   const etc = join(repoRoot, 'etc');
@@ -117,6 +120,24 @@ export async function run({ log = () => {}, loads = Number(process.env.BENCH_PRO
     const signed = origin.hits.filter((h) => h.host?.startsWith('bench.hangar.test') && h.headers['signature-input']).length;
     if (signed < loads * 25) throw new Error(`only ${signed} signed requests reached the origin`);
 
+    // The allowlist: the signing browser goes, one held to 1,000 entries comes.
+    await sig.cdp.close();
+    clients.splice(clients.indexOf(sig.cdp), 1);
+    await k.browsers.deleteByID(b3.session_id);
+    const allowed = [...Array.from({ length: 999 }, (_, i) => `*.site-${i}.example.com`), '*.hangar.test'];
+    const b4 = await k.browsers.create({ headless: true, proxy_id: p1.id, network: { allowed_hosts: allowed }, timeout_seconds: 600 });
+    const fenced = await pageLoader(b4.cdp_ws_url);
+    clients.push(fenced.cdp);
+    for (let i = 0; i < 5; i++) {
+      await fenced.load(url());
+      await fwd.load(url());
+    }
+    const allowlist = { on: [], off: [] };
+    for (let done = 0; done < loads; done += block) {
+      for (let i = 0; i < block; i++) allowlist.on.push(await fenced.load(url()));
+      for (let i = 0; i < block; i++) allowlist.off.push(await fwd.load(url()));
+    }
+
     const f = summary(samples.forwarder);
     const d = summary(samples.direct);
     const s = summary(swapMs);
@@ -125,7 +146,12 @@ export async function run({ log = () => {}, loads = Number(process.env.BENCH_PRO
     log(`page load p50 forwarder ${f.p50.toFixed(1)} ms, direct ${d.p50.toFixed(1)} ms; swap p50 ${s.p50.toFixed(1)} ms; signed ${on.p50.toFixed(1)} ms, unsigned ${off.p50.toFixed(1)} ms`);
     const ratio = f.p50 / d.p50;
     const signingRatio = on.p50 / off.p50;
+    const fencedSummary = summary(allowlist.on);
+    const openSummary = summary(allowlist.off);
+    const allowlistRatio = fencedSummary.p50 / openSummary.p50;
+    log(`allowlist of 1,000: ${fencedSummary.p50.toFixed(1)} ms, none ${openSummary.p50.toFixed(1)} ms`);
     return [
+      { name: 'proxies', metric: 'page load p50 ms, network.allowed_hosts of 1,000 entries', value: fencedSummary.p50, baseline: openSummary.p50, ratio: allowlistRatio, goal: `ratio ≤ ${ALLOWLIST_RATIO_GOAL}`, met: allowlistRatio <= ALLOWLIST_RATIO_GOAL, note: `allowlist p95 ${fencedSummary.p95.toFixed(1)} ms, none p95 ${openSummary.p95.toFixed(1)} ms` },
       { name: 'proxies', metric: 'page load p50 ms, signing on (web-bot-auth, 25 signed requests)', value: on.p50, baseline: off.p50, ratio: signingRatio, goal: `ratio ≤ ${SIGNING_RATIO_GOAL}`, met: signingRatio <= SIGNING_RATIO_GOAL, note: `signed p95 ${on.p95.toFixed(1)} ms, unsigned p95 ${off.p95.toFixed(1)} ms` },
       { name: 'proxies', metric: 'page load p50 ms (24 sub-resources via tinyproxy)', value: f.p50, baseline: d.p50, ratio, goal: `ratio ≤ ${LOAD_RATIO_GOAL}`, met: ratio <= LOAD_RATIO_GOAL, note: `forwarder p95 ${f.p95.toFixed(1)} ms, direct p95 ${d.p95.toFixed(1)} ms` },
       { name: 'proxies', metric: 'live swap p50 ms (PATCH proxy_id)', value: s.p50, goal: `≤ ${SWAP_GOAL_MS} ms`, met: s.p50 <= SWAP_GOAL_MS, note: `p95 ${s.p95.toFixed(1)} ms` },

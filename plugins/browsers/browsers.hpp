@@ -223,6 +223,8 @@ private:
         void apply(json &spec) const;
     };
     ProxyPlan proxy_plan(const std::string &project, const CreateOptions &o) const;
+    // The proxy_id a 0.131 `proxy` selector names ("" = direct); 404 for a proxy not the project's.
+    std::string proxy_of(const std::string &project, const ProxySelector &selector) const;
     // Once the instance runs: its route and signing key. A signing browser's start URL was held
     // back (its first request is signed too): open_start_url opens it after this.
     void proxy_handover(const std::string &instance, const std::string &project, const CreateOptions &o,

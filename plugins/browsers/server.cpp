@@ -340,6 +340,13 @@ std::vector<std::string> BrowsersPlugin::add_extension_inputs(json &spec, const 
     return ids;
 }
 
+std::string BrowsersPlugin::proxy_of(const std::string &project, const ProxySelector &selector) const {
+    // Both modes are direct here: Hangar has no default (stealth) proxy of its own.
+    if (selector.mode) return "";
+    json which = selector.id ? json{{"id", *selector.id}} : json{{"name", *selector.name}};
+    return call("proxies.resolve", {{"project_id", project}, {"proxy", which}}).at("id").get<std::string>();
+}
+
 BrowsersPlugin::ProxyPlan BrowsersPlugin::proxy_plan(const std::string &project, const CreateOptions &o) const {
     json in = {{"project_id", project}, {"sign", o.sign}};
     if (o.proxy_id) in["proxy_id"] = *o.proxy_id;
@@ -699,6 +706,8 @@ json BrowsersPlugin::create_session(const json &body, const std::string &project
                                     const std::string &base_url) {
     const auto started = std::chrono::steady_clock::now();
     CreateOptions opts = parse_create(body);
+    if (opts.proxy)
+        if (auto id = proxy_of(project, *opts.proxy); !id.empty()) opts.proxy_id = id;
     check_placement(opts);
     if (opts.telemetry) telemetry({{"op", "check"}, {"request", *opts.telemetry}}, opts.telemetry_captures);
     if (opts.chrome_policy) {
@@ -865,6 +874,7 @@ void BrowsersPlugin::update(Request &req, Response &res) {
     // would be taken for the start of the next request.
     UpdateOptions opts = parse_update(req.json_body(false));
     Session s = require(project, req.param("id_or_name"), false);
+    if (opts.proxy) opts.proxy_id = proxy_of(project, *opts.proxy);
     // Name and tags live in the store; the rest changes the instance, which another node may run.
     if (opts.viewport || opts.profile || opts.proxy_id || opts.telemetry || opts.changes_location() || opts.network)
         require_here(s.id, s.node);

@@ -310,9 +310,39 @@ void check_location(Validation &v, const json &value, bool on_update,
 }
 
 // Python SDK 0.131's browser fields that no plugin serves yet: refused, never dropped.
-constexpr const char *kNotYetCreate[] = {"proxy", "vaults", "video_memory"};
-constexpr const char *kNotYetUpdate[] = {"proxy", "start_url"};
+constexpr const char *kNotYetCreate[] = {"vaults", "video_memory"};
+constexpr const char *kNotYetUpdate[] = {"start_url"};
 constexpr const char *kNotYetReason = " (Kernel API fields this server does not serve yet)";
+
+std::optional<ProxySelector> check_proxy_selector(Validation &v, const json &proxy) {
+    if (!proxy.is_object()) {
+        v.fail("proxy", "must be an object: {mode: direct|default}, {id} or {name}");
+        return std::nullopt;
+    }
+    ProxySelector sel;
+    int given = 0;
+    for (const auto &[key, value] : proxy.items()) {
+        if (value.is_null()) continue;
+        if (key != "mode" && key != "id" && key != "name") {
+            v.fail("proxy." + key, "is not a field of proxy (mode, id, name)");
+            continue;
+        }
+        ++given;
+        if (!value.is_string() || value.get_ref<const std::string &>().empty() ||
+            value.get_ref<const std::string &>().size() > 255) {
+            v.fail("proxy." + key, "must be a string of 1 to 255 characters");
+            continue;
+        }
+        std::string text = value.get<std::string>();
+        if (key == "mode" && text != "direct" && text != "default") v.fail("proxy.mode", "must be direct or default");
+        (key == "mode" ? sel.mode : key == "id" ? sel.id : sel.name) = std::move(text);
+    }
+    if (given != 1) {
+        v.fail("proxy", "must name exactly one of mode, id and name");
+        return std::nullopt;
+    }
+    return sel;
+}
 
 // `network` on create: {allowed_hosts?, private_hosts?, proxy_routes?}. The last two have no
 // server behind them yet: named in `unsupported` (501), never dropped.
@@ -534,6 +564,10 @@ CreateOptions parse_create(const json &body) {
     }
     check_string(v, body, "proxy_id", o.proxy_id, 255);
     if (o.proxy_id && o.proxy_id->empty()) o.proxy_id.reset();
+    if (const json *f = field(body, "proxy")) {
+        o.proxy = check_proxy_selector(v, *f);
+        if (o.proxy_id) v.fail("proxy", "cannot be combined with proxy_id");
+    }
     check_string(v, body, "invocation_id", o.invocation_id, 255);
     if (o.invocation_id && o.invocation_id->empty()) o.invocation_id.reset();
     if (const json *f = field(body, "telemetry")) {
@@ -598,6 +632,11 @@ UpdateOptions parse_update(const json &body) {
     if (const json *f = field(body, "network")) check_network_update(v, *f, o.network);
     bool disable_default_proxy = false;
     check_bool(v, body, "disable_default_proxy", disable_default_proxy);
+    if (const json *f = field(body, "proxy")) {
+        o.proxy = check_proxy_selector(v, *f);
+        if (o.proxy_id || disable_default_proxy)
+            v.fail("proxy", "cannot be combined with proxy_id or disable_default_proxy");
+    }
     if (disable_default_proxy) unsupported.emplace_back("disable_default_proxy");
 
     v.throw_if_failed("invalid browser update");
@@ -686,6 +725,8 @@ json render_session(const Session &s, const Links &links, std::int64_t now) {
     if (s.start_url) out["start_url"] = *s.start_url;
     if (s.chrome_policy) out["chrome_policy"] = *s.chrome_policy;
     if (s.proxy_id) out["proxy_id"] = *s.proxy_id;
+    // The resolved egress (0.131): the proxy in use by id, else direct.
+    out["proxy"] = s.proxy_id ? json{{"id", *s.proxy_id}} : json{{"mode", "direct"}};
     if (s.network) out["network"] = *s.network;
     if (s.profile_id) out["profile_save_changes"] = s.profile_save_changes;
     if (s.deleted_ms) out["deleted_at"] = rfc3339(*s.deleted_ms);

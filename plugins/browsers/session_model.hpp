@@ -88,6 +88,15 @@ struct ProfileRef {
     bool save_changes = false;
 };
 
+// `proxy` (Python SDK 0.131's BrowserProxyConfig): exactly one of `mode` (direct: no proxy;
+// default: the default for the browser's kind, which here is direct too, Hangar having no
+// stealth proxy of its own), `id` or `name` of a project proxy.
+struct ProxySelector {
+    std::optional<std::string> mode;
+    std::optional<std::string> id;
+    std::optional<std::string> name;
+};
+
 struct CreateOptions {
     std::optional<std::string> name;
     std::optional<Tags> tags;
@@ -117,6 +126,8 @@ struct CreateOptions {
     std::optional<std::string> memory;
     // `network.allowed_hosts` as sent (an array; the proxies plugin judges its entries).
     std::optional<json> allowed_hosts;
+    // `proxy`; the server turns an id or name into proxy_id (never sent together).
+    std::optional<ProxySelector> proxy;
 };
 
 // Validates a POST /browsers body. Throws Error 400 (every bad field in `details`) and, when the
@@ -136,6 +147,7 @@ struct UpdateOptions {
     bool force = false;
     std::optional<ProfileRef> profile;
     std::optional<std::string> proxy_id; // sent: swap to it live; "" = direct
+    std::optional<ProxySelector> proxy;  // as on create; the server turns it into proxy_id
     std::optional<json> telemetry;       // as for create; omitted, null and {} change nothing
     bool telemetry_captures = false;
     // `location`: outer optional = the field was sent; inner nullopt = clear the override.

@@ -1,4 +1,4 @@
-"""`network.allowed_hosts` (kernel-api-0131.md §2.1–2.2) through the official Python SDK 0.131
+"""`network.allowed_hosts` and `proxy` (kernel-api-0131.md §2.1–2.2) through the official Python SDK 0.131
 against the real server: an egress allowlist a real Chromium is held to from its first request, in
 its forwarder (navigations, fetch() and WebSockets); refusals as Kernel's egress proxy answers them
 (403, `X-Kernel-Proxy-Error: network_policy_denied`); the entry grammar's refusals; and PATCH
@@ -217,3 +217,32 @@ def test_refusals_a_user_meets(client: Kernel) -> None:
         assert "created without an allowlist" in str(e.value.body)
     finally:
         client.browsers.delete_by_id(b.session_id)
+
+
+def test_proxy_selector_by_name_id_and_mode(client: Kernel) -> None:
+    """`proxy` (BrowserProxyConfig) selects the same project proxies as `proxy_id`, by id or by name,
+    or none (`mode`); the browser object answers the resolved egress. That traffic then goes the
+    selected way is proxy_id's path, which tests/e2e/proxies.test.mjs drives through tinyproxy."""
+    name = f"py-0131-{uuid.uuid4().hex[:8]}"
+    proxy = client.proxies.create(type="custom", protocol="http", name=name, config={"host": "127.0.0.1", "port": 9})
+    try:
+        b = client.browsers.create(headless=True, proxy={"name": name})
+        try:
+            assert b.proxy_id == proxy.id
+            assert b.proxy.id == proxy.id
+            direct = client.browsers.update(b.session_id, proxy={"mode": "direct"})
+            assert direct.proxy_id is None and direct.proxy.mode == "direct" and direct.proxy.id is None
+            back = client.browsers.update(b.session_id, proxy={"id": proxy.id})
+            assert back.proxy_id == proxy.id and back.proxy.id == proxy.id
+            assert client.browsers.retrieve(b.session_id).proxy.id == proxy.id
+        finally:
+            client.browsers.delete_by_id(b.session_id)
+        with pytest.raises(kernel.NotFoundError):
+            client.browsers.create(headless=True, proxy={"name": "no-such-proxy"})
+        with pytest.raises(kernel.BadRequestError) as e:
+            client.browsers.create(headless=True, proxy={"id": proxy.id}, proxy_id=proxy.id)
+        assert "proxy" in str(e.value.body)
+        with pytest.raises(kernel.BadRequestError):
+            client.browsers.create(headless=True, proxy={})
+    finally:
+        client.proxies.delete(proxy.id)

@@ -192,8 +192,18 @@ public:
         expect_error([] { parse_create(parse(R"({"persistence":{"id":"p"}})")); }, 400); // retired by Kernel
         expect_error([] { parse_create(parse(R"({"gpu":true})")); }, 501);
         // 0.131 fields nothing serves yet are refused, not dropped; null is "not asked".
-        for (const char *f : {"proxy", "vaults", "video_memory"})
+        for (const char *f : {"vaults", "video_memory"})
             expect_error([f] { parse_create(json{{f, json::object()}}); }, 501);
+        // proxy: exactly one of mode, id, name; never with proxy_id.
+        CPPUNIT_ASSERT_EQUAL(std::string("direct"), *parse_create(parse(R"({"proxy":{"mode":"direct"}})")).proxy->mode);
+        CPPUNIT_ASSERT_EQUAL(std::string("p1"), *parse_create(parse(R"({"proxy":{"id":"p1"}})")).proxy->id);
+        CPPUNIT_ASSERT_EQUAL(std::string("eu"),
+                             *parse_create(parse(R"({"proxy":{"name":"eu","id":null}})")).proxy->name);
+        expect_error([] { parse_create(parse(R"({"proxy":{}})")); }, 400, "proxy");
+        expect_error([] { parse_create(parse(R"({"proxy":{"id":"p1","name":"eu"}})")); }, 400, "proxy");
+        expect_error([] { parse_create(parse(R"({"proxy":{"mode":"stealth"}})")); }, 400, "proxy.mode");
+        expect_error([] { parse_create(parse(R"({"proxy":{"host":"x"}})")); }, 400, "proxy.host");
+        expect_error([] { parse_create(parse(R"({"proxy":{"id":"p1"},"proxy_id":"p2"})")); }, 400, "proxy");
         // network: the allowlist is taken (the proxies plugin judges its entries); private hosts
         // and proxy routes are refused as not served, never dropped.
         CPPUNIT_ASSERT_EQUAL(json::array({"a.example"}),
@@ -269,8 +279,11 @@ public:
         CPPUNIT_ASSERT(
             parse_update(parse(R"({"telemetry":{"browser":{"page":{"enabled":true}}}})")).telemetry_captures);
         expect_error([] { parse_update(parse(R"({"disable_default_proxy":true})")); }, 501);
-        for (const char *f : {"proxy", "start_url"})
-            expect_error([f] { parse_update(json{{f, "x"}}); }, 501);
+        expect_error([] { parse_update(parse(R"({"start_url":"x"})")); }, 501);
+        CPPUNIT_ASSERT_EQUAL(std::string("default"),
+                             *parse_update(parse(R"({"proxy":{"mode":"default"}})")).proxy->mode);
+        expect_error([] { parse_update(parse(R"({"proxy":{"mode":"direct"},"disable_default_proxy":true})")); }, 400,
+                     "proxy");
         // network: replace or lift the allowlist, optionally conditional.
         auto n =
             parse_update(
