@@ -817,6 +817,35 @@ refuse('browser', 'PATCH /browsers/{id_or_name}', 'disable_default_proxy', {
   why: 'Hangar has no default stealth proxy to bypass',
   send: (ctx) => api('PATCH', `/browsers/${ctx.browser.session_id}`, { body: { disable_default_proxy: true } }),
 });
+// Python SDK 0.131's egress fields (kernel-api-0131 §2.1): the page held to its allowlist (the
+// echo server is `localhost` and `127.0.0.1` at once; no list may name a loopback address), and
+// a proxy chosen by name. tests/python/test_0131_network.py drives them through the Python SDK.
+const pageStatus = (url) =>
+  `const r = await page.goto('${url}'); return [r.status(), r.headers()['x-kernel-proxy-error'] || null]`;
+honour('after', 'POST /browsers', ['network', 'proxy'], '0.131 egress: an allowlist the page is held to, no proxy', async (ctx) => {
+  const port = new URL(ctx.echo.url).port;
+  const b = await ok('POST', '/browsers', { body: { headless: true, network: { allowed_hosts: ['LocalHost'] }, proxy: { mode: 'direct' } } });
+  ctx.egress = b;
+  assert.deepEqual(b.network.allowed_hosts, ['localhost']);
+  assert.ok(b.network.allowlist_state.revision);
+  assert.deepEqual(b.proxy, { mode: 'direct' });
+  assert.deepEqual(await pw(ctx, pageStatus(`http://localhost:${port}/allowed`), b.session_id), [200, null]);
+  assert.deepEqual(await pw(ctx, pageStatus(`http://127.0.0.1:${port}/refused`), b.session_id), [403, 'network_policy_denied']);
+});
+honour('after', 'PATCH /browsers/{id_or_name}', ['network', 'proxy'], '0.131 egress: the allowlist lifted, a proxy by name', async (ctx) => {
+  const port = new URL(ctx.echo.url).port;
+  const id = ctx.egress.session_id;
+  const lifted = await ok('PATCH', `/browsers/${id}`, {
+    body: { network: { allowed_hosts: null, expected_allowlist_revision: ctx.egress.network.allowlist_state.revision } },
+  });
+  assert.equal(lifted.network.allowed_hosts, undefined);
+  assert.deepEqual(await pw(ctx, pageStatus(`http://127.0.0.1:${port}/now-allowed`), id), [200, null]);
+  const p = await ok('POST', '/proxies', { body: { type: 'custom', name: 'cf-egress', protocol: 'http', config: { host: '127.0.0.1', port: 9 } } });
+  const proxied = await ok('PATCH', `/browsers/${id}`, { body: { proxy: { name: 'cf-egress' } } });
+  assert.deepEqual([proxied.proxy_id, proxied.proxy], [p.id, { id: p.id }]);
+  await ok('DELETE', `/browsers/${id}`);
+  await ok('DELETE', `/proxies/${p.id}`);
+});
 honour('after', 'GET /browsers', ['include_deleted', 'query', 'status', 'tags', 'region', 'offset', 'limit'], 'filters and pages', async (ctx) => {
   const sids = async (query) => (await ok('GET', '/browsers', { query })).map((b) => b.session_id);
   const id = ctx.browser.session_id;
