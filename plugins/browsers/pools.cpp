@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 namespace hangar::browsers {
 
@@ -23,6 +24,23 @@ constexpr auto kPoolPeerCheck = std::chrono::milliseconds(500);
 // The launch fields of a pool config, checked exactly as POST /browsers checks them.
 const char *const kLaunchFields[] = {"headless",   "stealth",  "kiosk_mode", "viewport", "start_url", "chrome_policy",
                                      "extensions", "proxy_id", "telemetry",  "profile",  "memory",    "region"};
+
+// What a pool's config keeps of a request body: the fields a pool takes, without nulls (a null is
+// "not given" on create and "unchanged" on PATCH, as the contract has it for telemetry). Anything
+// else would be stored and echoed back in browser_pool_config.
+json pool_fields(const json &body) {
+    static const std::set<std::string> pool_only = {
+        "size",    "fill_rate_per_minute", "timeout_seconds", "name", "refresh_on_profile_update",
+        "network", "expected_network"};
+    json out = json::object();
+    if (!body.is_object()) return out;
+    for (const auto &[k, val] : body.items()) {
+        bool known = pool_only.count(k) > 0 ||
+                     std::find(std::begin(kLaunchFields), std::end(kLaunchFields), k) != std::end(kLaunchFields);
+        if (known && !val.is_null()) out[k] = val;
+    }
+    return out;
+}
 
 struct PoolSettings {
     int size = 0;
@@ -619,7 +637,7 @@ void BrowsersPlugin::save_pool(const Pool &p, bool insert) {
 
 void BrowsersPlugin::pool_create(Request &req, Response &res) {
     std::string project = req.project();
-    json body = req.json_body(false);
+    json body = pool_fields(req.json_body(false));
     if (!body.contains("size")) throw Error::invalid("size", "is required");
     auto settings = parse_pool(body);
     check_placement(settings.launch);
@@ -718,7 +736,8 @@ void BrowsersPlugin::pool_update(Request &req, Response &res) {
         std::lock_guard lock(pools_mutex_);
         Pool &p = pool_locked(project, req.param("id_or_name"));
         json config = p.config;
-        for (const auto &[k, val] : body.items()) {
+        const json changes = pool_fields(body);
+        for (const auto &[k, val] : changes.items()) {
             if (k == "name" && val.is_string() && val.get_ref<const std::string &>().empty()) continue; // no-op
             bool clears = (val.is_string() && val.get_ref<const std::string &>().empty() &&
                            (k == "proxy_id" || k == "start_url")) ||
