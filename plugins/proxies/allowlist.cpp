@@ -19,12 +19,6 @@ namespace {
 
 using hangar::Error;
 
-std::string lower(std::string_view s) {
-    std::string out(s);
-    std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return std::tolower(c); });
-    return out;
-}
-
 struct Address {
     int family = 0;
     std::array<unsigned char, 16> bytes{};

@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cerrno>
 #include <stdexcept>
 #include <system_error>
@@ -21,11 +20,6 @@ namespace {
 
 constexpr auto kHeadTimeout = std::chrono::seconds(30);
 constexpr auto kDialTimeout = std::chrono::seconds(20);
-
-std::string lower(std::string s) {
-    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-    return s;
-}
 
 // "host:port" or "[v6]:port" → parts.
 bool split_authority(const std::string &a, std::string &host, std::uint16_t &port, std::uint16_t fallback) {

@@ -44,6 +44,8 @@ std::optional<Upstream> parse_upstream(std::string_view text, std::string &error
 std::vector<Upstream> parse_pool(std::string_view line);
 
 // The managed types and custom.
+// ASCII lower case (host names, schemes, header names).
+std::string lower(std::string_view s);
 // A host name: labels of 1 to 63 letters, digits, inner hyphens and underscores, 253 at most.
 bool is_hostname(std::string_view s);
 bool is_managed(std::string_view type);

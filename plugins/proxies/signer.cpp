@@ -1,13 +1,12 @@
 #include "signer.hpp"
 
+#include "proxies_model.hpp"
 #include "signing.hpp"
 
 #include <hangar/cdp.hpp>
 
 #include <sodium.h>
 
-#include <algorithm>
-#include <cctype>
 #include <chrono>
 
 namespace proxies {
@@ -16,11 +15,6 @@ namespace {
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
-
-std::string lower(std::string s) {
-    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-    return s;
-}
 
 std::int64_t unix_seconds() {
     return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
