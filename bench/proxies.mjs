@@ -52,6 +52,21 @@ async function pageLoader(cdpUrl) {
   return { cdp, load };
 }
 
+// Five warm-up loads in each browser, then `loads` each in alternating blocks of `block`; the
+// samples of `a` and of `b`.
+async function alternate(a, b, url, loads, block) {
+  for (let i = 0; i < 5; i++) {
+    await a.load(url());
+    await b.load(url());
+  }
+  const samples = [[], []];
+  for (let done = 0; done < loads; done += block) {
+    for (let i = 0; i < block; i++) samples[0].push(await a.load(url()));
+    for (let i = 0; i < block; i++) samples[1].push(await b.load(url()));
+  }
+  return samples;
+}
+
 export async function run({ log = () => {}, loads = Number(process.env.BENCH_PROXY_LOADS || 40), swaps = Number(process.env.BENCH_PROXY_SWAPS || 40), block = 10 } = {}) {
   const scratch = mkdtempSync(join(tmpdir(), 'hangar-bench-proxies-'));
   chmodSync(scratch, 0o755);
@@ -81,15 +96,7 @@ export async function run({ log = () => {}, loads = Number(process.env.BENCH_PRO
     // A page of 24 sub-resources under a name only tinyproxy resolves (it hands *.hangar.test to the origin).
     let n = 0;
     const url = () => `http://bench.hangar.test:${origin.port}/page-${n++}?subs=24`;
-    for (let i = 0; i < 5; i++) {
-      await fwd.load(url());
-      await dir.load(url());
-    }
-    const samples = { forwarder: [], direct: [] };
-    for (let done = 0; done < loads; done += block) {
-      for (let i = 0; i < block; i++) samples.forwarder.push(await fwd.load(url()));
-      for (let i = 0; i < block; i++) samples.direct.push(await dir.load(url()));
-    }
+    const [viaForwarderMs, directMs] = await alternate(fwd, dir, url, loads, block);
     const hits = origin.hits.filter((h) => h.host?.startsWith('bench.hangar.test')).length;
     if (hits < loads * 2 * 25) throw new Error(`only ${hits} requests reached the origin through the proxy`);
 
@@ -108,15 +115,7 @@ export async function run({ log = () => {}, loads = Number(process.env.BENCH_PRO
     const b3 = await k.browsers.create({ headless: true, proxy_id: p1.id, extensions: [{ name: 'web-bot-auth' }], timeout_seconds: 600 });
     const sig = await pageLoader(b3.cdp_ws_url);
     clients.push(sig.cdp);
-    for (let i = 0; i < 5; i++) {
-      await sig.load(url());
-      await fwd.load(url());
-    }
-    const signing = { on: [], off: [] };
-    for (let done = 0; done < loads; done += block) {
-      for (let i = 0; i < block; i++) signing.on.push(await sig.load(url()));
-      for (let i = 0; i < block; i++) signing.off.push(await fwd.load(url()));
-    }
+    const [signedMs, unsignedMs] = await alternate(sig, fwd, url, loads, block);
     const signed = origin.hits.filter((h) => h.host?.startsWith('bench.hangar.test') && h.headers['signature-input']).length;
     if (signed < loads * 25) throw new Error(`only ${signed} signed requests reached the origin`);
 
@@ -128,26 +127,18 @@ export async function run({ log = () => {}, loads = Number(process.env.BENCH_PRO
     const b4 = await k.browsers.create({ headless: true, proxy_id: p1.id, network: { allowed_hosts: allowed }, timeout_seconds: 600 });
     const fenced = await pageLoader(b4.cdp_ws_url);
     clients.push(fenced.cdp);
-    for (let i = 0; i < 5; i++) {
-      await fenced.load(url());
-      await fwd.load(url());
-    }
-    const allowlist = { on: [], off: [] };
-    for (let done = 0; done < loads; done += block) {
-      for (let i = 0; i < block; i++) allowlist.on.push(await fenced.load(url()));
-      for (let i = 0; i < block; i++) allowlist.off.push(await fwd.load(url()));
-    }
+    const [fencedMs, openMs] = await alternate(fenced, fwd, url, loads, block);
 
-    const f = summary(samples.forwarder);
-    const d = summary(samples.direct);
+    const f = summary(viaForwarderMs);
+    const d = summary(directMs);
     const s = summary(swapMs);
-    const on = summary(signing.on);
-    const off = summary(signing.off);
+    const on = summary(signedMs);
+    const off = summary(unsignedMs);
     log(`page load p50 forwarder ${f.p50.toFixed(1)} ms, direct ${d.p50.toFixed(1)} ms; swap p50 ${s.p50.toFixed(1)} ms; signed ${on.p50.toFixed(1)} ms, unsigned ${off.p50.toFixed(1)} ms`);
     const ratio = f.p50 / d.p50;
     const signingRatio = on.p50 / off.p50;
-    const fencedSummary = summary(allowlist.on);
-    const openSummary = summary(allowlist.off);
+    const fencedSummary = summary(fencedMs);
+    const openSummary = summary(openMs);
     const allowlistRatio = fencedSummary.p50 / openSummary.p50;
     log(`allowlist of 1,000: ${fencedSummary.p50.toFixed(1)} ms, none ${openSummary.p50.toFixed(1)} ms`);
     return [
