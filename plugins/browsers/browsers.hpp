@@ -46,6 +46,7 @@ private:
     // PATCH network: the allowlist replaced or lifted in the instance's forwarder, under the
     // revision check (409 stale_network), and stored.
     void update_network(const Session &s, const UpdateOptions::NetworkUpdate &u);
+    void check_start_url_allowed(const Session &s, const UpdateOptions &opts) const;
     std::mutex network_mutex_; // one allowlist change at a time: the revision check holds
     void list(Request &req, Response &res);
     void remove(Request &req, Response &res);

@@ -876,9 +876,11 @@ void BrowsersPlugin::update(Request &req, Response &res) {
     Session s = require(project, req.param("id_or_name"), false);
     if (opts.proxy) opts.proxy_id = proxy_of(project, *opts.proxy);
     // Name and tags live in the store; the rest changes the instance, which another node may run.
-    if (opts.viewport || opts.profile || opts.proxy_id || opts.telemetry || opts.changes_location() || opts.network)
+    if (opts.viewport || opts.profile || opts.proxy_id || opts.telemetry || opts.changes_location() || opts.network ||
+        opts.start_url)
         require_here(s.id, s.node);
     if (opts.telemetry) telemetry({{"op", "check"}, {"request", *opts.telemetry}}, opts.telemetry_captures);
+    check_start_url_allowed(s, opts);
     auto busy = activity(s.id); // a PATCH in flight (e.g. a Chromium restart) is activity
 
     NameReservation reservation;
@@ -949,8 +951,17 @@ void BrowsersPlugin::update(Request &req, Response &res) {
     if (opts.telemetry)
         telemetry({{"op", "update"}, {"session_id", s.id}, {"project_id", project}, {"request", *opts.telemetry}},
                   opts.telemetry_captures);
-    // Last, as Kernel applies it: the other changes stay if this fails.
+    // Last, as Kernel applies it: the other changes stay if this fails, and start_url then
+    // does not open.
     if (opts.changes_location()) update_location(s, opts);
+    // Over whatever tabs are open, a profile's restored ones included (as on create). Best effort,
+    // as Kernel documents it: the changes above are made, so a browser that cannot open it does
+    // not fail the update.
+    try {
+        open_start_url(s.id, opts.start_url);
+    } catch (const Error &e) {
+        warn("browser " + s.id + ": the start_url of an update did not open: " + e.what());
+    }
     res.json(render(require(project, s.id, true), req));
 }
 
@@ -976,6 +987,18 @@ void BrowsersPlugin::update_location(const Session &s, const UpdateOptions &opts
     auto opt = [](const std::optional<std::string> &v) { return v ? json(*v) : json(nullptr); };
     sql("UPDATE browsers_sessions SET location_timezone = ?, location_locale = ? WHERE id = ?",
         {opt(next.timezone), opt(next.locale), s.id});
+}
+
+// A start_url the allowlist refuses would open only the forwarder's 403: refused before any change,
+// as on create, against the list this PATCH leaves in place.
+void BrowsersPlugin::check_start_url_allowed(const Session &s, const UpdateOptions &opts) const {
+    if (!opts.start_url) return;
+    json hosts;
+    if (opts.network)
+        hosts = opts.network->allowed_hosts;
+    else if (s.network)
+        hosts = s.network->value("allowed_hosts", json());
+    if (hosts.is_array()) call("proxies.network", {{"allowed_hosts", hosts}, {"start_url", *opts.start_url}});
 }
 
 void BrowsersPlugin::update_network(const Session &s, const UpdateOptions::NetworkUpdate &u) {

@@ -311,7 +311,6 @@ void check_location(Validation &v, const json &value, bool on_update,
 
 // Python SDK 0.131's browser fields that no plugin serves yet: refused, never dropped.
 constexpr const char *kNotYetCreate[] = {"vaults", "video_memory"};
-constexpr const char *kNotYetUpdate[] = {"start_url"};
 constexpr const char *kNotYetReason = " (Kernel API fields this server does not serve yet)";
 
 std::optional<ProxySelector> check_proxy_selector(Validation &v, const json &proxy) {
@@ -397,6 +396,13 @@ void check_network_update(Validation &v, const json &network, std::optional<Upda
     }
     if (!sent_hosts) v.fail("network.allowed_hosts", "is required: the new list, or null to remove it");
     out = std::move(u);
+}
+
+// "" is the same as not sending it: the browser stays where it is.
+void check_start_url(Validation &v, const json &body, std::optional<std::string> &out) {
+    check_string(v, body, "start_url", out, kMaxStartUrl);
+    if (out && out->empty()) out.reset();
+    if (out && has_control_chars(*out)) v.fail("start_url", "must not contain control characters");
 }
 
 [[noreturn]] void throw_not_implemented(const std::vector<std::string> &fields,
@@ -537,9 +543,7 @@ CreateOptions parse_create(const json &body) {
     if (const json *f = field(body, "viewport")) {
         if (auto vp = check_viewport(v, *f, nullptr)) o.viewport = *vp;
     }
-    check_string(v, body, "start_url", o.start_url, kMaxStartUrl);
-    if (o.start_url && o.start_url->empty()) o.start_url.reset();
-    if (o.start_url && has_control_chars(*o.start_url)) v.fail("start_url", "must not contain control characters");
+    check_start_url(v, body, o.start_url);
     if (const json *f = field(body, "chrome_policy")) o.chrome_policy = check_policy(v, *f);
 
     if (const json *f = field(body, "profile")) o.profile = check_profile(v, *f);
@@ -638,10 +642,10 @@ UpdateOptions parse_update(const json &body) {
             v.fail("proxy", "cannot be combined with proxy_id or disable_default_proxy");
     }
     if (disable_default_proxy) unsupported.emplace_back("disable_default_proxy");
+    check_start_url(v, body, o.start_url);
 
     v.throw_if_failed("invalid browser update");
     if (!unsupported.empty()) throw_not_implemented(unsupported);
-    refuse_not_yet(body, kNotYetUpdate);
     return o;
 }
 

@@ -162,6 +162,8 @@ struct UpdateOptions {
         std::optional<std::string> mutation_id;
     };
     std::optional<NetworkUpdate> network;
+    // Opened last, as on create (one tab, the others closed); "" or omitted: the tabs stay.
+    std::optional<std::string> start_url;
 };
 
 // Validates a PATCH /browsers/{id_or_name} body (400, then 501 as for create).

@@ -29,8 +29,10 @@ WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"  # RFC 6455 §1.3
 
 class _Origin(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    paths: list[str] = []  # every path asked for, in order
 
     def do_GET(self) -> None:  # noqa: N802 (the stdlib's name)
+        _Origin.paths.append(self.path)
         if self.headers.get("upgrade", "").lower() == "websocket":
             accept = base64.b64encode(
                 hashlib.sha1((self.headers["sec-websocket-key"] + WS_GUID).encode()).digest()
@@ -173,6 +175,51 @@ def test_allowlist_holds_from_the_first_request_and_patch_replaces_and_lifts_it(
         seen = probe(client, b.session_id, origin_port)
         assert seen["allowed"]["status"] == 200 and seen["refused"]["status"] == 200, seen
         assert seen["ws_refused"] == "hello", seen
+    finally:
+        client.browsers.delete_by_id(b.session_id)
+
+
+PAGES = "return context.pages().map((p) => p.url());"
+
+
+def test_patch_start_url_opens_after_the_update_and_must_be_allowed(client: Kernel, origin_port: int) -> None:
+    b = client.browsers.create(headless=True, network={"allowed_hosts": ["localhost"]})
+    try:
+        # Opened once the update is made, in place of the tabs the browser had.
+        url = f"http://localhost:{origin_port}/patched-{uuid.uuid4().hex[:8]}"
+        path = url.split(str(origin_port), 1)[1]
+        updated = client.browsers.update(b.session_id, name="py-start-url", start_url=url)
+        assert updated.name == "py-start-url"
+        wait_for(lambda: path in _Origin.paths, what="the start_url of the update asked for")
+        pages = wait_for(
+            lambda: (lambda r: r.result if r.success and r.result == [url] else None)(
+                client.browsers.playwright.execute(b.session_id, code=PAGES)
+            ),
+            what="one tab, at the start_url",
+        )
+        assert pages == [url], pages
+
+        # One the allowlist refuses is refused before anything changes (as on create).
+        with pytest.raises(kernel.BadRequestError) as e:
+            client.browsers.update(b.session_id, name="never", start_url=f"http://127.0.0.1:{origin_port}/refused")
+        assert "start_url" in str(e.value.body), e.value.body
+        assert client.browsers.retrieve(b.session_id).name == "py-start-url"
+        # Judged by the list the same update leaves: lifting it lets the loopback address open.
+        lifted = f"http://127.0.0.1:{origin_port}/after-lift"
+        client.browsers.update(b.session_id, network={"allowed_hosts": None}, start_url=lifted)
+        wait_for(lambda: "/after-lift" in _Origin.paths, what="the start_url after the list was lifted")
+
+        # "" leaves the tabs as they are.
+        def tabs() -> list[str]:
+            r = client.browsers.playwright.execute(b.session_id, code=PAGES)
+            assert r.success, r
+            return r.result
+
+        before = wait_for(lambda: (lambda t: t if lifted in t else None)(tabs()), what="the lifted start_url's tab")
+        asked = len(_Origin.paths)
+        client.browsers.update(b.session_id, start_url="")
+        assert tabs() == before
+        assert len(_Origin.paths) == asked
     finally:
         client.browsers.delete_by_id(b.session_id)
 
