@@ -279,7 +279,11 @@ public:
         CPPUNIT_ASSERT(
             parse_update(parse(R"({"telemetry":{"browser":{"page":{"enabled":true}}}})")).telemetry_captures);
         expect_error([] { parse_update(parse(R"({"disable_default_proxy":true})")); }, 501);
-        expect_error([] { parse_update(parse(R"({"start_url":"x"})")); }, 501);
+        // start_url: opened after the update; "" leaves the tabs; control characters are refused.
+        CPPUNIT_ASSERT_EQUAL(std::string("https://a.example/"),
+                             *parse_update(parse(R"({"start_url":"https://a.example/"})")).start_url);
+        CPPUNIT_ASSERT(!parse_update(parse(R"({"start_url":""})")).start_url);
+        expect_error([] { parse_update(parse(R"({"start_url":"https://a.example/\n"})")); }, 400, "start_url");
         CPPUNIT_ASSERT_EQUAL(std::string("default"),
                              *parse_update(parse(R"({"proxy":{"mode":"default"}})")).proxy->mode);
         expect_error([] { parse_update(parse(R"({"proxy":{"mode":"direct"},"disable_default_proxy":true})")); }, 400,
