@@ -37,7 +37,10 @@ async function rawColdStart() {
 
 export async function run({ log = () => {}, runs = Number(process.env.BENCH_CREATE_RUNS || 20) } = {}) {
   const warmSpares = process.env.BENCH_WARM_SPARES ?? '0';
-  const server = await startServer({ env: { HANGAR_WARM_SPARES: warmSpares } });
+  // The operator's default: no host ports forwarded into instances. The tests' 200 (e2e
+  // lib/server.mjs) cost each start ~15 ms of pasta's time; BENCH_HOST_PORTS measures a range.
+  const hostPorts = process.env.BENCH_HOST_PORTS ?? '';
+  const server = await startServer({ env: { HANGAR_WARM_SPARES: warmSpares, HANGAR_SANDBOX_ALLOW_HOST_PORTS: hostPorts } });
   const raw = [];
   const rawPage = [];
   const hangar = [];
