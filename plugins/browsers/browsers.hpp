@@ -219,11 +219,14 @@ private:
         bool sign = false;
         std::optional<std::string> ca_bundle;
         std::optional<json> allowed_hosts; // as the proxies plugin checked them
+        std::optional<json> proxy_routes;  // [{hosts, proxy_id}], checked the same way
         // The CA bundle and allowlist into the instance spec, and the start URL held back while
         // signing starts.
         void apply(json &spec) const;
     };
     ProxyPlan proxy_plan(const std::string &project, const CreateOptions &o) const;
+    // network.proxy_routes with each route's proxy selector resolved: [{hosts, proxy_id}].
+    json resolve_proxy_routes(const std::string &project, const json &routes) const;
     // The proxy_id a 0.131 `proxy` selector names ("" = direct); 404 for a proxy not the project's.
     std::string proxy_of(const std::string &project, const ProxySelector &selector) const;
     // Once the instance runs: its route and signing key. A signing browser's start URL was held

@@ -347,15 +347,30 @@ std::string BrowsersPlugin::proxy_of(const std::string &project, const ProxySele
     return call("proxies.resolve", {{"project_id", project}, {"proxy", which}}).at("id").get<std::string>();
 }
 
+json BrowsersPlugin::resolve_proxy_routes(const std::string &project, const json &routes) const {
+    json out = json::array();
+    for (const auto &r : routes) {
+        const json &p = r.at("proxy");
+        ProxySelector selector;
+        if (p.contains("id"))
+            selector.id = p["id"].get<std::string>();
+        else
+            selector.name = p["name"].get<std::string>();
+        out.push_back({{"hosts", r.at("hosts")}, {"proxy_id", proxy_of(project, selector)}});
+    }
+    return out;
+}
+
 BrowsersPlugin::ProxyPlan BrowsersPlugin::proxy_plan(const std::string &project, const CreateOptions &o) const {
     json in = {{"project_id", project}, {"sign", o.sign}};
     if (o.proxy_id) in["proxy_id"] = *o.proxy_id;
+    if (o.proxy_routes) in["proxy_routes"] = resolve_proxy_routes(project, *o.proxy_routes);
     json answer;
     try {
         answer = call("proxies.attach", in);
     } catch (const Error &e) {
         // A 404 naming the proxy is the caller's; one for the service is a missing plugin.
-        if (e.status() != 404 || o.proxy_id) throw;
+        if (e.status() != 404 || o.proxy_id || o.proxy_routes) throw;
         if (o.allowed_hosts)
             throw Error::not_implemented("network.allowed_hosts is enforced by the proxies plugin, which is not "
                                          "enabled on this server");
@@ -367,6 +382,7 @@ BrowsersPlugin::ProxyPlan BrowsersPlugin::proxy_plan(const std::string &project,
     ProxyPlan plan;
     plan.sign = answer.value("sign", false);
     if (auto ca = answer.value("ca_bundle", json()); ca.is_string()) plan.ca_bundle = ca.get<std::string>();
+    if (auto routes = answer.value("proxy_routes", json()); routes.is_array()) plan.proxy_routes = routes;
     if (o.allowed_hosts) {
         json in = {{"allowed_hosts", *o.allowed_hosts}};
         if (o.start_url) in["start_url"] = *o.start_url;
@@ -378,14 +394,18 @@ BrowsersPlugin::ProxyPlan BrowsersPlugin::proxy_plan(const std::string &project,
 void BrowsersPlugin::ProxyPlan::apply(json &spec) const {
     if (ca_bundle) spec["proxy_ca"] = *ca_bundle;
     if (allowed_hosts) spec["allowed_hosts"] = *allowed_hosts;
+    // The forwarder holds the first requests until the routes arrive (proxy_handover): a routed
+    // host never leaves another way first.
+    if (proxy_routes) spec["proxy"] = true;
     if (sign) spec.erase("start_url"); // proxy_handover opens it once the signer runs
 }
 
 void BrowsersPlugin::proxy_handover(const std::string &instance, const std::string &project, const CreateOptions &o,
                                     const ProxyPlan &plan, const std::string &base_url) const {
-    if (!o.proxy_id && !plan.sign) return;
+    if (!o.proxy_id && !plan.sign && !plan.proxy_routes) return;
     json in = {{"project_id", project}, {"instance_id", instance}, {"sign", plan.sign}, {"base_url", base_url}};
     if (o.proxy_id) in["proxy_id"] = *o.proxy_id;
+    if (plan.proxy_routes) in["proxy_routes"] = *plan.proxy_routes;
     call("proxies.attach", in);
 }
 
@@ -788,6 +808,13 @@ json BrowsersPlugin::create_session(const json &body, const std::string &project
     s.location = opts.location;
     if (plan.allowed_hosts)
         s.network = json{{"allowed_hosts", *plan.allowed_hosts}, {"allowlist_state", {{"revision", new_id()}}}};
+    if (plan.proxy_routes) {
+        if (!s.network) s.network = json::object();
+        json routes = json::array();
+        for (const auto &r : *plan.proxy_routes)
+            routes.push_back({{"hosts", r.at("hosts")}, {"proxy", {{"id", r.at("proxy_id")}}}});
+        (*s.network)["proxy_routes"] = routes;
+    }
 
     // A lease on the profile for as long as the session lives; given back if the create fails.
     struct ProfileLease {
@@ -1008,7 +1035,7 @@ void BrowsersPlugin::update_network(const Session &s, const UpdateOptions::Netwo
     json current = rows.empty() || !rows[0].value("network", json()).is_string()
                        ? json()
                        : json::parse(rows[0].at("network").get<std::string>(), nullptr, false);
-    if (!current.is_object())
+    if (!current.is_object() || !current.contains("allowlist_state"))
         throw Error::invalid("network.allowed_hosts", "this browser was created without an allowlist, and one cannot "
                                                       "be added later: create a browser with network.allowed_hosts");
     json state = current.value("allowlist_state", json::object());
@@ -1027,7 +1054,10 @@ void BrowsersPlugin::update_network(const Session &s, const UpdateOptions::Netwo
                         ": read the browser again and send its network.allowlist_state.revision");
     }
     call("proxies.network", {{"allowed_hosts", hosts}, {"instance_id", s.id}});
-    json next = {{"allowlist_state", {{"revision", new_id()}, {"base_revision", revision}}}};
+    // The rest of the network config (its proxy routes) stays as created.
+    json next = current;
+    next.erase("allowed_hosts");
+    next["allowlist_state"] = {{"revision", new_id()}, {"base_revision", revision}};
     if (u.mutation_id) next["allowlist_state"]["mutation_id"] = *u.mutation_id;
     if (!hosts.is_null()) next["allowed_hosts"] = hosts;
     sql("UPDATE browsers_sessions SET network = ? WHERE id = ?", {next.dump(), s.id});

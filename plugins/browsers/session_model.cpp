@@ -345,8 +345,50 @@ std::optional<ProxySelector> check_proxy_selector(Validation &v, const json &pro
 
 // `network` on create: {allowed_hosts?, private_hosts?, proxy_routes?}. The last two have no
 // server behind them yet: named in `unsupported` (501), never dropped.
+// [{hosts: [names], proxy: {id} | {name}}]: the shape only; an empty list is no routes.
+void check_proxy_routes(Validation &v, const json &routes, std::optional<json> &out) {
+    const std::string field = "network.proxy_routes";
+    if (!routes.is_array()) {
+        v.fail(field, "must be an array of {hosts, proxy}");
+        return;
+    }
+    if (routes.size() > 100) v.fail(field, "must have at most 100 routes");
+    bool ok = true;
+    for (std::size_t i = 0; i < routes.size(); ++i) {
+        const json &r = routes[i];
+        std::string at = field + "[" + std::to_string(i) + "]";
+        if (!r.is_object()) {
+            v.fail(at, "must be an object {hosts, proxy}");
+            ok = false;
+            continue;
+        }
+        for (const auto &[key, value] : r.items())
+            if (key != "hosts" && key != "proxy") {
+                std::string name = at;
+                name.append(".").append(key);
+                v.fail(name, "is not a field of a proxy route (hosts, proxy)");
+                ok = false;
+            }
+        const json hosts = r.value("hosts", json());
+        if (!hosts.is_array() || hosts.empty() ||
+            !std::all_of(hosts.begin(), hosts.end(), [](const json &h) { return h.is_string(); })) {
+            v.fail(at + ".hosts", "must be a non-empty array of host names");
+            ok = false;
+        }
+        const json proxy = r.value("proxy", json());
+        auto names = [&](const char *k) {
+            return proxy.contains(k) && proxy[k].is_string() && !proxy[k].get_ref<const std::string &>().empty();
+        };
+        if (!proxy.is_object() || proxy.size() != 1 || !(names("id") || names("name"))) {
+            v.fail(at + ".proxy", "must be {id} or {name} of one of the project's proxies");
+            ok = false;
+        }
+    }
+    if (ok && !routes.empty()) out = routes;
+}
+
 void check_network(Validation &v, const json &network, std::optional<json> &allowed_hosts,
-                   std::vector<std::string> &unsupported) {
+                   std::optional<json> &proxy_routes, std::vector<std::string> &unsupported) {
     if (!network.is_object()) {
         v.fail("network", "must be an object {allowed_hosts?, private_hosts?, proxy_routes?}");
         return;
@@ -358,7 +400,9 @@ void check_network(Validation &v, const json &network, std::optional<json> &allo
                 v.fail("network.allowed_hosts", "must be a non-empty array of host names, addresses and networks");
             else
                 allowed_hosts = value;
-        } else if (key == "private_hosts" || key == "proxy_routes") {
+        } else if (key == "proxy_routes") {
+            check_proxy_routes(v, value, proxy_routes);
+        } else if (key == "private_hosts") {
             unsupported.push_back("network." + key);
         } else {
             v.fail("network." + key, "is not a field of network (allowed_hosts, private_hosts, proxy_routes)");
@@ -588,7 +632,7 @@ CreateOptions parse_create(const json &body) {
     if (o.region && o.region->empty()) o.region.reset();
     check_string(v, body, "memory", o.memory, 16);
     if (o.memory && !memory_request_bytes(*o.memory)) v.fail("memory", "must be one of 1GiB, 2GiB, 4GiB, 8GiB, 16GiB");
-    if (const json *f = field(body, "network")) check_network(v, *f, o.allowed_hosts, unsupported);
+    if (const json *f = field(body, "network")) check_network(v, *f, o.allowed_hosts, o.proxy_routes, unsupported);
     bool gpu = false;
     check_bool(v, body, "gpu", gpu);
     if (gpu) unsupported.emplace_back("gpu");

@@ -126,6 +126,9 @@ struct CreateOptions {
     std::optional<std::string> memory;
     // `network.allowed_hosts` as sent (an array; the proxies plugin judges its entries).
     std::optional<json> allowed_hosts;
+    // `network.proxy_routes` as sent, its shape checked: [{hosts: [...], proxy: {id} | {name}}]
+    // (the proxies plugin judges the hosts; the server resolves each proxy).
+    std::optional<json> proxy_routes;
     // `proxy`; the server turns an id or name into proxy_id (never sent together).
     std::optional<ProxySelector> proxy;
 };
@@ -195,7 +198,8 @@ struct Session {
     Location location;
     std::string region; // empty in rows older than regions: the node's region is shown
     std::string memory; // BrowserMemory of its instance's limit; empty in older rows
-    // BrowserNetworkConfig as the wire shows it: {allowed_hosts?, allowlist_state}; none for a
+    // BrowserNetworkConfig as the wire shows it: {allowed_hosts?, allowlist_state?, proxy_routes?};
+    // allowlist_state once the browser had an allowlist; none for a
     // browser created without an allowlist.
     std::optional<json> network;
 

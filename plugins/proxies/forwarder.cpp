@@ -171,8 +171,9 @@ Forwarder::~Forwarder() {
     changed_.wait_for(lock, std::chrono::seconds(5), [this] { return active_ == 0; });
 }
 
-void Forwarder::set_route(Route route) {
+void Forwarder::set_route(Route route, bool with_host_routes) {
     std::lock_guard lock(mutex_);
+    if (!with_host_routes && route_) route.host_routes = route_->host_routes;
     route_ = std::make_shared<const Route>(std::move(route));
     // Kept-alive connections would carry the next request the old way: cut them.
     for (int fd : clients_)
@@ -301,7 +302,7 @@ void Forwarder::serve(int client_fd) {
             answer_proxy_error(client, ProxyFailure::proxy_unavailable, kNoRoute);
             return;
         }
-        const Upstream *up = route->upstream && !bypassed(route->bypass_hosts, host) ? &*route->upstream : nullptr;
+        const Upstream *up = upstream_for(*route, host);
         Conn server;
         try {
             server = dial(up, host, port, Clock::now() + kDialTimeout);
@@ -343,7 +344,7 @@ void Forwarder::serve(int client_fd) {
         answer_proxy_error(client, ProxyFailure::proxy_unavailable, kNoRoute);
         return;
     }
-    const Upstream *up = route->upstream && !bypassed(route->bypass_hosts, host) ? &*route->upstream : nullptr;
+    const Upstream *up = upstream_for(*route, host);
     Conn server;
     std::string out;
     try {

@@ -8,6 +8,7 @@
 #include "allowlist.hpp"
 #include "net.hpp"
 #include "proxies_model.hpp"
+#include "routes.hpp"
 
 #include <atomic>
 #include <condition_variable>
@@ -22,11 +23,6 @@
 
 namespace proxies {
 
-struct Route {
-    std::optional<Upstream> upstream; // none: direct
-    std::vector<std::string> bypass_hosts;
-};
-
 class Forwarder {
 public:
     // `hold`: no route yet; connections wait (up to hold_ms) until set_route() gives one.
@@ -36,7 +32,9 @@ public:
     ~Forwarder();
 
     std::uint16_t port() const { return port_; }
-    void set_route(Route route);
+    // Without `host_routes`, those of the route in place stay (they are fixed at create; a later
+    // change swaps only the browser's own proxy).
+    void set_route(Route route, bool with_host_routes = true);
     // The destinations carried from now on (null: any). Open connections are cut, so a host the
     // new list refuses is not reached over a kept-alive one.
     void set_allowlist(std::shared_ptr<const Allowlist> allowlist);

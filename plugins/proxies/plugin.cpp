@@ -16,6 +16,7 @@
 #include "forwarder.hpp"
 #include "net.hpp"
 #include "proxies_model.hpp"
+#include "routes.hpp"
 #include "signer.hpp"
 #include "signing.hpp"
 
@@ -203,8 +204,14 @@ public:
             if (auto it = body.find("upstream"); it != body.end() && !it->is_null())
                 route.upstream = Upstream::from_json(*it);
             route.bypass_hosts = body.value("bypass_hosts", std::vector<std::string>{});
+            // {hosts, upstream, bypass_hosts} each, from the create; a later swap leaves them out.
+            bool with_routes = body.contains("routes");
+            for (const auto &r : body.value("routes", json::array()))
+                route.host_routes.push_back({r.at("hosts").get<std::vector<std::string>>(),
+                                             Upstream::from_json(r.at("upstream")),
+                                             r.value("bypass_hosts", std::vector<std::string>{})});
             auto t0 = std::chrono::steady_clock::now();
-            forwarder_->set_route(std::move(route));
+            forwarder_->set_route(std::move(route), with_routes);
             auto us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0);
             r.json({{"swap_us", us.count()}});
         });
@@ -433,16 +440,42 @@ private:
         bool sign = in.contains("sign") && (in.value("sign", false) || sign_requests_);
         json out = {{"proxy_id", proxy_id}, {"sign", sign}};
         json route = {{"upstream", nullptr}, {"bypass_hosts", json::array()}};
+        std::string ca_bundles; // PEM, every proxy's on the way; the browser trusts them from its start
+        auto add_ca = [&](const std::string &pem) {
+            if (pem.empty()) return;
+            if (!ca_bundles.empty() && ca_bundles.back() != '\n') ca_bundles += '\n';
+            ca_bundles += pem;
+        };
         if (!proxy_id.empty()) {
             json row = require(project, proxy_id);
             Upstream u = upstream_of(row);
-            if (!u.ca_bundle.empty()) out["ca_bundle"] = u.ca_bundle;
+            add_ca(u.ca_bundle);
             route["upstream"] = u.to_json();
             route["bypass_hosts"] = json::parse(row.at("bypass_hosts").get<std::string>());
         }
+        // network.proxy_routes [{hosts, proxy_id}]: checked (400 naming the host, 404 for a proxy not
+        // the project's) and answered lower-case; the instance gets each with its proxy's route.
+        bool has_routes = in.contains("proxy_routes") && in["proxy_routes"].is_array();
+        if (has_routes) {
+            auto hosts = proxies::parse_route_hosts(in["proxy_routes"]);
+            json checked = json::array(), routes = json::array();
+            for (std::size_t i = 0; i < hosts.size(); ++i) {
+                std::string id = in["proxy_routes"][i].value("proxy_id", "");
+                json row = require(project, id);
+                Upstream u = upstream_of(row);
+                add_ca(u.ca_bundle);
+                checked.push_back({{"hosts", hosts[i]}, {"proxy_id", id}});
+                routes.push_back({{"hosts", hosts[i]},
+                                  {"upstream", u.to_json()},
+                                  {"bypass_hosts", json::parse(row.at("bypass_hosts").get<std::string>())}});
+            }
+            out["proxy_routes"] = checked;
+            route["routes"] = routes;
+        }
+        if (!ca_bundles.empty()) out["ca_bundle"] = ca_bundles;
         std::string instance = in.value("instance_id", "");
         if (instance.empty()) return out;
-        if (has_proxy) {
+        if (has_proxy || has_routes) {
             auto answer = instance_call(instance, "PUT", "/proxies/route", route.dump(), 10000);
             if (answer.status != 200)
                 throw Error(502, "upstream_unavailable",

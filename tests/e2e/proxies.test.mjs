@@ -347,6 +347,63 @@ describe('proxies', () => {
       }
     });
 
+    test('network.proxy_routes (0.131): chosen hosts through chosen proxies, exact before wildcard, a dead route fails closed', async () => {
+      const routed = await kernel.proxies.create(custom({ name: 'routed' }));
+      const dead = await kernel.proxies.create(custom({ name: 'dead-route', config: { host: '127.0.0.1', port: deadPort } }));
+      // The SDK 0.84 passes the 0.131 field through as it is.
+      const b = await kernel.browsers.create({
+        headless: true,
+        timeout_seconds: 120,
+        network: {
+          proxy_routes: [
+            { hosts: ['*.hangar.test'], proxy: { name: 'routed' } },
+            { hosts: ['Closed.hangar.test'], proxy: { id: dead.id } },
+          ],
+        },
+      });
+      const want = [
+        { hosts: ['*.hangar.test'], proxy: { id: routed.id } },
+        { hosts: ['closed.hangar.test'], proxy: { id: dead.id } },
+      ];
+      assert.deepEqual(b.network, { proxy_routes: want }, 'the routes, their proxies by id, no allowlist state');
+      assert.deepEqual(b.proxy, { mode: 'direct' }, 'the browser itself has no proxy');
+      const cdp = await chromium.connectOverCDP(b.cdp_ws_url, { timeout: 30_000 });
+      try {
+        const page = cdp.contexts()[0].pages()[0];
+        // Only tinyproxy resolves *.hangar.test: a page that loads went through the route.
+        assert.equal(await title(page, `http://page.hangar.test:${origin.port}/routed`), 'origin page.hangar.test/routed');
+        // The exact route wins over the wildcard, and its proxy is dead: no other way out.
+        assert.match(await title(page, `http://closed.hangar.test:${origin.port}/closed`), /error|HTTP 502/);
+        assert.ok(!origin.hits.some((h) => h.url.includes('/closed')), 'nothing reached the origin another way');
+        // Hosts no route names take the browser's own way: direct here.
+        assert.equal(await title(page, `http://127.0.0.1:${origin.port}/unrouted`), 'origin 127.0.0.1/unrouted');
+        assert.ok(!tiny.log().includes('/unrouted'), 'not through the routed proxy');
+
+        // Swapping the browser's own proxy leaves the routes as they were made.
+        await kernel.browsers.update(b.session_id, { proxy_id: dead.id });
+        assert.match(await title(page, `http://127.0.0.1:${origin.port}/own-dead`), /error|HTTP 502/);
+        assert.equal(await title(page, `http://page.hangar.test:${origin.port}/still-routed`), 'origin page.hangar.test/still-routed');
+        assert.deepEqual((await kernel.browsers.retrieve(b.session_id)).network, { proxy_routes: want });
+        await rejectsWith(
+          kernel.browsers.update(b.session_id, { network: { proxy_routes: [] } }),
+          BadRequestError,
+        );
+      } finally {
+        await cdp.close().catch(() => {});
+        await kernel.browsers.deleteByID(b.session_id);
+      }
+      // A pattern in two routes, a host the grammar refuses, a proxy not the project's: refused,
+      // nothing started.
+      const route = (hosts, proxy) => ({ hosts, proxy });
+      await rejectsWith(
+        kernel.browsers.create({ headless: true, network: { proxy_routes: [route(['a.hangar.test'], { name: 'routed' }), route(['A.hangar.test'], { id: dead.id })] } }),
+        BadRequestError,
+      );
+      await rejectsWith(kernel.browsers.create({ headless: true, network: { proxy_routes: [route(['*.com'], { name: 'routed' })] } }), BadRequestError);
+      await rejectsWith(kernel.browsers.create({ headless: true, network: { proxy_routes: [route(['a.hangar.test'], { name: 'nope' })] } }), NotFoundError);
+      assert.equal((await kernel.browsers.list()).getPaginatedItems().length, 0, 'no browser was left behind');
+    });
+
     test('a failure at the proxy: a 502 naming its code in X-Kernel-Proxy-Error, and a proxy_error telemetry event per request', async () => {
       const wrongPassword = await kernel.proxies.create(custom({ config: { host: '127.0.0.1', port: tiny.port, username: USER, password: 'wrong-password' } }));
       const socksProxy = await kernel.proxies.create({ type: 'residential', config: { country: 'DE', city: 'berlin' } });

@@ -204,8 +204,8 @@ public:
         expect_error([] { parse_create(parse(R"({"proxy":{"mode":"stealth"}})")); }, 400, "proxy.mode");
         expect_error([] { parse_create(parse(R"({"proxy":{"host":"x"}})")); }, 400, "proxy.host");
         expect_error([] { parse_create(parse(R"({"proxy":{"id":"p1"},"proxy_id":"p2"})")); }, 400, "proxy");
-        // network: the allowlist is taken (the proxies plugin judges its entries); private hosts
-        // and proxy routes are refused as not served, never dropped.
+        // network: the allowlist and proxy routes are taken (the proxies plugin judges their hosts);
+        // private hosts are refused as not served, never dropped.
         CPPUNIT_ASSERT_EQUAL(json::array({"a.example"}),
                              *parse_create(parse(R"({"network":{"allowed_hosts":["a.example"]}})")).allowed_hosts);
         CPPUNIT_ASSERT(!parse_create(parse(R"({"network":{}})")).allowed_hosts);
@@ -215,7 +215,21 @@ public:
         expect_error([] { parse_create(parse(R"({"network":{"hosts":["a"]}})")); }, 400, "network.hosts");
         expect_error([] { parse_create(parse(R"({"network":["a"]})")); }, 400, "network");
         expect_error([] { parse_create(parse(R"({"network":{"private_hosts":[]}})")); }, 501);
-        expect_error([] { parse_create(parse(R"({"network":{"proxy_routes":[]}})")); }, 501);
+        CPPUNIT_ASSERT(!parse_create(parse(R"({"network":{"proxy_routes":[]}})")).proxy_routes);
+        CPPUNIT_ASSERT_EQUAL(
+            std::size_t{1},
+            parse_create(parse(R"({"network":{"proxy_routes":[{"hosts":["a.example"],"proxy":{"name":"p"}}]}})"))
+                .proxy_routes->size());
+        expect_error([] { parse_create(parse(R"({"network":{"proxy_routes":{"hosts":["a"]}}})")); }, 400,
+                     "network.proxy_routes");
+        expect_error([] { parse_create(parse(R"({"network":{"proxy_routes":[{"hosts":[],"proxy":{"id":"p"}}]}})")); },
+                     400, "network.proxy_routes[0].hosts");
+        expect_error(
+            [] { parse_create(parse(R"({"network":{"proxy_routes":[{"hosts":["a"],"proxy":{"mode":"direct"}}]}})")); },
+            400, "network.proxy_routes[0].proxy");
+        expect_error(
+            [] { parse_create(parse(R"({"network":{"proxy_routes":[{"hosts":["a"],"proxy":{"id":"p"},"via":1}]}})")); },
+            400, "network.proxy_routes[0].via");
         parse_create(parse(R"({"network":null,"proxy":null,"vaults":null,"video_memory":null})"));
         // Telemetry that would capture nothing is fine.
         CPPUNIT_ASSERT(!parse_create(parse(R"({"telemetry":{}})")).telemetry_captures);
