@@ -22,16 +22,16 @@ constexpr double kMaxAcquireWaitSeconds = 50;
 constexpr auto kPoolPeerCheck = std::chrono::milliseconds(500);
 
 // The launch fields of a pool config, checked exactly as POST /browsers checks them.
-const char *const kLaunchFields[] = {"headless",   "stealth",  "kiosk_mode", "viewport", "start_url", "chrome_policy",
-                                     "extensions", "proxy_id", "telemetry",  "profile",  "memory",    "region"};
+const char *const kLaunchFields[] = {"headless",      "stealth",    "kiosk_mode", "viewport",  "start_url",
+                                     "chrome_policy", "extensions", "proxy_id",   "telemetry", "profile",
+                                     "memory",        "region",     "network"};
 
 // What a pool's config keeps of a request body: the fields a pool takes, without nulls (a null is
 // "not given" on create and "unchanged" on PATCH, as the contract has it for telemetry). Anything
 // else would be stored and echoed back in browser_pool_config.
 json pool_fields(const json &body) {
-    static const std::set<std::string> pool_only = {
-        "size",    "fill_rate_per_minute", "timeout_seconds", "name", "refresh_on_profile_update",
-        "network", "expected_network"};
+    static const std::set<std::string> pool_only = {"size", "fill_rate_per_minute", "timeout_seconds", "name",
+                                                    "refresh_on_profile_update"};
     json out = json::object();
     if (!body.is_object()) return out;
     for (const auto &[k, val] : body.items()) {
@@ -85,12 +85,6 @@ PoolSettings parse_pool(const json &config) {
             v.fail("refresh_on_profile_update", "needs a profile");
     }
     v.throw_if_failed("invalid browser pool");
-    // Browsers take it on create; a pool's baseline (reset on release, idle browsers replaced on
-    // a change) is not built yet. Refused, never dropped.
-    for (const char *k : {"network", "expected_network"})
-        if (auto f = config.find(k); f != config.end() && !f->is_null())
-            throw Error::not_implemented(std::string("not implemented in Hangar yet: ") + k +
-                                         " on browser pools (set network.allowed_hosts on POST /browsers instead)");
     json launch = json::object();
     for (const char *k : kLaunchFields)
         if (config.contains(k)) launch[k] = config[k];
@@ -98,6 +92,27 @@ PoolSettings parse_pool(const json &config) {
         launch["profile"].erase("save_changes"); // pooled browsers never write a profile back
     p.launch = parse_create(launch);
     return p;
+}
+
+// A pool's network as its browsers get it and its config shows it (pools have no allowlist_state):
+// the lists the proxies plugin checked, each route's proxy by id. Empty: the pool has none.
+json checked_network(const std::optional<json> &allowed_hosts, const std::optional<json> &proxy_routes) {
+    json n = json::object();
+    if (allowed_hosts) n["allowed_hosts"] = *allowed_hosts;
+    if (proxy_routes) n["proxy_routes"] = proxy_routes_wire(*proxy_routes);
+    return n;
+}
+
+// The config with its network as checked (or without one), read again: what pool browsers are
+// built from and what an update's expected_network is compared with.
+PoolSettings settle_network(json &config, const std::optional<json> &allowed_hosts,
+                            const std::optional<json> &proxy_routes) {
+    json n = checked_network(allowed_hosts, proxy_routes);
+    if (n.empty())
+        config.erase("network");
+    else
+        config["network"] = n;
+    return parse_pool(config);
 }
 
 double number_field(const json &body, const char *name, double fallback, double min, double max) {
@@ -641,7 +656,9 @@ void BrowsersPlugin::pool_create(Request &req, Response &res) {
     if (!body.contains("size")) throw Error::invalid("size", "is required");
     auto settings = parse_pool(body);
     check_placement(settings.launch);
-    proxy_plan(project, settings.launch); // 404 for the proxy, 501 for signing without its plugin
+    // 404 for a proxy, 400 for the network's lists, 501 for signing without its plugin.
+    auto plan = proxy_plan(project, settings.launch);
+    settings = settle_network(body, plan.allowed_hosts, plan.proxy_routes);
     json unused;
     auto extension_ids = add_extension_inputs(unused, project, settings.launch.extensions); // 404 now, not at fill
     resolve_pool_profile(project, settings.launch);
@@ -735,13 +752,22 @@ void BrowsersPlugin::pool_update(Request &req, Response &res) {
     {
         std::lock_guard lock(pools_mutex_);
         Pool &p = pool_locked(project, req.param("id_or_name"));
+        // expected_network: the network last seen ({} for none); another one now fails the
+        // whole update, as on Kernel.
+        if (auto e = body.find("expected_network"); e != body.end() && !e->is_null()) {
+            if (!e->is_object()) throw Error::invalid("expected_network", "must be the network last read, or {}");
+            if (*e != p.config.value("network", json::object()))
+                throw Error(409, "stale_network",
+                            "the pool's network is no longer the one in expected_network: read the pool again");
+        }
         json config = p.config;
         const json changes = pool_fields(body);
         for (const auto &[k, val] : changes.items()) {
             if (k == "name" && val.is_string() && val.get_ref<const std::string &>().empty()) continue; // no-op
             bool clears = (val.is_string() && val.get_ref<const std::string &>().empty() &&
                            (k == "proxy_id" || k == "start_url")) ||
-                          (k == "profile" && val.is_object() && val.value("id", json()) == json(""));
+                          (k == "profile" && val.is_object() && val.value("id", json()) == json("")) ||
+                          (k == "network" && val.is_object() && val.empty());
             if (clears)
                 config.erase(k);
             else
@@ -749,7 +775,10 @@ void BrowsersPlugin::pool_update(Request &req, Response &res) {
         }
         auto settings = parse_pool(config);
         check_placement(settings.launch);
-        proxy_plan(project, settings.launch);
+        auto plan = proxy_plan(project, settings.launch);
+        settings = settle_network(config, plan.allowed_hosts, plan.proxy_routes);
+        // Idle browsers built on another network are replaced; leased ones on release.
+        if (config.value("network", json::object()) != p.config.value("network", json::object())) discard = true;
         json unused;
         auto extension_ids = add_extension_inputs(unused, project, settings.launch.extensions);
         resolve_pool_profile(project, settings.launch);
@@ -945,6 +974,8 @@ void BrowsersPlugin::pool_acquire(Request &req, Response &res) {
         lease.chrome_policy = launch.chrome_policy;
         lease.profile = launch.profile;
         lease.proxy_id = launch.proxy_id;
+        lease.allowed_hosts = launch.allowed_hosts;
+        lease.proxy_routes = launch.proxy_routes;
     }
     publish_pool_idle();
     auto give_back = [&] {
@@ -973,6 +1004,14 @@ void BrowsersPlugin::pool_acquire(Request &req, Response &res) {
     s.chrome_policy = lease.chrome_policy;
     s.pool_id = pool_id;
     s.proxy_id = lease.proxy_id;
+    // As a browser created with it has it: the allowlist with a fresh revision, which a lessee can
+    // PATCH (its release then replaces the browser), and the routes by id.
+    if (lease.allowed_hosts)
+        s.network = json{{"allowed_hosts", *lease.allowed_hosts}, {"allowlist_state", {{"revision", new_id()}}}};
+    if (lease.proxy_routes) {
+        if (!s.network) s.network = json::object();
+        (*s.network)["proxy_routes"] = *lease.proxy_routes;
+    }
     if (lease.profile) {
         // The pool's instance holds a read-only lease under this id already.
         if (auto rows = sql("SELECT profile_id FROM browsers_sessions WHERE id = ?", {id});
@@ -1036,12 +1075,26 @@ void BrowsersPlugin::pool_release(Request &req, Response &res) {
         !rows.empty() && rows[0].value("node", json()).is_string())
         require_here(id, rows[0]["node"].get<std::string>());
     std::string built_proxy; // a lessee's hot swap goes back to the pool's proxy ("" = direct)
+    std::optional<json> built_hosts;
     {
         std::lock_guard lock(pools_mutex_);
         Pool &p = pool_locked(project, req.param("id_or_name"));
         if (!p.leased.count(id)) throw Error::not_found("browser " + id + " is not leased from browser pool " + p.id);
-        if (auto it = p.built_with.find(id); it != p.built_with.end()) built_proxy = it->second.proxy_id.value_or("");
+        const CreateOptions &built = p.built_with.count(id) ? p.built_with.at(id) : p.launch;
+        built_proxy = built.proxy_id.value_or("");
+        built_hosts = built.allowed_hosts;
+        // Built on a network the pool no longer has: replaced, not reused.
+        if (built.allowed_hosts != p.launch.allowed_hosts || built.proxy_routes != p.launch.proxy_routes) reuse = false;
     }
+    // A lessee's allowlist change is not undone in place: the browser is replaced (the contract
+    // allows either), so no next lessee can meet a list the pool does not have.
+    if (reuse && built_hosts)
+        if (auto rows = sql("SELECT network FROM browsers_sessions WHERE id = ?", {id}); !rows.empty()) {
+            json now = rows[0].value("network", json()).is_string()
+                           ? json::parse(rows[0]["network"].get<std::string>(), nullptr, false)
+                           : json();
+            if (!now.is_object() || now.value("allowed_hosts", json()) != *built_hosts) reuse = false;
+        }
     // Before it is idle again, so the next acquirer never sees the swapped route.
     if (reuse) try {
             call("proxies.attach", {{"project_id", project}, {"proxy_id", built_proxy}, {"instance_id", id}});

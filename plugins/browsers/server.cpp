@@ -810,10 +810,7 @@ json BrowsersPlugin::create_session(const json &body, const std::string &project
         s.network = json{{"allowed_hosts", *plan.allowed_hosts}, {"allowlist_state", {{"revision", new_id()}}}};
     if (plan.proxy_routes) {
         if (!s.network) s.network = json::object();
-        json routes = json::array();
-        for (const auto &r : *plan.proxy_routes)
-            routes.push_back({{"hosts", r.at("hosts")}, {"proxy", {{"id", r.at("proxy_id")}}}});
-        (*s.network)["proxy_routes"] = routes;
+        (*s.network)["proxy_routes"] = proxy_routes_wire(*plan.proxy_routes);
     }
 
     // A lease on the profile for as long as the session lives; given back if the create fails.

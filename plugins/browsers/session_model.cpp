@@ -650,6 +650,13 @@ CreateOptions parse_create(const json &body) {
     return o;
 }
 
+json proxy_routes_wire(const json &checked) {
+    json out = json::array();
+    for (const auto &r : checked)
+        out.push_back({{"hosts", r.at("hosts")}, {"proxy", {{"id", r.at("proxy_id")}}}});
+    return out;
+}
+
 UpdateOptions parse_update(const json &body) {
     if (!body.is_object()) throw Error::invalid("body", "must be a JSON object");
     Validation v;

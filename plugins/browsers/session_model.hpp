@@ -169,6 +169,10 @@ struct UpdateOptions {
     std::optional<std::string> start_url;
 };
 
+// The routes the proxies plugin checked ([{hosts, proxy_id}]) as the wire shows them, each proxy
+// by id: [{hosts, proxy: {id}}].
+json proxy_routes_wire(const json &checked);
+
 // Validates a PATCH /browsers/{id_or_name} body (400, then 501 as for create).
 UpdateOptions parse_update(const json &body);
 

@@ -832,6 +832,9 @@ honour('after', 'POST /browsers', ['network', 'proxy'], '0.131 egress: an allowl
   assert.deepEqual(await pw(ctx, pageStatus(`http://localhost:${port}/allowed`), b.session_id), [200, null]);
   assert.deepEqual(await pw(ctx, pageStatus(`http://127.0.0.1:${port}/refused`), b.session_id), [403, 'network_policy_denied']);
 });
+elsewhere('PATCH /browsers/{id_or_name}', ['start_url'], '../python/test_0131_network.py', 'opened after the update, and refused when the allowlist the update leaves does not allow it (Python SDK 0.131)');
+elsewhere('POST /browser_pools', ['network'], '../python/test_0131_network.py', 'a pool whose browsers are held to its allowlist (Python SDK 0.131)');
+elsewhere('PATCH /browser_pools/{id_or_name}', ['network', 'expected_network'], '../python/test_0131_network.py', 'the pool allowlist changed under expected_network, idle browsers built again');
 honour('after', 'PATCH /browsers/{id_or_name}', ['network', 'proxy'], '0.131 egress: the allowlist lifted, a proxy by name', async (ctx) => {
   const port = new URL(ctx.echo.url).port;
   const id = ctx.egress.session_id;

@@ -224,6 +224,58 @@ def test_patch_start_url_opens_after_the_update_and_must_be_allowed(client: Kern
         client.browsers.delete_by_id(b.session_id)
 
 
+def test_pool_network_reaches_its_browsers_and_changes_under_expected_network(client: Kernel, origin_port: int) -> None:
+    pool = client.browser_pools.create(
+        size=1, headless=True, fill_rate_per_minute=6000, network={"allowed_hosts": ["LOCALHOST"]}
+    )
+    try:
+        # Checked and lower-cased as on a browser; pools have no allowlist_state.
+        assert pool.browser_pool_config.network.allowed_hosts == ["localhost"]
+        assert pool.browser_pool_config.network.allowlist_state is None
+        b = client.browser_pools.acquire(pool.id, acquire_timeout_seconds=45)
+        assert b.network.allowed_hosts == ["localhost"] and b.network.allowlist_state.revision
+        seen = probe(client, b.session_id, origin_port)
+        assert seen["allowed"]["status"] == 200 and seen["refused"]["status"] == 403, seen
+
+        # A lessee's own change is not handed on: the released browser is replaced.
+        client.browsers.update(b.session_id, network={"allowed_hosts": ["example.com"]})
+        client.browser_pools.release(pool.id, session_id=b.session_id)
+        again = client.browser_pools.acquire(pool.id, acquire_timeout_seconds=45)
+        assert again.session_id != b.session_id
+        assert again.network.allowed_hosts == ["localhost"]
+        client.browser_pools.release(pool.id, session_id=again.session_id)
+
+        # A change based on a network the pool no longer has fails whole.
+        with pytest.raises(kernel.ConflictError) as stale:
+            client.browser_pools.update(pool.id, size=2, network={"allowed_hosts": ["example.com"]}, expected_network={})
+        assert stale.value.body["code"] == "stale_network"
+        unchanged = client.browser_pools.retrieve(pool.id)
+        assert unchanged.browser_pool_config.size == 1
+        assert unchanged.browser_pool_config.network.allowed_hosts == ["localhost"]
+
+        # Based on the one last read: applied, and the idle browser is built again on it.
+        updated = client.browser_pools.update(
+            pool.id, network={"allowed_hosts": ["example.com"]}, expected_network={"allowed_hosts": ["localhost"]}
+        )
+        assert updated.browser_pool_config.network.allowed_hosts == ["example.com"]
+        fresh = client.browser_pools.acquire(pool.id, acquire_timeout_seconds=45)
+        assert fresh.session_id not in (b.session_id, again.session_id)
+        assert fresh.network.allowed_hosts == ["example.com"]
+        seen = probe(client, fresh.session_id, origin_port)
+        assert seen["allowed"] == {"status": 403, "proxyError": "network_policy_denied"}, seen
+        client.browser_pools.release(pool.id, session_id=fresh.session_id)
+
+        # {} removes it.
+        cleared = client.browser_pools.update(pool.id, network={}, expected_network={"allowed_hosts": ["example.com"]})
+        assert cleared.browser_pool_config.network is None
+        # Refused as on a browser, naming the entry.
+        with pytest.raises(kernel.BadRequestError) as bad:
+            client.browser_pools.update(pool.id, network={"allowed_hosts": ["*.com"]})
+        assert "network.allowed_hosts[0]" in str(bad.value.body)
+    finally:
+        client.browser_pools.delete(pool.id, force=True)
+
+
 @pytest.mark.parametrize(
     ("entry", "why"),
     [
