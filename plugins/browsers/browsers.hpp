@@ -220,6 +220,7 @@ private:
         std::optional<std::string> ca_bundle;
         std::optional<json> allowed_hosts; // as the proxies plugin checked them
         std::optional<json> proxy_routes;  // [{hosts, proxy_id}], checked the same way
+        std::optional<json> private_hosts; // as sent and checked ([] included)
         // The CA bundle and allowlist into the instance spec, and the start URL held back while
         // signing starts.
         void apply(json &spec) const;

@@ -96,18 +96,20 @@ PoolSettings parse_pool(const json &config) {
 
 // A pool's network as its browsers get it and its config shows it (pools have no allowlist_state):
 // the lists the proxies plugin checked, each route's proxy by id. Empty: the pool has none.
-json checked_network(const std::optional<json> &allowed_hosts, const std::optional<json> &proxy_routes) {
+json checked_network(const std::optional<json> &allowed_hosts, const std::optional<json> &proxy_routes,
+                     const std::optional<json> &private_hosts) {
     json n = json::object();
     if (allowed_hosts) n["allowed_hosts"] = *allowed_hosts;
     if (proxy_routes) n["proxy_routes"] = proxy_routes_wire(*proxy_routes);
+    if (private_hosts) n["private_hosts"] = *private_hosts;
     return n;
 }
 
 // The config with its network as checked (or without one), read again: what pool browsers are
 // built from and what an update's expected_network is compared with.
 PoolSettings settle_network(json &config, const std::optional<json> &allowed_hosts,
-                            const std::optional<json> &proxy_routes) {
-    json n = checked_network(allowed_hosts, proxy_routes);
+                            const std::optional<json> &proxy_routes, const std::optional<json> &private_hosts) {
+    json n = checked_network(allowed_hosts, proxy_routes, private_hosts);
     if (n.empty())
         config.erase("network");
     else
@@ -658,7 +660,7 @@ void BrowsersPlugin::pool_create(Request &req, Response &res) {
     check_placement(settings.launch);
     // 404 for a proxy, 400 for the network's lists, 501 for signing without its plugin.
     auto plan = proxy_plan(project, settings.launch);
-    settings = settle_network(body, plan.allowed_hosts, plan.proxy_routes);
+    settings = settle_network(body, plan.allowed_hosts, plan.proxy_routes, plan.private_hosts);
     json unused;
     auto extension_ids = add_extension_inputs(unused, project, settings.launch.extensions); // 404 now, not at fill
     resolve_pool_profile(project, settings.launch);
@@ -776,7 +778,7 @@ void BrowsersPlugin::pool_update(Request &req, Response &res) {
         auto settings = parse_pool(config);
         check_placement(settings.launch);
         auto plan = proxy_plan(project, settings.launch);
-        settings = settle_network(config, plan.allowed_hosts, plan.proxy_routes);
+        settings = settle_network(config, plan.allowed_hosts, plan.proxy_routes, plan.private_hosts);
         // Idle browsers built on another network are replaced; leased ones on release.
         if (config.value("network", json::object()) != p.config.value("network", json::object())) discard = true;
         json unused;
@@ -976,6 +978,7 @@ void BrowsersPlugin::pool_acquire(Request &req, Response &res) {
         lease.proxy_id = launch.proxy_id;
         lease.allowed_hosts = launch.allowed_hosts;
         lease.proxy_routes = launch.proxy_routes;
+        lease.private_hosts = launch.private_hosts;
     }
     publish_pool_idle();
     auto give_back = [&] {
@@ -1011,6 +1014,10 @@ void BrowsersPlugin::pool_acquire(Request &req, Response &res) {
     if (lease.proxy_routes) {
         if (!s.network) s.network = json::object();
         (*s.network)["proxy_routes"] = *lease.proxy_routes;
+    }
+    if (lease.private_hosts) {
+        if (!s.network) s.network = json::object();
+        (*s.network)["private_hosts"] = *lease.private_hosts;
     }
     if (lease.profile) {
         // The pool's instance holds a read-only lease under this id already.
@@ -1084,7 +1091,9 @@ void BrowsersPlugin::pool_release(Request &req, Response &res) {
         built_proxy = built.proxy_id.value_or("");
         built_hosts = built.allowed_hosts;
         // Built on a network the pool no longer has: replaced, not reused.
-        if (built.allowed_hosts != p.launch.allowed_hosts || built.proxy_routes != p.launch.proxy_routes) reuse = false;
+        if (built.allowed_hosts != p.launch.allowed_hosts || built.proxy_routes != p.launch.proxy_routes ||
+            built.private_hosts != p.launch.private_hosts)
+            reuse = false;
     }
     // A lessee's allowlist change is not undone in place: the browser is replaced (the contract
     // allows either), so no next lessee can meet a list the pool does not have.

@@ -371,9 +371,9 @@ BrowsersPlugin::ProxyPlan BrowsersPlugin::proxy_plan(const std::string &project,
     } catch (const Error &e) {
         // A 404 naming the proxy is the caller's; one for the service is a missing plugin.
         if (e.status() != 404 || o.proxy_id || o.proxy_routes) throw;
-        if (o.allowed_hosts)
-            throw Error::not_implemented("network.allowed_hosts is enforced by the proxies plugin, which is not "
-                                         "enabled on this server");
+        if (o.allowed_hosts || o.private_hosts)
+            throw Error::not_implemented("network.allowed_hosts and private_hosts are enforced by the proxies "
+                                         "plugin, which is not enabled on this server");
         if (o.sign)
             throw Error::not_implemented("the web-bot-auth extension (request signing) needs the proxies plugin, "
                                          "which is not enabled on this server");
@@ -383,10 +383,13 @@ BrowsersPlugin::ProxyPlan BrowsersPlugin::proxy_plan(const std::string &project,
     plan.sign = answer.value("sign", false);
     if (auto ca = answer.value("ca_bundle", json()); ca.is_string()) plan.ca_bundle = ca.get<std::string>();
     if (auto routes = answer.value("proxy_routes", json()); routes.is_array()) plan.proxy_routes = routes;
-    if (o.allowed_hosts) {
-        json in = {{"allowed_hosts", *o.allowed_hosts}};
+    if (o.allowed_hosts || o.private_hosts) {
+        json in = {{"allowed_hosts", o.allowed_hosts.value_or(json())}};
+        if (o.private_hosts) in["private_hosts"] = *o.private_hosts;
         if (o.start_url) in["start_url"] = *o.start_url;
-        plan.allowed_hosts = call("proxies.network", in).at("allowed_hosts");
+        json checked = call("proxies.network", in);
+        if (o.allowed_hosts) plan.allowed_hosts = checked.at("allowed_hosts");
+        if (o.private_hosts) plan.private_hosts = checked.at("private_hosts");
     }
     return plan;
 }
@@ -394,6 +397,7 @@ BrowsersPlugin::ProxyPlan BrowsersPlugin::proxy_plan(const std::string &project,
 void BrowsersPlugin::ProxyPlan::apply(json &spec) const {
     if (ca_bundle) spec["proxy_ca"] = *ca_bundle;
     if (allowed_hosts) spec["allowed_hosts"] = *allowed_hosts;
+    if (private_hosts) spec["private_hosts"] = *private_hosts;
     // The forwarder holds the first requests until the routes arrive (proxy_handover): a routed
     // host never leaves another way first.
     if (proxy_routes) spec["proxy"] = true;
@@ -811,6 +815,10 @@ json BrowsersPlugin::create_session(const json &body, const std::string &project
     if (plan.proxy_routes) {
         if (!s.network) s.network = json::object();
         (*s.network)["proxy_routes"] = proxy_routes_wire(*plan.proxy_routes);
+    }
+    if (plan.private_hosts) {
+        if (!s.network) s.network = json::object();
+        (*s.network)["private_hosts"] = *plan.private_hosts;
     }
 
     // A lease on the profile for as long as the session lives; given back if the create fails.

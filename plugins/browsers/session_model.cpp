@@ -387,8 +387,7 @@ void check_proxy_routes(Validation &v, const json &routes, std::optional<json> &
     if (ok && !routes.empty()) out = routes;
 }
 
-void check_network(Validation &v, const json &network, std::optional<json> &allowed_hosts,
-                   std::optional<json> &proxy_routes, std::vector<std::string> &unsupported) {
+void check_network(Validation &v, const json &network, CreateOptions &o) {
     if (!network.is_object()) {
         v.fail("network", "must be an object {allowed_hosts?, private_hosts?, proxy_routes?}");
         return;
@@ -399,11 +398,14 @@ void check_network(Validation &v, const json &network, std::optional<json> &allo
             if (!value.is_array() || value.empty())
                 v.fail("network.allowed_hosts", "must be a non-empty array of host names, addresses and networks");
             else
-                allowed_hosts = value;
+                o.allowed_hosts = value;
         } else if (key == "proxy_routes") {
-            check_proxy_routes(v, value, proxy_routes);
+            check_proxy_routes(v, value, o.proxy_routes);
         } else if (key == "private_hosts") {
-            unsupported.push_back("network." + key);
+            if (!value.is_array())
+                v.fail("network.private_hosts", "must be an array of host names, addresses and networks ([] for none)");
+            else
+                o.private_hosts = value;
         } else {
             v.fail("network." + key, "is not a field of network (allowed_hosts, private_hosts, proxy_routes)");
         }
@@ -632,7 +634,7 @@ CreateOptions parse_create(const json &body) {
     if (o.region && o.region->empty()) o.region.reset();
     check_string(v, body, "memory", o.memory, 16);
     if (o.memory && !memory_request_bytes(*o.memory)) v.fail("memory", "must be one of 1GiB, 2GiB, 4GiB, 8GiB, 16GiB");
-    if (const json *f = field(body, "network")) check_network(v, *f, o.allowed_hosts, o.proxy_routes, unsupported);
+    if (const json *f = field(body, "network")) check_network(v, *f, o);
     bool gpu = false;
     check_bool(v, body, "gpu", gpu);
     if (gpu) unsupported.emplace_back("gpu");

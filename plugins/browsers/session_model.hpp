@@ -129,6 +129,8 @@ struct CreateOptions {
     // `network.proxy_routes` as sent, its shape checked: [{hosts: [...], proxy: {id} | {name}}]
     // (the proxies plugin judges the hosts; the server resolves each proxy).
     std::optional<json> proxy_routes;
+    // `network.private_hosts` as sent (an array, [] included; the proxies plugin judges it).
+    std::optional<json> private_hosts;
     // `proxy`; the server turns an id or name into proxy_id (never sent together).
     std::optional<ProxySelector> proxy;
 };
@@ -202,7 +204,8 @@ struct Session {
     Location location;
     std::string region; // empty in rows older than regions: the node's region is shown
     std::string memory; // BrowserMemory of its instance's limit; empty in older rows
-    // BrowserNetworkConfig as the wire shows it: {allowed_hosts?, allowlist_state?, proxy_routes?};
+    // BrowserNetworkConfig as the wire shows it: {allowed_hosts?, allowlist_state?, proxy_routes?,
+    // private_hosts?};
     // allowlist_state once the browser had an allowlist; none for a
     // browser created without an allowlist.
     std::optional<json> network;

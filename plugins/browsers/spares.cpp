@@ -35,9 +35,10 @@ bool BrowsersPlugin::spare_can_serve(const CreateOptions &o) {
     // changes how Chromium starts (a location is its TZ and language flags) needs a cold start.
     bool only_signing =
         std::all_of(o.extensions.begin(), o.extensions.end(), [](const json &e) { return is_signing_extension(e); });
-    // An allowlist holds from Chromium's first request, so it is set before Chromium starts.
+    // An allowlist and private hosts hold from Chromium's first request, so they are set before
+    // Chromium starts.
     return !o.kiosk_mode && o.viewport == Viewport{} && !o.chrome_policy && only_signing && o.location == Location{} &&
-           !o.allowed_hosts;
+           !o.allowed_hosts && !o.private_hosts;
 }
 
 int BrowsersPlugin::spare_minimum(SpareKind kind) const {

@@ -94,6 +94,13 @@ bool public_suffix(const std::string &name) {
     return psl_is_public_suffix(psl, name.c_str()) != 0;
 }
 
+// 400 naming the list's entry at `where`, quoting it, and why.
+Error refused(const std::string &where, const std::string &entry, const std::string &why) {
+    std::string message = "\"" + entry + "\" ";
+    message += why;
+    return Error::invalid(where, message);
+}
+
 std::string host_of_url(std::string_view url, bool &has_host) {
     has_host = false;
     auto scheme_end = url.find("://");
@@ -122,11 +129,7 @@ Allowlist Allowlist::parse(const hangar::json &entries, const std::string &field
         std::string where = field + "[" + std::to_string(i) + "]";
         if (!entries[i].is_string()) throw Error::invalid(where, "must be a string");
         std::string entry = lower(entries[i].get<std::string>());
-        auto refuse = [&](const std::string &why) {
-            std::string message = "\"" + entry + "\" ";
-            message += why;
-            return Error::invalid(where, message);
-        };
+        auto refuse = [&](const std::string &why) { return refused(where, entry, why); };
         if (entry.find("://") != std::string::npos) throw refuse("has a scheme: name the host alone");
         if (entry.find_first_of("?#@ ") != std::string::npos) throw refuse("is not a host, address or network");
 
@@ -212,6 +215,130 @@ bool Allowlist::allows_url(std::string_view url) const {
     bool has_host = false;
     std::string host = host_of_url(url, has_host);
     return !has_host || allows(host);
+}
+
+namespace {
+
+// The ranges a private host may be in (Kernel's defaults for private_hosts).
+struct Range {
+    const char *address;
+    int bits;
+};
+constexpr Range kPrivateRanges[] = {
+    {"10.0.0.0", 8}, {"172.16.0.0", 12}, {"192.168.0.0", 16}, {"100.64.0.0", 10}, {"fc00::", 7}};
+
+bool within_private(const Address &a, int bits) {
+    return std::any_of(std::begin(kPrivateRanges), std::end(kPrivateRanges), [&](const Range &r) {
+        auto net = parse_address(r.address);
+        return bits >= r.bits && in_network(a, net->family, net->bytes, r.bits);
+    });
+}
+
+} // namespace
+
+PrivateHosts PrivateHosts::defaults() {
+    PrivateHosts p;
+    for (const auto &r : kPrivateRanges) {
+        auto a = parse_address(r.address);
+        Entry e;
+        e.address = true;
+        e.family = a->family;
+        e.net = a->bytes;
+        e.bits = r.bits;
+        p.list_.push_back(e);
+    }
+    return p;
+}
+
+PrivateHosts PrivateHosts::parse(const hangar::json &entries, const std::string &field) {
+    if (!entries.is_array()) throw Error::invalid(field, "must be an array of host names, addresses and networks");
+    if (entries.size() > Allowlist::kMaxEntries)
+        throw Error::invalid(field, "has more than " + std::to_string(Allowlist::kMaxEntries) + " entries");
+    PrivateHosts out;
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+        std::string where = field + "[" + std::to_string(i) + "]";
+        if (!entries[i].is_string()) throw Error::invalid(where, "must be a string");
+        std::string entry = lower(entries[i].get<std::string>());
+        auto refuse = [&](const std::string &why) { return refused(where, entry, why); };
+        if (entry.find("://") != std::string::npos) throw refuse("has a scheme: name the host alone");
+        if (entry.empty() || entry.find_first_of("?#@ ") != std::string::npos)
+            throw refuse("is not a host, address or network");
+        Entry e;
+        if (auto slash = entry.find('/'); slash != std::string::npos) {
+            auto a = parse_address(entry.substr(0, slash));
+            std::string prefix = entry.substr(slash + 1);
+            if (!a || prefix.empty() || prefix.size() > 3 ||
+                !std::all_of(prefix.begin(), prefix.end(), [](unsigned char c) { return std::isdigit(c); }))
+                throw refuse("is not a network (address/prefix, IPv6 without brackets, no port)");
+            int bits = std::stoi(prefix);
+            if (bits > width(a->family)) throw refuse("has a prefix longer than the address");
+            if (masked(*a, bits, false).bytes != a->bytes) throw refuse("is not in canonical form (host bits set)");
+            if (!within_private(*a, bits))
+                throw refuse("is not inside 10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16, 100.64.0.0/10 or fc00::/7");
+            e.address = true;
+            e.family = a->family;
+            e.net = a->bytes;
+            e.bits = bits;
+        } else {
+            // host[:port] or [v6][:port]
+            auto port_of = [&](const std::string &digits) {
+                if (digits.empty() || digits.size() > 5 ||
+                    !std::all_of(digits.begin(), digits.end(), [](unsigned char c) { return std::isdigit(c); }) ||
+                    std::stoi(digits) < 1 || std::stoi(digits) > 65535)
+                    throw refuse("has a port outside 1-65535");
+                return static_cast<std::uint16_t>(std::stoi(digits));
+            };
+            std::string host = entry;
+            if (entry.front() == '[') {
+                auto close = entry.find(']');
+                std::string rest = close == std::string::npos ? "" : entry.substr(close + 1);
+                auto a = close == std::string::npos ? std::nullopt : parse_address(entry.substr(1, close - 1));
+                if (!a || a->family != AF_INET6 || (!rest.empty() && rest.front() != ':'))
+                    throw refuse("is not a bracketed IPv6 address");
+                if (!rest.empty()) e.port = port_of(rest.substr(1));
+                host = text_of(*a);
+            } else if (auto colon = entry.rfind(':'); colon != std::string::npos) {
+                if (entry.find(':') != colon) throw refuse("is an IPv6 address: write it in brackets");
+                e.port = port_of(entry.substr(colon + 1));
+                host = entry.substr(0, colon);
+            }
+            if (auto a = parse_address(host)) {
+                if (!within_private(*a, width(a->family)))
+                    throw refuse("is not inside 10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16, 100.64.0.0/10 or fc00::/7");
+                e.address = true;
+                e.family = a->family;
+                e.net = a->bytes;
+                e.bits = width(a->family);
+            } else {
+                if (host.back() == '.') host.pop_back();
+                e.wildcard = host.starts_with("*.");
+                std::string name = e.wildcard ? host.substr(2) : host;
+                if (!valid_host_name(name))
+                    throw refuse(name.find('*') != std::string::npos ? "has a '*' other than one leading \"*.\""
+                                                                     : "is not a host name");
+                if (e.wildcard && (name.find('.') == std::string::npos || public_suffix(name)))
+                    throw refuse("is a wildcard over \"" + name +
+                                 "\": name a domain of two labels or more under a public suffix");
+                e.name = e.wildcard ? "." + name : name;
+            }
+        }
+        out.list_.push_back(e);
+        out.entries_.push_back(entry);
+    }
+    return out;
+}
+
+bool PrivateHosts::matches(std::string_view host, std::uint16_t port) const {
+    std::string h = lower(host);
+    if (h.size() > 2 && h.front() == '[' && h.back() == ']') h = h.substr(1, h.size() - 2);
+    auto a = parse_address(h);
+    if (!a && !h.empty() && h.back() == '.') h.pop_back();
+    return std::any_of(list_.begin(), list_.end(), [&](const Entry &e) {
+        if (e.port != 0 && e.port != port) return false;
+        if (e.address) return a && in_network(*a, e.family, e.net, e.bits);
+        if (a) return false;
+        return e.wildcard ? h.size() > e.name.size() && h.ends_with(e.name) : h == e.name;
+    });
 }
 
 } // namespace proxies

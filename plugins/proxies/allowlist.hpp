@@ -52,4 +52,37 @@ private:
     std::vector<Network> networks_;
 };
 
+// Kernel's `network.private_hosts` (kernel-api-0131 §2.1): destinations a browser reaches through
+// its instance's own network, never through its proxy or a proxy route. What that network reaches
+// is the sandbox's business ([sandbox] allow_private_networks): private ranges are unreachable
+// there unless the operator opens them.
+class PrivateHosts {
+public:
+    // Without the field: RFC 1918, 100.64.0.0/10 and fc00::/7.
+    static PrivateHosts defaults();
+    // Entries: host names ("preview.internal") and one leading "*." over a name of two labels or
+    // more that is not a public suffix, IPv4 and bracketed IPv6 addresses inside those ranges,
+    // each with an optional ":port", and canonical networks inside them (no port). `[]` is none.
+    // Throws hangar::Error 400 naming `field[i]` and why.
+    static PrivateHosts parse(const hangar::json &entries, const std::string &field = "network.private_hosts");
+
+    // Names match names, addresses match addresses and networks (a name is never resolved); an
+    // entry with a port matches that port only.
+    bool matches(std::string_view host, std::uint16_t port) const;
+    const std::vector<std::string> &entries() const { return entries_; }
+
+private:
+    struct Entry {
+        std::string name; // exact name, ".suffix" for a wildcard, or an address's text
+        bool wildcard = false;
+        bool address = false;
+        std::array<unsigned char, 16> net{}; // a network (bits > 0)
+        int family = 0;
+        int bits = 0;
+        std::uint16_t port = 0; // 0: any
+    };
+    std::vector<Entry> list_;
+    std::vector<std::string> entries_;
+};
+
 } // namespace proxies

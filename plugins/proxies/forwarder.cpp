@@ -181,6 +181,24 @@ void Forwarder::set_route(Route route, bool with_host_routes) {
     changed_.notify_all();
 }
 
+void Forwarder::set_private_hosts(PrivateHosts hosts) {
+    std::lock_guard lock(mutex_);
+    private_hosts_ = std::make_shared<const PrivateHosts>(std::move(hosts));
+}
+
+bool Forwarder::goes_direct(const std::string &host, std::uint16_t port) {
+    std::shared_ptr<const PrivateHosts> direct;
+    {
+        std::lock_guard lock(mutex_);
+        direct = private_hosts_;
+    }
+    return direct->matches(host, port);
+}
+
+const Upstream *Forwarder::way_out(const Route &route, const std::string &host, std::uint16_t port) {
+    return goes_direct(host, port) ? nullptr : upstream_for(route, host);
+}
+
 void Forwarder::set_allowlist(std::shared_ptr<const Allowlist> allowlist) {
     std::lock_guard lock(mutex_);
     allowlist_ = std::move(allowlist);
@@ -295,14 +313,14 @@ void Forwarder::serve(int client_fd) {
             answer_error(client, 502, "malformed CONNECT target");
             return;
         }
-        if (!admitted(client, host, port)) return;
+        if (!goes_direct(host, port) && !admitted(client, host, port)) return;
         auto route = current_route();
         if (!route) {
             remember_failure(host, port, ProxyFailure::proxy_unavailable);
             answer_proxy_error(client, ProxyFailure::proxy_unavailable, kNoRoute);
             return;
         }
-        const Upstream *up = upstream_for(*route, host);
+        const Upstream *up = way_out(*route, host, port);
         Conn server;
         try {
             server = dial(up, host, port, Clock::now() + kDialTimeout);
@@ -338,13 +356,13 @@ void Forwarder::serve(int client_fd) {
         answer_error(client, 502, "malformed URL");
         return;
     }
-    if (!admitted(client, host, port)) return;
+    if (!goes_direct(host, port) && !admitted(client, host, port)) return;
     auto route = current_route();
     if (!route) {
         answer_proxy_error(client, ProxyFailure::proxy_unavailable, kNoRoute);
         return;
     }
-    const Upstream *up = upstream_for(*route, host);
+    const Upstream *up = way_out(*route, host, port);
     Conn server;
     std::string out;
     try {

@@ -38,6 +38,9 @@ public:
     // The destinations carried from now on (null: any). Open connections are cut, so a host the
     // new list refuses is not reached over a kept-alive one.
     void set_allowlist(std::shared_ptr<const Allowlist> allowlist);
+    // What goes direct, past every proxy and route (PrivateHosts::defaults() until set). Fixed at
+    // create, so set before Chromium starts.
+    void set_private_hosts(PrivateHosts hosts);
 
     // Why the last tunnel to host:port failed at the proxy, when that was in the last 30 s.
     // Chromium shows a refused CONNECT only as ERR_TUNNEL_CONNECTION_FAILED, without our answer,
@@ -50,6 +53,11 @@ private:
     std::shared_ptr<const Route> current_route();
     // Whether the allowlist lets `host` through; if not, `client` got the 403 and it is remembered.
     bool admitted(Conn &client, const std::string &host, std::uint16_t port);
+    // A private host: reached through the instance's own network, past every proxy and the
+    // allowlist (as on Kernel, where such traffic never meets the egress proxy that enforces it).
+    bool goes_direct(const std::string &host, std::uint16_t port);
+    // The upstream to dial for host:port under `route` (null: direct).
+    const Upstream *way_out(const Route &route, const std::string &host, std::uint16_t port);
     void remember_failure(const std::string &host, std::uint16_t port, ProxyFailure failure);
 
     int listen_fd_ = -1;
@@ -61,6 +69,7 @@ private:
     std::condition_variable changed_;
     std::shared_ptr<const Route> route_; // null while holding
     std::shared_ptr<const Allowlist> allowlist_;
+    std::shared_ptr<const PrivateHosts> private_hosts_ = std::make_shared<const PrivateHosts>(PrivateHosts::defaults());
     int hold_ms_;
     std::set<int> clients_; // open client sockets, cut on a route change
     int active_ = 0;

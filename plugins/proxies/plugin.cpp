@@ -35,6 +35,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -176,6 +177,9 @@ public:
         // Without a proxy at create, a forwarder still runs so a later PATCH can swap one in live.
         if (!asked && !fenced && !config_bool("forward_all", true)) return;
         forwarder_ = std::make_unique<proxies::Forwarder>(asked, static_cast<int>(config_int("hold_ms", 15000)));
+        // Fixed at create, in the spec: what goes direct (Kernel's defaults without the field).
+        if (spec.is_object() && spec.contains("private_hosts"))
+            forwarder_->set_private_hosts(proxies::PrivateHosts::parse(spec["private_hosts"]));
         // Before Chromium starts: its first request is already held to the list.
         if (fenced)
             forwarder_->set_allowlist(
@@ -408,10 +412,23 @@ private:
     json network(const json &in) {
         json hosts = in.value("allowed_hosts", json());
         json out = {{"allowed_hosts", nullptr}};
+        // private_hosts (create only): checked, lower-cased, and never also in the allowlist.
+        std::set<std::string> private_names;
+        if (auto p = in.value("private_hosts", json()); !p.is_null()) {
+            auto direct = proxies::PrivateHosts::parse(p);
+            out["private_hosts"] = direct.entries();
+            private_names.insert(direct.entries().begin(), direct.entries().end());
+        }
         if (!hosts.is_null()) {
             auto list = proxies::Allowlist::parse(hosts);
             if (auto url = in.value("start_url", json()); url.is_string() && !list.allows_url(url.get<std::string>()))
                 throw Error::invalid("start_url", "must be a URL network.allowed_hosts allows");
+            for (std::size_t i = 0; i < list.entries().size(); ++i)
+                if (private_names.count(list.entries()[i]))
+                    throw Error::invalid("network.allowed_hosts[" + std::to_string(i) + "]",
+                                         "\"" + list.entries()[i] +
+                                             "\" is in network.private_hosts too: a host is reached either through the "
+                                             "allowlisted way out or directly");
             out["allowed_hosts"] = list.entries();
         }
         std::string instance = in.value("instance_id", "");

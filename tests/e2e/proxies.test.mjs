@@ -404,6 +404,49 @@ describe('proxies', () => {
       assert.equal((await kernel.browsers.list()).getPaginatedItems().length, 0, 'no browser was left behind');
     });
 
+    test('network.private_hosts (0.131): the hosts it names go direct, past the browser\'s proxy', async () => {
+      const viaTiny = await kernel.proxies.create(custom({ name: 'private-test' }));
+      const b = await kernel.browsers.create({
+        headless: true,
+        timeout_seconds: 120,
+        proxy_id: viaTiny.id,
+        network: { private_hosts: ['LOCALHOST', '10.1.30.63:8443'] },
+      });
+      assert.deepEqual(b.network, { private_hosts: ['localhost', '10.1.30.63:8443'] });
+      const cdp = await chromium.connectOverCDP(b.cdp_ws_url, { timeout: 30_000 });
+      try {
+        const page = cdp.contexts()[0].pages()[0];
+        assert.equal(await title(page, `http://localhost:${origin.port}/private-direct`), 'origin localhost/private-direct');
+        assert.ok(!tiny.log().includes('private-direct'), 'not through the proxy');
+        assert.equal(await title(page, `http://page.hangar.test:${origin.port}/private-proxied`), 'origin page.hangar.test/private-proxied');
+        assert.ok(tiny.log().includes('private-proxied'), 'everything else through it');
+      } finally {
+        await cdp.close().catch(() => {});
+        await kernel.browsers.deleteByID(b.session_id);
+      }
+      // As on Kernel, a private host is not held to the allowlist; everything else still is.
+      const fenced = await kernel.browsers.create({
+        headless: true,
+        timeout_seconds: 120,
+        network: { allowed_hosts: ['example.com'], private_hosts: ['localhost'] },
+      });
+      const fencedCdp = await chromium.connectOverCDP(fenced.cdp_ws_url, { timeout: 30_000 });
+      try {
+        const page = fencedCdp.contexts()[0].pages()[0];
+        assert.equal(await title(page, `http://localhost:${origin.port}/private-fenced`), 'origin localhost/private-fenced');
+        assert.equal(await title(page, `http://127.0.0.1:${origin.port}/not-private`), 'HTTP 403');
+      } finally {
+        await fencedCdp.close().catch(() => {});
+        await kernel.browsers.deleteByID(fenced.session_id);
+      }
+      // Only private ranges; never a host the allowlist names too.
+      await rejectsWith(kernel.browsers.create({ headless: true, network: { private_hosts: ['203.0.113.7'] } }), BadRequestError);
+      await rejectsWith(
+        kernel.browsers.create({ headless: true, network: { allowed_hosts: ['a.example'], private_hosts: ['a.example'] } }),
+        BadRequestError,
+      );
+    });
+
     test('a failure at the proxy: a 502 naming its code in X-Kernel-Proxy-Error, and a proxy_error telemetry event per request', async () => {
       const wrongPassword = await kernel.proxies.create(custom({ config: { host: '127.0.0.1', port: tiny.port, username: USER, password: 'wrong-password' } }));
       const socksProxy = await kernel.proxies.create({ type: 'residential', config: { country: 'DE', city: 'berlin' } });

@@ -303,10 +303,10 @@ def test_refusals_a_user_meets(client: Kernel) -> None:
     # An empty list would refuse everything: leave the field out instead.
     with pytest.raises(kernel.BadRequestError):
         client.browsers.create(headless=True, network={"allowed_hosts": []})
-    # Private hosts and proxy routes are not served yet: refused, never dropped.
-    with pytest.raises(kernel.APIStatusError) as e:
-        client.browsers.create(headless=True, network={"private_hosts": ["*.corp.example"]})
-    assert e.value.status_code == 501 and "network.private_hosts" in str(e.value.body)
+    # Private hosts are private: a public address is refused, naming the entry.
+    with pytest.raises(kernel.BadRequestError) as e:
+        client.browsers.create(headless=True, network={"private_hosts": ["*.corp.example", "203.0.113.7"]})
+    assert "network.private_hosts[1]" in str(e.value.body)
     # An allowlist is never added to a browser created without one.
     b = client.browsers.create(headless=True)
     try:

@@ -204,8 +204,8 @@ public:
         expect_error([] { parse_create(parse(R"({"proxy":{"mode":"stealth"}})")); }, 400, "proxy.mode");
         expect_error([] { parse_create(parse(R"({"proxy":{"host":"x"}})")); }, 400, "proxy.host");
         expect_error([] { parse_create(parse(R"({"proxy":{"id":"p1"},"proxy_id":"p2"})")); }, 400, "proxy");
-        // network: the allowlist and proxy routes are taken (the proxies plugin judges their hosts);
-        // private hosts are refused as not served, never dropped.
+        // network: the allowlist, proxy routes and private hosts are taken (the proxies plugin
+        // judges their hosts).
         CPPUNIT_ASSERT_EQUAL(json::array({"a.example"}),
                              *parse_create(parse(R"({"network":{"allowed_hosts":["a.example"]}})")).allowed_hosts);
         CPPUNIT_ASSERT(!parse_create(parse(R"({"network":{}})")).allowed_hosts);
@@ -214,7 +214,8 @@ public:
                      "network.allowed_hosts");
         expect_error([] { parse_create(parse(R"({"network":{"hosts":["a"]}})")); }, 400, "network.hosts");
         expect_error([] { parse_create(parse(R"({"network":["a"]})")); }, 400, "network");
-        expect_error([] { parse_create(parse(R"({"network":{"private_hosts":[]}})")); }, 501);
+        CPPUNIT_ASSERT_EQUAL(json::array(), *parse_create(parse(R"({"network":{"private_hosts":[]}})")).private_hosts);
+        expect_error([] { parse_create(parse(R"({"network":{"private_hosts":"a"}})")); }, 400, "network.private_hosts");
         CPPUNIT_ASSERT(!parse_create(parse(R"({"network":{"proxy_routes":[]}})")).proxy_routes);
         CPPUNIT_ASSERT_EQUAL(
             std::size_t{1},

@@ -7,6 +7,7 @@
 
 using hangar::json;
 using proxies::Allowlist;
+using proxies::PrivateHosts;
 
 namespace {
 
@@ -33,6 +34,8 @@ class AllowlistTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(addressesAndNetworks);
     CPPUNIT_TEST(refusals);
     CPPUNIT_TEST(urls);
+    CPPUNIT_TEST(privateHostsGrammar);
+    CPPUNIT_TEST(privateHostsMatching);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -116,6 +119,55 @@ public:
         CPPUNIT_ASSERT(!list.allows_url("https://example.org/"));
         CPPUNIT_ASSERT(!list.allows_url("https://example.org/?u=http://example.com"));
         CPPUNIT_ASSERT(list.allows_url("about:blank"));
+    }
+
+    void privateHostsGrammar() {
+        auto p = PrivateHosts::parse(json::parse(
+            R"(["Preview.Internal","*.corp.example","10.1.30.63:8443","[fd00::1]:22","100.64.0.0/10","fd00::/8",
+                "db.corp.example:5432"])"));
+        CPPUNIT_ASSERT_EQUAL(std::string("preview.internal"), p.entries()[0]);
+        CPPUNIT_ASSERT_EQUAL(std::size_t{7}, p.entries().size());
+        CPPUNIT_ASSERT(PrivateHosts::parse(json::array()).entries().empty());
+        auto refused = [](const char *entry, const char *why) {
+            try {
+                PrivateHosts::parse(json::array({entry}));
+            } catch (const hangar::Error &e) {
+                CPPUNIT_ASSERT_EQUAL(400, e.status());
+                std::string text = e.details_json().dump();
+                CPPUNIT_ASSERT_MESSAGE(text, text.find("network.private_hosts[0]") != std::string::npos);
+                CPPUNIT_ASSERT_MESSAGE(text, text.find(why) != std::string::npos);
+                return;
+            }
+            CPPUNIT_FAIL(std::string("accepted ") + entry);
+        };
+        refused("203.0.113.7", "not inside");     // public
+        refused("127.0.0.1", "not inside");       // loopback
+        refused("169.254.169.254", "not inside"); // link-local (cloud metadata)
+        refused("10.0.0.0/7", "not inside");      // wider than the range
+        refused("10.1.0.1/16", "canonical");
+        refused("10.0.0.0/8:80", "network"); // a network has no port
+        refused("fd00::1", "brackets");
+        refused("*.co.uk", "wildcard");
+        refused("*.internal", "wildcard"); // one label
+        refused("a.example:0", "port");
+        refused("https://a.example", "scheme");
+    }
+
+    void privateHostsMatching() {
+        auto d = PrivateHosts::defaults();
+        CPPUNIT_ASSERT(d.matches("10.2.3.4", 443) && d.matches("172.31.0.1", 80) && d.matches("192.168.1.1", 1));
+        CPPUNIT_ASSERT(d.matches("100.100.100.100", 80) && d.matches("[fd12::1]", 80) && d.matches("fd12::1", 80));
+        CPPUNIT_ASSERT(!d.matches("172.32.0.1", 80) && !d.matches("8.8.8.8", 53) && !d.matches("127.0.0.1", 80));
+        // Names are never resolved to find a range they fall in.
+        CPPUNIT_ASSERT(!d.matches("intranet.example", 80));
+        auto p = PrivateHosts::parse(json::parse(R"(["*.corp.example","db.other.example:5432","10.1.30.63:8443"])"));
+        CPPUNIT_ASSERT(p.matches("wiki.corp.example", 443) && p.matches("a.b.corp.example.", 80));
+        CPPUNIT_ASSERT(!p.matches("corp.example", 443));
+        CPPUNIT_ASSERT(p.matches("db.other.example", 5432) && !p.matches("db.other.example", 5433));
+        CPPUNIT_ASSERT(p.matches("10.1.30.63", 8443) && !p.matches("10.1.30.63", 80));
+        // An explicit list replaces the defaults; [] leaves nothing direct.
+        CPPUNIT_ASSERT(!p.matches("10.2.3.4", 443));
+        CPPUNIT_ASSERT(!PrivateHosts::parse(json::array()).matches("10.2.3.4", 443));
     }
 };
 
