@@ -134,6 +134,20 @@ def test_allowlist_holds_from_the_first_request_and_patch_replaces_and_lifts_it(
 
         refused_events = wait_for(refusals, what="a proxy_error event for the refused page")
         assert [(d["code"], d["status"]) for d in refused_events] == [("network_policy_denied", 403)], refused_events
+        # 0.131's type filter (ANDed with the category): only those events.
+        typed = [e.event for e in client.browsers.telemetry.events(
+            b.session_id, since="10m", limit=1000, category="network", type=["proxy_error"])]
+        assert typed and {e.type for e in typed} == {"proxy_error"}, typed
+        both = [e.event for e in client.browsers.telemetry.events(
+            b.session_id, since="10m", limit=1000, type=["proxy_error", "network_request"])]
+        assert {e.type for e in both} == {"proxy_error", "network_request"}, {e.type for e in both}
+        with pytest.raises(kernel.BadRequestError) as bad_type:
+            client.browsers.telemetry.events(b.session_id, type=["Proxy-Error"])
+        assert "type" in str(bad_type.value.body)
+        # The stream cannot send the id-only frames a type filter needs: refused, never ignored.
+        with pytest.raises(kernel.APIStatusError) as unserved:
+            client.browsers.telemetry.stream(b.session_id, type=["proxy_error"])
+        assert unserved.value.status_code == 501 and "type" in str(unserved.value.body)
 
         got = client.browsers.retrieve(b.session_id)
         assert got.network.allowed_hosts == ["localhost"]
