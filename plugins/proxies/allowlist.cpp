@@ -101,6 +101,24 @@ Error refused(const std::string &where, const std::string &entry, const std::str
     return Error::invalid(where, message);
 }
 
+// What every list of hosts is first held to: an array of at most Allowlist::kMaxEntries strings,
+// none with a scheme or anything a host cannot hold. `each(where, entry)` gets them lower-cased.
+template <class Each> void each_entry(const hangar::json &entries, const std::string &field, Each each) {
+    if (!entries.is_array()) throw Error::invalid(field, "must be an array of host names, addresses and networks");
+    if (entries.size() > Allowlist::kMaxEntries)
+        throw Error::invalid(field, "has " + std::to_string(entries.size()) + " entries; at most " +
+                                        std::to_string(Allowlist::kMaxEntries) + " are allowed");
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+        std::string where = field + "[" + std::to_string(i) + "]";
+        if (!entries[i].is_string()) throw Error::invalid(where, "must be a string");
+        std::string entry = lower(entries[i].get<std::string>());
+        if (entry.find("://") != std::string::npos) throw refused(where, entry, "has a scheme: name the host alone");
+        if (entry.empty() || entry.find_first_of("?#@ ") != std::string::npos)
+            throw refused(where, entry, "is not a host, address or network");
+        each(where, std::move(entry));
+    }
+}
+
 std::string host_of_url(std::string_view url, bool &has_host) {
     has_host = false;
     auto scheme_end = url.find("://");
@@ -118,20 +136,11 @@ std::string host_of_url(std::string_view url, bool &has_host) {
 } // namespace
 
 Allowlist Allowlist::parse(const hangar::json &entries, const std::string &field) {
-    if (!entries.is_array()) throw Error::invalid(field, "must be an array of host names, addresses and networks");
-    if (entries.empty())
+    if (entries.is_array() && entries.empty())
         throw Error::invalid(field, "must name at least one destination (leave it out for no allowlist)");
-    if (entries.size() > kMaxEntries)
-        throw Error::invalid(field, "has " + std::to_string(entries.size()) + " entries; at most " +
-                                        std::to_string(kMaxEntries) + " are allowed");
     Allowlist list;
-    for (std::size_t i = 0; i < entries.size(); ++i) {
-        std::string where = field + "[" + std::to_string(i) + "]";
-        if (!entries[i].is_string()) throw Error::invalid(where, "must be a string");
-        std::string entry = lower(entries[i].get<std::string>());
+    each_entry(entries, field, [&](const std::string &where, std::string entry) {
         auto refuse = [&](const std::string &why) { return refused(where, entry, why); };
-        if (entry.find("://") != std::string::npos) throw refuse("has a scheme: name the host alone");
-        if (entry.find_first_of("?#@ ") != std::string::npos) throw refuse("is not a host, address or network");
 
         if (auto slash = entry.find('/'); slash != std::string::npos) {
             std::string addr = entry.substr(0, slash), prefix = entry.substr(slash + 1);
@@ -160,7 +169,7 @@ Allowlist Allowlist::parse(const hangar::json &entries, const std::string &field
             if (why) throw refuse("reaches " + *why + "; only public networks can be allowed");
             list.networks_.push_back({a->family, net.bytes, bits});
             list.entries_.push_back(entry);
-            continue;
+            return;
         }
 
         if (entry.front() == '[') {
@@ -170,14 +179,14 @@ Allowlist Allowlist::parse(const hangar::json &entries, const std::string &field
             if (auto why = special(*a)) throw refuse("is " + *why + "; only public addresses can be allowed");
             list.exact_.insert(text_of(*a));
             list.entries_.push_back(entry);
-            continue;
+            return;
         }
         if (auto a = parse_address(entry)) {
             if (a->family == AF_INET6) throw refuse("is an IPv6 address: write it in brackets");
             if (auto why = special(*a)) throw refuse("is " + *why + "; only public addresses can be allowed");
             list.exact_.insert(text_of(*a));
             list.entries_.push_back(entry);
-            continue;
+            return;
         }
         if (entry.find(':') != std::string::npos) throw refuse("has a port: name the host alone");
         if (entry.back() == '.') entry.pop_back();
@@ -194,7 +203,7 @@ Allowlist Allowlist::parse(const hangar::json &entries, const std::string &field
             list.exact_.insert(name);
         }
         list.entries_.push_back(entry);
-    }
+    });
     return list;
 }
 
@@ -251,18 +260,9 @@ PrivateHosts PrivateHosts::defaults() {
 }
 
 PrivateHosts PrivateHosts::parse(const hangar::json &entries, const std::string &field) {
-    if (!entries.is_array()) throw Error::invalid(field, "must be an array of host names, addresses and networks");
-    if (entries.size() > Allowlist::kMaxEntries)
-        throw Error::invalid(field, "has more than " + std::to_string(Allowlist::kMaxEntries) + " entries");
     PrivateHosts out;
-    for (std::size_t i = 0; i < entries.size(); ++i) {
-        std::string where = field + "[" + std::to_string(i) + "]";
-        if (!entries[i].is_string()) throw Error::invalid(where, "must be a string");
-        std::string entry = lower(entries[i].get<std::string>());
+    each_entry(entries, field, [&](const std::string &where, std::string entry) {
         auto refuse = [&](const std::string &why) { return refused(where, entry, why); };
-        if (entry.find("://") != std::string::npos) throw refuse("has a scheme: name the host alone");
-        if (entry.empty() || entry.find_first_of("?#@ ") != std::string::npos)
-            throw refuse("is not a host, address or network");
         Entry e;
         if (auto slash = entry.find('/'); slash != std::string::npos) {
             auto a = parse_address(entry.substr(0, slash));
@@ -324,7 +324,7 @@ PrivateHosts PrivateHosts::parse(const hangar::json &entries, const std::string 
         }
         out.list_.push_back(e);
         out.entries_.push_back(entry);
-    }
+    });
     return out;
 }
 
