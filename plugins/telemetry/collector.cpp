@@ -365,10 +365,8 @@ private:
             auto it = requests_.find(key);
             finished();
             std::string error_text = p.value("errorText", "");
-            if (it != requests_.end() && error_text == "net::ERR_TUNNEL_CONNECTION_FAILED" && settings_.tunnel_failure)
-                if (auto endpoint = url_endpoint(it->second.url))
-                    if (std::string code = settings_.tunnel_failure(endpoint->first, endpoint->second); !code.empty())
-                        proxy_error(sid, t, rid, it->second, code, 502, method);
+            if (it != requests_.end() && error_text == "net::ERR_TUNNEL_CONNECTION_FAILED")
+                tunnel_failed(sid, t, rid, it->second, method);
             json data = ctx(sid, t);
             data["request_id"] = rid;
             data["error_text"] = error_text;
@@ -381,7 +379,34 @@ private:
                 requests_.erase(it);
             }
             emit("network", "network_loading_failed", method, data);
+        } else if (method == "Network.webSocketCreated") {
+            // Remembered only to name a refused tunnel: a WebSocket's handshake never reaches
+            // Fetch-level events, and its failure comes as a frame error.
+            Request &req = requests_[key];
+            req.session = sid;
+            req.url = p.value("url", "");
+            req.method = "GET";
+            req.resource_type = "WebSocket";
+        } else if (method == "Network.webSocketFrameError") {
+            // Before the handshake answer, the socket's tunnel failed at the forwarder (an
+            // allowlist's refusal, a proxy's failure): the forwarder remembers why.
+            if (auto it = requests_.find(key); it != requests_.end()) {
+                tunnel_failed(sid, t, rid, it->second, method);
+                requests_.erase(it);
+            }
+        } else if (method == "Network.webSocketHandshakeResponseReceived" || method == "Network.webSocketClosed") {
+            requests_.erase(key);
         }
+    }
+
+    // A tunnel (HTTPS, a WebSocket) that failed at the forwarder, which Chromium reports only as a
+    // tunnel failure: the forwarder remembers why, and a proxy_error names it.
+    void tunnel_failed(const std::string &sid, const Target &t, const std::string &rid, const Request &req,
+                       const std::string &cdp_event) {
+        if (!settings_.tunnel_failure) return;
+        if (auto endpoint = url_endpoint(req.url))
+            if (std::string code = settings_.tunnel_failure(endpoint->first, endpoint->second); !code.empty())
+                proxy_error(sid, t, rid, req, code, 502, cdp_event);
     }
 
     // The proxy layer could not carry a request: Kernel's proxy_error, from the code the proxy
@@ -393,7 +418,9 @@ private:
         data["code"] = proxy_error_code(header_value, raw);
         if (!raw.empty()) data["raw_code"] = raw;
         data["request_id"] = rid;
-        data["status"] = status;
+        // Kernel's status: 403 for a policy refusal, 502 for the rest (a tunnel's answer is not
+        // seen, so the code decides).
+        data["status"] = data["code"] == "network_policy_denied" ? 403 : status;
         data["url"] = req.url;
         if (!req.frame_id.empty()) data["frame_id"] = req.frame_id;
         if (!req.loader_id.empty()) data["loader_id"] = req.loader_id;

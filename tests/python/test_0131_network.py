@@ -125,15 +125,22 @@ def test_allowlist_holds_from_the_first_request_and_patch_replaces_and_lifts_it(
         assert seen["ws_allowed"] == "hello", seen
         assert seen["ws_refused"] == "failed", seen
 
-        # Telemetry names the refusal (WebSockets are not in its network category).
-        def refusals() -> list[dict]:
+        # Telemetry names each refusal: the page's and the WebSocket's (whose refused tunnel
+        # Chromium reports only as a frame error).
+        def refusals(url: str) -> list[dict]:
             events = [e.event.model_dump() for e in client.browsers.telemetry.events(
                 b.session_id, since="10m", limit=1000, category="network")]
             found = [e["data"] for e in events if e["type"] == "proxy_error"]
-            return [d for d in found if d.get("url") == f"http://127.0.0.1:{origin_port}/refused"]
+            return [d for d in found if d.get("url") == url]
 
-        refused_events = wait_for(refusals, what="a proxy_error event for the refused page")
+        refused_events = wait_for(lambda: refusals(f"http://127.0.0.1:{origin_port}/refused"),
+                                  what="a proxy_error event for the refused page")
         assert [(d["code"], d["status"]) for d in refused_events] == [("network_policy_denied", 403)], refused_events
+        socket_events = wait_for(lambda: refusals(f"ws://127.0.0.1:{origin_port}/ws"),
+                                 what="a proxy_error event for the refused WebSocket")
+        assert [(d["code"], d["status"], d["resource_type"]) for d in socket_events] == [
+            ("network_policy_denied", 403, "WebSocket")
+        ], socket_events
         # 0.131's type filter (ANDed with the category): only those events.
         typed = [e.event for e in client.browsers.telemetry.events(
             b.session_id, since="10m", limit=1000, category="network", type=["proxy_error"])]
