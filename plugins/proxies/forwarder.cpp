@@ -325,11 +325,8 @@ void Forwarder::serve(int client_fd) {
         try {
             server = dial(up, host, port, Clock::now() + kDialTimeout);
         } catch (const DialError &e) {
-            // Without a proxy on the way this is the site's own failure, not the proxy layer's.
-            if (!up) {
-                answer_error(client, 502, e.what());
-                return;
-            }
+            // Direct or through a proxy, the failure is named as Kernel's egress proxy names it
+            // (a name that does not resolve, a refused port, a timeout).
             remember_failure(host, port, e.failure());
             answer_proxy_error(client, e.failure(), e.what());
             return;
@@ -383,9 +380,10 @@ void Forwarder::serve(int client_fd) {
                                   "Connection: close\r\n");
         }
     } catch (const DialError &e) {
-        // Going direct, closed without an answer: Chromium sees the network failure it would see
-        // without us. Through a proxy, the proxy layer's page names what failed.
-        if (up) answer_proxy_error(client, e.failure(), e.what());
+        // Never an empty answer, going direct too: Chromium retries one, and the retry's late
+        // error page would interrupt the next navigation. The page names what failed, as Kernel's
+        // egress proxy does.
+        answer_proxy_error(client, e.failure(), e.what());
         return;
     }
     server.write_all(out + extra, Clock::now() + kDialTimeout);

@@ -474,8 +474,14 @@ describe('proxies', () => {
         // A page that loads is no proxy error.
         await kernel.browsers.update(b.session_id, { proxy_id: '' });
         assert.equal(await title(page, `http://127.0.0.1:${origin.port}/fine`), 'origin 127.0.0.1/fine');
+        // Going direct, a name that resolves nowhere is named too (never an empty answer, which
+        // Chromium would retry).
+        const nowhere = `http://nowhere.hangar.test:${origin.port}/direct`;
+        const direct = await page.goto(nowhere, { timeout: 15_000 });
+        assert.equal(direct.status(), 502);
+        assert.equal(direct.headers()['x-kernel-proxy-error'], 'upstream_dns_failure');
 
-        const want = { [plain]: 'upstream_connect_failed', [tunnel]: 'upstream_connect_failed', [unreachable]: 'provider_unreachable', [rejected]: 'provider_rejected' };
+        const want = { [plain]: 'upstream_connect_failed', [tunnel]: 'upstream_connect_failed', [unreachable]: 'provider_unreachable', [rejected]: 'provider_rejected', [nowhere]: 'upstream_dns_failure' };
         let events = [];
         for (let i = 0; i < 50; i++) {
           events = [];
