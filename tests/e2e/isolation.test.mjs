@@ -156,11 +156,12 @@ describe('network', () => {
     ];
     const r = await sh(a, targets.map((u) => `curl -s -m3 -o /dev/null -w '%{http_code} ${u}\\n' ${u}`).join('; '), 60);
     for (const u of targets) assert.match(r.out, new RegExp(`^000 ${u.replace(/[.?/]/g, '\\$&')}$`, 'm'), `${u} answered: ${r.out}`);
-    // The browser is refused the same way.
+    // The browser is refused the same way: its forwarder cannot connect, and says so as
+    // Kernel's egress proxy would.
     const pw = await server.client.browsers.playwright.execute(a.session_id, {
-      code: `try { await page.goto('http://127.0.0.1:${server.port}/browsers', {timeout: 5000}); return 'loaded'; } catch (e) { return String(e.message).slice(0, 80); }`,
+      code: `try { const r = await page.goto('http://127.0.0.1:${server.port}/browsers', {timeout: 5000}); return 'HTTP ' + r.status() + ' ' + r.headers()['x-kernel-proxy-error']; } catch (e) { return String(e.message).slice(0, 80); }`,
     });
-    assert.match(pw.result, /ERR_CONNECTION_REFUSED|ERR_CONNECTION_RESET|ERR_EMPTY_RESPONSE/);
+    assert.match(pw.result, /^HTTP 502 upstream_connect_failed$|ERR_CONNECTION_REFUSED|ERR_CONNECTION_RESET/);
   });
 
   test("B's DevTools endpoint cannot be dialled from A", async () => {
