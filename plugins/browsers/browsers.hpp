@@ -221,6 +221,9 @@ private:
         std::optional<json> allowed_hosts; // as the proxies plugin checked them
         std::optional<json> proxy_routes;  // [{hosts, proxy_id}], checked the same way
         std::optional<json> private_hosts; // as sent and checked ([] included)
+        std::optional<json> routes_wire() const {
+            return proxy_routes ? std::optional<json>(proxy_routes_wire(*proxy_routes)) : std::nullopt;
+        }
         // The CA bundle and allowlist into the instance spec, and the start URL held back while
         // signing starts.
         void apply(json &spec) const;

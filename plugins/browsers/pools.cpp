@@ -94,22 +94,11 @@ PoolSettings parse_pool(const json &config) {
     return p;
 }
 
-// A pool's network as its browsers get it and its config shows it (pools have no allowlist_state):
-// the lists the proxies plugin checked, each route's proxy by id. Empty: the pool has none.
-json checked_network(const std::optional<json> &allowed_hosts, const std::optional<json> &proxy_routes,
-                     const std::optional<json> &private_hosts) {
-    json n = json::object();
-    if (allowed_hosts) n["allowed_hosts"] = *allowed_hosts;
-    if (proxy_routes) n["proxy_routes"] = proxy_routes_wire(*proxy_routes);
-    if (private_hosts) n["private_hosts"] = *private_hosts;
-    return n;
-}
-
-// The config with its network as checked (or without one), read again: what pool browsers are
-// built from and what an update's expected_network is compared with.
+// The config with its network as the proxies plugin checked it (or without one), read again:
+// what pool browsers are built from and what an update's expected_network is compared with.
 PoolSettings settle_network(json &config, const std::optional<json> &allowed_hosts,
-                            const std::optional<json> &proxy_routes, const std::optional<json> &private_hosts) {
-    json n = checked_network(allowed_hosts, proxy_routes, private_hosts);
+                            const std::optional<json> &proxy_routes_wire, const std::optional<json> &private_hosts) {
+    json n = network_config(allowed_hosts, proxy_routes_wire, private_hosts);
     if (n.empty())
         config.erase("network");
     else
@@ -660,7 +649,7 @@ void BrowsersPlugin::pool_create(Request &req, Response &res) {
     check_placement(settings.launch);
     // 404 for a proxy, 400 for the network's lists, 501 for signing without its plugin.
     auto plan = proxy_plan(project, settings.launch);
-    settings = settle_network(body, plan.allowed_hosts, plan.proxy_routes, plan.private_hosts);
+    settings = settle_network(body, plan.allowed_hosts, plan.routes_wire(), plan.private_hosts);
     json unused;
     auto extension_ids = add_extension_inputs(unused, project, settings.launch.extensions); // 404 now, not at fill
     resolve_pool_profile(project, settings.launch);
@@ -778,7 +767,7 @@ void BrowsersPlugin::pool_update(Request &req, Response &res) {
         auto settings = parse_pool(config);
         check_placement(settings.launch);
         auto plan = proxy_plan(project, settings.launch);
-        settings = settle_network(config, plan.allowed_hosts, plan.proxy_routes, plan.private_hosts);
+        settings = settle_network(config, plan.allowed_hosts, plan.routes_wire(), plan.private_hosts);
         // Idle browsers built on another network are replaced; leased ones on release.
         if (config.value("network", json::object()) != p.config.value("network", json::object())) discard = true;
         json unused;
@@ -1008,17 +997,8 @@ void BrowsersPlugin::pool_acquire(Request &req, Response &res) {
     s.pool_id = pool_id;
     s.proxy_id = lease.proxy_id;
     // As a browser created with it has it: the allowlist with a fresh revision, which a lessee can
-    // PATCH (its release then replaces the browser), and the routes by id.
-    if (lease.allowed_hosts)
-        s.network = json{{"allowed_hosts", *lease.allowed_hosts}, {"allowlist_state", {{"revision", new_id()}}}};
-    if (lease.proxy_routes) {
-        if (!s.network) s.network = json::object();
-        (*s.network)["proxy_routes"] = *lease.proxy_routes;
-    }
-    if (lease.private_hosts) {
-        if (!s.network) s.network = json::object();
-        (*s.network)["private_hosts"] = *lease.private_hosts;
-    }
+    // PATCH (its release then replaces the browser). The pool's config holds its routes by id.
+    s.network = browser_network(lease.allowed_hosts, lease.proxy_routes, lease.private_hosts);
     if (lease.profile) {
         // The pool's instance holds a read-only lease under this id already.
         if (auto rows = sql("SELECT profile_id FROM browsers_sessions WHERE id = ?", {id});

@@ -810,16 +810,7 @@ json BrowsersPlugin::create_session(const json &body, const std::string &project
     s.proxy_id = opts.proxy_id;
     s.invocation_id = opts.invocation_id;
     s.location = opts.location;
-    if (plan.allowed_hosts)
-        s.network = json{{"allowed_hosts", *plan.allowed_hosts}, {"allowlist_state", {{"revision", new_id()}}}};
-    if (plan.proxy_routes) {
-        if (!s.network) s.network = json::object();
-        (*s.network)["proxy_routes"] = proxy_routes_wire(*plan.proxy_routes);
-    }
-    if (plan.private_hosts) {
-        if (!s.network) s.network = json::object();
-        (*s.network)["private_hosts"] = *plan.private_hosts;
-    }
+    s.network = browser_network(plan.allowed_hosts, plan.routes_wire(), plan.private_hosts);
 
     // A lease on the profile for as long as the session lives; given back if the create fails.
     struct ProfileLease {

@@ -1,5 +1,7 @@
 #include "session_model.hpp"
 
+#include <hangar/resource.hpp>
+
 #include <sys/random.h>
 
 #include <algorithm>
@@ -657,6 +659,24 @@ json proxy_routes_wire(const json &checked) {
     for (const auto &r : checked)
         out.push_back({{"hosts", r.at("hosts")}, {"proxy", {{"id", r.at("proxy_id")}}}});
     return out;
+}
+
+json network_config(const std::optional<json> &allowed_hosts, const std::optional<json> &proxy_routes_wire,
+                    const std::optional<json> &private_hosts) {
+    json n = json::object();
+    if (allowed_hosts) n["allowed_hosts"] = *allowed_hosts;
+    if (proxy_routes_wire) n["proxy_routes"] = *proxy_routes_wire;
+    if (private_hosts) n["private_hosts"] = *private_hosts;
+    return n;
+}
+
+std::optional<json> browser_network(const std::optional<json> &allowed_hosts,
+                                    const std::optional<json> &proxy_routes_wire,
+                                    const std::optional<json> &private_hosts) {
+    json n = network_config(allowed_hosts, proxy_routes_wire, private_hosts);
+    if (allowed_hosts) n["allowlist_state"] = {{"revision", hangar::new_id()}};
+    if (n.empty()) return std::nullopt;
+    return n;
 }
 
 UpdateOptions parse_update(const json &body) {

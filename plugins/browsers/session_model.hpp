@@ -175,6 +175,17 @@ struct UpdateOptions {
 // by id: [{hosts, proxy: {id}}].
 json proxy_routes_wire(const json &checked);
 
+// BrowserNetworkConfig from the lists the proxies plugin checked (routes as the wire shows them),
+// as a pool's config keeps it: no allowlist_state. Empty when there are none.
+json network_config(const std::optional<json> &allowed_hosts, const std::optional<json> &proxy_routes_wire,
+                    const std::optional<json> &private_hosts);
+
+// A new browser's network: the same, with a fresh allowlist_state when it has an allowlist (a
+// lessee's or a create's); none when empty.
+std::optional<json> browser_network(const std::optional<json> &allowed_hosts,
+                                    const std::optional<json> &proxy_routes_wire,
+                                    const std::optional<json> &private_hosts);
+
 // Validates a PATCH /browsers/{id_or_name} body (400, then 501 as for create).
 UpdateOptions parse_update(const json &body);
 
