@@ -31,11 +31,15 @@ def test_deploy_follow_and_invoke_a_python_app(client: Kernel) -> None:
     assert created.status == "queued"
     assert created.env_vars == {"GREETING": ""}, "values are redacted for API-key callers"
     states = []
-    for event in client.deployments.follow(created.id):
-        if event.event == "deployment_state":
-            states.append(event.deployment.status)
-            if event.deployment.status in ("running", "failed", "stopped"):
-                break
+    # Closed here, not by the garbage collector: a stream left half-read is closed whenever it is
+    # collected, and httpx then takes its pool lock, which a request in flight on this thread may
+    # hold (seen as a hang in CI).
+    with client.deployments.follow(created.id) as events:
+        for event in events:
+            if event.event == "deployment_state":
+                states.append(event.deployment.status)
+                if event.deployment.status in ("running", "failed", "stopped"):
+                    break
     final = client.deployments.retrieve(created.id)
     assert final.status == "running", final.status_reason
     assert states[-1] == "running"
