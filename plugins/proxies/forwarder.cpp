@@ -195,10 +195,6 @@ bool Forwarder::goes_direct(const std::string &host, std::uint16_t port) {
     return direct->matches(host, port);
 }
 
-const Upstream *Forwarder::way_out(const Route &route, const std::string &host, std::uint16_t port) {
-    return goes_direct(host, port) ? nullptr : upstream_for(route, host);
-}
-
 void Forwarder::set_allowlist(std::shared_ptr<const Allowlist> allowlist) {
     std::lock_guard lock(mutex_);
     allowlist_ = std::move(allowlist);
@@ -313,14 +309,15 @@ void Forwarder::serve(int client_fd) {
             answer_error(client, 502, "malformed CONNECT target");
             return;
         }
-        if (!goes_direct(host, port) && !admitted(client, host, port)) return;
+        const bool direct = goes_direct(host, port);
+        if (!direct && !admitted(client, host, port)) return;
         auto route = current_route();
         if (!route) {
             remember_failure(host, port, ProxyFailure::proxy_unavailable);
             answer_proxy_error(client, ProxyFailure::proxy_unavailable, kNoRoute);
             return;
         }
-        const Upstream *up = way_out(*route, host, port);
+        const Upstream *up = direct ? nullptr : upstream_for(*route, host);
         Conn server;
         try {
             server = dial(up, host, port, Clock::now() + kDialTimeout);
@@ -353,13 +350,14 @@ void Forwarder::serve(int client_fd) {
         answer_error(client, 502, "malformed URL");
         return;
     }
-    if (!goes_direct(host, port) && !admitted(client, host, port)) return;
+    const bool direct = goes_direct(host, port);
+    if (!direct && !admitted(client, host, port)) return;
     auto route = current_route();
     if (!route) {
         answer_proxy_error(client, ProxyFailure::proxy_unavailable, kNoRoute);
         return;
     }
-    const Upstream *up = way_out(*route, host, port);
+    const Upstream *up = direct ? nullptr : upstream_for(*route, host);
     Conn server;
     std::string out;
     try {

@@ -56,8 +56,6 @@ private:
     // A private host: reached through the instance's own network, past every proxy and the
     // allowlist (as on Kernel, where such traffic never meets the egress proxy that enforces it).
     bool goes_direct(const std::string &host, std::uint16_t port);
-    // The upstream to dial for host:port under `route` (null: direct).
-    const Upstream *way_out(const Route &route, const std::string &host, std::uint16_t port);
     void remember_failure(const std::string &host, std::uint16_t port, ProxyFailure failure);
 
     int listen_fd_ = -1;
