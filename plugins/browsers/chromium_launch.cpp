@@ -139,8 +139,18 @@ std::vector<std::string> chromium_args(const ChromiumSettings &settings, const L
     // that had one) then shows the default it reports.
     a.push_back("--accept-lang=" + spec.location.locale.value_or(kDefaultAcceptLanguages));
     if (spec.location.locale) a.push_back("--lang=" + *spec.location.locale);
-    for (const auto &f : settings.extra_flags)
-        a.push_back(f);
+    // WebMCP (document.modelContext and the CDP WebMCP domain) is behind a feature in Chromium
+    // 146+; the webmcp routes need it in every instance. Chromium honours only the last
+    // --enable-features, so an operator's own list gets it added rather than overriding it.
+    std::string features = "WebMCP";
+    for (const auto &f : settings.extra_flags) {
+        constexpr std::string_view kEnable = "--enable-features=";
+        if (f.rfind(kEnable, 0) == 0)
+            features += "," + f.substr(kEnable.size());
+        else
+            a.push_back(f);
+    }
+    a.push_back("--enable-features=" + features);
     a.emplace_back("--");
     a.emplace_back(url.empty() ? std::string("about:blank") : std::string(url));
     return a;

@@ -936,6 +936,17 @@ honour('browser', 'POST /browsers/{id}/playwright/execute', ['code', 'timeout_se
   assert.ok(Date.now() - started < 15_000);
 });
 
+// The 0.131 runtimes next to the browser (executors, the REPL, WebMCP) need pages that register
+// WebMCP tools and several executors; tests/python/test_0131_agent_tools.py drives them through
+// the Python SDK.
+const AGENT_TOOLS = '../python/test_0131_agent_tools.py';
+elsewhere('POST /browsers/{id}/playwright/execute', ['executor'], AGENT_TOOLS, 'named executors: own tabs, run in parallel, eight at most (Python SDK 0.131)');
+elsewhere('DELETE /browsers/{id}/playwright/executors/{name}', ['close_tab'], AGENT_TOOLS, 'the process ends; the tab closes unless close_tab is false');
+elsewhere('POST /browsers/{id}/repl', ['code', 'reset', 'timeout_sec'], AGENT_TOOLS, 'state across calls, reset, a timeout that ends the REPL');
+elsewhere('GET /browsers/{id}/webmcp/tools', ['exclude_custom'], AGENT_TOOLS, 'page tools and custom tools listed, exclude_custom leaves the page ones');
+elsewhere('POST /browsers/{id}/webmcp/invoke', ['tool_ref', 'input', 'timeout_sec'], AGENT_TOOLS, 'a page tool and custom tools invoked with structured input');
+elsewhere('POST /browsers/{id}/webmcp/custom-tools', ['namespace', 'source', 'force_overwrite_namespace'], AGENT_TOOLS, 'page- and CDP-backed tools added, refused, replaced');
+
 const fsPath = (ctx, op) => `/browsers/${ctx.browser.session_id}/fs/${op}`;
 const fileInfo = (ctx, path) => ok('GET', fsPath(ctx, 'file_info'), { query: { path } });
 honour('browser', 'PUT /browsers/{id}/fs/write_file', ['path', 'mode'], 'the bytes at the path with the mode', async (ctx) => {

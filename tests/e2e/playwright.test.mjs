@@ -31,7 +31,9 @@ const execute = (body, sid = id) => client.browsers.playwright.execute(sid, body
 
 test('navigates the session page and returns its title', async () => {
   const r = await execute({ code: `await page.goto(${JSON.stringify(pages.url)}); return await page.title();` });
-  assert.deepEqual(r, { success: true, result: TEST_PAGE_TITLE, stdout: '', stderr: '' });
+  // `tab` (0.131) names the tab `page` was bound to: the browser's first, which existed already.
+  assert.match(r.tab?.target_id ?? '', /^[0-9A-F]{32}$/);
+  assert.deepEqual(r, { success: true, result: TEST_PAGE_TITLE, stdout: '', stderr: '', tab: { target_id: r.tab.target_id, created: false } });
   // The snippet drove the session's own first page: a CDP client sees the same URL.
   const again = await execute({ code: 'return { url: page.url(), pages: context.pages().length, contexts: browser.contexts().length };' });
   assert.equal(again.result.url, pages.url);

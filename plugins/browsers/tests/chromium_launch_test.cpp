@@ -29,6 +29,7 @@ class ChromiumLaunchTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(stealth);
     CPPUNIT_TEST(pulseaudio_command_line);
     CPPUNIT_TEST(url_is_never_a_switch);
+    CPPUNIT_TEST(webmcp_feature_merges_with_operator_features);
     CPPUNIT_TEST(xvfb);
     CPPUNIT_TEST(devtools_line);
     CPPUNIT_TEST(user_agent);
@@ -137,6 +138,19 @@ public:
         CPPUNIT_ASSERT_EQUAL(std::string("--"), a[a.size() - 2]);
         CPPUNIT_ASSERT(has(a, "--lang=de"));
         CPPUNIT_ASSERT(std::find(a.begin(), a.end(), "--lang=de") < std::find(a.begin(), a.end(), "--"));
+    }
+
+    // WebMCP is on in every instance, and an operator's own feature list keeps it on: Chromium
+    // honours only the last --enable-features.
+    void webmcp_feature_merges_with_operator_features() {
+        ChromiumSettings settings;
+        CPPUNIT_ASSERT(has(chromium_args(settings, LaunchSpec{}, "", ""), "--enable-features=WebMCP"));
+        settings.extra_flags = {"--enable-features=Foo,Bar"};
+        auto a = chromium_args(settings, LaunchSpec{}, "", "");
+        CPPUNIT_ASSERT(has(a, "--enable-features=WebMCP,Foo,Bar"));
+        CPPUNIT_ASSERT_EQUAL(std::ptrdiff_t(1), std::count_if(a.begin(), a.end(), [](const std::string &f) {
+                                 return f.rfind("--enable-features=", 0) == 0;
+                             }));
     }
 
     void xvfb() {

@@ -1,11 +1,14 @@
-// The playwright plugin's executor: one long-lived Node process per browser instance, started by
-// the instance half of the plugin inside the browser's sandbox on the first call.
+// The playwright plugin's executor: one long-lived Node process per executor of a browser (the
+// default one and each named one), started by the instance half of the plugin inside the
+// browser's sandbox on the executor's first call.
 //
-// Started as `node executor.mjs <CDP endpoint>` (ws+unix:/run/hangar-host/agent.sock:/cdp). The agent
-// writes one JSON line per call on fd 3:
+// Started as `node executor.mjs <CDP endpoint> [--executor <name>]` (the endpoint is
+// ws+unix:/run/hangar-host/agent.sock:/cdp); a named executor binds `page` to a background tab of
+// its own, the default one to the first tab. The agent writes one JSON line per call on fd 3:
 //   {"id": 7, "code": "…", "timeout_ms": 60000}
 // and reads one JSON line per answer on stdout:
-//   {"id": 7, "success": true, "result": …, "error": "…", "stdout": "…", "stderr": "…"}
+//   {"id": 7, "success": true, "result": …, "error": "…", "stdout": "…", "stderr": "…",
+//    "tab": {"target_id": "…", "created": false}}
 //
 // Snippets run in a worker thread that keeps the CDP connection between calls. Calls queue
 // behind each other; a call that overruns its timeout terminates the worker (which stops even a
@@ -18,9 +21,13 @@ import { transform } from 'esbuild';
 
 const WORKER_URL = new URL('./worker.mjs', import.meta.url);
 const ENDPOINT = process.argv[2];
+const NAME = process.argv[3] === '--executor' ? process.argv[4] : 'default';
+
+// The tab a named executor opened, handed to the next worker when one is replaced.
+let ownTab = null;
 
 function spawnWorker() {
-  const worker = new Worker(WORKER_URL, { workerData: { endpoint: ENDPOINT } });
+  const worker = new Worker(WORKER_URL, { workerData: { endpoint: ENDPOINT, executor: NAME, tab: ownTab } });
   worker.pending = null;
   const fail = (why) => {
     const done = worker.pending;
@@ -29,6 +36,10 @@ function spawnWorker() {
     if (current === worker) current = null;
   };
   worker.on('message', (m) => {
+    if (m.ownTab) {
+      ownTab = m.ownTab;
+      return;
+    }
     const done = worker.pending;
     worker.pending = null;
     done?.(m);

@@ -1,9 +1,12 @@
 // The executor's worker thread: keeps the browser's CDP connection and runs its snippets, one at
-// a time, each in a fresh vm context with page, context and browser bound.
+// a time, each in a fresh vm context with page, context, browser and webmcp bound.
 import { parentPort, workerData } from 'node:worker_threads';
 import vm from 'node:vm';
 import { format } from 'node:util';
 import { chromium } from 'playwright-core';
+
+import { webmcp } from './agent.mjs';
+import { pageForTarget, targetIdOf } from './tabs.mjs';
 
 let browser = null;
 
@@ -28,9 +31,30 @@ function connect() {
 // Connect ahead of the first call; a failure here is reported by the call that needs it.
 connect().catch(() => {});
 
-function firstPage(ctx) {
-  const pages = ctx.pages();
-  return pages.length ? pages[0] : ctx.newPage();
+// The default executor works on the first tab (opening one when there is none); a named executor
+// on a background tab of its own, opened on its first call and again if someone closed it.
+let ownTab = null;
+async function bindTab(b, ctx) {
+  if (workerData.executor === 'default') {
+    const pages = ctx.pages();
+    if (pages.length) return { page: pages[0], created: false };
+    return { page: await ctx.newPage(), created: true };
+  }
+  if (ownTab && !ownTab.isClosed() && ctx.pages().includes(ownTab)) return { page: ownTab, created: false };
+  // A worker replaced after a timeout takes over the tab its predecessor opened.
+  if (workerData.tab) {
+    for (const p of ctx.pages()) if ((await targetIdOf(p)) === workerData.tab) ownTab = p;
+    if (ownTab) return { page: ownTab, created: false };
+  }
+  const cdp = await b.newBrowserCDPSession();
+  try {
+    const { targetId } = await cdp.send('Target.createTarget', { url: 'about:blank', background: true });
+    ownTab = await pageForTarget(ctx, targetId);
+    parentPort.postMessage({ ownTab: targetId });
+  } finally {
+    await cdp.detach().catch(() => {});
+  }
+  return { page: ownTab, created: true };
 }
 
 // A snippet's result must be JSON: undefined becomes null, values JSON cannot hold are refused.
@@ -82,12 +106,15 @@ async function run({ js }) {
   const stdout = sink();
   const stderr = sink();
   current = { stdout, stderr };
+  let tab;
   try {
     const b = await connect();
     const ctx = b.contexts()[0] ?? (await b.newContext());
-    const page = await firstPage(ctx);
+    const bound = await bindTab(b, ctx);
+    const page = bound.page;
+    tab = { target_id: await targetIdOf(page), created: bound.created };
     const sandbox = vm.createContext({
-      page, context: ctx, browser: b,
+      page, context: ctx, browser: b, webmcp,
       console: capturingConsole(stdout, stderr),
       setTimeout, clearTimeout, setInterval, clearInterval, setImmediate, clearImmediate, queueMicrotask,
       URL, URLSearchParams, TextEncoder, TextDecoder, Buffer, AbortController, AbortSignal,
@@ -95,9 +122,9 @@ async function run({ js }) {
     });
     const fn = new vm.Script(js, { filename: 'playwright-execute.js' }).runInContext(sandbox);
     const result = toJson(await fn());
-    return { success: true, result, stdout: stdout.text(), stderr: stderr.text() };
+    return { success: true, result, stdout: stdout.text(), stderr: stderr.text(), tab };
   } catch (e) {
-    return { success: false, error: describe(e), stdout: stdout.text(), stderr: stderr.text() };
+    return { success: false, error: describe(e), stdout: stdout.text(), stderr: stderr.text(), tab };
   } finally {
     current = null;
   }
