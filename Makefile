@@ -196,8 +196,10 @@ test-postgres: setup-npm
 	  $(call E2E_REPORTERS,test-times-postgres.txt) $(notdir $(E2E_TESTS))
 
 # pytest's exit status is the stage's: a failure (1) or no test collected (5) fails `make test`.
+# The fast tier (HANGAR_E2E_TIER=fast, as for the e2e files) skips the tests marked `slow`.
 test-python: setup-pyvenv
-	cd tests/python && HANGAR_BIN=$(abspath $(BUILD_DIR))/bin/hangar timeout 600 .venv/bin/python -m pytest -q -p no:cacheprovider
+	cd tests/python && HANGAR_BIN=$(abspath $(BUILD_DIR))/bin/hangar HANGAR_E2E_TIER=$(E2E_TIER) \
+	  timeout 600 .venv/bin/python -m pytest -q -p no:cacheprovider
 
 test-asan: setup-apt
 	@[ -f $(ASAN_DIR)/CMakeCache.txt ] || cmake -S . -B $(ASAN_DIR) -DCMAKE_BUILD_TYPE=Debug -DHANGAR_SANITIZE=ON

@@ -51,6 +51,16 @@ class Server:
                               timeout=30).stdout.strip()
 
 
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """`make test` (HANGAR_E2E_TIER=fast) skips what `slow` marks, as the e2e tier does."""
+    if os.environ.get("HANGAR_E2E_TIER") != "fast":
+        return
+    skip = pytest.mark.skip(reason="slow tier: make test-all runs it")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
+
 @pytest.fixture(scope="session")
 def server() -> Iterator[Server]:
     if not os.path.exists(HANGAR_BIN):

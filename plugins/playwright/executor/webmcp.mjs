@@ -110,16 +110,27 @@ async function track(page) {
         const customId = url.startsWith(CUSTOM_URL) ? url.slice(CUSTOM_URL.length) : undefined;
         // A custom tool deleted while this document still held it is not offered again.
         if (customId && !custom.has(customId)) continue;
-        tools.set(`t${++refSeq}`, { tab, frameId: t.frameId, name: t.name, meta: metaOf(t), customId });
+        // A declarative (form) tool without autosubmit is done once its fields are filled: the
+        // page's user, or the agent, submits it; Chromium answers only after that.
+        const awaitsSubmission = t.backendNodeId !== undefined && !t.annotations?.autosubmit;
+        tools.set(`t${++refSeq}`, { tab, frameId: t.frameId, name: t.name, meta: metaOf(t), customId, awaitsSubmission });
       }
     });
     session.on('WebMCP.toolsRemoved', ({ tools: removed }) => {
       for (const r of removed) dropTools(tab, (t) => !(t.frameId === r.frameId && t.name === r.name));
     });
-    session.on('WebMCP.toolResponded', (e) => {
+    const deliver = (e) => {
       const done = pending.get(e.invocationId);
-      if (done) done(e);
-      else early.set(e.invocationId, e); // it beat invokeTool's own answer here
+      if (done) return done(e);
+      // It beat invokeTool's own answer here (or answers a form submitted long after its
+      // invocation returned awaiting_submission: kept a while, then dropped).
+      early.set(e.invocationId, e);
+      if (early.size > 256) early.delete(early.keys().next().value);
+    };
+    session.on('WebMCP.toolResponded', deliver);
+    session.on('WebMCP.toolInvoked', (e) => {
+      const t = [...tools.values()].find((x) => x.tab === tab && x.frameId === e.frameId && x.name === e.toolName);
+      if (t?.awaitsSubmission) deliver({ invocationId: e.invocationId, status: 'awaiting_submission' });
     });
     await session.send('Page.enable');
     await session.send('Runtime.enable');
