@@ -25,8 +25,9 @@ json initialize_result(const std::string &version) {
             {"serverInfo", {{"name", "hangar"}, {"title", "Hangar browsers"}, {"version", "1.0.0"}}},
             {"instructions",
              "Hangar runs sandboxed Chromium browsers. Create one with manage_browsers, drive it with "
-             "computer_action (end a batch with a screenshot to see the result), execute_playwright_code "
-             "or exec_command, and delete it when done. Every tool acts in the project of the API key."}};
+             "computer_action (end a batch with a screenshot to see the result), execute_playwright_code, "
+             "browser_repl or exec_command, check webmcp for tools the site offers, and delete the browser when "
+             "done. Every tool acts in the project of the API key."}};
 }
 
 } // namespace

@@ -12,7 +12,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { NotFoundError } from '@onkernel/sdk';
 import { PNG } from 'pngjs';
 
-import { startServer, startTestPages, TEST_PAGE_TITLE } from './lib/server.mjs';
+import { servePage, startServer, startTestPages, TEST_PAGE_TITLE } from './lib/server.mjs';
 
 let server;
 let pages;
@@ -70,7 +70,8 @@ test('tools/list names Kernel\'s tools with their input schemas', async () => {
   const names = tools.map((t) => t.name);
   for (const n of ['manage_browsers', 'computer_action', 'execute_playwright_code', 'exec_command',
     'manage_browser_pools', 'manage_profiles', 'manage_proxies', 'manage_extensions', 'manage_replays',
-    'browser_curl', 'manage_credentials', 'manage_credential_providers', 'manage_projects', 'manage_api_keys']) {
+    'browser_curl', 'manage_credentials', 'manage_credential_providers', 'manage_projects', 'manage_api_keys',
+    'browser_repl', 'webmcp']) {
     assert.ok(names.includes(n), `${n} missing from ${names}`);
   }
   const ca = tools.find((t) => t.name === 'computer_action');
@@ -102,6 +103,49 @@ test('execute_playwright_code runs in the browser', async () => {
   const bad = await mcp.callTool({ name: 'execute_playwright_code', arguments: { session_id: sessionId, code: 'throw new Error("nope here")' } });
   assert.equal(bad.isError, true);
   assert.match(bad.content[0].text, /nope here/);
+});
+
+test('browser_repl keeps state between calls and answers images as image content', async () => {
+  const first = await mcp.callTool({ name: 'browser_repl', arguments: { session_id: sessionId, code: 'let n = 40; repl.write("set")' } });
+  assert.equal(first.isError, undefined, JSON.stringify(first));
+  assert.equal(first.content[0].text, 'set');
+  const second = await mcp.callTool({
+    name: 'browser_repl',
+    arguments: { session_id: sessionId, code: 'n += 2; console.log(n); repl.emitImage(await page.screenshot())' },
+  });
+  assert.equal(second.content[0].text, '42\n');
+  assert.equal(second.content[1].type, 'image');
+  assert.equal(second.content[1].mimeType, 'image/png');
+  assert.ok(PNG.sync.read(Buffer.from(second.content[1].data, 'base64')).width > 0);
+  assert.equal(JSON.parse(second.content.at(-1).text).repl_id, JSON.parse(first.content.at(-1).text).repl_id);
+  const bad = await mcp.callTool({ name: 'browser_repl', arguments: { session_id: sessionId, code: 'throw new Error("repl says no")' } });
+  assert.equal(bad.isError, true);
+  assert.match(bad.content.at(-1).text, /repl says no/);
+});
+
+test('webmcp lists the tools a page registers and invokes one', async () => {
+  const site = await servePage(`<!doctype html><title>tools</title><script>
+    document.modelContext.registerTool({ name: 'double', description: 'Doubles n', inputSchema: { type: 'object', properties: { n: { type: 'number' } } },
+      execute: async ({ n }) => ({ content: [{ type: 'text', text: String(2 * n) }] }) });
+  </script>`);
+  try {
+    await callJson('execute_playwright_code', { session_id: sessionId, code: `await page.goto(${JSON.stringify(site.url)});` });
+    let listed;
+    for (let i = 0; i < 50 && !listed?.tools?.length; i++) {
+      listed = await callJson('webmcp', { action: 'list', session_id: sessionId });
+      if (!listed.tools.length) await new Promise((r) => setTimeout(r, 100));
+    }
+    const tool = listed.tools.find((t) => t.tool.name === 'double');
+    assert.ok(tool, JSON.stringify(listed));
+    assert.equal(tool.source.page_url, site.url);
+    const r = await callJson('webmcp', { action: 'invoke', session_id: sessionId, tool_ref: tool.tool_ref, input: { n: 21 } });
+    assert.equal(r.status, 'completed', JSON.stringify(r));
+    assert.equal(r.output.content[0].text, '42');
+    const gone = await mcp.callTool({ name: 'webmcp', arguments: { action: 'invoke', session_id: sessionId, tool_ref: 'nope' } });
+    assert.equal(gone.isError, true);
+  } finally {
+    await site.close();
+  }
 });
 
 test('computer_action batches actions and answers a screenshot as image content', async () => {
