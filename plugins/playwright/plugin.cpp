@@ -383,8 +383,9 @@ private:
                     return json{{"status", 502},
                                 {"body", {{"code", "upstream_unavailable"}, {"message", "the WebMCP service " + why}}}};
                 });
-                // The custom tools outlive a crash of the service: it keeps them in the instance's /tmp.
-                s.env.push_back("HANGAR_WEBMCP_STATE=/tmp/hangar-webmcp-custom-tools.json");
+                // The custom tools outlive a restart of the service: it keeps them in the instance's
+                // own run folder (never a shared /tmp, for agents run without bubblewrap).
+                s.env.push_back("HANGAR_WEBMCP_STATE=" + instance_run_dir() + "/webmcp-custom-tools.json");
                 webmcp_ = std::make_shared<NodeChild>(std::move(s));
             }
             service = webmcp_;

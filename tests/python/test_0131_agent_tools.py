@@ -709,3 +709,53 @@ def test_declarative_form_tools_fill_and_wait_or_submit(client: Kernel, browser,
     assert r.status == "completed", r
     wait_for(lambda: client.browsers.playwright.execute(sid, code="return page.url()").result
              == f"{origin}/webmcp/sent?email=a%40example.com", timeout=10, what="the form to be submitted")
+
+
+def test_a_hostile_custom_tool_does_not_take_the_service_down(client: Kernel, browser, origin: str) -> None:
+    sid = browser.session_id
+    ct = client.browsers.webmcp.custom_tools
+    url = f"{origin}/webmcp/plain"
+    drop_custom_tools(client, sid)
+    try:
+        # A source that never finishes evaluating is refused, not waited on forever.
+        started = time.monotonic()
+        with pytest.raises(kernel.BadRequestError):
+            ct.add(sid, namespace="loop", source="(() => { for (;;) {} })()")
+        assert time.monotonic() - started < 15
+        source = f"""[{{
+          kind: 'cdp', match: {{url_patterns: [{json.dumps(url)}]}},
+          tool: {{name: 'late_throw', description: 'throws after answering'}},
+          execute: async () => {{ setTimeout(() => {{ throw new Error('late'); }}, 10);
+                                  Promise.reject(new Error('floating')); return {{ok: true}}; }},
+        }}]"""
+        ct.add(sid, namespace="hostile", source=source)
+        goto(client, sid, url)
+        ref = by_name(wait_names(client, sid, url, {"late_throw"}), "late_throw").tool_ref
+        for _ in range(2):
+            r = client.browsers.webmcp.invoke_tool(sid, tool_ref=ref, input={})
+            assert r.status == "completed" and r.output == {"ok": True}, r
+            time.sleep(0.1)
+        # The same service still answers, with the same tools and refs.
+        assert by_name(client.browsers.webmcp.list_tools(sid).tools, "late_throw").tool_ref == ref
+    finally:
+        drop_custom_tools(client, sid)
+
+
+def test_custom_tools_outlive_a_chromium_restart(client: Kernel, browser, origin: str) -> None:
+    """A viewport change restarts Chromium and with it the WebMCP service; the custom tools come
+    back under the same ids."""
+    sid = browser.session_id
+    ct = client.browsers.webmcp.custom_tools
+    url = f"{origin}/custom/one"
+    drop_custom_tools(client, sid)
+    try:
+        added = ct.add(sid, namespace="kept", source=custom_source(f"{origin}/custom/*")).tools
+        before = client.browsers.retrieve(sid).viewport
+        client.browsers.update(sid, viewport={"width": 1280 if before.width != 1280 else 1366, "height": 800})
+        assert {d.id for d in ct.list(sid).tools} == {d.id for d in added}
+        goto(client, sid, url)
+        found = wait_names(client, sid, url, {"add", "page_title", "echo", "tab_url"})
+        r = client.browsers.webmcp.invoke_tool(sid, tool_ref=by_name(found, "echo").tool_ref, input={"x": "again"})
+        assert r.status == "completed" and texts(r.output) == ["echo again Custom one"], r
+    finally:
+        drop_custom_tools(client, sid)

@@ -435,35 +435,69 @@ const ops = {
 
 // ---- start ----
 
-async function start() {
-  browser = await chromium.connectOverCDP(ENDPOINT);
-  cdp = await Cdp.connect(ENDPOINT);
-  // Chromium restarted (a viewport change, a crash): every tab and ref is gone with it. The agent
-  // starts a new service on the next call, which finds the custom tools in the state file.
-  const gone = () => process.exit(0);
-  browser.on('disconnected', gone);
-  cdp.closed.then(gone);
-  if (STATE) {
-    let saved = [];
-    try {
-      saved = JSON.parse(readFileSync(STATE, 'utf8'));
-    } catch {}
-    for (const b of saved) {
-      const defs = parseBatch(b.namespace, b.source, null);
-      b.ids.forEach((id, i) => {
-        if (!id || !defs[i]) return;
-        defs[i].id = id;
-        custom.set(id, defs[i]);
-      });
-      batches.push(b);
-    }
+function restoreState() {
+  if (!STATE) return;
+  let saved = [];
+  try {
+    saved = JSON.parse(readFileSync(STATE, 'utf8'));
+  } catch {
+    return; // none yet
   }
-  for (const ctx of browser.contexts()) {
-    ctx.on('page', track);
-    await Promise.all(ctx.pages().map(track));
+  for (const b of saved) {
+    const defs = parseBatch(b.namespace, b.source, null);
+    b.ids.forEach((id, i) => {
+      if (!id || !defs[i]) return;
+      defs[i].id = id;
+      custom.set(id, defs[i]);
+    });
+    batches.push(b);
   }
 }
-const ready = start();
+
+// Connected to the browser, its tabs tracked. Chromium restarting (a viewport change, a crash)
+// ends both connections: every tab, ref and running invocation goes with it (those answer
+// outcome_unknown), and the service connects again — the agent's /cdp dials the new Chromium —
+// keeping its custom tools. Calls wait for the new connection.
+let ready;
+function connect() {
+  ready = (async () => {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        browser = await chromium.connectOverCDP(ENDPOINT);
+        cdp = await Cdp.connect(ENDPOINT);
+        break;
+      } catch (e) {
+        await browser?.close().catch(() => {});
+        if (attempt >= 50) throw e;
+        await new Promise((r) => setTimeout(r, 200));
+      }
+    }
+    const thisBrowser = browser;
+    let lost = false;
+    const onLost = () => {
+      if (lost || browser !== thisBrowser) return;
+      lost = true;
+      for (const page of [...tabs.keys()]) untrack(page);
+      cdp.ws.close();
+      connect();
+    };
+    browser.on('disconnected', onLost);
+    cdp.closed.then(onLost);
+    for (const ctx of browser.contexts()) {
+      ctx.on('page', track);
+      await Promise.all(ctx.pages().map(track));
+    }
+  })();
+  ready.catch(() => {}); // each call reports it
+}
+
+restoreState();
+connect();
+
+// A custom tool's code may throw or reject after its call answered (a timer, a forgotten
+// promise): that is the tool's failure, logged, and must not take every other tool down.
+process.on('uncaughtException', (e) => process.stderr.write(`webmcp: a custom tool threw: ${e?.stack ?? e}\n`));
+process.on('unhandledRejection', (e) => process.stderr.write(`webmcp: a custom tool rejected: ${e?.stack ?? e}\n`));
 
 const lines = createInterface({ input: createReadStream(null, { fd: 3 }), crlfDelay: Infinity });
 lines.on('line', async (line) => {
