@@ -101,6 +101,12 @@ PAGES = {
 class _Pages(http.server.BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802 (the stdlib's name)
         found = PAGES.get(urlsplit(self.path).path)
+        if urlsplit(self.path).path == "/webmcp/cross-top":
+            # The same tools, and a frame of another site (an out-of-process iframe), allowed to
+            # register tools or not (WebMCP's permissions-policy feature "tools").
+            allow = ' allow="tools"' if "allow" in urlsplit(self.path).query else ""
+            port = self.server.server_address[1]
+            found = ("Cross top", TOOLS_SCRIPT + f'<iframe{allow} src="http://localhost:{port}/webmcp/frame-child"></iframe>')
         if found is None:
             self.send_error(404)
             return
@@ -288,6 +294,35 @@ def test_a_tool_an_iframe_registers_names_its_frame(client: Kernel, browser, ori
     assert s.frame is not None, s
     assert s.frame.url == child and type(s.frame.frame_id) is int, s.frame
     assert s.custom is None, s
+    r = client.browsers.webmcp.invoke_tool(sid, tool_ref=t.tool_ref, input={})
+    assert r.status == "completed" and texts(r.output) == ["frame says Frame child"], r
+    goto(client, sid, f"{origin}/webmcp/plain")
+
+
+def test_a_frame_of_another_site_has_tools_only_when_its_page_allows_it(client: Kernel, browser, origin: str) -> None:
+    """A cross-site iframe runs in its own process (its own CDP target, which the service
+    attaches to). Without `allow="tools"` Chromium's permissions policy refuses its tools, and
+    nothing is listed for it; with it, its tool is listed with its frame and invoked there."""
+    sid = browser.session_id
+    frame_url = f"http://localhost:{urlsplit(origin).port}/webmcp/frame-child"
+    frame_registered = (
+        "const f = page.frames().find((x) => x.url().includes('localhost'));"
+        " await f.waitForFunction(() => document.title === 'Frame child');"
+        " return await f.evaluate(async () => { try { return (await document.modelContext.getTools()).map((t) => t.name); }"
+        " catch (e) { return e.name; } });")
+
+    refused = f"{origin}/webmcp/cross-top"
+    goto(client, sid, refused)
+    wait_names(client, sid, refused, {"add", "page_title"})
+    seen = client.browsers.playwright.execute(sid, code=frame_registered)
+    assert seen.success is True and seen.result == "NotAllowedError", seen
+    time.sleep(0.5)
+    assert names_at(client, sid, refused) == {"add", "page_title"}
+
+    allowed = f"{origin}/webmcp/cross-top?allow"
+    goto(client, sid, allowed)
+    t = by_name(wait_names(client, sid, allowed, {"add", "page_title", "frame_tool"}), "frame_tool")
+    assert t.source.page_url == allowed and t.source.frame is not None and t.source.frame.url == frame_url, t.source
     r = client.browsers.webmcp.invoke_tool(sid, tool_ref=t.tool_ref, input={})
     assert r.status == "completed" and texts(r.output) == ["frame says Frame child"], r
     goto(client, sid, f"{origin}/webmcp/plain")

@@ -48,6 +48,11 @@ export class Cdp {
   // A flattened session on one target, with the same send/on shape as Playwright's CDPSession.
   async attach(targetId) {
     const { sessionId } = await this.send('Target.attachToTarget', { targetId, flatten: true });
+    return this.session(sessionId);
+  }
+
+  // A session Chromium attached on its own (Target.setAutoAttach), by its id.
+  session(sessionId) {
     const events = new Map();
     this.handlers.set(sessionId, events);
     return {

@@ -78,70 +78,91 @@ function metaOf(tool) {
   };
 }
 
-async function track(page) {
-  if (tabs.has(page)) return;
-  const tab = { tabId: ++tabSeq, page, frames: new Map(), scripts: new Map(), worlds: new Map() };
-  tabs.set(page, tab);
-  page.on('close', () => untrack(page));
-  try {
-    tab.targetId = await targetIdOf(page);
-    const session = await cdp.attach(tab.targetId);
-    tab.session = session;
-    session.on('Page.frameNavigated', ({ frame }) => {
-      // A new document: what the old one registered is gone (Chromium sends no toolsRemoved),
-      // and with a new top-level document its frames too (nor does it detach them one by one).
-      if (!frame.parentId) {
-        dropTools(tab, () => false);
-        tab.frames.clear();
-      } else dropTools(tab, (t) => t.frameId !== frame.id);
-      tab.frames.set(frame.id, frame.url);
-    });
-    session.on('Page.frameDetached', ({ frameId }) => {
-      dropTools(tab, (t) => t.frameId !== frameId);
-      tab.frames.delete(frameId);
-    });
+// What one CDP session of a tab reports: the tab's own (its top document and the frames in its
+// process) or an out-of-process iframe's, attached below it (Target.setAutoAttach, flattened).
+// Tools remember the session that reported them: invokeTool goes to that one.
+async function watch(tab, session, { top }) {
+  session.on('Page.frameNavigated', ({ frame }) => {
+    // A new document: what the old one registered is gone (Chromium sends no toolsRemoved),
+    // and with a new top-level document its frames too (nor does it detach them one by one).
+    if (top && !frame.parentId) {
+      dropTools(tab, () => false);
+      tab.frames.clear();
+    } else dropTools(tab, (t) => t.frameId !== frame.id);
+    tab.frames.set(frame.id, frame.url);
+  });
+  session.on('Page.frameDetached', ({ frameId }) => {
+    dropTools(tab, (t) => t.frameId !== frameId);
+    tab.frames.delete(frameId);
+  });
+  session.on('WebMCP.toolsAdded', ({ tools: added }) => {
+    for (const t of added) {
+      const url = t.stackTrace?.callFrames?.[0]?.url ?? '';
+      const customId = url.startsWith(CUSTOM_URL) ? url.slice(CUSTOM_URL.length) : undefined;
+      // A custom tool deleted while this document still held it is not offered again.
+      if (customId && !custom.has(customId)) continue;
+      // A declarative (form) tool without autosubmit is done once its fields are filled: the
+      // page's user, or the agent, submits it; Chromium answers only after that.
+      const awaitsSubmission = t.backendNodeId !== undefined && !t.annotations?.autosubmit;
+      tools.set(`t${++refSeq}`, { tab, session, frameId: t.frameId, name: t.name, meta: metaOf(t), customId, awaitsSubmission });
+    }
+  });
+  session.on('WebMCP.toolsRemoved', ({ tools: removed }) => {
+    for (const r of removed) dropTools(tab, (t) => !(t.frameId === r.frameId && t.name === r.name));
+  });
+  session.on('WebMCP.toolResponded', deliver);
+  session.on('WebMCP.toolInvoked', (e) => {
+    const t = [...tools.values()].find((x) => x.tab === tab && x.frameId === e.frameId && x.name === e.toolName);
+    if (t?.awaitsSubmission) deliver({ invocationId: e.invocationId, status: 'awaiting_submission' });
+  });
+  session.on('Target.attachedToTarget', ({ sessionId, targetInfo }) => {
+    if (targetInfo.type !== 'iframe') return;
+    const child = cdp.session(sessionId);
+    tab.children.set(sessionId, child);
+    watch(tab, child, { top: false }).catch((e) => process.stderr.write(`webmcp: an iframe's session failed: ${e.message}\n`));
+  });
+  session.on('Target.detachedFromTarget', ({ sessionId }) => {
+    const child = tab.children.get(sessionId);
+    tab.children.delete(sessionId);
+    if (child) dropTools(tab, (t) => t.session !== child);
+  });
+  await session.send('Page.enable');
+  if (top) {
     session.on('Runtime.executionContextCreated', ({ context }) => {
       if (context.name === WORLD && context.auxData?.frameId) tab.worlds.set(context.auxData.frameId, context.id);
     });
     session.on('Runtime.executionContextsCleared', () => tab.worlds.clear());
-    session.on('WebMCP.toolsAdded', ({ tools: added }) => {
-      for (const t of added) {
-        const url = t.stackTrace?.callFrames?.[0]?.url ?? '';
-        const customId = url.startsWith(CUSTOM_URL) ? url.slice(CUSTOM_URL.length) : undefined;
-        // A custom tool deleted while this document still held it is not offered again.
-        if (customId && !custom.has(customId)) continue;
-        // A declarative (form) tool without autosubmit is done once its fields are filled: the
-        // page's user, or the agent, submits it; Chromium answers only after that.
-        const awaitsSubmission = t.backendNodeId !== undefined && !t.annotations?.autosubmit;
-        tools.set(`t${++refSeq}`, { tab, frameId: t.frameId, name: t.name, meta: metaOf(t), customId, awaitsSubmission });
-      }
-    });
-    session.on('WebMCP.toolsRemoved', ({ tools: removed }) => {
-      for (const r of removed) dropTools(tab, (t) => !(t.frameId === r.frameId && t.name === r.name));
-    });
-    const deliver = (e) => {
-      const done = pending.get(e.invocationId);
-      if (done) return done(e);
-      // It beat invokeTool's own answer here (or answers a form submitted long after its
-      // invocation returned awaiting_submission: kept a while, then dropped).
-      early.set(e.invocationId, e);
-      if (early.size > 256) early.delete(early.keys().next().value);
-    };
-    session.on('WebMCP.toolResponded', deliver);
-    session.on('WebMCP.toolInvoked', (e) => {
-      const t = [...tools.values()].find((x) => x.tab === tab && x.frameId === e.frameId && x.name === e.toolName);
-      if (t?.awaitsSubmission) deliver({ invocationId: e.invocationId, status: 'awaiting_submission' });
-    });
-    await session.send('Page.enable');
     await session.send('Runtime.enable');
-    const { frameTree } = await session.send('Page.getFrameTree');
-    const walk = (node) => {
-      tab.frames.set(node.frame.id, node.frame.url);
-      (node.childFrames ?? []).forEach(walk);
-    };
-    walk(frameTree);
-    for (const def of custom.values()) if (def.kind === 'page') await inject(tab, def);
-    await session.send('WebMCP.enable');
+  }
+  const { frameTree } = await session.send('Page.getFrameTree');
+  const walk = (node) => {
+    tab.frames.set(node.frame.id, node.frame.url);
+    (node.childFrames ?? []).forEach(walk);
+  };
+  walk(frameTree);
+  if (top) for (const def of custom.values()) if (def.kind === 'page') await inject(tab, def);
+  await session.send('WebMCP.enable');
+  await session.send('Target.setAutoAttach', { autoAttach: true, waitForDebuggerOnStart: false, flatten: true });
+}
+
+function deliver(e) {
+  const done = pending.get(e.invocationId);
+  if (done) return done(e);
+  // It beat invokeTool's own answer here (or answers a form submitted long after its
+  // invocation returned awaiting_submission: kept a while, then dropped).
+  early.set(e.invocationId, e);
+  if (early.size > 256) early.delete(early.keys().next().value);
+}
+
+async function track(page) {
+  if (tabs.has(page)) return;
+  const tab = { tabId: ++tabSeq, page, frames: new Map(), scripts: new Map(), worlds: new Map(), children: new Map() };
+  tabs.set(page, tab);
+  page.on('close', () => untrack(page));
+  try {
+    tab.targetId = await targetIdOf(page);
+    tab.session = await cdp.attach(tab.targetId);
+    await watch(tab, tab.session, { top: true });
     const { windowId } = await cdp.send('Browser.getWindowForTarget', { targetId: tab.targetId }).catch(() => ({ windowId: 0 }));
     if (!windowNumbers.has(windowId)) windowNumbers.set(windowId, windowNumbers.size + 1);
     tab.windowId = windowNumbers.get(windowId);
@@ -389,7 +410,7 @@ async function invoke({ tool_ref: ref, input, timeout_ms: timeoutMs }) {
   if (!t) throw new ApiError(404, 'not_found', `tool_ref ${ref} is not a live tool (its document navigated, closed or unregistered it)`);
   let invocationId;
   try {
-    ({ invocationId } = await t.tab.session.send('WebMCP.invokeTool', { frameId: t.frameId, toolName: t.name, input }));
+    ({ invocationId } = await t.session.send('WebMCP.invokeTool', { frameId: t.frameId, toolName: t.name, input }));
   } catch (e) {
     // The frame or its document went away between the listing and this call: nothing ran.
     tools.delete(ref);
