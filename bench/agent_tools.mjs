@@ -7,10 +7,8 @@
 //     and against Chromium's own WebMCP.invokeTool of the tool over the same connection: the floor
 //     of any invoke, which Runtime.evaluate is not (the tool runs behind a browser-process hop).
 // The TypeScript SDK 0.84 the bench uses has neither route: they go through its generic post().
-import http from 'node:http';
-
-import { listenAllowed } from '../tests/e2e/lib/server.mjs';
-import { CdpClient, now, runStandalone, startServer, summary } from './lib.mjs';
+import { servePage } from '../tests/e2e/lib/server.mjs';
+import { CdpClient, interleaved, runStandalone, startServer, summary, timed } from './lib.mjs';
 
 export const REPL_GOAL = 1.2;
 export const WEBMCP_GOAL = 2;
@@ -21,32 +19,16 @@ document.modelContext.registerTool({ name: 'ok', description: 'answers ok', inpu
   execute: async () => ${TOOL_RESULT} });
 </script>`;
 
-// On a host port the test server lets instances reach (the instance has its own network).
-async function startSite() {
-  const srv = http.createServer((req, res) => {
-    res.writeHead(200, { 'content-type': 'text/html' });
-    res.end(PAGE);
-  });
-  const port = await listenAllowed(srv);
-  return {
-    url: `http://127.0.0.1:${port}/`,
-    close: () =>
-      new Promise((r) => {
-        srv.closeAllConnections();
-        srv.close(() => r());
-      }),
-  };
-}
-
 export async function run({
   log = () => {},
   calls = Number(process.env.BENCH_AGENT_TOOLS_CALLS || 200),
   warmup = Number(process.env.BENCH_AGENT_TOOLS_WARMUP || 20),
   block = 20,
 } = {}) {
-  const site = await startSite();
+  // On a host port the test server lets instances reach (the instance has its own network).
+  const site = await servePage(PAGE);
   const server = await startServer({ env: { HANGAR_WARM_SPARES: '0' } });
-  const rows = { repl: [], execute: [], invoke: [], evaluate: [], cdpInvoke: [] };
+  let rows;
   let session;
   let cdp;
   try {
@@ -81,13 +63,6 @@ export async function run({
       return new Promise((resolve) => responded.set(invocationId, resolve));
     };
 
-    const timed = async (fn, check) => {
-      const t0 = now();
-      const r = await fn();
-      const ms = now() - t0;
-      check(r);
-      return ms;
-    };
     const steps = {
       repl: () =>
         timed(
@@ -127,12 +102,7 @@ export async function run({
           if (r.status !== 'Completed' || r.output?.content?.[0]?.text !== 'ok') throw new Error(`invokeTool gave ${JSON.stringify(r)}`);
         }),
     };
-    for (let i = 0; i < warmup; i++) for (const step of Object.values(steps)) await step();
-    while (rows.repl.length < calls) {
-      const n = Math.min(block, calls - rows.repl.length);
-      for (const [name, step] of Object.entries(steps)) for (let i = 0; i < n; i++) rows[name].push(await step());
-      log(`agent_tools ${rows.repl.length}/${calls} calls each`);
-    }
+    rows = await interleaved(steps, { calls, warmup, block, log, label: 'agent_tools' });
   } finally {
     cdp?.close();
     if (session) await server.client.browsers.deleteByID(session.session_id).catch(() => {});

@@ -6,27 +6,27 @@
 // Goal: curl p50 ≤ 50 ms (absolute; the ratio shows what the API path adds).
 import http from 'node:http';
 
-import { CdpClient, now, runStandalone, startServer, summary } from './lib.mjs';
+import { listenAllowed } from '../tests/e2e/lib/server.mjs';
+import { CdpClient, interleaved, now, runStandalone, startServer, summary, timed } from './lib.mjs';
 
 export const GOAL_MS = 50;
 
-function startSite() {
+// On a host port the test server lets instances reach: the instance has its own network, and
+// any other port of the host is refused.
+async function startSite() {
   const srv = http.createServer((req, res) => {
     res.writeHead(200, { 'content-type': 'application/json', 'set-cookie': 'seen=1; Path=/' });
     res.end(JSON.stringify({ path: req.url, cookie: req.headers.cookie ?? null }));
   });
-  return new Promise((resolve) =>
-    srv.listen(0, '127.0.0.1', () =>
-      resolve({
-        url: `http://127.0.0.1:${srv.address().port}`,
-        close: () =>
-          new Promise((r) => {
-            srv.closeAllConnections();
-            srv.close(() => r());
-          }),
+  const port = await listenAllowed(srv);
+  return {
+    url: `http://127.0.0.1:${port}`,
+    close: () =>
+      new Promise((r) => {
+        srv.closeAllConnections();
+        srv.close(() => r());
       }),
-    ),
-  );
+  };
 }
 
 export async function run({
@@ -37,7 +37,7 @@ export async function run({
 } = {}) {
   const site = await startSite();
   const server = await startServer({ env: { HANGAR_WARM_SPARES: '0' } });
-  const rows = { curl: [], fetch: [], cdp: [] };
+  let rows;
   let cold;
   let parallel;
   let parallelBaseline;
@@ -69,11 +69,6 @@ export async function run({
       );
       if (!r.result.value?.includes('"path"')) throw new Error(`fetch in the page gave ${JSON.stringify(r)}`);
     };
-    const timed = async (fn) => {
-      const s = now();
-      await fn();
-      return now() - s;
-    };
     const steps = {
       curl: () =>
         timed(async () => {
@@ -87,12 +82,7 @@ export async function run({
         }),
       cdp: () => timed(byHand),
     };
-    for (let i = 0; i < warmup; i++) for (const step of Object.values(steps)) await step();
-    while (rows.cdp.length < calls) {
-      const n = Math.min(block, calls - rows.cdp.length);
-      for (const [name, step] of Object.entries(steps)) for (let i = 0; i < n; i++) rows[name].push(await step());
-      log(`curl ${rows.cdp.length}/${calls} calls each`);
-    }
+    rows = await interleaved(steps, { calls, warmup, block, log, label: 'curl' });
     const atOnce = async (fn) => {
       const s = now();
       await Promise.all(Array.from({ length: 8 }, fn));

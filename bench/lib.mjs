@@ -103,6 +103,32 @@ export async function createToCdp(target, { deletes } = {}) {
   }
 }
 
+/** The milliseconds `fn` took; `check` sees its answer and throws when it is wrong. */
+export async function timed(fn, check = () => {}) {
+  const t0 = now();
+  const r = await fn();
+  const ms = now() - t0;
+  check(r);
+  return ms;
+}
+
+/**
+ * Sequential samples of several steps (each a function answering milliseconds) in alternating
+ * blocks, so machine noise hits every side alike, after `warmup` rounds: `calls` of each.
+ * Answers {step name: [ms...]}.
+ */
+export async function interleaved(steps, { calls, warmup, block, log = () => {}, label }) {
+  const rows = Object.fromEntries(Object.keys(steps).map((k) => [k, []]));
+  for (let i = 0; i < warmup; i++) for (const step of Object.values(steps)) await step();
+  for (let done = 0; done < calls; ) {
+    const n = Math.min(block, calls - done);
+    for (const [name, step] of Object.entries(steps)) for (let i = 0; i < n; i++) rows[name].push(await step());
+    done += n;
+    log(`${label} ${done}/${calls} calls each`);
+  }
+  return rows;
+}
+
 export function summary(xs) {
   return { n: xs.length, p50: percentile(xs, 50), p95: percentile(xs, 95), p99: percentile(xs, 99), min: Math.min(...xs), max: Math.max(...xs) };
 }

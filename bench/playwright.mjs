@@ -5,7 +5,7 @@
 // Goal: execute p50 ≤ 50 ms (absolute; the ratio shows what the API path adds).
 import { createRequire } from 'node:module';
 
-import { now, runStandalone, startServer, summary } from './lib.mjs';
+import { interleaved, runStandalone, startServer, summary, timed } from './lib.mjs';
 
 const require = createRequire(new URL('../tests/e2e/package.json', import.meta.url));
 const { chromium } = require('playwright-core');
@@ -21,20 +21,13 @@ export async function run({
   const server = await startServer({ env: { HANGAR_WARM_SPARES: '0' } });
   let session;
   let direct;
-  const rows = { execReturn: [], execEvaluate: [], direct: [] };
+  let rows;
   try {
     session = await server.client.browsers.create({ headless: true, timeout_seconds: 600 });
     const sid = session.session_id;
     direct = await chromium.connectOverCDP(session.cdp_ws_url);
     const page = direct.contexts()[0].pages()[0];
 
-    const timed = async (fn, check) => {
-      const t0 = now();
-      const r = await fn();
-      const ms = now() - t0;
-      check(r);
-      return ms;
-    };
     const execute = (code) => () => server.client.browsers.playwright.execute(sid, { code });
     const ok = (want) => (r) => {
       if (!r.success || r.result !== want) throw new Error(`execute gave ${JSON.stringify(r)}`);
@@ -50,12 +43,7 @@ export async function run({
           },
         ),
     };
-    for (let i = 0; i < warmup; i++) for (const step of Object.values(steps)) await step();
-    while (rows.direct.length < calls) {
-      const n = Math.min(block, calls - rows.direct.length);
-      for (const [name, step] of Object.entries(steps)) for (let i = 0; i < n; i++) rows[name].push(await step());
-      log(`playwright ${rows.direct.length}/${calls} calls each`);
-    }
+    rows = await interleaved(steps, { calls, warmup, block, log, label: 'playwright' });
   } finally {
     await direct?.close().catch(() => {});
     if (session) await server.client.browsers.deleteByID(session.session_id).catch(() => {});

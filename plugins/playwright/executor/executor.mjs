@@ -13,11 +13,11 @@
 // Snippets run in a worker thread that keeps the CDP connection between calls. Calls queue
 // behind each other; a call that overruns its timeout terminates the worker (which stops even a
 // busy loop in the user's code) and the next call starts a fresh one.
-import { createReadStream } from 'node:fs';
-import { createInterface } from 'node:readline';
 import { Worker } from 'node:worker_threads';
 
 import { transform } from 'esbuild';
+
+import { serveCalls } from './runtime.mjs';
 
 const WORKER_URL = new URL('./worker.mjs', import.meta.url);
 const ENDPOINT = process.argv[2];
@@ -100,20 +100,4 @@ async function runOne(call) {
 // `prestart`, before there is one).
 worker();
 
-let tail = Promise.resolve();
-const lines = createInterface({ input: createReadStream(null, { fd: 3 }), crlfDelay: Infinity });
-lines.on('line', (line) => {
-  if (!line.trim()) return;
-  let call;
-  try {
-    call = JSON.parse(line);
-  } catch {
-    process.stderr.write('executor: ignoring a line that is not JSON\n');
-    return;
-  }
-  tail = tail
-    .then(() => runOne(call))
-    .then((answer) => process.stdout.write(JSON.stringify({ id: call.id, ...answer }) + '\n'));
-});
-// The agent closing the request stream means it is going away.
-lines.on('close', () => process.exit(0));
+serveCalls(runOne, { serial: true });

@@ -10,14 +10,13 @@
 // Unlike playwright/execute, every call runs in the same vm context, so what one call defines the
 // next one sees. Timeouts are the agent's: it ends this process (a busy loop cannot be stopped
 // from inside), and the next call starts a new REPL with a new id.
-import { createReadStream } from 'node:fs';
 import { createRequire } from 'node:module';
-import { createInterface } from 'node:readline';
 import { format, inspect } from 'node:util';
 import vm from 'node:vm';
 import { chromium } from 'playwright-core';
 
 import { webmcp } from './agent.mjs';
+import { browserConnection, serveCalls } from './runtime.mjs';
 import { ReplSyntaxError, toplevel } from './toplevel.mjs';
 
 const ENDPOINT = process.argv[2];
@@ -26,23 +25,7 @@ const ENDPOINT = process.argv[2];
 const MAX_TEXT = 1 << 20;
 const MAX_IMAGES = 8 << 20;
 
-let browser = null;
-let connecting = null;
-function connect() {
-  if (browser?.isConnected()) return browser;
-  connecting ??= chromium.connectOverCDP(ENDPOINT).then(
-    (b) => {
-      browser = b;
-      connecting = null;
-      return b;
-    },
-    (e) => {
-      connecting = null;
-      throw e;
-    },
-  );
-  return connecting;
-}
+const connect = browserConnection(ENDPOINT);
 connect().catch(() => {});
 
 let out = null; // the current call's output; output after a call has answered is dropped
@@ -179,17 +162,4 @@ async function run(call) {
 process.on('unhandledRejection', (e) => emitText('stderr', `Unhandled rejection: ${e?.stack ?? e}\n`));
 process.on('uncaughtException', (e) => emitText('stderr', `Uncaught exception: ${e?.stack ?? e}\n`));
 
-let tail = Promise.resolve();
-const lines = createInterface({ input: createReadStream(null, { fd: 3 }), crlfDelay: Infinity });
-lines.on('line', (line) => {
-  if (!line.trim()) return;
-  let call;
-  try {
-    call = JSON.parse(line);
-  } catch {
-    return;
-  }
-  tail = tail.then(() => run(call)).then((a) => process.stdout.write(JSON.stringify({ id: call.id, ...a }) + '\n'));
-});
-// The agent closing the request stream means it is going away; answer what was asked first.
-lines.on('close', () => tail.then(() => process.exit(0)));
+serveCalls(run, { serial: true });

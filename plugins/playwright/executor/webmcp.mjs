@@ -13,14 +13,14 @@
 // reach their closures) and then are page tools like any other; kind "cdp" tools run here, with
 // Playwright's objects, on the tabs whose URL they match.
 import { randomUUID } from 'node:crypto';
-import { createReadStream, readFileSync, renameSync, writeFileSync } from 'node:fs';
-import { createInterface } from 'node:readline';
+import { readFileSync, renameSync, writeFileSync } from 'node:fs';
 import vm from 'node:vm';
 import { chromium } from 'playwright-core';
 import { URLPattern } from 'urlpattern-polyfill/urlpattern';
 
 import { webmcp } from './agent.mjs';
 import { Cdp } from './cdp.mjs';
+import { serveCalls } from './runtime.mjs';
 import { targetIdOf } from './tabs.mjs';
 
 const ENDPOINT = process.argv[2];
@@ -520,23 +520,18 @@ connect();
 process.on('uncaughtException', (e) => process.stderr.write(`webmcp: a custom tool threw: ${e?.stack ?? e}\n`));
 process.on('unhandledRejection', (e) => process.stderr.write(`webmcp: a custom tool rejected: ${e?.stack ?? e}\n`));
 
-const lines = createInterface({ input: createReadStream(null, { fd: 3 }), crlfDelay: Infinity });
-lines.on('line', async (line) => {
-  let call;
-  try {
-    call = JSON.parse(line);
-  } catch {
-    return;
-  }
-  let reply;
-  try {
-    await ready;
-    const op = ops[call.op];
-    if (!op) throw new ApiError(400, 'invalid_input', `unknown operation ${call.op}`);
-    reply = { status: 200, body: await op(call) };
-  } catch (e) {
-    reply = e instanceof ApiError ? { status: e.status, body: { code: e.code, message: e.message } } : { status: 500, body: { code: 'internal_error', message: `webmcp: ${e?.message ?? e}` } };
-  }
-  process.stdout.write(JSON.stringify({ id: call.id, ...reply }) + '\n');
-});
-lines.on('close', () => process.exit(0));
+// Calls run at once: an invocation waiting on its tool must not hold up a listing.
+serveCalls(
+  async (call) => {
+    try {
+      await ready;
+      const op = ops[call.op];
+      if (!op) throw new ApiError(400, 'invalid_input', `unknown operation ${call.op}`);
+      return { status: 200, body: await op(call) };
+    } catch (e) {
+      if (e instanceof ApiError) return { status: e.status, body: { code: e.code, message: e.message } };
+      return { status: 500, body: { code: 'internal_error', message: `webmcp: ${e?.message ?? e}` } };
+    }
+  },
+  { serial: false },
+);

@@ -3,31 +3,12 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import vm from 'node:vm';
 import { format } from 'node:util';
-import { chromium } from 'playwright-core';
 
 import { webmcp } from './agent.mjs';
+import { browserConnection } from './runtime.mjs';
 import { pageForTarget, targetIdOf } from './tabs.mjs';
 
-let browser = null;
-
-// The agent's /cdp relay always dials the current Chromium, so after a restart (viewport change,
-// crash) the old connection drops and the next call connects again to the same endpoint.
-let connecting = null;
-function connect() {
-  if (browser?.isConnected()) return browser;
-  connecting ??= chromium.connectOverCDP(workerData.endpoint).then(
-    (b) => {
-      browser = b;
-      connecting = null;
-      return b;
-    },
-    (e) => {
-      connecting = null;
-      throw e;
-    },
-  );
-  return connecting;
-}
+const connect = browserConnection(workerData.endpoint);
 // Connect ahead of the first call; a failure here is reported by the call that needs it.
 connect().catch(() => {});
 
