@@ -55,17 +55,38 @@ std::string base32_decode(const std::string &canonical) {
     return raw ? std::string(raw, len) : std::string();
 }
 
-std::string totp(std::string_view key, std::int64_t unix_seconds, unsigned digits) {
+std::optional<std::string> totp_params_problem(const TotpParams &p) {
+    if (p.algorithm != "SHA1" && p.algorithm != "SHA256" && p.algorithm != "SHA512")
+        return "totp_algorithm: must be SHA1, SHA256 or SHA512";
+    if (p.digits < 6 || p.digits > 8) return "totp_digits: must be 6, 7 or 8";
+    if (p.period < 1 || p.period > 300) return "totp_period: must be 1 to 300 seconds";
+    return std::nullopt;
+}
+
+std::string totp(std::string_view key, std::int64_t unix_seconds, const TotpParams &params) {
     oath_ready();
+    if (totp_params_problem(params)) throw std::invalid_argument("TOTP parameters out of range");
+    int flags = params.algorithm == "SHA256"   ? OATH_TOTP_HMAC_SHA256
+                : params.algorithm == "SHA512" ? OATH_TOTP_HMAC_SHA512
+                                               : 0;
     char code[16] = {};
-    if (oath_totp_generate(key.data(), key.size(), static_cast<time_t>(unix_seconds), 30, 0, digits, code) != OATH_OK)
+    if (oath_totp_generate2(key.data(), key.size(), static_cast<time_t>(unix_seconds), params.period, 0, params.digits,
+                            flags, code) != OATH_OK)
         throw std::runtime_error("the TOTP code could not be computed");
     return code;
 }
 
-TotpCode totp_now(const std::string &canonical_secret, std::int64_t now_ms) {
+TotpCode totp_now(const std::string &canonical_secret, std::int64_t now_ms, const TotpParams &params) {
     std::int64_t secs = now_ms / 1000;
-    return {totp(base32_decode(canonical_secret), secs), (secs / 30 + 1) * 30 * 1000};
+    std::int64_t step = params.period;
+    return {totp(base32_decode(canonical_secret), secs, params), (secs / step + 1) * step * 1000};
+}
+
+TotpParams Otp::over(TotpParams base) const {
+    if (algorithm) base.algorithm = *algorithm;
+    if (digits) base.digits = *digits;
+    if (period) base.period = *period;
+    return base;
 }
 
 std::optional<std::string> domain_problem(std::string_view domain) {
@@ -109,24 +130,61 @@ bool host_matches(std::string_view item_host, std::string_view domain) {
     return host == want;
 }
 
-std::optional<std::string> otp_secret(std::string_view value) {
-    if (lower(value.substr(0, 10)) == "otpauth://") {
-        auto q = value.find('?');
-        if (q == std::string_view::npos) return std::nullopt;
-        std::string_view query = value.substr(q + 1);
-        while (!query.empty()) {
-            auto amp = query.find('&');
-            std::string_view pair = query.substr(0, amp);
-            query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
-            if (lower(pair.substr(0, 7)) == "secret=") {
-                // Only trailing padding ('=' → %3D) can be percent-encoded in base32, and it is dropped.
-                std::string_view secret = pair.substr(7);
-                return normalize_base32(secret.substr(0, secret.find('%')));
-            }
-        }
-        return std::nullopt;
+namespace {
+
+std::optional<unsigned> small_number(std::string_view text) {
+    unsigned n = 0;
+    if (text.empty() || text.size() > 4) return std::nullopt;
+    for (char c : text) {
+        if (c < '0' || c > '9') return std::nullopt;
+        n = n * 10 + static_cast<unsigned>(c - '0');
     }
-    return normalize_base32(value);
+    return n;
+}
+
+} // namespace
+
+std::optional<Otp> parse_otp(std::string_view value) {
+    if (lower(value.substr(0, 10)) != "otpauth://") {
+        auto secret = normalize_base32(value);
+        if (!secret) return std::nullopt;
+        return Otp{*secret, std::nullopt, std::nullopt, std::nullopt};
+    }
+    if (lower(value.substr(0, 15)) != "otpauth://totp/")
+        throw std::invalid_argument("only otpauth://totp/ URIs are TOTP secrets");
+    auto q = value.find('?');
+    if (q == std::string_view::npos) return std::nullopt;
+    Otp otp;
+    std::optional<std::string> secret;
+    for (std::string_view query = value.substr(q + 1); !query.empty();) {
+        auto amp = query.find('&');
+        std::string_view pair = query.substr(0, amp);
+        query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
+        auto eq = pair.find('=');
+        std::string key = lower(pair.substr(0, eq));
+        std::string_view v = eq == std::string_view::npos ? std::string_view() : pair.substr(eq + 1);
+        if (key == "secret") {
+            // Only trailing padding ('=' → %3D) can be percent-encoded in base32, and it is dropped.
+            secret = normalize_base32(v.substr(0, v.find('%')));
+        } else if (key == "algorithm") {
+            std::string a = lower(v);
+            std::transform(a.begin(), a.end(), a.begin(), [](unsigned char c) { return std::toupper(c); });
+            if (a != "SHA1" && a != "SHA256" && a != "SHA512")
+                throw std::invalid_argument("the URI's algorithm must be SHA1, SHA256 or SHA512");
+            otp.algorithm = a;
+        } else if (key == "digits") {
+            otp.digits = small_number(v);
+            if (!otp.digits || *otp.digits < 6 || *otp.digits > 8)
+                throw std::invalid_argument("the URI's digits must be 6, 7 or 8");
+        } else if (key == "period") {
+            otp.period = small_number(v);
+            if (!otp.period || *otp.period < 1 || *otp.period > 300)
+                throw std::invalid_argument("the URI's period must be 1 to 300 seconds");
+        }
+    }
+    if (!secret) return std::nullopt;
+    otp.secret = *secret;
+    return otp;
 }
 
 ItemLogin login_from_item(const json &item) {
@@ -140,7 +198,13 @@ ItemLogin login_from_item(const json &item) {
         if (value_it == f.end() || !value_it->is_string() || value_it->get_ref<const std::string &>().empty()) continue;
         const std::string &value = value_it->get_ref<const std::string &>();
         if (type == "OTP") {
-            if (!out.totp_secret) out.totp_secret = otp_secret(value);
+            if (!out.totp) {
+                try {
+                    out.totp = parse_otp(value);
+                } catch (const std::invalid_argument &) {
+                    out.totp = std::nullopt; // a URI whose parameters no code can be made with: no TOTP
+                }
+            }
         } else if (purpose == "USERNAME") {
             out.values["username"] = value;
         } else if (purpose == "PASSWORD") {

@@ -64,6 +64,12 @@ INSERT INTO secret_columns (owner, table_name, id_column, column_name) VALUES
     ('credentials', 'credentials_credentials', 'id', 'totp_sealed'),
     ('credentials', 'credentials_providers', 'id', 'token_sealed');
 )sql"},
+    // 0.131: how codes are made (kernel-api-0131 §2.5); the secret stays sealed in totp_sealed.
+    {2, R"sql(
+ALTER TABLE credentials_credentials ADD COLUMN totp_algorithm TEXT NOT NULL DEFAULT 'SHA1';
+ALTER TABLE credentials_credentials ADD COLUMN totp_digits INTEGER NOT NULL DEFAULT 6;
+ALTER TABLE credentials_credentials ADD COLUMN totp_period INTEGER NOT NULL DEFAULT 30;
+)sql"},
 };
 
 // Providers are the organisation's: a key scoped to one project may not see or change them.
@@ -98,12 +104,66 @@ std::string parse_domain(const json &body) {
     return domain;
 }
 
-// The secret is never echoed: only what is wrong with it.
-std::string parse_totp_secret(const json &value) {
-    if (!value.is_string()) throw Error::invalid("totp_secret", "must be a base32 string");
-    auto canonical = credentials::normalize_base32(value.get_ref<const std::string &>());
-    if (!canonical) throw Error::invalid("totp_secret", "is not valid base32 (letters A-Z and digits 2-7)");
-    return *canonical;
+// `totp_secret` (base32, 16 to 128 characters, or an otpauth://totp/ URI) and the three
+// parameters, as the 0.131 SDK documents them: the parameters need a secret in the same request;
+// a raw secret keeps what the credential had (`current`) for the parameters the request leaves
+// out, a URI starts from SHA1/6/30; the parameters a URI names win over the fields; "" removes
+// the secret and its parameters. The secret is never echoed: only what is wrong with it.
+struct TotpChange {
+    std::optional<std::string> secret;             // a new one
+    std::optional<credentials::TotpParams> params; // what to store, when it changes
+};
+TotpChange parse_totp(const json &body, const credentials::TotpParams &current) {
+    TotpChange change;
+    auto secret = body.find("totp_secret");
+    bool has_secret = secret != body.end() && !secret->is_null() && *secret != "";
+    if (secret != body.end() && *secret == "") change.params = credentials::TotpParams{};
+    std::optional<credentials::Otp> otp;
+    if (has_secret) {
+        if (!secret->is_string())
+            throw Error::invalid("totp_secret", "must be a base32 string or an otpauth://totp/ URI");
+        try {
+            otp = credentials::parse_otp(secret->get_ref<const std::string &>());
+        } catch (const std::invalid_argument &e) {
+            throw Error::invalid("totp_secret", e.what());
+        }
+        if (!otp) throw Error::invalid("totp_secret", "is not valid base32 (letters A-Z and digits 2-7)");
+        if (otp->secret.size() < 16 || otp->secret.size() > 128)
+            throw Error::invalid("totp_secret", "must be 16 to 128 base32 characters");
+    }
+    bool uri = has_secret && secret->get_ref<const std::string &>().find("://") != std::string::npos;
+    credentials::TotpParams params = uri ? credentials::TotpParams{} : current;
+    if (auto it = body.find("totp_algorithm"); it != body.end() && !it->is_null()) {
+        if (!it->is_string()) throw Error::invalid("totp_algorithm", "must be SHA1, SHA256 or SHA512");
+        params.algorithm = it->get<std::string>();
+        std::transform(params.algorithm.begin(), params.algorithm.end(), params.algorithm.begin(),
+                       [](unsigned char c) { return std::toupper(c); });
+        if (!has_secret) throw Error::invalid("totp_algorithm", "needs totp_secret in the same request");
+    }
+    for (auto [field, target] : {std::pair{"totp_digits", &params.digits}, std::pair{"totp_period", &params.period}}) {
+        auto it = body.find(field);
+        if (it == body.end() || it->is_null()) continue;
+        if (!it->is_number_integer() || it->get<std::int64_t>() < 0 || it->get<std::int64_t>() > 100000)
+            throw Error::invalid(field, "must be a whole number");
+        if (!has_secret) throw Error::invalid(field, "needs totp_secret in the same request");
+        *target = it->get<unsigned>();
+    }
+    if (!has_secret) return change;
+    change.secret = otp->secret;
+    change.params = otp->over(params);
+    if (auto problem = credentials::totp_params_problem(*change.params)) {
+        auto colon = problem->find(':');
+        throw Error::invalid(problem->substr(0, colon), problem->substr(colon + 2));
+    }
+    return change;
+}
+
+credentials::TotpParams totp_params_of(const json &row) {
+    credentials::TotpParams p;
+    if (row.contains("totp_algorithm") && row["totp_algorithm"].is_string()) p.algorithm = row["totp_algorithm"];
+    if (row.contains("totp_digits") && row["totp_digits"].is_number()) p.digits = row["totp_digits"].get<unsigned>();
+    if (row.contains("totp_period") && row["totp_period"].is_number()) p.period = row["totp_period"].get<unsigned>();
+    return p;
 }
 
 json parse_values(const json &body, const char *field, bool required) {
@@ -231,6 +291,9 @@ private:
                     {"updated_at", hangar::rfc3339(row.at("updated_at").get<std::int64_t>())},
                     {"has_values", !keys.empty()},
                     {"has_totp_secret", row.at("totp_sealed").is_string()},
+                    {"totp_algorithm", row.value("totp_algorithm", json("SHA1"))},
+                    {"totp_digits", row.value("totp_digits", json(6))},
+                    {"totp_period", row.value("totp_period", json(30))},
                     {"sso_provider", row.value("sso_provider", json())}};
         if (single) out["value_keys"] = keys;
         if (code) {
@@ -261,6 +324,7 @@ private:
         std::string name, domain;
         json values = json::object();
         std::optional<std::string> totp_secret, sso_provider;
+        credentials::TotpParams totp;
     };
 
     // Inserts after checking the name (names_mutex_ held); returns the row.
@@ -269,10 +333,12 @@ private:
         auto now = hangar::now_ms();
         name_must_be_free(project, c.name, "");
         sql("INSERT INTO credentials_credentials (id, org_id, project_id, name, domain, sso_provider, value_keys, "
-            "values_sealed, totp_sealed, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "values_sealed, totp_sealed, totp_algorithm, totp_digits, totp_period, created_at, updated_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             {id, org, project, c.name, c.domain, c.sso_provider ? json(*c.sso_provider) : json(),
              key_list(c.values).dump(), sealed_or_null(c.values),
-             c.totp_secret ? json(secrets_->seal(*c.totp_secret)) : json(), now, now});
+             c.totp_secret ? json(secrets_->seal(*c.totp_secret)) : json(), c.totp.algorithm, c.totp.digits,
+             c.totp.period, now, now});
         return require(project, id);
     }
 
@@ -283,8 +349,9 @@ private:
         c.name = parse_name(body, "credential");
         c.domain = parse_domain(body);
         c.values = parse_values(body, "values", true);
-        if (auto it = body.find("totp_secret"); it != body.end() && !it->is_null() && *it != "")
-            c.totp_secret = parse_totp_secret(*it);
+        auto totp = parse_totp(body, {});
+        c.totp_secret = totp.secret;
+        c.totp = totp.params.value_or(credentials::TotpParams{});
         if (auto it = body.find("sso_provider"); it != body.end() && !it->is_null()) {
             if (!it->is_string()) throw Error::invalid("sso_provider", "must be a string");
             if (!it->get_ref<const std::string &>().empty()) c.sso_provider = it->get<std::string>();
@@ -294,9 +361,7 @@ private:
             std::lock_guard lock(names_mutex_);
             row = insert_locked(req.caller().value("org_id", ""), project, c);
         }
-        std::optional<credentials::TotpCode> code;
-        if (c.totp_secret) code = credentials::totp_now(*c.totp_secret, hangar::now_ms());
-        res.json(render(row, true, code));
+        res.json(render(row, true, code_of(row)));
     }
 
     void list(Request &req, Response &res) {
@@ -343,12 +408,12 @@ private:
             if (!it->is_null() && !it->is_string()) throw Error::invalid("sso_provider", "must be a string or null");
             sso = it->is_null() || it->get_ref<const std::string &>().empty() ? json() : *it;
         }
-        std::optional<json> totp; // null = remove
-        if (auto it = body.find("totp_secret"); it != body.end() && !it->is_null())
-            totp = *it == "" ? json() : json(parse_totp_secret(*it));
+        bool remove_totp = body.contains("totp_secret") && body["totp_secret"] == "";
 
         std::lock_guard lock(names_mutex_);
         json row = require(project, req.param("id_or_name"));
+        // Checked against what the credential has: a new period alone must still fit its digits.
+        auto totp = parse_totp(body, totp_params_of(row));
         std::string id = row.at("id").get<std::string>();
         if (name) name_must_be_free(project, *name, id);
         std::string set = "updated_at = ?";
@@ -375,20 +440,24 @@ private:
             set += ", sso_provider = ?";
             params.push_back(*sso);
         }
-        if (totp) {
+        if (totp.secret || remove_totp) {
             set += ", totp_sealed = ?";
-            params.push_back(totp->is_null() ? json() : json(secrets_->seal(totp->get<std::string>())));
+            params.push_back(totp.secret ? json(secrets_->seal(*totp.secret)) : json());
+        }
+        if (totp.params) {
+            set += ", totp_algorithm = ?, totp_digits = ?, totp_period = ?";
+            params.insert(params.end(), {totp.params->algorithm, totp.params->digits, totp.params->period});
         }
         params.push_back(id);
         sql("UPDATE credentials_credentials SET " + set + " WHERE id = ?", params);
-        std::optional<credentials::TotpCode> code;
-        if (totp && totp->is_string()) code = credentials::totp_now(totp->get<std::string>(), hangar::now_ms());
-        res.json(render(require(project, id), true, code));
+        json updated = require(project, id);
+        res.json(render(updated, true, totp.secret ? code_of(updated) : std::nullopt));
     }
 
     std::optional<credentials::TotpCode> code_of(const json &row) {
         if (!row.at("totp_sealed").is_string()) return std::nullopt;
-        return credentials::totp_now(secrets_->open(row.at("totp_sealed").get<std::string>()), hangar::now_ms());
+        return credentials::totp_now(secrets_->open(row.at("totp_sealed").get<std::string>()), hangar::now_ms(),
+                                     totp_params_of(row));
     }
 
     void totp_code(Request &req, Response &res) {
@@ -651,9 +720,10 @@ private:
         json ref = in.value("credential", json::object());
         if (!ref.is_object()) throw Error::invalid("credential", "must be an object");
         auto now = hangar::now_ms();
-        auto with_code = [&](json out, const std::optional<std::string> &secret) {
+        auto with_code = [&](json out, const std::optional<std::string> &secret,
+                             const credentials::TotpParams &params) {
             if (secret) {
-                auto code = credentials::totp_now(*secret, now);
+                auto code = credentials::totp_now(*secret, now, params);
                 out["totp_code"] = code.code;
                 out["totp_code_expires_at"] = hangar::rfc3339(code.expires_at_ms);
             }
@@ -668,7 +738,7 @@ private:
                               {"credential", render(row, true)},
                               {"values", open_values(row)},
                               {"sso_provider", row.value("sso_provider", json())}},
-                             secret);
+                             secret, totp_params_of(row));
         }
         if (org.empty()) throw Error::invalid("org_id", "is required for provider references");
         std::vector<json> providers;
@@ -738,7 +808,8 @@ private:
                           {"provider", {{"id", provider.at("id")}, {"name", provider.at("name")}}},
                           {"item", *match},
                           {"values", login.values}},
-                         login.totp_secret);
+                         login.totp ? std::optional(login.totp->secret) : std::nullopt,
+                         login.totp ? login.totp->over({}) : credentials::TotpParams{});
     }
 
     // Learned values merged into a credential, which is created when absent.
@@ -748,25 +819,36 @@ private:
         if (project.empty()) throw Error::invalid("project_id", "is required");
         std::string name = parse_name(in, "credential");
         json values = parse_values(in, "values", false);
-        std::optional<std::string> totp;
-        if (auto it = in.find("totp_secret"); it != in.end() && !it->is_null() && *it != "")
-            totp = parse_totp_secret(*it);
+        // A secret a login flow learned: the site's, whatever its length.
+        std::optional<credentials::Otp> totp;
+        if (auto it = in.find("totp_secret"); it != in.end() && it->is_string() && *it != "") {
+            try {
+                totp = credentials::parse_otp(it->get_ref<const std::string &>());
+            } catch (const std::invalid_argument &e) {
+                throw Error::invalid("totp_secret", e.what());
+            }
+            if (!totp) throw Error::invalid("totp_secret", "is not valid base32 (letters A-Z and digits 2-7)");
+        }
         std::lock_guard lock(names_mutex_);
         if (auto row = find(project, name)) {
             json merged = open_values(*row);
             for (const auto &[k, v] : values.items())
                 merged[k] = v;
+            auto params = totp ? totp->over(totp_params_of(*row)) : totp_params_of(*row);
             sql("UPDATE credentials_credentials SET value_keys = ?, values_sealed = ?, totp_sealed = COALESCE(?, "
-                "totp_sealed), updated_at = ? WHERE id = ?",
-                {key_list(merged).dump(), sealed_or_null(merged), totp ? json(secrets_->seal(*totp)) : json(),
-                 hangar::now_ms(), row->at("id")});
+                "totp_sealed), totp_algorithm = ?, totp_digits = ?, totp_period = ?, updated_at = ? WHERE id = ?",
+                {key_list(merged).dump(), sealed_or_null(merged), totp ? json(secrets_->seal(totp->secret)) : json(),
+                 params.algorithm, params.digits, params.period, hangar::now_ms(), row->at("id")});
             return {{"credential", render(require(project, row->at("id")), true)}, {"created", false}};
         }
         NewCredential c;
         c.name = name;
         c.domain = parse_domain(in);
         c.values = values;
-        c.totp_secret = totp;
+        if (totp) {
+            c.totp_secret = totp->secret;
+            c.totp = totp->over({});
+        }
         return {{"credential", render(insert_locked(in.value("org_id", ""), project, c), true)}, {"created", true}};
     }
 

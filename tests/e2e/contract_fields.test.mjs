@@ -939,6 +939,8 @@ honour('browser', 'POST /browsers/{id}/playwright/execute', ['code', 'timeout_se
 // The 0.131 runtimes next to the browser (executors, the REPL, WebMCP) need pages that register
 // WebMCP tools and several executors; tests/python/test_0131_agent_tools.py drives them through
 // the Python SDK.
+elsewhere('POST /credentials', ['totp_algorithm', 'totp_digits', 'totp_period'], '../python/test_0131_credentials.py', 'codes checked against RFC 6238 written in the test, fields and otpauth URIs (Python SDK 0.131)');
+elsewhere('PATCH /credentials/{id_or_name}', ['totp_algorithm', 'totp_digits', 'totp_period'], '../python/test_0131_credentials.py', 'a rotated secret keeps the parameters it does not name; they need a secret (Python SDK 0.131)');
 const AGENT_TOOLS = '../python/test_0131_agent_tools.py';
 elsewhere('POST /browsers/{id}/playwright/execute', ['executor'], AGENT_TOOLS, 'named executors: own tabs, run in parallel, eight at most (Python SDK 0.131)');
 elsewhere('DELETE /browsers/{id}/playwright/executors/{name}', ['close_tab'], AGENT_TOOLS, 'the process ends; the tab closes unless close_tab is false');

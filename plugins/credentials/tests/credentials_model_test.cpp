@@ -1,5 +1,6 @@
-// Unit tests of the credentials plugin's model: TOTP against RFC 6238's SHA-1 test vectors,
-// base32 normalisation, the domain rule, host matching and 1Password items as login values.
+// Unit tests of the credentials plugin's model: TOTP against RFC 6238's test vectors (SHA-1,
+// SHA-256, SHA-512), otpauth URIs, base32 normalisation, the domain rule, host matching and
+// 1Password items as login values.
 #include "model.hpp"
 
 #include <cppunit/TestFixture.h>
@@ -10,6 +11,8 @@ using namespace credentials;
 class CredentialsModelTest : public CppUnit::TestFixture {
     CPPUNIT_TEST_SUITE(CredentialsModelTest);
     CPPUNIT_TEST(rfc6238Vectors);
+    CPPUNIT_TEST(parameters);
+    CPPUNIT_TEST(otpauthUris);
     CPPUNIT_TEST(sixDigitsAndExpiry);
     CPPUNIT_TEST(base32);
     CPPUNIT_TEST(domains);
@@ -18,15 +21,65 @@ class CredentialsModelTest : public CppUnit::TestFixture {
     CPPUNIT_TEST_SUITE_END();
 
 public:
-    // RFC 6238 appendix B, SHA-1 rows: the ASCII key "12345678901234567890", 8 digits.
+    // RFC 6238 appendix B: every row, 8 digits, the ASCII keys of the RFC for each HMAC.
     void rfc6238Vectors() {
-        const std::string key = "12345678901234567890";
-        const std::pair<std::int64_t, const char *> vectors[] = {
-            {59, "94287082"},         {1111111109, "07081804"}, {1111111111, "14050471"},
-            {1234567890, "89005924"}, {2000000000, "69279037"}, {20000000000, "65353130"},
+        const std::string sha1 = "12345678901234567890";
+        const std::string sha256 = sha1 + "123456789012";
+        const std::string sha512 = sha1 + sha1 + sha1 + "1234";
+        struct Row {
+            std::int64_t t;
+            const char *sha1, *sha256, *sha512;
         };
-        for (const auto &[t, code] : vectors)
-            CPPUNIT_ASSERT_EQUAL_MESSAGE("T=" + std::to_string(t), std::string(code), totp(key, t, 8));
+        const Row rows[] = {
+            {59, "94287082", "46119246", "90693936"},         {1111111109, "07081804", "68084774", "25091201"},
+            {1111111111, "14050471", "67062674", "99943326"}, {1234567890, "89005924", "91819424", "93441116"},
+            {2000000000, "69279037", "90698825", "38618901"}, {20000000000, "65353130", "77737706", "47863826"},
+        };
+        for (const auto &r : rows) {
+            auto at = "T=" + std::to_string(r.t);
+            CPPUNIT_ASSERT_EQUAL_MESSAGE(at, std::string(r.sha1), totp(sha1, r.t, {"SHA1", 8, 30}));
+            CPPUNIT_ASSERT_EQUAL_MESSAGE(at, std::string(r.sha256), totp(sha256, r.t, {"SHA256", 8, 30}));
+            CPPUNIT_ASSERT_EQUAL_MESSAGE(at, std::string(r.sha512), totp(sha512, r.t, {"SHA512", 8, 30}));
+        }
+        // A 60 s step is the 30 s step's code at half the time.
+        CPPUNIT_ASSERT_EQUAL(totp(sha1, 1111111109 / 2, {"SHA1", 8, 30}), totp(sha1, 1111111109, {"SHA1", 8, 60}));
+    }
+
+    void parameters() {
+        CPPUNIT_ASSERT(!totp_params_problem({}));
+        CPPUNIT_ASSERT(totp_params_problem({"MD5", 6, 30})->find("totp_algorithm") == 0);
+        CPPUNIT_ASSERT(totp_params_problem({"SHA1", 9, 30})->find("totp_digits") == 0);
+        CPPUNIT_ASSERT(totp_params_problem({"SHA1", 5, 30})->find("totp_digits") == 0);
+        CPPUNIT_ASSERT(totp_params_problem({"SHA1", 6, 0})->find("totp_period") == 0);
+        CPPUNIT_ASSERT(totp_params_problem({"SHA1", 6, 301})->find("totp_period") == 0);
+        // The window ends with the step.
+        auto secret = normalize_base32("GEZDGNBVGY3TQOJQGEZDGNBVGY3TQOJQ");
+        CPPUNIT_ASSERT_EQUAL(std::int64_t(120'000), totp_now(*secret, 61'000, {"SHA1", 6, 60}).expires_at_ms);
+    }
+
+    void otpauthUris() {
+        auto plain = parse_otp("jbsw y3dp ehpk 3pxp");
+        CPPUNIT_ASSERT(plain && plain->secret == "JBSWY3DPEHPK3PXP" && !plain->algorithm && !plain->digits);
+        auto uri = parse_otp("otpauth://totp/Shop:ann@example.com?secret=JBSWY3DPEHPK3PXP&issuer=Shop&algorithm=sha256"
+                             "&digits=8&period=60");
+        CPPUNIT_ASSERT(uri);
+        CPPUNIT_ASSERT_EQUAL(std::string("JBSWY3DPEHPK3PXP"), uri->secret);
+        auto p = uri->over({});
+        CPPUNIT_ASSERT_EQUAL(std::string("SHA256"), p.algorithm);
+        CPPUNIT_ASSERT_EQUAL(8U, p.digits);
+        CPPUNIT_ASSERT_EQUAL(60U, p.period);
+        // What the URI does not name stays as it was.
+        auto base = parse_otp("otpauth://totp/x?digits=7&secret=JBSWY3DPEHPK3PXP")->over({"SHA512", 6, 45});
+        CPPUNIT_ASSERT_EQUAL(std::string("SHA512"), base.algorithm);
+        CPPUNIT_ASSERT_EQUAL(7U, base.digits);
+        CPPUNIT_ASSERT_EQUAL(45U, base.period);
+        CPPUNIT_ASSERT(!parse_otp("otpauth://totp/x?issuer=y"));
+        CPPUNIT_ASSERT(!parse_otp("not base32!"));
+        CPPUNIT_ASSERT_THROW(parse_otp("otpauth://hotp/x?secret=JBSWY3DPEHPK3PXP&counter=1"), std::invalid_argument);
+        CPPUNIT_ASSERT_THROW(parse_otp("otpauth://totp/x?secret=JBSWY3DPEHPK3PXP&algorithm=MD5"),
+                             std::invalid_argument);
+        CPPUNIT_ASSERT_THROW(parse_otp("otpauth://totp/x?secret=JBSWY3DPEHPK3PXP&digits=10"), std::invalid_argument);
+        CPPUNIT_ASSERT_THROW(parse_otp("otpauth://totp/x?secret=JBSWY3DPEHPK3PXP&period=x"), std::invalid_argument);
     }
 
     void sixDigitsAndExpiry() {
@@ -97,10 +150,8 @@ public:
         CPPUNIT_ASSERT_EQUAL(std::string("s3cret"), login.values.at("password").get<std::string>());
         CPPUNIT_ASSERT_EQUAL(std::string("42"), login.values.at("account id").get<std::string>());
         CPPUNIT_ASSERT_EQUAL(std::size_t(3), login.values.size());
-        CPPUNIT_ASSERT(login.totp_secret);
-        CPPUNIT_ASSERT_EQUAL(std::string("JBSWY3DPEHPK3PXP"), *login.totp_secret);
-        CPPUNIT_ASSERT_EQUAL(std::string("JBSWY3DPEHPK3PXP"), *otp_secret("JBSW Y3DP EHPK 3PXP"));
-        CPPUNIT_ASSERT(!otp_secret("otpauth://totp/x?issuer=y"));
+        CPPUNIT_ASSERT(login.totp);
+        CPPUNIT_ASSERT_EQUAL(std::string("JBSWY3DPEHPK3PXP"), login.totp->secret);
         CPPUNIT_ASSERT(login_from_item(json::object()).values.empty());
     }
 };
