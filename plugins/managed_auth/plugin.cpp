@@ -174,6 +174,15 @@ public:
             "GET", "/auth/connections/{id}/events", [this](Request &q, Response &r) { events(q, r); },
             HANGAR_ROUTE_STREAMING);
 
+        // For the org plugin's /org/limits (kernel-api-0131 §2.10): {org_id} →
+        // {connections, min_health_check_interval_seconds}.
+        service("managed_auth.usage", [this](const json &in) {
+            auto rows =
+                sql("SELECT COUNT(*) AS n FROM managed_auth_connections WHERE org_id = ?", {in.value("org_id", "")});
+            return json{{"connections", rows.empty() ? 0 : rows[0].value("n", 0)},
+                        {"min_health_check_interval_seconds", min_interval_}};
+        });
+
         every(1000, [this] { sweep(); });
     }
 

@@ -489,11 +489,33 @@ private:
         res.json(render_limits(require_project(c, row["id"])));
     }
 
+    // A usage figure another plugin keeps; what a disabled or absent plugin has is none.
+    json usage_of(const char *service, const std::string &org_id) const {
+        try {
+            return call(service, {{"org_id", org_id}});
+        } catch (const std::exception &) {
+            return json::object();
+        }
+    }
+
+    // 0.131 adds usage to the limits (kernel-api-0131 §2.10). Hangar's session limit is enforced per
+    // project (each project's own, or the org default, or the operator's cap), so there is no
+    // org-wide remainder to report: `concurrent_sessions_available` is null. There are no vaults
+    // and no cap on auth connections.
     json org_limits(const std::string &org_id) const {
         json rows =
             sql("SELECT default_project_max_concurrent_sessions AS d FROM orgs WHERE id = ?", json::array({org_id}));
+        json browsers = usage_of("browsers.usage", org_id);
+        json auth = usage_of("managed_auth.usage", org_id);
         return {{"default_project_max_concurrent_sessions", rows.empty() ? json(nullptr) : cap_or_null(rows[0]["d"])},
-                {"max_concurrent_sessions", org_session_limit_ > 0 ? json(org_session_limit_) : json(nullptr)}};
+                {"max_concurrent_sessions", org_session_limit_ > 0 ? json(org_session_limit_) : json(nullptr)},
+                {"concurrent_sessions_used", browsers.value("sessions", json(nullptr))},
+                {"concurrent_sessions_available", nullptr},
+                {"auth_connections_used", auth.value("connections", 0)},
+                {"max_auth_connections", nullptr},
+                {"min_health_check_interval_seconds", auth.value("min_health_check_interval_seconds", 300)},
+                {"vaults_used", 0},
+                {"max_vaults", nullptr}};
     }
 
     void update_org_limits(Request &req, Response &res) {

@@ -186,3 +186,29 @@ def test_pool_browsers_carry_memory_and_region(client: Kernel) -> None:
         client.browser_pools.release(pool.id, session_id=leased.session_id, reuse=False)
     finally:
         client.browser_pools.delete(pool.id, force=True)
+
+
+def test_org_limits_report_what_is_used(client: Kernel) -> None:
+    """0.131's usage fields of GET /org/limits: browsers counting toward the session limits (active
+    ones outside pools, and each pool's whole size), auth connections, no vaults."""
+    before = client.organization.limits.retrieve()
+    assert before.concurrent_sessions_available is None  # limits are per project here
+    assert before.vaults_used == 0 and before.max_vaults is None and before.max_auth_connections is None
+    assert before.min_health_check_interval_seconds == 300
+    base = before.concurrent_sessions_used
+    assert isinstance(base, int)
+
+    b = client.browsers.create(headless=True, timeout_seconds=60)
+    pool = client.browser_pools.create(size=2, headless=True)
+    conn = client.auth.connections.create(domain="limits.example", profile_name="limits-profile")
+    try:
+        during = client.organization.limits.retrieve()
+        assert during.concurrent_sessions_used == base + 1 + 2
+        assert during.auth_connections_used == before.auth_connections_used + 1
+    finally:
+        client.auth.connections.delete(conn.id)
+        client.browser_pools.delete(pool.id, force=True)
+        client.browsers.delete_by_id(b.session_id)
+    after = client.organization.limits.retrieve()
+    assert after.concurrent_sessions_used == base
+    assert after.auth_connections_used == before.auth_connections_used
