@@ -181,11 +181,15 @@ private:
         return id;
     }
 
-    json insert_key(const Caller &c, const std::string &name, const json &project, std::optional<std::int64_t> days) {
+    // `days` from now, or at `exact` (epoch ms; 0.131's expires_at), or never.
+    json insert_key(const Caller &c, const std::string &name, const json &project, std::optional<std::int64_t> days,
+                    std::optional<std::int64_t> exact = std::nullopt) {
         std::string plaintext = "hgr_" + hangar::new_id(40);
         std::string id = "key_" + hangar::new_id(20);
         auto created = hangar::now_ms();
-        json expires = days ? json(hangar::rfc3339(created + *days * kDayMs)) : json(nullptr);
+        json expires = exact  ? json(hangar::rfc3339(*exact))
+                       : days ? json(hangar::rfc3339(created + *days * kDayMs))
+                              : json(nullptr);
         sql("INSERT INTO api_keys (id, org_id, project_id, name, key_hash, created_at, masked_key, created_by,"
             " expires_at, lifetime_days) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             json::array({id, c.org_id, project, name, sha256_hex(plaintext), hangar::rfc3339(created),
@@ -198,6 +202,11 @@ private:
     void create_key(Request &req, Response &res) {
         Caller c(req);
         json body = req.json_body(false);
+        // A key its maker believes restricted must never be issued unrestricted.
+        if (body.contains("policy") && !body["policy"].is_null())
+            throw Error::not_implemented("statement-scoped API keys (policy, kernel-api-0131 §2.8) are not implemented "
+                                         "by this Hangar server: no key was made; project_id scopes a key to one "
+                                         "project");
         hangar::Validation v;
         if (auto p = org::name_problem(body.value("name", json()))) v.fail("name", *p);
         org::Days days;
@@ -206,9 +215,36 @@ private:
         } catch (const std::invalid_argument &e) {
             v.fail("days_to_expire", std::string(e.what()).substr(std::string("days_to_expire: ").size()));
         }
+        auto exact = exact_expiry(c, body, days, v);
         v.throw_if_failed("invalid API key");
         json project = key_project(c, body);
-        res.json(insert_key(c, body["name"], project, days.days));
+        res.json(insert_key(c, body["name"], project, days.days, exact));
+    }
+
+    // 0.131's `expires_at` (kernel-api-0131 §2.8): in the future, not with days_to_expire, and no
+    // later than the key issuing it expires — a key cannot mint one that outlives itself.
+    std::optional<std::int64_t> exact_expiry(const Caller &c, const json &body, const org::Days &days,
+                                             hangar::Validation &v) const {
+        auto it = body.find("expires_at");
+        if (it == body.end() || it->is_null()) return std::nullopt;
+        if (days.present && days.days) {
+            v.fail("expires_at", "cannot be combined with days_to_expire");
+            return std::nullopt;
+        }
+        auto at = it->is_string() ? org::parse_time(it->get_ref<const std::string &>()) : std::nullopt;
+        if (!at) {
+            v.fail("expires_at", "must be an RFC 3339 time");
+            return std::nullopt;
+        }
+        if (*at <= hangar::now_ms()) v.fail("expires_at", "must be in the future");
+        json issuer = sql("SELECT expires_at FROM api_keys WHERE id = ?", json::array({c.key_id}));
+        if (!issuer.empty() && issuer[0].value("expires_at", json()).is_string()) {
+            auto own = org::parse_time(issuer[0]["expires_at"].get<std::string>());
+            if (own && *at > *own)
+                v.fail("expires_at", "must be no later than the issuing key's own expiry (" +
+                                         issuer[0]["expires_at"].get<std::string>() + ")");
+        }
+        return at;
     }
 
     void list_keys(Request &req, Response &res) {

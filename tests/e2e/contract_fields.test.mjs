@@ -425,6 +425,12 @@ honour('cheap', 'PATCH /org/projects/{id}/limits', ['max_concurrent_sessions', '
   const l = await ok('GET', `/org/projects/${ctx.project.id}/limits`);
   assert.deepEqual([l.max_concurrent_sessions, l.max_concurrent_invocations], [3, 4]);
 });
+refuse('cheap', 'POST /org/api_keys', 'policy', {
+  status: 501,
+  code: 'not_implemented',
+  send: () => api('POST', '/org/api_keys', { body: { name: 'cf-policy', policy: { statements: [{ action: 'browsers:use', resource: 'projects/*/browsers/*' }] } } }),
+  why: 'statement-scoped keys are not implemented: no key broader than asked for is made',
+});
 refuse('cheap', 'PATCH /org/projects/{id}/limits', 'max_pooled_sessions', {
   status: 400,
   code: 'bad_request',
@@ -941,6 +947,7 @@ honour('browser', 'POST /browsers/{id}/playwright/execute', ['code', 'timeout_se
 // the Python SDK.
 elsewhere('POST /credentials', ['totp_algorithm', 'totp_digits', 'totp_period'], '../python/test_0131_credentials.py', 'codes checked against RFC 6238 written in the test, fields and otpauth URIs (Python SDK 0.131)');
 elsewhere('PATCH /credentials/{id_or_name}', ['totp_algorithm', 'totp_digits', 'totp_period'], '../python/test_0131_credentials.py', 'a rotated secret keeps the parameters it does not name; they need a secret (Python SDK 0.131)');
+elsewhere('POST /org/api_keys', ['expires_at'], '../python/test_0131_browsers.py', 'kept exactly, refused with days_to_expire, in the past or past its issuer, and enforced (Python SDK 0.131)');
 const AGENT_TOOLS = '../python/test_0131_agent_tools.py';
 elsewhere('POST /browsers/{id}/playwright/execute', ['executor'], AGENT_TOOLS, 'named executors: own tabs, run in parallel, eight at most (Python SDK 0.131)');
 elsewhere('DELETE /browsers/{id}/playwright/executors/{name}', ['close_tab'], AGENT_TOOLS, 'the process ends; the tab closes unless close_tab is false');

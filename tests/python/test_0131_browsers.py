@@ -212,3 +212,42 @@ def test_org_limits_report_what_is_used(client: Kernel) -> None:
     after = client.organization.limits.retrieve()
     assert after.concurrent_sessions_used == base
     assert after.auth_connections_used == before.auth_connections_used
+
+
+def test_api_key_expires_at_is_exact_and_bounded_by_its_issuer(server, client: Kernel) -> None:
+    """0.131's `expires_at` on a new key (kernel-api-0131.md §2.8): kept to the millisecond, not with
+    days_to_expire, never in the past nor after the issuing key's own expiry, and enforced."""
+    import datetime as dt
+    import time
+
+    soon = dt.datetime.now(dt.timezone.utc) + dt.timedelta(hours=1)
+    made = client.api_keys.create(name="py-exact", expires_at=soon)
+    try:
+        assert abs((made.expires_at - soon).total_seconds()) < 0.002, (made.expires_at, soon)
+        assert client.api_keys.retrieve(made.id).expires_at == made.expires_at
+        for fields, why in (({"expires_at": soon, "days_to_expire": 3}, "days_to_expire"),
+                            ({"expires_at": soon - dt.timedelta(hours=2)}, "future")):
+            with pytest.raises(kernel.BadRequestError) as refused:
+                client.api_keys.create(name="py-bad", **fields)
+            assert "expires_at" in str(refused.value.body) and why in str(refused.value.body), refused.value.body
+        # Statement policies are not implemented: refused, never a key broader than asked for.
+        with pytest.raises(kernel.APIStatusError) as refused:
+            client.api_keys.create(name="py-policy", policy={"statements": [
+                {"action": "browsers:use", "resource": "projects/*/browsers/*"}]})
+        assert refused.value.status_code == 501 and "policy" in str(refused.value.body)
+        assert not [k for k in client.api_keys.list() if k.name == "py-policy"]
+        # A key cannot issue one that outlives itself.
+        issuer = Kernel(api_key=made.key, base_url=server.base_url, max_retries=0)
+        with pytest.raises(kernel.BadRequestError) as refused:
+            issuer.api_keys.create(name="py-longer", expires_at=soon + dt.timedelta(minutes=1))
+        assert "issuing key" in str(refused.value.body)
+        shorter = issuer.api_keys.create(name="py-shorter", expires_at=dt.datetime.now(dt.timezone.utc)
+                                         + dt.timedelta(seconds=2))
+        brief = Kernel(api_key=shorter.key, base_url=server.base_url, max_retries=0)
+        assert brief.auth.context.retrieve().principal.id == shorter.id
+        time.sleep(2.5)
+        with pytest.raises(kernel.AuthenticationError):
+            brief.auth.context.retrieve()
+        client.api_keys.delete(shorter.id)
+    finally:
+        client.api_keys.delete(made.id)
