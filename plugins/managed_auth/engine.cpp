@@ -257,7 +257,10 @@ public:
                                              {"type", field_type(k)},
                                              {"label", f.label.empty() ? f.name : f.label},
                                              {"observed_selector", f.selector},
-                                             {"required", true}});
+                                             {"required", true},
+                                             // Asked because no value is known for it (0.131's
+                                             // reason; "rejected" is not told apart yet).
+                                             {"reason", "missing"}});
                 if (k == Kind::Code) plan_["needs_code"] = true;
             }
             if (!missing.empty()) {
@@ -396,7 +399,7 @@ private:
         } else {
             pending_choice_ = in.choice;
         }
-        host_.publish({{"flow_step", "SUBMITTING"}});
+        host_.publish({{"flow_step", "SUBMITTING"}, {"interaction_id", nullptr}});
     }
 
     // Picks an MFA method (the authenticator when a TOTP secret is stored), an SSO provider or an

@@ -386,6 +386,10 @@ Submit parse_submit(const json &body) {
                     "submit needs one of fields, field_values, selected_choice_id, mfa_option_id, sign_in_option_id, "
                     "sso_button_selector or sso_provider");
     if (kinds.size() > 1) throw Error(400, "invalid_submit", "submit exactly one kind of input at a time");
+    if (auto it = body.find("interaction_id"); it != body.end() && !it->is_null()) {
+        if (!it->is_string()) throw Error(400, "invalid_submit", "interaction_id must be a string");
+        kinds.front().interaction_id = it->get<std::string>();
+    }
     return kinds.front();
 }
 

@@ -80,6 +80,7 @@ struct Submit {
     enum class What { Fields, FieldValues, Choice, MfaOption, SignInOption, Sso } what;
     json values = json::object(); // Fields / FieldValues: name or id -> value
     std::string choice;           // Choice / MfaOption / SignInOption / Sso (provider or selector)
+    std::string interaction_id;   // 0.131: the pause this answers; empty when the client did not say
 };
 Submit parse_submit(const json &body);
 

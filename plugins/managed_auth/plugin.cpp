@@ -85,6 +85,7 @@ constexpr const char *kFlowFields[] = {"browser_session_id",
                                        "flow_step",
                                        "flow_type",
                                        "hosted_url",
+                                       "interaction_id",
                                        "live_view_url",
                                        "mfa_options",
                                        "pending_sso_buttons",
@@ -120,6 +121,7 @@ struct Flow {
     std::condition_variable cv;
     json state = json::object();
     bool awaiting = false;
+    std::string interaction_id; // of the current pause (0.131): a submit naming another is stale
     std::optional<Submit> input;
     std::string ended; // CANCELED or EXPIRED when ended from outside
     std::string ended_code, ended_message;
@@ -852,6 +854,10 @@ private:
                 throw Error(400, "no_flow_awaiting_input",
                             "the login flow is not waiting for input (flow_step " +
                                 flow->state.value("flow_step", std::string("none")) + ")");
+            if (!in.interaction_id.empty() && in.interaction_id != flow->interaction_id)
+                throw Error::conflict("interaction_id " + in.interaction_id + " is not the flow's current pause (" +
+                                      flow->interaction_id +
+                                      "): read the connection again and answer what it asks now");
             flow->input = std::move(in);
         }
         flow->cv.notify_all();
@@ -941,13 +947,16 @@ private:
         }
 
         Submit await_input(const json &awaiting) override {
-            json patch = {{"flow_step", "AWAITING_INPUT"}};
+            // Each pause has its own id, so an answer meant for an earlier one is refused.
+            std::string interaction = "int_" + hangar::new_id(20);
+            json patch = {{"flow_step", "AWAITING_INPUT"}, {"interaction_id", interaction}};
             for (const char *k :
                  {"discovered_fields", "fields", "choices", "mfa_options", "pending_sso_buttons", "sign_in_options"})
                 patch[k] = awaiting.value(k, json());
             {
                 std::lock_guard lock(f_->m);
                 f_->awaiting = true;
+                f_->interaction_id = interaction;
                 f_->input.reset();
                 f_->input_deadline_ms = hangar::now_ms() + p_.input_timeout_ms_;
             }

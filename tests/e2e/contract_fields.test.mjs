@@ -596,7 +596,7 @@ honour('cheap', 'GET /auth/connections', ['domain', 'profile_name', 'query', 'of
 });
 elsewhere('GET /auth/connections/{id}/timeline', ['type', 'offset', 'limit'], 'managed_auth.test.mjs', 'needs finished login flows');
 elsewhere('POST /auth/connections/{id}/login', ['browser_telemetry', 'proxy', 'record_session'], 'managed_auth.test.mjs', 'starts a login flow (a browser and a login site)');
-elsewhere('POST /auth/connections/{id}/submit', ['fields', 'field_values', 'mfa_option_id', 'selected_choice_id', 'sign_in_option_id', 'sso_button_selector', 'sso_provider'], 'managed_auth.test.mjs', 'answers a running flow');
+elsewhere('POST /auth/connections/{id}/submit', ['fields', 'field_values', 'mfa_option_id', 'selected_choice_id', 'sign_in_option_id', 'sso_button_selector', 'sso_provider', 'interaction_id'], 'managed_auth.test.mjs', 'answers a running flow (0.131 interaction_id: another pause\'s is 409)');
 elsewhere('POST /auth/connections/{id}/exchange', ['code'], 'managed_auth.test.mjs', 'the hosted page hand-off of a running flow');
 elsewhere('GET /auth/connections/{id}/hosted', ['code', 'success_url', 'error_url'], 'managed_auth.test.mjs', 'the hosted login page of a running flow');
 

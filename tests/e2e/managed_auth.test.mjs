@@ -293,8 +293,16 @@ describe('login flows', () => {
     assert.equal(waiting.discovered_fields[0].type, 'password');
     assert.equal(waiting.fields[0].type, 'password');
     assert.equal(waiting.fields[0].id, 'password');
+    assert.equal(waiting.fields[0].reason, 'missing');
     await rejectsWith(kernel.auth.connections.submit(c.id, { fields: { a: 'b' }, field_values: { c: 'd' } }), BadRequestError, 'invalid_submit');
-    const r = await kernel.auth.connections.submit(c.id, { field_values: { password: PASSWORD } });
+    // 0.131: each pause has an interaction_id; an answer naming another one is refused, the flow waits on.
+    assert.match(waiting.interaction_id, /^int_[a-z0-9]{20}$/);
+    await rejectsWith(
+      kernel.auth.connections.submit(c.id, { field_values: { password: 'stale' }, interaction_id: 'int_stale' }, { maxRetries: 0 }),
+      ConflictError,
+    );
+    assert.equal((await kernel.auth.connections.retrieve(c.id)).interaction_id, waiting.interaction_id);
+    const r = await kernel.auth.connections.submit(c.id, { field_values: { password: PASSWORD }, interaction_id: waiting.interaction_id });
     assert.deepEqual(r, { accepted: true });
     const end = await waitFlow(c.id, done);
     assert.equal(end.flow_status, 'SUCCESS', JSON.stringify(end));
