@@ -121,8 +121,7 @@ public:
                    {{"op", "custom_add"},
                     {"namespace", body["namespace"]},
                     {"source", body["source"]},
-                    {"force_overwrite_namespace", body.value("force_overwrite_namespace", json(false)).is_boolean() &&
-                                                      body.value("force_overwrite_namespace", false)}},
+                    {"force_overwrite_namespace", body.value("force_overwrite_namespace", json()) == json(true)}},
                    60s);
         });
         route("DELETE", "/webmcp/custom-tools/{tool}", [this](Request &q, Response &r) {
@@ -336,28 +335,36 @@ private:
         auto call = playwright::repl_call(req.json_body());
         require_runtime();
         std::lock_guard one_at_a_time(repl_mu_);
-        if (call.reset && repl_) {
-            repl_->terminate("the REPL was reset");
-            repl_.reset();
+        // The REPL in use is taken under mu_ (stop_instance takes it away there) and used through
+        // this copy; an old one is ended outside the lock, its destructor reaping it.
+        std::shared_ptr<NodeChild> child, old;
+        std::string repl_id;
+        {
+            std::lock_guard lock(mu_);
+            if (call.reset || (repl_ && !repl_->alive())) old = std::move(repl_);
+            if (!repl_) {
+                repl_id_ = hangar::new_id();
+                auto s = spec("repl.mjs", {}, [](const std::string &why) {
+                    return json{{"success", false}, {"error", why}, {"repl_terminated", true}};
+                });
+                s.exited = "the REPL's process exited during the call (process.exit, a crash or out of memory)";
+                repl_ = std::make_shared<NodeChild>(std::move(s));
+            }
+            child = repl_;
+            repl_id = repl_id_;
         }
-        if (!repl_ || !repl_->alive()) {
-            repl_id_ = hangar::new_id();
-            auto s = spec("repl.mjs", {}, [](const std::string &why) {
-                return json{{"success", false}, {"error", why}, {"repl_terminated", true}};
-            });
-            s.exited = "the REPL's process exited during the call (process.exit, a crash or out of memory)";
-            repl_ = std::make_shared<NodeChild>(std::move(s));
-        }
+        if (old) old->terminate("the REPL was reset");
+        old.reset();
         json answer;
         if (call.code.empty()) {
             answer = {{"success", true}, {"content", json::array()}, {"duration_ms", 0}};
         } else {
             auto started = std::chrono::steady_clock::now();
-            auto future = repl_->submit({{"code", call.code}});
+            auto future = child->submit({{"code", call.code}});
             // The REPL cannot stop a busy loop from inside: a timeout ends its process, and with
             // it the REPL's state, which the answer says.
             if (future.wait_for(millis(call.timeout_sec)) != std::future_status::ready) {
-                repl_->terminate("execution timed out after " + seconds(call.timeout_sec) + " seconds");
+                child->terminate("execution timed out after " + seconds(call.timeout_sec) + " seconds");
                 answer = future.get();
                 answer["duration_ms"] =
                     std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started)
@@ -365,9 +372,12 @@ private:
             } else {
                 answer = future.get();
             }
-            if (answer.value("repl_terminated", false)) repl_.reset();
+            if (answer.value("repl_terminated", false)) {
+                std::lock_guard lock(mu_);
+                if (repl_ == child) old = std::move(repl_);
+            }
         }
-        answer["repl_id"] = repl_id_;
+        answer["repl_id"] = repl_id;
         res.json(answer);
     }
 
@@ -412,9 +422,9 @@ private:
     std::string dir_;
     std::string endpoint_;
     std::string unavailable_;
-    std::mutex mu_; // executors_, their fields, webmcp_
+    std::mutex mu_; // executors_, their fields, repl_, repl_id_, webmcp_
     std::map<std::string, std::shared_ptr<Executor>> executors_;
-    std::mutex repl_mu_; // REPL calls run one after another
+    std::mutex repl_mu_; // REPL calls run one after another (taken before mu_)
     std::shared_ptr<NodeChild> repl_;
     std::string repl_id_;
     std::shared_ptr<NodeChild> webmcp_;
