@@ -49,7 +49,7 @@ let frameSeq = 0;
 let refSeq = 0;
 const frameNumbers = new Map(); // CDP frame id → the API's monotonically increasing frame_id
 const windowNumbers = new Map(); // Chromium window id → the API's window_id, likewise
-const tools = new Map(); // tool_ref → {tab, frameId, name, meta, customId}
+const tools = new Map(); // tool_ref → {tab, session, frameId, name, meta, customId, awaitsSubmission}
 const pending = new Map(); // CDP invocationId → resolve
 const early = new Map(); // CDP invocationId → a toolResponded that arrived before its invokeTool answer
 
