@@ -360,7 +360,7 @@ Submit parse_submit(const json &body) {
             if (!v.is_string())
                 throw Error(400, "invalid_submit", std::string(name) + " values must be strings",
                             {{"invalid_input", std::string(name) + "." + k + ": must be a string"}});
-        kinds.push_back({what, *it, {}});
+        kinds.push_back({what, *it, {}, {}});
     };
     auto one = [&](const char *name, Submit::What what) {
         auto it = body.find(name);
@@ -368,7 +368,7 @@ Submit parse_submit(const json &body) {
         if (!it->is_string() || it->get_ref<const std::string &>().empty())
             throw Error(400, "invalid_submit", std::string(name) + " must be a non-empty string",
                         {{"invalid_input", std::string(name) + ": must be a non-empty string"}});
-        kinds.push_back({what, json::object(), it->get<std::string>()});
+        kinds.push_back({what, json::object(), it->get<std::string>(), {}});
     };
     map_of("fields", Submit::What::Fields);
     map_of("field_values", Submit::What::FieldValues);
