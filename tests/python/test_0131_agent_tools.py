@@ -746,6 +746,7 @@ def test_declarative_form_tools_fill_and_wait_or_submit(client: Kernel, browser,
              == f"{origin}/webmcp/sent?email=a%40example.com", timeout=10, what="the form to be submitted")
 
 
+@pytest.mark.slow  # waits out the 5 s a never-ending source is given
 def test_a_hostile_custom_tool_does_not_take_the_service_down(client: Kernel, browser, origin: str) -> None:
     sid = browser.session_id
     ct = client.browsers.webmcp.custom_tools
