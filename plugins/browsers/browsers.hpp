@@ -287,10 +287,14 @@ private:
     void refresh_pool_profiles(const std::optional<std::string> &only_pool = std::nullopt);
     void destroy_pool_instance(const std::string &id);
     void destroy_pool_instances(std::vector<std::string> ids);
-    // Pool capacity a project holds (counts toward its browser limit). Caller holds pools_mutex_.
-    int pooled_capacity_locked(const std::string &project) const;
-    // Active sessions of the project that are not pool leases.
-    int unpooled_active(const std::string &project) const;
+    // Whose browsers are counted: one project's (admission), or every project's of an org (what
+    // /org/limits reports as used).
+    enum class CountScope { Project, Org };
+    // Pool capacity a project (or org) holds (counts toward the browser limit). Caller holds
+    // pools_mutex_.
+    int pooled_capacity_locked(const std::string &id, CountScope scope = CountScope::Project) const;
+    // Active sessions of the project (or org) that are not pool leases.
+    int unpooled_active(const std::string &id, CountScope scope = CountScope::Project) const;
     // A leased pooled session ended (DELETE, idle timeout): the pool forgets it and refills.
     void pool_session_ended(const std::string &id);
     std::optional<std::pair<std::string, std::optional<std::string>>> pool_ref(const std::string &pool_id) const;

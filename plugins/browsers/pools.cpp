@@ -564,10 +564,11 @@ void BrowsersPlugin::destroy_pool_instances(std::vector<std::string> ids) {
         stoppers.emplace_back([this, id = std::move(id)] { destroy_pool_instance(id); });
 }
 
-int BrowsersPlugin::unpooled_active(const std::string &project) const {
-    auto rows = sql("SELECT COUNT(*) AS n FROM browsers_sessions WHERE project_id = ? AND deleted_at IS NULL AND "
-                    "pool_id IS NULL",
-                    {project});
+int BrowsersPlugin::unpooled_active(const std::string &id, CountScope scope) const {
+    const std::string column = scope == CountScope::Org ? "org_id" : "project_id";
+    auto rows = sql("SELECT COUNT(*) AS n FROM browsers_sessions WHERE " + column +
+                        " = ? AND deleted_at IS NULL AND pool_id IS NULL",
+                    {id});
     return rows.empty() ? 0 : rows[0].value("n", 0);
 }
 
@@ -576,10 +577,10 @@ void BrowsersPlugin::poke_pools() {
     pools_cv_.notify_all();
 }
 
-int BrowsersPlugin::pooled_capacity_locked(const std::string &project) const {
+int BrowsersPlugin::pooled_capacity_locked(const std::string &id, CountScope scope) const {
     int n = 0;
     for (const auto &[_, p] : pools_)
-        if (p.project_id == project) n += p.size;
+        if ((scope == CountScope::Org ? p.org_id : p.project_id) == id) n += p.size;
     return n;
 }
 

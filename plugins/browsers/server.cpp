@@ -224,20 +224,14 @@ void BrowsersPlugin::start_server() {
     });
 
     // For the org plugin's /org/limits (kernel-api-0131 §2.10): {org_id} → {sessions}, what counts
-    // toward the session limits across the org's projects, as admission counts it per project:
-    // active browsers outside pools, and every pool's whole size (its idle and leased members).
+    // toward the session limits across the org's projects, counted as admission counts it per
+    // project: active browsers outside pools, and every pool's whole size (its idle and leased
+    // members; every node holds every pool).
     service("browsers.usage", [this](const json &in) {
         std::string org = in.value("org_id", "");
-        auto rows = sql("SELECT COUNT(*) AS n FROM browsers_sessions WHERE org_id = ? AND deleted_at IS NULL AND "
-                        "pool_id IS NULL",
-                        {org});
-        std::int64_t sessions = rows.empty() ? 0 : rows[0].value("n", 0);
-        for (const auto &pool : sql("SELECT config FROM browsers_pools WHERE org_id = ?", {org})) {
-            json config = json::parse(pool.value("config", "{}"), nullptr, false);
-            if (config.is_object() && config.value("size", json()).is_number_integer())
-                sessions += config["size"].get<std::int64_t>();
-        }
-        return json{{"sessions", sessions}};
+        int sessions = unpooled_active(org, CountScope::Org);
+        std::lock_guard pools_lock(pools_mutex_);
+        return json{{"sessions", sessions + pooled_capacity_locked(org, CountScope::Org)}};
     });
 
     // For the apps plugin: the browsers created in one invocation ({project_id, invocation_id,
