@@ -148,13 +148,14 @@ std::optional<Otp> parse_otp(std::string_view value) {
     if (lower(value.substr(0, 10)) != "otpauth://") {
         auto secret = normalize_base32(value);
         if (!secret) return std::nullopt;
-        return Otp{*secret, std::nullopt, std::nullopt, std::nullopt};
+        return Otp{*secret, std::nullopt, std::nullopt, std::nullopt, false};
     }
     if (lower(value.substr(0, 15)) != "otpauth://totp/")
         throw std::invalid_argument("only otpauth://totp/ URIs are TOTP secrets");
     auto q = value.find('?');
     if (q == std::string_view::npos) return std::nullopt;
     Otp otp;
+    otp.from_uri = true;
     std::optional<std::string> secret;
     for (std::string_view query = value.substr(q + 1); !query.empty();) {
         auto amp = query.find('&');

@@ -48,6 +48,7 @@ struct Otp {
     std::optional<std::string> algorithm;
     std::optional<unsigned> digits;
     std::optional<unsigned> period;
+    bool from_uri = false;                  // an otpauth:// URI rather than a bare secret
     TotpParams over(TotpParams base) const; // base with what the URI named
 };
 std::optional<Otp> parse_otp(std::string_view value);

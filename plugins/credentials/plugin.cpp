@@ -109,6 +109,19 @@ std::string parse_domain(const json &body) {
 // a raw secret keeps what the credential had (`current`) for the parameters the request leaves
 // out, a URI starts from SHA1/6/30; the parameters a URI names win over the fields; "" removes
 // the secret and its parameters. The secret is never echoed: only what is wrong with it.
+// A TOTP secret as sent (base32 or an otpauth://totp/ URI), or 400 naming what is wrong with it.
+credentials::Otp require_otp(const json &value) {
+    if (!value.is_string()) throw Error::invalid("totp_secret", "must be a base32 string or an otpauth://totp/ URI");
+    std::optional<credentials::Otp> otp;
+    try {
+        otp = credentials::parse_otp(value.get_ref<const std::string &>());
+    } catch (const std::invalid_argument &e) {
+        throw Error::invalid("totp_secret", e.what());
+    }
+    if (!otp) throw Error::invalid("totp_secret", "is not valid base32 (letters A-Z and digits 2-7)");
+    return *otp;
+}
+
 struct TotpChange {
     std::optional<std::string> secret;             // a new one
     std::optional<credentials::TotpParams> params; // what to store, when it changes
@@ -120,19 +133,11 @@ TotpChange parse_totp(const json &body, const credentials::TotpParams &current) 
     if (secret != body.end() && *secret == "") change.params = credentials::TotpParams{};
     std::optional<credentials::Otp> otp;
     if (has_secret) {
-        if (!secret->is_string())
-            throw Error::invalid("totp_secret", "must be a base32 string or an otpauth://totp/ URI");
-        try {
-            otp = credentials::parse_otp(secret->get_ref<const std::string &>());
-        } catch (const std::invalid_argument &e) {
-            throw Error::invalid("totp_secret", e.what());
-        }
-        if (!otp) throw Error::invalid("totp_secret", "is not valid base32 (letters A-Z and digits 2-7)");
+        otp = require_otp(*secret);
         if (otp->secret.size() < 16 || otp->secret.size() > 128)
             throw Error::invalid("totp_secret", "must be 16 to 128 base32 characters");
     }
-    bool uri = has_secret && secret->get_ref<const std::string &>().find("://") != std::string::npos;
-    credentials::TotpParams params = uri ? credentials::TotpParams{} : current;
+    credentials::TotpParams params = otp && otp->from_uri ? credentials::TotpParams{} : current;
     if (auto it = body.find("totp_algorithm"); it != body.end() && !it->is_null()) {
         if (!it->is_string()) throw Error::invalid("totp_algorithm", "must be SHA1, SHA256 or SHA512");
         params.algorithm = it->get<std::string>();
@@ -821,14 +826,7 @@ private:
         json values = parse_values(in, "values", false);
         // A secret a login flow learned: the site's, whatever its length.
         std::optional<credentials::Otp> totp;
-        if (auto it = in.find("totp_secret"); it != in.end() && it->is_string() && *it != "") {
-            try {
-                totp = credentials::parse_otp(it->get_ref<const std::string &>());
-            } catch (const std::invalid_argument &e) {
-                throw Error::invalid("totp_secret", e.what());
-            }
-            if (!totp) throw Error::invalid("totp_secret", "is not valid base32 (letters A-Z and digits 2-7)");
-        }
+        if (auto it = in.find("totp_secret"); it != in.end() && !it->is_null() && *it != "") totp = require_otp(*it);
         std::lock_guard lock(names_mutex_);
         if (auto row = find(project, name)) {
             json merged = open_values(*row);

@@ -60,10 +60,12 @@ public:
     void otpauthUris() {
         auto plain = parse_otp("jbsw y3dp ehpk 3pxp");
         CPPUNIT_ASSERT(plain && plain->secret == "JBSWY3DPEHPK3PXP" && !plain->algorithm && !plain->digits);
+        CPPUNIT_ASSERT(!plain->from_uri);
         auto uri = parse_otp("otpauth://totp/Shop:ann@example.com?secret=JBSWY3DPEHPK3PXP&issuer=Shop&algorithm=sha256"
                              "&digits=8&period=60");
         CPPUNIT_ASSERT(uri);
         CPPUNIT_ASSERT_EQUAL(std::string("JBSWY3DPEHPK3PXP"), uri->secret);
+        CPPUNIT_ASSERT(uri->from_uri);
         auto p = uri->over({});
         CPPUNIT_ASSERT_EQUAL(std::string("SHA256"), p.algorithm);
         CPPUNIT_ASSERT_EQUAL(8U, p.digits);
