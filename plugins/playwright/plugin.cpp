@@ -21,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <string>
 
@@ -239,7 +240,7 @@ private:
         {
             std::lock_guard one_at_a_time(e->run_mu);
             auto child = child_of(*e);
-            set_busy(*e, true);
+            mark_started(*e);
             auto future = child->submit({{"code", call.code}, {"timeout_ms", millis(timeout).count()}});
             if (future.wait_for(millis(timeout) + kExecutorGrace) != std::future_status::ready) {
                 child->terminate("the Playwright executor did not answer in time");
@@ -257,19 +258,28 @@ private:
         res.json(answer);
     }
 
-    void set_busy(Executor &e, bool busy) {
+    // A call starts on `e`: what GET …/executors shows while it runs.
+    void mark_started(Executor &e) {
         std::lock_guard lock(mu_);
-        e.busy = busy;
-        if (busy) e.last_used_at = now_rfc3339();
+        e.busy = true;
+        e.last_used_at = now_rfc3339();
     }
 
     // The URL of each open page target, by id, from Chromium's /json/list.
+    // A DevTools HTTP request (/json/list, /json/close/<id>) to this instance's Chromium; nothing
+    // while none runs (between restarts).
+    std::optional<std::string> devtools_get(const std::string &path) const {
+        auto endpoint = hangar::cdp::endpoint_of(call("browsers.chromium", json::object()));
+        if (!endpoint) return std::nullopt;
+        return hangar::cdp::http_get(endpoint->port, path, 2000ms);
+    }
+
     std::map<std::string, std::string> tab_urls() const {
         std::map<std::string, std::string> urls;
         try {
-            auto endpoint = hangar::cdp::endpoint_of(call("browsers.chromium", json::object()));
-            if (!endpoint) return urls;
-            auto list = json::parse(hangar::cdp::http_get(endpoint->port, "/json/list", 2000ms), nullptr, false);
+            auto body = devtools_get("/json/list");
+            if (!body) return urls;
+            auto list = json::parse(*body, nullptr, false);
             for (const auto &t : list.is_array() ? list : json::array())
                 if (t.value("type", "") == "page") urls[t.value("id", "")] = t.value("url", "");
         } catch (const std::exception &) {
@@ -322,8 +332,7 @@ private:
         if (child) child->terminate("executor was deleted");
         if (name != playwright::kDefaultExecutor && close_tab && !e->target_id.empty()) {
             try {
-                if (auto endpoint = hangar::cdp::endpoint_of(call("browsers.chromium", json::object())))
-                    hangar::cdp::http_get(endpoint->port, "/json/close/" + e->target_id, 2000ms);
+                devtools_get("/json/close/" + e->target_id);
             } catch (const std::exception &ex) {
                 warn(std::string("closing the deleted executor's tab failed: ") + ex.what());
             }
