@@ -202,7 +202,13 @@ public:
         hangar::web::html(res, kHostedPage, policy);
     }
 
+    // The sweep timer outlives stop_server() (the base class cancels timers afterwards), so
+    // `stopping_` keeps it from starting a health check, and a running check from starting a
+    // re-auth, while the flows are collected and joined. The check is joined first: a flow it
+    // started after the collection would otherwise run on past the stop.
     void stop_server() override {
+        stopping_ = true;
+        if (health_thread_.joinable()) health_thread_.join();
         std::vector<std::shared_ptr<Flow>> all;
         {
             std::lock_guard lock(flows_mutex_);
@@ -213,9 +219,17 @@ public:
         }
         for (auto &f : all)
             end_from_outside(*f, "CANCELED", "server_stopping", "the server is stopping");
-        for (auto &f : all)
-            if (f->thread.joinable()) f->thread.join();
-        if (health_thread_.joinable()) health_thread_.join();
+        for (auto &f : all) {
+            if (!f->thread.joinable()) continue;
+            auto started = std::chrono::steady_clock::now();
+            f->thread.join();
+            // A flow holds the stop only as long as the page operation it is in (at most 30 s);
+            // name the slow ones so a stop that runs long says what held it.
+            auto held = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
+            if (held > 2s)
+                warn("stopping: the login flow of auth connection " + f->connection_id + " took " +
+                     std::to_string(held.count()) + " ms to end");
+        }
         std::lock_guard lock(subs_mutex_);
         subs_.clear();
     }
@@ -694,7 +708,7 @@ private:
     // Connections whose check is due, one at a time on the health thread: a headless browser on
     // the profile opens the logged-in page; a login form there means the session is gone.
     void schedule_health_checks(std::int64_t now) {
-        if (health_busy_) return;
+        if (health_busy_ || stopping_) return;
         for (const auto &row : sql("SELECT * FROM managed_auth_connections WHERE status = 'AUTHENTICATED'")) {
             json s = parse_or(row, "settings", json::object());
             if (!s.value("health_checks", true)) continue;
@@ -739,6 +753,10 @@ private:
             call("browsers.create",
                  {{"project_id", project}, {"caller", caller}, {"base_url", s.value("base_url", "")}, {"body", body}});
         std::string session = browser.value("session_id", "");
+        if (stopping_) {
+            call("browsers.delete", {{"project_id", project}, {"id", session}});
+            return;
+        }
         bool logged_in = false;
         try {
             InstancePage page(*this, session);
@@ -755,6 +773,7 @@ private:
             throw;
         }
         call("browsers.delete", {{"project_id", project}, {"id", session}});
+        if (stopping_) return; // the check's verdict waits for the next start
         auto now = hangar::now_ms();
         std::string previous = row.at("status").get<std::string>();
         std::string observed = logged_in ? "AUTHENTICATED" : "NEEDS_AUTH";
@@ -1184,6 +1203,7 @@ private:
     std::map<std::string, std::vector<std::shared_ptr<hangar::SseStream>>> subs_;
     std::int64_t last_heartbeat_ms_ = 0;
     std::atomic<bool> health_busy_{false};
+    std::atomic<bool> stopping_{false};
     std::jthread health_thread_;
 };
 
