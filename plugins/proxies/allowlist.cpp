@@ -328,6 +328,13 @@ PrivateHosts PrivateHosts::parse(const hangar::json &entries, const std::string 
     return out;
 }
 
+std::vector<std::string> PrivateHosts::name_patterns() const {
+    std::vector<std::string> out;
+    for (const auto &e : list_)
+        if (!e.address) out.push_back(e.wildcard ? "*" + e.name : e.name);
+    return out;
+}
+
 bool PrivateHosts::matches(std::string_view host, std::uint16_t port) const {
     std::string h = lower(host);
     if (h.size() > 2 && h.front() == '[' && h.back() == ']') h = h.substr(1, h.size() - 2);

@@ -70,6 +70,9 @@ public:
     // entry with a port matches that port only.
     bool matches(std::string_view host, std::uint16_t port) const;
     const std::vector<std::string> &entries() const { return entries_; }
+    // The name entries as an allowlist writes them ("db.example", "*.corp.example"), ports
+    // dropped: a host may not be in both lists whatever port the private entry names.
+    std::vector<std::string> name_patterns() const;
 
 private:
     struct Entry {

@@ -417,7 +417,8 @@ private:
         if (auto p = in.value("private_hosts", json()); !p.is_null()) {
             auto direct = proxies::PrivateHosts::parse(p);
             out["private_hosts"] = direct.entries();
-            private_names.insert(direct.entries().begin(), direct.entries().end());
+            for (auto &name : direct.name_patterns())
+                private_names.insert(std::move(name));
         }
         if (!hosts.is_null()) {
             auto list = proxies::Allowlist::parse(hosts);
@@ -463,13 +464,15 @@ private:
             if (!ca_bundles.empty() && ca_bundles.back() != '\n') ca_bundles += '\n';
             ca_bundles += pem;
         };
-        if (!proxy_id.empty()) {
-            json row = require(project, proxy_id);
+        // The forwarder's view of one project proxy: where to send, what goes around it.
+        auto upstream_route = [&](const std::string &id) {
+            json row = require(project, id);
             Upstream u = upstream_of(row);
             add_ca(u.ca_bundle);
-            route["upstream"] = u.to_json();
-            route["bypass_hosts"] = json::parse(row.at("bypass_hosts").get<std::string>());
-        }
+            return json{{"upstream", u.to_json()},
+                        {"bypass_hosts", json::parse(row.at("bypass_hosts").get<std::string>())}};
+        };
+        if (!proxy_id.empty()) route.update(upstream_route(proxy_id));
         // network.proxy_routes [{hosts, proxy_id}]: checked (400 naming the host, 404 for a proxy not
         // the project's) and answered lower-case; the instance gets each with its proxy's route.
         bool has_routes = in.contains("proxy_routes") && in["proxy_routes"].is_array();
@@ -478,13 +481,10 @@ private:
             json checked = json::array(), routes = json::array();
             for (std::size_t i = 0; i < hosts.size(); ++i) {
                 std::string id = in["proxy_routes"][i].value("proxy_id", "");
-                json row = require(project, id);
-                Upstream u = upstream_of(row);
-                add_ca(u.ca_bundle);
+                json one = upstream_route(id);
+                one["hosts"] = hosts[i];
                 checked.push_back({{"hosts", hosts[i]}, {"proxy_id", id}});
-                routes.push_back({{"hosts", hosts[i]},
-                                  {"upstream", u.to_json()},
-                                  {"bypass_hosts", json::parse(row.at("bypass_hosts").get<std::string>())}});
+                routes.push_back(std::move(one));
             }
             out["proxy_routes"] = checked;
             route["routes"] = routes;

@@ -445,6 +445,15 @@ describe('proxies', () => {
         kernel.browsers.create({ headless: true, network: { allowed_hosts: ['a.example'], private_hosts: ['a.example'] } }),
         BadRequestError,
       );
+      // A port on the private entry does not make it another host.
+      await rejectsWith(
+        kernel.browsers.create({ headless: true, network: { allowed_hosts: ['*.a.example'], private_hosts: ['*.a.example', 'db.a.example:5432'] } }),
+        BadRequestError,
+      );
+      await rejectsWith(
+        kernel.browsers.create({ headless: true, network: { allowed_hosts: ['db.a.example'], private_hosts: ['db.a.example:5432'] } }),
+        BadRequestError,
+      );
     });
 
     test('a failure at the proxy: a 502 naming its code in X-Kernel-Proxy-Error, and a proxy_error telemetry event per request', async () => {

@@ -168,6 +168,8 @@ public:
         // An explicit list replaces the defaults; [] leaves nothing direct.
         CPPUNIT_ASSERT(!p.matches("10.2.3.4", 443));
         CPPUNIT_ASSERT(!PrivateHosts::parse(json::array()).matches("10.2.3.4", 443));
+        // What the allowlist overlap check compares: names as an allowlist writes them, no ports.
+        CPPUNIT_ASSERT((p.name_patterns() == std::vector<std::string>{"*.corp.example", "db.other.example"}));
     }
 };
 
