@@ -360,6 +360,10 @@ bool SseConnection::send_frame(const std::string &id, const std::string &json) {
     return queue("id: " + id + "\ndata: " + json + "\n\n");
 }
 
+bool SseConnection::send_id(const std::string &id) {
+    return queue("id: " + id + "\n\n");
+}
+
 void SseConnection::close() {
     closed_ = true;
     loop_.post([this_id = id_, &loop = loop_] {

@@ -63,6 +63,7 @@ class SseConnection {
 public:
     bool send_frame(const std::string &json);
     bool send_frame(const std::string &id, const std::string &json);
+    bool send_id(const std::string &id);
     bool open() const { return !closed_.load(); }
     void close(); // flushes what is queued, then ends the response
 

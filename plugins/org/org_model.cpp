@@ -67,21 +67,6 @@ std::optional<std::string> one_of(std::string_view value, const std::vector<std:
     return std::nullopt;
 }
 
-std::vector<std::string> split_list(std::string_view text) {
-    std::vector<std::string> out;
-    while (!text.empty()) {
-        auto comma = text.find(',');
-        auto part = text.substr(0, comma);
-        while (!part.empty() && part.front() == ' ')
-            part.remove_prefix(1);
-        while (!part.empty() && part.back() == ' ')
-            part.remove_suffix(1);
-        if (!part.empty()) out.emplace_back(part);
-        text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
-    }
-    return out;
-}
-
 Window parse_window(const std::optional<std::string> &start, const std::optional<std::string> &end) {
     if (!start || start->empty()) throw std::invalid_argument("start: is required");
     if (!end || end->empty()) throw std::invalid_argument("end: is required");

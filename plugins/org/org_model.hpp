@@ -39,9 +39,6 @@ std::optional<std::int64_t> parse_time(std::string_view text);
 // One of `allowed`, else nullopt.
 std::optional<std::string> one_of(std::string_view value, const std::vector<std::string> &allowed);
 
-// Comma-joined lists as the SDK sends string[] query parameters; blanks dropped.
-std::vector<std::string> split_list(std::string_view text);
-
 // The audit-log window: both ends required, start < end, at most 30 days apart. Throws
 // std::invalid_argument naming the field ("start: ...").
 struct Window {

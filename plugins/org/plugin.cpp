@@ -679,28 +679,26 @@ private:
             q.where += " AND method = UPPER(?)";
             q.params.push_back(*m);
         }
-        if (auto ex = req.query("exclude_method"))
-            for (const auto &m : org::split_list(*ex)) {
-                q.where += " AND method != UPPER(?)";
-                q.params.push_back(m);
-            }
+        for (const auto &m : req.query_list("exclude_method")) {
+            q.where += " AND method != UPPER(?)";
+            q.params.push_back(m);
+        }
         if (auto s = req.query("auth_strategy"); s && !s->empty()) {
             q.where += " AND auth_strategy = ?";
             q.params.push_back(*s);
         }
         // Hangar's services are its API areas: the first segment of the matched route (`browsers`,
         // `profiles`, `org`, ...). Several may be given, comma-joined.
-        if (auto sv = req.query("service"); sv && !sv->empty()) {
+        if (auto services = req.query_list("service"); !services.empty()) {
             std::string any;
-            for (const auto &s : org::split_list(*sv)) {
+            for (const auto &s : services) {
                 any += std::string(any.empty() ? "" : " OR ") + "route = '/' || ? OR route LIKE '/' || ? || '/%'";
                 q.params.push_back(s);
                 q.params.push_back(s);
             }
             if (!any.empty()) q.where += " AND (" + any + ")";
         }
-        std::vector<std::string> users;
-        if (auto u = req.query("search_user_id")) users = org::split_list(*u);
+        std::vector<std::string> users = req.query_list("search_user_id");
         auto search = req.query("search");
         if ((search && !search->empty()) || !users.empty()) {
             std::string any;

@@ -2,6 +2,8 @@
 // audit-log window and cursors.
 #include "org_model.hpp"
 
+#include <hangar/plugin.hpp>
+
 #include <cppunit/TestFixture.h>
 #include <cppunit/extensions/HelperMacros.h>
 
@@ -96,8 +98,12 @@ public:
     }
 
     void lists() {
-        CPPUNIT_ASSERT((split_list("GET, POST,,") == std::vector<std::string>{"GET", "POST"}));
-        CPPUNIT_ASSERT(split_list("").empty());
+        // The SDKs' array parameters: comma-joined (Python 0.131) or repeated, `x[]` too.
+        auto list = [](const char *query) { return hangar::query_list(hangar::query_pairs(query), "exclude_method"); };
+        CPPUNIT_ASSERT((list("exclude_method=GET,%20POST,,") == std::vector<std::string>{"GET", "POST"}));
+        CPPUNIT_ASSERT((list("exclude_method=GET&method=PUT&exclude_method[]=POST&exclude_method=DELETE,PATCH") ==
+                        std::vector<std::string>{"GET", "POST", "DELETE", "PATCH"}));
+        CPPUNIT_ASSERT(list("exclude_method=").empty() && list("exclude_methods=GET").empty());
         CPPUNIT_ASSERT(one_of("name", {"created_at", "name"}));
         CPPUNIT_ASSERT(!one_of("id", {"created_at", "name"}));
     }

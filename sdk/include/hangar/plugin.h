@@ -9,13 +9,24 @@
  *  - Strings are pointer + length (`hangar_str`), UTF-8, not necessarily NUL-terminated.
  *  - JSON travels as UTF-8 text.
  *  - Sizes are `size_t`; integers that go on the wire are fixed-width. No `long`, `off_t`, `time_t`.
- *  - Every table starts with `abi_version` and `struct_size`. The host only appends functions to
- *    `hangar_host_v1`; a plugin checks `struct_size` before calling a function added later.
+ *  - Every table starts with `abi_version` and `struct_size`.
  *  - "Borrowed" memory stays valid for the stated time and must not be freed by the plugin.
  *    "Owned" buffers (`hangar_buf`) are allocated by the host and released with `buf_free`.
  *  - Functions returning `int` return 0 on success and a negative value on failure; where a
  *    failure has a message it is written into the optional `hangar_buf *err` (owned by caller).
  *  - Unless stated otherwise, functions may be called from any thread.
+ *
+ * How the ABI grows (one rule, enforced):
+ *  - Functions are only ever appended to `hangar_host_v1`, never reordered, removed or changed in
+ *    meaning; each appended one says in which minor it arrived ("ABI 1.4"), and
+ *    HANGAR_ABI_MINOR is the newest. A change that cannot be an append is a new major
+ *    (HANGAR_ABI_VERSION, a new `hangar_host_v2`).
+ *  - A plugin refuses to start on a host older than the header it was built with: HANGAR_PLUGIN's
+ *    init returns -1 unless `struct_size >= sizeof(hangar_host_v1)`, and the host then names the
+ *    plugin it could not load. So plugin code calls every function of its header without a
+ *    check; a newer host runs older plugins unchanged (they never look past their own size).
+ *    One gate at load rather than one per call: a call forgotten behind no gate would jump
+ *    through whatever lies past an older host's table.
  */
 #ifndef HANGAR_PLUGIN_H
 #define HANGAR_PLUGIN_H
@@ -28,6 +39,8 @@ extern "C" {
 #endif
 
 #define HANGAR_ABI_VERSION 1u
+/* The newest minor of ABI 1: the functions marked "ABI 1.N" below arrived in minor N. */
+#define HANGAR_ABI_MINOR 9u
 
 #if defined(__GNUC__)
 #define HANGAR_EXPORT __attribute__((visibility("default")))
@@ -276,27 +289,33 @@ typedef struct hangar_host_v1 {
      * such as RFB for noVNC). Pings are answered; a close on either side ends both. The
      * "binary" subprotocol is accepted when offered. `activity_key` as for relays. Returns -1
      * when the socket cannot be reached (nothing was sent to the client then). */
+    /* ABI 1.1 */
     int (*ws_bridge_unix)(hangar_request *req, hangar_response *res, hangar_str socket_path, hangar_str activity_key);
     /* The host path of a running instance's directory (server role): what the agent sees as
      * /run/hangar. Files an agent leaves there (recordings) can be moved out before
      * instance_stop removes it. */
+    /* ABI 1.1 */
     int (*instance_dir)(hangar_plugin_ctx *ctx, hangar_str id, hangar_buf *out);
     /* Every request header as a JSON array of [name, value] pairs, in order, repeated names
      * repeated (for requests passed on whole, such as curl/raw). `out` is owned by the caller. */
+    /* ABI 1.2 */
     int (*req_headers)(hangar_request *req, hangar_buf *out);
     /* Queues one SSE frame with an `id:` line ("id: <id>\ndata: <json>\n\n"), for streams a
      * client resumes with Last-Event-ID. Returns -1 once the client has gone. */
+    /* ABI 1.3 */
     int (*stream_send_with_id)(hangar_stream *stream, hangar_str id, hangar_str json);
     /* Watches the relays this process splices (relay_unix/relay_tcp upgrades and event streams)
      * whose upstream path starts with `path_prefix`, from any plugin: `fn` gets HANGAR_RELAY_OPENED
      * for each, and what its answer asks for afterwards (see hangar_relay_event). Register during
      * `start`; a stopped plugin is called no more. The relay stays a byte relay: with no watcher
      * asking for messages, nothing is read out of the bytes. */
+    /* ABI 1.4 */
     int (*relay_observe)(hangar_plugin_ctx *ctx, hangar_str path_prefix, hangar_relay_fn fn, void *user);
     /* The directory of a running instance's memory cgroup (server role; v2: the instance's one
      * cgroup, v1: its memory-hierarchy cgroup) as JSON {"path","version":1|2}, for reading its
      * counters (memory.events / memory.oom_control, memory.current, cgroup.procs). Returns -1
      * when the instance is not running or the machine gives it no memory cgroup. */
+    /* ABI 1.4 */
     int (*instance_cgroup)(hangar_plugin_ctx *ctx, hangar_str id, hangar_buf *out);
     /* Runs another request through this server's own front door as the caller of `req` (server
      * role): the host sends it to the address it listens on with `req`'s Authorization and
@@ -308,6 +327,7 @@ typedef struct hangar_host_v1 {
      * `out_status` gets the answer's status, `out_headers` a JSON array of [name, value] pairs
      * and `out_body` its bytes. Returns -1 when the request could not be made (`out_body` then
      * says why); timeout_ms 0 = 60 s. */
+    /* ABI 1.5 */
     int (*req_dispatch)(hangar_request *req, hangar_str method, hangar_str path, hangar_str content_type,
                         hangar_str body, uint32_t timeout_ms, int *out_status, hangar_buf *out_headers,
                         hangar_buf *out_body);
@@ -316,17 +336,25 @@ typedef struct hangar_host_v1 {
      * rolls back and returns -1 with a message in `err`); `out` gets a JSON array of each
      * statement's rows, in order. For changes that another request, or another node of the
      * same store, must never see half-done. */
+    /* ABI 1.6 */
     int (*store_exec_batch)(hangar_plugin_ctx *ctx, hangar_str statements_json, hangar_buf *out, hangar_buf *err);
     /* The plugin wrote the file at blob_path(key) itself (moved a recording in): keep it as the
      * blob's contents, so that other nodes read it too (on a PostgreSQL store it is streamed
      * there; elsewhere nothing more is needed). Returns -1 with a message in `err` on failure. */
+    /* ABI 1.7 */
     int (*blob_commit)(hangar_plugin_ctx *ctx, hangar_str key, hangar_buf *err);
     /* Takes the request's connection out of the HTTP server (streaming routes, before anything
      * was answered): `out_fd` gets the socket, close-on-exec and non-blocking, owned by the
      * plugin from then on, which answers on it itself or hands it on. Returns -1 when the route is
      * not streaming or the connection was already taken; also when bytes beyond the request head
      * had been read (they would be lost), and the connection is then closed. */
+    /* ABI 1.8 */
     int (*res_take_socket)(hangar_response *res, int *out_fd);
+    /* Queues an id-only SSE frame ("id: <id>\n\n"): it moves the client's Last-Event-ID past
+     * events a filter skipped, and clients dispatch no event for it. Returns -1 once the client
+     * has gone. */
+    /* ABI 1.9 */
+    int (*stream_send_id)(hangar_stream *stream, hangar_str id);
 } hangar_host_v1;
 
 /* ---- what the plugin declares (filled by hangar_plugin_init) ------------------------------- */

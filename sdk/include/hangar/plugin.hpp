@@ -80,6 +80,28 @@ inline std::vector<std::pair<std::string, std::string>> query_pairs(std::string_
     return out;
 }
 
+// An array query parameter as the SDKs send it: comma-joined (Python 0.131), repeated, or
+// repeated as `name[]`; items trimmed of spaces, empty ones dropped, in order.
+inline std::vector<std::string> query_list(const std::vector<std::pair<std::string, std::string>> &pairs,
+                                           std::string_view name) {
+    std::vector<std::string> out;
+    for (const auto &[key, value] : pairs) {
+        if (key != name && !(key.size() == name.size() + 2 && key.starts_with(name) && key.ends_with("[]"))) continue;
+        std::string_view rest = value;
+        while (!rest.empty()) {
+            auto comma = rest.find(',');
+            auto item = rest.substr(0, comma);
+            while (!item.empty() && item.front() == ' ')
+                item.remove_prefix(1);
+            while (!item.empty() && item.back() == ' ')
+                item.remove_suffix(1);
+            if (!item.empty()) out.emplace_back(item);
+            rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+        }
+    }
+    return out;
+}
+
 // ASCII comparison without case, as header names are compared.
 inline bool iequals(std::string_view a, std::string_view b) {
     if (a.size() != b.size()) return false;
@@ -203,6 +225,10 @@ public:
         return std::string(view(out));
     }
     std::string_view query_string() const { return view(host_->req_query_string(req_)); }
+    // An array parameter, comma-joined or repeated (see hangar::query_list).
+    std::vector<std::string> query_list(std::string_view name) const {
+        return hangar::query_list(query_pairs(query_string()), name);
+    }
     std::optional<std::string> header(std::string_view name) const {
         hangar_str out{};
         if (host_->req_header(req_, str(name), &out) != 0) return std::nullopt;
@@ -271,8 +297,6 @@ public:
     // returned, not thrown; failing to reach the server is a 502.
     Dispatched dispatch(std::string_view method, std::string_view path, std::string_view body = {},
                         std::string_view content_type = {}, std::uint32_t timeout_ms = 0) const {
-        if (host_->struct_size < offsetof(hangar_host_v1, req_dispatch) + sizeof(void *))
-            throw Error::not_implemented("this Hangar host cannot dispatch requests (req_dispatch)");
         Buf headers(host_), out(host_);
         int status = 0;
         Dispatched d;
@@ -310,12 +334,16 @@ public:
         auto text = event.dump();
         return host_->stream_send(s_, str(text)) == 0;
     }
-    // With an `id:` line (for Last-Event-ID); a host older than the function sends the data alone.
+    // With an `id:` line (for Last-Event-ID).
     bool send(const json &event, std::uint64_t id) {
-        if (host_->struct_size < offsetof(hangar_host_v1, stream_send_with_id) + sizeof(void *)) return send(event);
         auto text = event.dump();
         auto id_text = std::to_string(id);
         return host_->stream_send_with_id(s_, str(id_text), str(text)) == 0;
+    }
+    // An id-only frame: the client's Last-Event-ID moves to `id` with no event.
+    bool send_id(std::uint64_t id) {
+        auto id_text = std::to_string(id);
+        return host_->stream_send_id(s_, str(id_text)) == 0;
     }
     bool open() const { return host_->stream_is_open(s_) != 0; }
 
@@ -362,8 +390,7 @@ public:
     // cannot give it.
     int take_socket() {
         int fd = -1;
-        if (host_->struct_size < offsetof(hangar_host_v1, res_take_socket) + sizeof(void *) ||
-            host_->res_take_socket(res_, &fd) != 0)
+        if (host_->res_take_socket(res_, &fd) != 0)
             throw Error::internal("could not take the connection");
         return fd;
     }
@@ -476,8 +503,6 @@ protected:
 
     // Several statements as one transaction: all apply or none does. Returns each one's rows.
     json sql_batch(const std::vector<std::pair<std::string, json>> &statements) const {
-        if (host_->struct_size < offsetof(hangar_host_v1, store_exec_batch) + sizeof(void *))
-            throw Error::not_implemented("this Hangar host cannot run statements as one transaction");
         json list = json::array();
         for (const auto &[statement, params] : statements)
             list.push_back({{"sql", statement}, {"params", params}});
@@ -549,8 +574,6 @@ protected:
     // must not block. Register in start().
     using RelayObserver = std::function<std::uint32_t(const RelayEvent &)>;
     void observe_relays(std::string_view path_prefix, RelayObserver fn) {
-        if (host_->struct_size < offsetof(hangar_host_v1, relay_observe) + sizeof(void *))
-            throw std::runtime_error("this host cannot observe relays");
         auto &entry = relay_observers_.emplace_back(std::move(fn));
         auto trampoline = [](void *user, const hangar_relay_event *e) -> std::uint32_t {
             try {
@@ -720,7 +743,6 @@ protected:
     }
     // {"path","version"} of a running instance's memory cgroup (hangar_host_v1::instance_cgroup).
     std::optional<json> instance_cgroup(std::string_view id) const {
-        if (host_->struct_size < offsetof(hangar_host_v1, instance_cgroup) + sizeof(void *)) return std::nullopt;
         Buf out(host_);
         if (host_->instance_cgroup(ctx_, str(id), out.get()) != 0) return std::nullopt;
         auto parsed = json::parse(out.str(), nullptr, false);
