@@ -230,6 +230,7 @@ struct hangar_request {
     const std::string *route = nullptr;           // the matched pattern, for the audit log
     std::optional<hangar::host::Caller> caller{}; // set once authenticated
     std::string browser_session = {};             // {id} of a /browsers/{id}/... route: a per-browser API call
+    bool direct_vm = false; // came as {base_url}/<subresource>?jwt= (the browser's own API, Kernel's in-VM calls)
     // The most body req_body reads: max_body_bytes, or far less for a request that carries no
     // credential (anyone may send it).
     std::size_t body_limit = 0;

@@ -70,6 +70,7 @@ bool direct_vm_request(HostCore &core, hangar_request &req, hangar_response &res
     req.query = hangar::query_pairs(query);
     req.caller_json = caller->to_json().dump();
     req.caller = std::move(*caller);
+    req.direct_vm = true;
     return true;
 }
 

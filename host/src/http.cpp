@@ -325,7 +325,8 @@ public:
 
 private:
     // A per-browser API call, answered, is offered to `telemetry.api_call` (the telemetry plugin
-    // records it as a `control` event when the session captures them). The answer is already
+    // records it as a `control` event, or a `platform` one when it came straight to the browser's
+    // base_url, when the session captures them). The answer is already
     // sent, so the caller waits for none of this; without the plugin it is one map lookup.
     void report_api_call(const hangar_request &req, int status, std::int64_t duration_ms) {
         json in = {{"session_id", req.browser_session},
@@ -334,6 +335,7 @@ private:
                    {"status", status},
                    {"duration_ms", duration_ms},
                    {"request_id", req.request_id},
+                   {"direct_vm", req.direct_vm},
                    {"caller", json::parse(req.caller_json, nullptr, false)}};
         std::string out;
         core_.services.call("telemetry.api_call", in.dump(), out);

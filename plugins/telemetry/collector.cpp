@@ -64,8 +64,10 @@ public:
 
     void setup() {
         step_ = "Target.getTargets";
-        for (const auto &t : c_.call("Target.getTargets").value("targetInfos", json::array()))
+        for (const auto &t : c_.call("Target.getTargets").value("targetInfos", json::array())) {
             known_.insert(t.value("targetId", ""));
+            types_[t.value("targetId", "")] = t.value("type", "");
+        }
         step_ = "Target.setDiscoverTargets";
         c_.call("Target.setDiscoverTargets", {{"discover", true}});
         step_ = "";
@@ -140,6 +142,7 @@ private:
     void browser_event(const std::string &method, const json &p) {
         if (method == "Target.targetCreated") {
             const json info = p.value("targetInfo", json::object());
+            types_[info.value("targetId", "")] = info.value("type", "");
             if (info.value("type", "") != "page") return;
             std::string id = info.value("targetId", "");
             if (!known_.count(id) && on("page")) {
@@ -164,6 +167,23 @@ private:
             targets_.erase(p.value("sessionId", ""));
         } else if (method == "Target.targetDestroyed") {
             known_.erase(p.value("targetId", ""));
+            types_.erase(p.value("targetId", ""));
+        } else if (method == "Target.targetCrashed") {
+            // A renderer gone while Chromium lives (Chromium itself gone is service_crashed).
+            if (!on("page")) return;
+            const std::string id = p.value("targetId", "");
+            auto type = types_.find(id);
+            json data = {{"target_id", id},
+                         {"target_type", type == types_.end() || type->second.empty() ? "page" : type->second},
+                         {"url", ""},
+                         {"status", p.value("status", "")},
+                         {"error_code", p.value("errorCode", 0)}};
+            for (const auto &[sid, t] : targets_)
+                if (t.target_id == id) {
+                    data["session_id"] = sid;
+                    data["url"] = t.url;
+                }
+            emit("page", "page_crashed", method, data);
         }
     }
 
@@ -456,6 +476,7 @@ private:
     const CollectorSettings &settings_;
     std::string step_;
     std::set<std::string> known_;
+    std::map<std::string, std::string> types_; // targetId -> its type, for page_crashed
     std::map<std::string, Target> targets_;
     std::map<std::string, Request> requests_;
     std::map<int, std::function<void(const json &)>> pending_;

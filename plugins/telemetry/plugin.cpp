@@ -453,11 +453,15 @@ void TelemetryPlugin::api_call(const json &in) {
     const std::string sid = in.value("session_id", "");
     const std::string path = in.value("path", "");
     int status = in.value("status", 0);
+    // A call sent straight to the browser's base_url is Kernel's in-VM API call (0.131's
+    // `platform` category); one through /browsers/{id}/... is an API call (`control`).
+    const bool in_vm = in.value("direct_vm", false);
+    const char *category = in_vm ? "platform" : "control";
     {
         std::lock_guard lock(live_mutex_);
         auto it = live_.find(sid);
         const json caller = in.value("caller", json::object());
-        if (it == live_.end() || !it->second.selection.count("control") ||
+        if (it == live_.end() || !it->second.selection.count(category) ||
             caller.value("project_id", "") != it->second.project)
             return;
     }
@@ -485,7 +489,7 @@ void TelemetryPlugin::api_call(const json &in) {
     json data = {{"duration_ms", in.value("duration_ms", 0)}, {"operation_id", operation},
                  {"request_id", in.value("request_id", "")},  {"status", status},
                  {"method", in.value("method", "")},          {"route", path}};
-    post(sid, make_event("control", "api_call", now_us(), "kernel_api", {}, data));
+    post(sid, make_event(category, in_vm ? "platform_api_call" : "api_call", now_us(), "kernel_api", {}, data));
 }
 
 void TelemetryPlugin::pull(const std::string &sid) {
@@ -558,33 +562,8 @@ void TelemetryPlugin::events(Request &req, Response &res) {
         call("browsers.session", {{"project_id", req.project()}, {"id", req.param("id")}, {"include_deleted", true}});
     const std::string sid = session.value("session_id", "");
     hangar::Validation v;
-    // category and (0.131) type: comma-separated or repeated, ANDed. A type is a name; one no
-    // event has matches nothing.
     std::set<std::string> wanted, wanted_types;
-    for (const auto &[key, value] : hangar::query_pairs(req.query_string())) {
-        const bool category = key == "category" || key == "category[]";
-        if (!category && key != "type" && key != "type[]") continue;
-        std::size_t start = 0;
-        while (start <= value.size()) {
-            auto comma = value.find(',', start);
-            std::string c = value.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-            if (c.empty()) {
-                // nothing between two commas
-            } else if (!category) {
-                if (c.size() <= 64 &&
-                    std::all_of(c.begin(), c.end(), [](unsigned char ch) { return std::islower(ch) || ch == '_'; }))
-                    wanted_types.insert(c);
-                else
-                    v.fail("type", "\"" + c + "\" is not an event type (lower-case letters and _)");
-            } else if (is_filter_category(c)) {
-                wanted.insert(c);
-            } else {
-                v.fail("category", "unknown category \"" + c + "\"");
-            }
-            if (comma == std::string::npos) break;
-            start = comma + 1;
-        }
-    }
+    parse_event_filter(hangar::query_pairs(req.query_string()), v, &wanted, wanted_types);
     std::string order = req.query("order").value_or("asc");
     if (order.empty()) order = "asc";
     if (order != "asc" && order != "desc") v.fail("order", "must be asc or desc");
@@ -888,12 +867,12 @@ void TelemetryPlugin::emit(json event) {
 }
 
 void TelemetryPlugin::stream(Request &req, Response &res) {
-    // 0.131 filters the stream by type too, sending id-only frames for what it skips; the plugin
-    // ABI has no such frame yet. Refused, never ignored.
-    for (const auto &[key, value] : hangar::query_pairs(req.query_string()))
-        if (key == "type" || key == "type[]")
-            throw Error::not_implemented("not implemented in Hangar yet: type on the telemetry stream (GET "
-                                         ".../telemetry/events filters by type)");
+    // 0.131's `type`: skipped events are not sent, but an id-only frame with the latest skipped
+    // seq is, so a reconnect's Last-Event-ID resumes past them (see the sender below).
+    hangar::Validation v;
+    std::set<std::string> types;
+    parse_event_filter(hangar::query_pairs(req.query_string()), v, nullptr, types);
+    v.throw_if_failed();
     std::uint64_t after = 0;
     bool resume = false;
     if (auto id = req.header("Last-Event-ID"); id && !id->empty()) {
@@ -922,8 +901,13 @@ void TelemetryPlugin::stream(Request &req, Response &res) {
         return true;
     });
     auto &s = streams_.emplace_back();
-    s.thread = std::thread([this, sse, after, epoch, follow, &done = s.done]() mutable {
-        while (!stopping_) {
+    s.thread = std::thread([this, sse, after, epoch, follow, types = std::move(types), &done = s.done]() mutable {
+        // Kernel's rhythm: the latest skipped seq goes out once 15 s passed without a frame
+        // (while skipped events keep coming, or at the next keepalive), and when the stream ends.
+        std::uint64_t skipped = 0; // not yet told; 0: nothing pending
+        auto last_frame = std::chrono::steady_clock::now();
+        bool ok = true;
+        while (!stopping_ && ok) {
             std::vector<json> batch;
             {
                 std::unique_lock lock(ring_mutex_);
@@ -933,13 +917,25 @@ void TelemetryPlugin::stream(Request &req, Response &res) {
                 if (stream_epoch_ != epoch) break; // the session (or lease) ended
                 batch = ring_->after(after, 500);
             }
-            bool ok = sse->open();
+            ok = sse->open();
             for (const auto &e : batch) {
                 after = e["seq"].get<std::uint64_t>();
+                if (!types.empty() && !types.count(e["event"].value("type", ""))) {
+                    skipped = after;
+                    continue;
+                }
                 if (!(ok = sse->send(e, after))) break;
+                skipped = 0;
+                last_frame = std::chrono::steady_clock::now();
             }
-            if (!ok || (!follow && batch.size() < 500)) break;
+            if (ok && skipped && std::chrono::steady_clock::now() - last_frame >= std::chrono::seconds(15)) {
+                ok = sse->send_id(skipped);
+                skipped = 0;
+                last_frame = std::chrono::steady_clock::now();
+            }
+            if (!follow && batch.size() < 500) break;
         }
+        if (ok && skipped) sse->send_id(skipped);
         done = true;
     });
 }

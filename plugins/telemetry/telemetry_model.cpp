@@ -12,8 +12,9 @@
 namespace hangar::telemetry {
 
 const std::vector<std::string> &categories() {
-    static const std::vector<std::string> all = {"captcha", "connection", "console",    "control", "interaction",
-                                                 "network", "page",       "screenshot", "system"};
+    // Appended only: an index is a bit of the stored batches' category masks.
+    static const std::vector<std::string> all = {"captcha", "connection", "console", "control", "interaction",
+                                                 "network", "page",       "screenshot", "system", "platform"};
     return all;
 }
 
@@ -23,6 +24,24 @@ bool is_cdp_category(std::string_view c) {
 
 bool is_filter_category(std::string_view c) {
     return c == "monitor" || std::find(categories().begin(), categories().end(), c) != categories().end();
+}
+
+void parse_event_filter(const std::vector<std::pair<std::string, std::string>> &query, hangar::Validation &v,
+                        std::set<std::string> *categories, std::set<std::string> &types) {
+    for (const auto &t : hangar::query_list(query, "type")) {
+        if (t.size() <= 64 &&
+            std::all_of(t.begin(), t.end(), [](unsigned char ch) { return std::islower(ch) || ch == '_'; }))
+            types.insert(t);
+        else
+            v.fail("type", "\"" + t + "\" is not an event type (lower-case letters and _)");
+    }
+    if (!categories) return;
+    for (const auto &c : hangar::query_list(query, "category")) {
+        if (is_filter_category(c))
+            categories->insert(c);
+        else
+            v.fail("category", "unknown category \"" + c + "\"");
+    }
 }
 
 const Selection &default_selection() {
@@ -57,7 +76,7 @@ ConfigRequest parse_request(const json &value, const std::string &field) {
             const std::string name = member(member(field, "browser"), cat);
             if (std::find(categories().begin(), categories().end(), cat) == categories().end())
                 throw Error::invalid(name, "is not a telemetry category (captcha, connection, console, control, "
-                                           "interaction, network, page, screenshot, system)");
+                                           "interaction, network, page, platform, screenshot, system)");
             if (cfg.is_null()) continue;
             if (!cfg.is_object()) throw Error::invalid(name, "must be {enabled?: boolean}");
             bool on = true; // a category named without `enabled` is asked for

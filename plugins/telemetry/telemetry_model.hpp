@@ -26,6 +26,13 @@ bool is_cdp_category(std::string_view category);
 // Every value of the events filter: the configurable ones and `monitor`.
 bool is_filter_category(std::string_view category);
 
+// The events filter of a query string: `category` and (0.131) `type`, each comma-separated or
+// repeated (`x[]` too); the two are ANDed by the caller. A type is a name (lower-case letters
+// and _); one no event has matches nothing. Bad values fail `v` naming the parameter. Without
+// `categories`, a `category` parameter is ignored (the stream filters by type only).
+void parse_event_filter(const std::vector<std::pair<std::string, std::string>> &query, hangar::Validation &v,
+                        std::set<std::string> *categories, std::set<std::string> &types);
+
 // The categories being captured; empty means capture is off.
 using Selection = std::set<std::string>;
 const Selection &default_selection();

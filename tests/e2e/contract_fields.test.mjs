@@ -838,6 +838,8 @@ honour('after', 'POST /browsers', ['network', 'proxy'], '0.131 egress: an allowl
   assert.deepEqual(await pw(ctx, pageStatus(`http://localhost:${port}/allowed`), b.session_id), [200, null]);
   assert.deepEqual(await pw(ctx, pageStatus(`http://127.0.0.1:${port}/refused`), b.session_id), [403, 'network_policy_denied']);
 });
+elsewhere('GET /browsers/{id}/telemetry/events', ['type'], '../python/test_0131_network.py', 'only those event types, ANDed with category; a bad name refused (Python SDK 0.131)');
+elsewhere('GET /browsers/{id}/telemetry/stream', ['type'], '../python/test_0131_network.py', 'only those types through the SDK, the skipped seq in an id-only frame at the end (Python SDK 0.131)');
 elsewhere('PATCH /browsers/{id_or_name}', ['start_url'], '../python/test_0131_network.py', 'opened after the update, and refused when the allowlist the update leaves does not allow it (Python SDK 0.131)');
 elsewhere('POST /browser_pools', ['network'], '../python/test_0131_network.py', 'a pool whose browsers are held to its allowlist (Python SDK 0.131)');
 elsewhere('PATCH /browser_pools/{id_or_name}', ['network', 'expected_network'], '../python/test_0131_network.py', 'the pool allowlist changed under expected_network, idle browsers built again');

@@ -17,6 +17,7 @@ import json
 import uuid
 from typing import Iterator
 
+import httpx
 import pytest
 
 import kernel
@@ -151,10 +152,25 @@ def test_allowlist_holds_from_the_first_request_and_patch_replaces_and_lifts_it(
         with pytest.raises(kernel.BadRequestError) as bad_type:
             client.browsers.telemetry.events(b.session_id, type=["Proxy-Error"])
         assert "type" in str(bad_type.value.body)
-        # The stream cannot send the id-only frames a type filter needs: refused, never ignored.
-        with pytest.raises(kernel.APIStatusError) as unserved:
-            client.browsers.telemetry.stream(b.session_id, type=["proxy_error"])
-        assert unserved.value.status_code == 501 and "type" in str(unserved.value.body)
+        # On the stream too: through the SDK, only those types arrive...
+        with client.browsers.telemetry.stream(b.session_id, type=["proxy_error"], replay="all") as live:
+            first = next(iter(live))
+        assert first.event.type == "proxy_error", first
+        # ...and what the filter skipped is told by an id-only frame with the latest skipped seq,
+        # so a reconnect's Last-Event-ID resumes past it. A plain GET gets what is held, then the end.
+        held = httpx.get(f"{client.base_url}browsers/{b.session_id}/telemetry/stream",
+                         params={"type": "proxy_error", "replay": "all"},
+                         headers={"Authorization": f"Bearer {client.api_key}"}, timeout=30)
+        assert held.status_code == 200, held.text
+        frames = [f for f in held.text.split("\n\n") if f.strip() and not f.startswith(":")]
+        sent = [f for f in frames if "\ndata: " in f]
+        assert sent and all(json.loads(f.split("\ndata: ", 1)[1])["event"]["type"] == "proxy_error" for f in sent), frames
+        id_only = [f for f in frames if "data:" not in f]
+        assert len(id_only) == 1 and frames[-1] == id_only[0], frames
+        sent_ids = [int(f.split("\n")[0].removeprefix("id: ")) for f in sent]
+        assert int(id_only[0].removeprefix("id: ")) > max(sent_ids), frames
+        with pytest.raises(kernel.BadRequestError):
+            client.browsers.telemetry.stream(b.session_id, type=["Proxy-Error"])
 
         got = client.browsers.retrieve(b.session_id)
         assert got.network.allowed_hosts == ["localhost"]

@@ -45,6 +45,7 @@ class TelemetryModelTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(oomCounterAndKernelLog);
     CPPUNIT_TEST(connectionHelpers);
     CPPUNIT_TEST(proxyErrors);
+    CPPUNIT_TEST(eventFilter);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -98,8 +99,34 @@ public:
         json r = render({"console", "control"});
         CPPUNIT_ASSERT_EQUAL(true, r["browser"]["console"]["enabled"].get<bool>());
         CPPUNIT_ASSERT_EQUAL(false, r["browser"]["network"]["enabled"].get<bool>());
-        CPPUNIT_ASSERT_EQUAL(std::size_t(9), r["browser"].size());
+        CPPUNIT_ASSERT_EQUAL(std::size_t(10), r["browser"].size());
+        CPPUNIT_ASSERT_EQUAL(false, r["browser"]["platform"]["enabled"].get<bool>()); // 0.131, opt-in
         CPPUNIT_ASSERT(selection_from_json(r) == Selection({"console", "control"}));
+    }
+
+    void eventFilter() {
+        // Comma-joined and repeated, `x[]` too; empty items are nothing.
+        auto query = hangar::query_pairs("category=page,network&type=page_load,&type[]=proxy_error&category[]=platform");
+        hangar::Validation v;
+        std::set<std::string> cats, types;
+        parse_event_filter(query, v, &cats, types);
+        CPPUNIT_ASSERT(v.ok());
+        CPPUNIT_ASSERT((cats == std::set<std::string>{"network", "page", "platform"}));
+        CPPUNIT_ASSERT((types == std::set<std::string>{"page_load", "proxy_error"}));
+        // The stream filters by type only: a category there is not read at all.
+        std::set<std::string> stream_types;
+        hangar::Validation sv;
+        parse_event_filter(hangar::query_pairs("category=bogus&type=console_log"), sv, nullptr, stream_types);
+        CPPUNIT_ASSERT(sv.ok() && stream_types == std::set<std::string>{"console_log"});
+        for (const char *bad : {"type=Page_Load", "type=page-load", "category=pages"}) {
+            hangar::Validation bv;
+            std::set<std::string> c, t;
+            parse_event_filter(hangar::query_pairs(bad), bv, &c, t);
+            CPPUNIT_ASSERT_MESSAGE(bad, !bv.ok());
+        }
+        // platform was appended: the stored batches' masks of the older categories keep their bits.
+        CPPUNIT_ASSERT_EQUAL(std::int64_t{1} << 8, category_bit("system"));
+        CPPUNIT_ASSERT_EQUAL(std::int64_t{1} << 9, category_bit("platform"));
     }
 
     void timeBounds() {
