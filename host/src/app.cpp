@@ -435,6 +435,7 @@ private:
         node_settings.public_url = core.public_url;
         node_settings.heartbeat_seconds = cfg->get_int("node.heartbeat_seconds", 3);
         node_settings.max_browsers = std::max<std::int64_t>(0, cfg->get_int("node.max_browsers", 0));
+        node_settings.region = cfg->get("node.region", "us-east");
         node_settings.plugins = planned_plugins(core, dirs, enabled);
         // A node without the store's secrets key stops here too, before its claim: on a store that
         // has nodes both steps only read.

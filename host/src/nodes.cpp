@@ -41,6 +41,8 @@ const std::vector<Store::Migration> kNodesMigrations = {
     {2, "ALTER TABLE nodes ADD COLUMN draining_at INTEGER"},
     // `[node] max_browsers`: the placement of creates (browsers plugin) reads every node's cap here.
     {3, "ALTER TABLE nodes ADD COLUMN max_browsers INTEGER NOT NULL DEFAULT 0"},
+    // `[node] region`: a create that names a region is placed on a node serving it.
+    {4, "ALTER TABLE nodes ADD COLUMN region TEXT NOT NULL DEFAULT ''"},
 };
 
 const char *kNameSetting = "[node] name / HANGAR_NODE_NAME";
@@ -319,13 +321,14 @@ void NodeRegistration::claim() {
                        now,
                        now,
                        settings_.heartbeat_seconds,
-                       settings_.max_browsers};
+                       settings_.max_browsers,
+                       settings_.region};
         if (!own) {
             params.push_back(name);
             store_.exec(
                 "INSERT INTO nodes (public_url, instance_id, boot_id, pid, hangar_version, abi_version, plugins,"
-                " started_at, heartbeat_at, heartbeat_seconds, max_browsers, name)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " started_at, heartbeat_at, heartbeat_seconds, max_browsers, region, name)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 params);
         } else {
             // Taken over only if the row is still the one judged above (another start may race).
@@ -334,7 +337,7 @@ void NodeRegistration::claim() {
             auto taken = store_.exec(
                 "UPDATE nodes SET public_url = ?, instance_id = ?, boot_id = ?, pid = ?, hangar_version = ?,"
                 " abi_version = ?, plugins = ?, started_at = ?, heartbeat_at = ?, heartbeat_seconds = ?,"
-                " max_browsers = ?, stopped_at = NULL, draining_at = NULL, browsers = 0, spares = 0,"
+                " max_browsers = ?, region = ?, stopped_at = NULL, draining_at = NULL, browsers = 0, spares = 0,"
                 " mem_available_bytes = -1"
                 " WHERE name = ? AND instance_id = ? RETURNING name",
                 params);
@@ -411,7 +414,7 @@ json list_nodes(Store &store, std::int64_t now) {
     for (auto &row :
          store.exec("SELECT name, public_url, instance_id, hangar_version, abi_version, plugins, started_at,"
                     " heartbeat_at, heartbeat_seconds, stopped_at, browsers, spares, mem_available_bytes, draining_at,"
-                    " max_browsers FROM nodes ORDER BY started_at, name")) {
+                    " max_browsers, region FROM nodes ORDER BY started_at, name")) {
         auto heartbeat = int_of(row, "heartbeat_at");
         auto state = node_state(stopped(row), heartbeat, int_of(row, "heartbeat_seconds", 5), now);
         // A live node told to drain takes no new browsers until it stops by itself.
@@ -433,6 +436,7 @@ json list_nodes(Store &store, std::int64_t now) {
                        {"browsers", int_of(row, "browsers")},
                        {"spares", int_of(row, "spares")},
                        {"max_browsers", int_of(row, "max_browsers")},
+                       {"region", row.value("region", "")},
                        {"mem_available_bytes", int_of(row, "mem_available_bytes", -1)}});
     }
     return out;

@@ -68,6 +68,7 @@ struct NodeSettings {
     std::string public_url; // [server] public_url, HANGAR_PUBLIC_URL; empty until derived
     std::int64_t heartbeat_seconds = 3;
     std::int64_t max_browsers = 0; // [node] max_browsers: active sessions placed here at most; 0 = no cap
+    std::string region;            // [node] region: what creates naming a region are placed by
     PluginSet plugins;
 };
 

@@ -72,8 +72,9 @@ private:
     std::string session_socket(const std::string &sid) const;
     // Where a POST /browsers runs (issue 24 point 3): returns here, or throws Error::on_node for
     // a node with clearly more room, or 503 when no node has room. `relayed`: another node placed
-    // it here already, so it runs here if it can.
-    void place_create(Response &res, bool relayed) const;
+    // it here already, so it runs here if it can. A `region` (0.131) this node does not serve goes
+    // to the node serving it with the most room; 400 when no live node serves it.
+    void place_create(Response &res, bool relayed, const std::string &region) const;
     void relay_curl(Request &req, Response &res, const std::string &sid, const std::string &agent_path);
     // Writes the session's row; fills in its region (this node's) and memory (its instance's
     // real limit) first, so the caller renders what was stored.

@@ -9,6 +9,7 @@
 #include <exception>
 #include <fstream>
 #include <iterator>
+#include <set>
 #include <thread>
 
 namespace hangar::browsers {
@@ -726,7 +727,8 @@ void BrowsersPlugin::create(Request &req, Response &res) {
     std::string project = req.project();
     json caller = req.caller();
     json body = req.json_body(true);
-    place_create(res, req.header("X-Hangar-Relayed-By").has_value());
+    const json region = body.is_object() ? body.value("region", json()) : json();
+    place_create(res, req.header("X-Hangar-Relayed-By").has_value(), region.is_string() ? region.get<std::string>() : "");
     try {
         res.json(create_session(body, project, caller, req.base_url()));
     } catch (const Error &e) {
@@ -1214,7 +1216,7 @@ void BrowsersPlugin::sweep_idle() {
     if (draining()) sweep_draining();
 }
 
-void BrowsersPlugin::place_create(Response &res, bool relayed) const {
+void BrowsersPlugin::place_create(Response &res, bool relayed, const std::string &region) const {
     json nodes;
     try {
         nodes = read_nodes().value("nodes", json::array());
@@ -1225,7 +1227,10 @@ void BrowsersPlugin::place_create(Response &res, bool relayed) const {
     const bool alone = std::none_of(nodes.begin(), nodes.end(), [&](const json &n) {
         return n.value("name", "") != node_ && n.value("state", "") == "live";
     });
-    if (alone && my_cap == 0 && !draining()) return; // nothing to weigh: the common single machine
+    // A region this node does not serve ([node] region) is another node's to take.
+    const bool other_region = !region.empty() && region != region_;
+    if (other_region && relayed) return; // placed here by a node that knows better: check_placement answers
+    if (alone && my_cap == 0 && !draining() && !other_region) return; // the common single machine
 
     std::map<std::string, std::int64_t> sessions;
     for (const auto &row : sql("SELECT node, COUNT(*) AS n FROM browsers_sessions WHERE deleted_at IS NULL AND "
@@ -1233,7 +1238,7 @@ void BrowsersPlugin::place_create(Response &res, bool relayed) const {
         sessions[row.value("node", "")] = row.value("n", std::int64_t{0});
     // Sandboxes of deleted sessions still ending hold this node's memory until they are gone.
     sessions[node_] += static_cast<std::int64_t>(teardowns_.running());
-    const bool room_here = !draining() && (my_cap == 0 || sessions[node_] < my_cap);
+    const bool room_here = !other_region && !draining() && (my_cap == 0 || sessions[node_] < my_cap);
 
     // The other live node with the fewest active sessions and room under its cap (then the most
     // free memory). Rows are written once an instance runs, so creates under way are not counted:
@@ -1253,6 +1258,7 @@ void BrowsersPlugin::place_create(Response &res, bool relayed) const {
         const std::int64_t cap = n.value("max_browsers", std::int64_t{0});
         if (c.name == node_ || c.url.empty() || n.value("state", "") != "live" || (cap > 0 && c.sessions >= cap))
             continue;
+        if (!region.empty() && n.value("region", "") != region) continue;
         if (!best || c.sessions < best->sessions ||
             (c.sessions == best->sessions && c.mem_available > best->mem_available))
             best = c;
@@ -1261,6 +1267,20 @@ void BrowsersPlugin::place_create(Response &res, bool relayed) const {
     if (best && !relayed)
         throw Error::on_node(best->name, best->url,
                              "node " + node_ + " places this browser on node " + best->name + " at " + best->url);
+    if (other_region) {
+        std::set<std::string> served = {region_};
+        for (const auto &n : nodes)
+            if (n.value("state", "") == "live" && !n.value("region", "").empty()) served.insert(n.value("region", ""));
+        std::string list;
+        for (const auto &r : served)
+            list += (list.empty() ? "" : ", ") + r;
+        if (!served.count(region))
+            throw Error::invalid("region", "no node of this Hangar serves region " + region +
+                                               " ([node] region); the regions served now: " + list);
+        res.header("Retry-After", "2");
+        throw Error(503, "no_capacity",
+                    "no node serving region " + region + " has room now: retry once a browser ended there");
+    }
     res.header("Retry-After", "2");
     if (draining())
         throw Error(503, "node_draining",

@@ -39,7 +39,8 @@ describe('three nodes on one PostgreSQL store behind HAProxy', { skip: !onPostgr
   before(async () => {
     dbDir = mkdtempSync(join(tmpdir(), 'hangar-e2e-cluster-db-'));
     db = await databaseFor(dbDir, true);
-    cluster = await startCluster({ storeUrl: db.url, apiKey, count: 3 });
+    // node-3 serves another region ([node] region): creates naming it go there.
+    cluster = await startCluster({ storeUrl: db.url, apiKey, count: 3, nodeEnv: (i) => (i === 3 ? { HANGAR_NODE_REGION: 'eu-west' } : {}) });
     ({ nodes, nodeOf } = cluster);
     front = cluster.front.url;
     client = new Kernel({ apiKey, baseURL: front, maxRetries: 4, timeout: 120_000 });
@@ -62,6 +63,29 @@ describe('three nodes on one PostgreSQL store behind HAProxy', { skip: !onPostgr
     const per = Object.fromEntries(nodes.map((n) => [n.name, 0]));
     for (const s of sessions) per[nodeOf(s).name]++;
     assert.ok(Object.values(per).every((c) => c >= 1 && c <= 4), JSON.stringify(per));
+  });
+
+  test('a region is placed on a node serving it, whichever node answers; a region no node serves is 400', async () => {
+    const eu = await Promise.all([0, 1, 2].map(() => client.browsers.create({ headless: true, region: 'eu-west' })));
+    const us = await client.browsers.create({ headless: true, region: 'us-east' });
+    try {
+      for (const s of eu) {
+        assert.equal(nodeOf(s).name, 'node-3');
+        assert.equal(s.region, 'eu-west');
+      }
+      assert.notEqual(nodeOf(us).name, 'node-3');
+      assert.equal(us.region, 'us-east');
+      const listed = [];
+      for await (const b of client.browsers.list({ region: 'eu-west' })) listed.push(b.session_id);
+      assert.deepEqual(new Set(listed), new Set(eu.map((b) => b.session_id)));
+      await assert.rejects(client.browsers.create({ headless: true, region: 'ap-southeast' }), (e) => {
+        assert.equal(e.status, 400);
+        assert.match(e.message, /region ap-southeast.*eu-west, us-east/);
+        return true;
+      });
+    } finally {
+      await Promise.all([...eu, us].map((s) => client.browsers.deleteByID(s.session_id)));
+    }
   });
 
   test('every session, through the front whichever node answers: read, screenshotted, given a file, driven over CDP', async () => {

@@ -64,7 +64,7 @@ export async function startHaproxy(dir, frontPort, ports) {
  * the Helm chart sets it (the URLs a session carries name its node), then HAProxy in front.
  * Returns {nodes: [{name, port, dataDir, server, start()}], front, nodeOf(session), stop()}.
  */
-export async function startCluster({ storeUrl, apiKey, count = 3, env = {} }) {
+export async function startCluster({ storeUrl, apiKey, count = 3, env = {}, nodeEnv = () => ({}) }) {
   const dir = mkdtempSync(join(tmpdir(), 'hangar-cluster-'));
   const nodes = [];
   for (let i = 1; i <= count; i++) {
@@ -82,6 +82,7 @@ export async function startCluster({ storeUrl, apiKey, count = 3, env = {} }) {
           HANGAR_NODE_HEARTBEAT_SECONDS: '1',
           HANGAR_WARM_SPARES: '0',
           ...env,
+          ...nodeEnv(i),
         },
       });
     };
