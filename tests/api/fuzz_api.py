@@ -268,7 +268,7 @@ PINS = [
 ]
 
 
-def config_toml(ids: dict) -> str:
+def config_toml(ids: dict, deletable: set) -> str:
     def pinned(params: dict, victim: bool) -> list:
         lines = []
         for name, kind in params.items():
@@ -287,8 +287,8 @@ def config_toml(ids: dict) -> str:
     for regex, params in PINS:
         # The first matching entry wins: DELETE of the resource itself before everything else,
         # selected by its name (a path and a method in one entry select either).
-        if not regex.endswith("/"):
-            path = regex[1:].replace("\\", "")
+        path = regex[1:].replace("\\", "")
+        if path in deletable:
             out += entry(f'include-name = "DELETE {path}"', pinned(params, True))
         out += entry(f"include-path-regex = '{regex}'", pinned(params, False))
     return "\n".join(out)
@@ -323,7 +323,9 @@ def main() -> int:
     seeding = time.time()
     ids = seed(url, key, connect_url)
     print(f"api fuzz: seeded in {time.time() - seeding:.1f} s: " + ", ".join(sorted(ids)), flush=True)
-    (out_dir / "schemathesis.toml").write_text(config_toml(ids))
+    paths = call(url, key, "GET", "/openapi.json").get("paths", {})
+    deletable = {path for path, ops in paths.items() if "delete" in ops}
+    (out_dir / "schemathesis.toml").write_text(config_toml(ids, deletable))
     if args.seed_only:
         print(json.dumps(ids, indent=1))
         proc.send_signal(signal.SIGTERM)
