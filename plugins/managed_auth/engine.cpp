@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <map>
+#include <set>
 #include <thread>
 
 namespace managed_auth {
@@ -51,6 +52,23 @@ const char *const kDiscoverScript = R"JS((() => {
     if (by && document.getElementById(by)) return document.getElementById(by).innerText.trim();
     return el.placeholder || el.name || '';
   };
+  // Help text: what aria-describedby names, else a hint element beside the input (in a container
+  // holding no other input, so one field's hint is never another's).
+  const described = (el) => (el.getAttribute('aria-describedby') || '').split(/\s+/).filter(Boolean)
+    .map((id) => document.getElementById(id)).filter((e) => e && vis(e)).map((e) => e.innerText.trim()).join(' ');
+  const hintSel = 'small, .hint, .help, .help-text, .helper-text, .description, [class*="hint"], [class*="help"], ' +
+    '[id$="-help"], [id$="-hint"], [id$="_help"], [id$="_hint"]';
+  const nearby = (el) => {
+    for (let p = el.parentElement, depth = 0; p && p !== document.body && depth < 2; p = p.parentElement, depth++) {
+      if (p.querySelectorAll('input:not([type=hidden]), textarea, select').length > 1) break;
+      for (const h of p.querySelectorAll(hintSel)) {
+        if (h.contains(el) || h.querySelector('input, textarea, select, button, a') || !vis(h)) continue;
+        const t = (h.innerText || '').trim();
+        if (t) return t.slice(0, 300);
+      }
+    }
+    return '';
+  };
   const skip = ['hidden', 'submit', 'button', 'checkbox', 'radio', 'image', 'reset', 'file', 'range', 'color'];
   const fields = [];
   for (const el of document.querySelectorAll('input, textarea')) {
@@ -58,8 +76,21 @@ const char *const kDiscoverScript = R"JS((() => {
     if (skip.includes(t) || !vis(el) || el.readOnly) continue;
     fields.push({ selector: sel(el), name: el.name || el.id || '', label: labelOf(el), type: t,
       autocomplete: el.getAttribute('autocomplete') || '', inputmode: el.getAttribute('inputmode') || '',
-      placeholder: el.placeholder || '', maxlength: el.maxLength, required: !!el.required });
+      placeholder: el.placeholder || '', maxlength: el.maxLength, required: !!el.required,
+      described: described(el), nearby: nearby(el) });
   }
+  // The prompt above a group of choices: the nearest earlier sibling with text and no control,
+  // of the choice or of one of its containers ("How do you want to get your code?").
+  const contextOf = (el) => {
+    for (let e = el, depth = 0; e && e !== document.body && depth < 4; e = e.parentElement, depth++) {
+      for (let p = e.previousElementSibling; p; p = p.previousElementSibling) {
+        if (p.matches('script, style') || !vis(p) || p.querySelector('a, button, input, select, textarea')) continue;
+        const t = (p.innerText || '').trim();
+        if (t) return t.slice(0, 300);
+      }
+    }
+    return '';
+  };
   let submit = '';
   const first = fields.length ? document.querySelector(fields[0].selector) : null;
   const form = first && first.closest('form');
@@ -70,6 +101,8 @@ const char *const kDiscoverScript = R"JS((() => {
   }
   const buttons = [...document.querySelectorAll('button, input[type=submit], input[type=button], a, [role=button], [role=option]')]
     .filter(vis).map((el) => ({ selector: sel(el), xpath: xpath(el), label: text(el).slice(0, 160),
+      full: (el.innerText || el.value || el.getAttribute('aria-label') || '').trim().slice(0, 300),
+      context: contextOf(el),
       account: el.getAttribute('data-account') || (el.getAttribute('role') === 'option' ? text(el) : ''),
       in_login_form: !!(form && form.contains(el)) }));
   let error = '';
@@ -108,6 +141,8 @@ PageField page_field(const json &f) {
     p.placeholder = f.value("placeholder", "");
     p.maxlength = f.value("maxlength", -1);
     p.required = f.value("required", false);
+    p.described = f.value("described", "");
+    p.nearby = f.value("nearby", "");
     return p;
 }
 
@@ -131,16 +166,25 @@ Discovered analyse(const json &raw) {
             d.sso.push_back({{"provider", provider},
                              {"label", label},
                              {"selector", b.value("xpath", "")},
-                             {"css", b.value("selector", "")}});
+                             {"css", b.value("selector", "")},
+                             {"full", b.value("full", "")},
+                             {"context", b.value("context", "")}});
             continue;
         }
         if (!b.value("account", "").empty()) {
-            d.accounts.push_back(
-                {{"id", "account-" + std::to_string(n++)}, {"label", label}, {"selector", b.value("selector", "")}});
+            d.accounts.push_back({{"id", "account-" + std::to_string(n++)},
+                                  {"label", label},
+                                  {"selector", b.value("selector", "")},
+                                  {"full", b.value("full", "")},
+                                  {"context", b.value("context", "")}});
             continue;
         }
         if (auto type = mfa_type_of_label(label); !type.empty() && !b.value("in_login_form", false)) {
-            d.mfa.push_back({{"type", type}, {"label", label}, {"selector", b.value("selector", "")}});
+            d.mfa.push_back({{"type", type},
+                             {"label", label},
+                             {"selector", b.value("selector", "")},
+                             {"full", b.value("full", "")},
+                             {"context", b.value("context", "")}});
             continue;
         }
         static const std::vector<std::string> login_words = {"sign in", "log in", "login", "signin"};
@@ -204,7 +248,10 @@ public:
                     totp_retried = true;
                     values_ = host_.credential_values(true);
                 } else if (user_supplied) {
+                    // The site refused what the user typed: those fields are asked again, as
+                    // rejected (0.131's reason), with the site's words.
                     host_.publish({{"website_error", error}});
+                    rejected_ = last_user_fields_;
                     user_.clear();
                 } else {
                     out.error_code = "credentials_invalid";
@@ -231,40 +278,54 @@ public:
             json missing = json::array(), missing_canonical = json::array();
             last_totp = false;
             user_supplied = false;
+            last_user_fields_.clear();
             for (std::size_t i = 0; i < d.fields.size(); ++i) {
                 const PageField &f = d.fields[i];
                 Kind k = d.kinds[i];
                 plan_step["fields"].push_back({{"selector", f.selector}, {"kind", field_type(k)}});
+                if (k == Kind::Code) { // a code sent to the user: a re-auth cannot read it
+                    plan_["needs_code"] = true;
+                    plan_["code_channel"] = code_channel(f);
+                }
                 auto v = value_for(k, f);
                 if (v) {
                     fills.emplace_back(f.selector, v->first);
-                    if (k == Kind::Totp && !v->second) last_totp = true;
+                    if (k == Kind::Totp) {
+                        last_totp = !v->second;
+                        plan_["totp"] = v->second ? "user" : "secret";
+                    }
+                    if (v->second) last_user_fields_.insert(f.selector);
                     user_supplied = user_supplied || v->second;
                     continue;
                 }
                 if (k == Kind::Text && !f.required) continue;
+                std::string hint = field_hint(k, f.described, f.nearby, d.raw.value("text", ""));
                 json df = {{"name", f.name.empty() ? field_id(k, f) : f.name},
                            {"label", f.label.empty() ? f.name : f.label},
                            {"selector", f.selector},
                            {"type", discovered_type(k, f)},
                            {"required", true}};
                 if (!f.placeholder.empty()) df["placeholder"] = f.placeholder;
+                if (!hint.empty()) df["hint"] = hint;
                 if (k == Kind::Totp) df["linked_mfa_type"] = "totp";
                 if (k == Kind::Code) df["linked_mfa_type"] = code_channel(f);
                 missing.push_back(df);
-                missing_canonical.push_back({{"id", field_id(k, f)},
-                                             {"ref", field_ref(k, f)},
-                                             {"type", field_type(k)},
-                                             {"label", f.label.empty() ? f.name : f.label},
-                                             {"observed_selector", f.selector},
-                                             {"required", true},
-                                             // Asked because no value is known for it (0.131's
-                                             // reason; "rejected" is not told apart yet).
-                                             {"reason", "missing"}});
-                if (k == Kind::Code) plan_["needs_code"] = true;
+                json field = {{"id", field_id(k, f)},
+                              {"ref", field_ref(k, f)},
+                              {"type", field_type(k)},
+                              {"label", f.label.empty() ? f.name : f.label},
+                              {"observed_selector", f.selector},
+                              {"required", true},
+                              {"input_mode", input_mode(f)},
+                              // Asked again because the site refused what the user typed into
+                              // it, else because no value is known for it.
+                              {"reason", rejected_.count(f.selector) ? "rejected" : "missing"}};
+                if (!hint.empty()) field["hint"] = hint;
+                missing_canonical.push_back(field);
             }
             if (!missing.empty()) {
                 ask({{"discovered_fields", missing}, {"fields", missing_canonical}});
+                rejected_.clear();
                 continue; // rediscover: the page may have changed meanwhile
             }
             for (const auto &[selector, value] : fills)
@@ -419,29 +480,38 @@ private:
                     return true;
                 }
         json choices = json::array(), mfa = json::array(), sso = json::array(), accounts = json::array();
+        // 0.131's Choice details: what the choice element shows and the prompt above the group.
+        auto choice = [](const json &seen, const std::string &id, const char *type) {
+            ChoiceDetails cd = choice_details(seen.value("full", seen.value("label", "")), seen.value("context", ""));
+            json c = {{"id", id},
+                      {"label", seen.value("label", "")},
+                      {"type", type},
+                      {"observed_selector", seen.value(seen.contains("css") ? "css" : "selector", "")}};
+            if (std::string(type) == "mfa_method") c["mfa_type"] = seen.value("type", "");
+            if (!cd.masked_destination.empty()) c["masked_destination"] = cd.masked_destination;
+            if (!cd.display_text.empty()) c["display_text"] = cd.display_text;
+            if (!cd.context.empty()) c["context"] = cd.context;
+            return c;
+        };
         for (const auto &m : d.mfa) {
-            choices.push_back({{"id", m.value("type", "")},
-                               {"label", m.value("label", "")},
-                               {"type", "mfa_method"},
-                               {"observed_selector", m.value("selector", "")}});
-            mfa.push_back({{"type", m.value("type", "")}, {"label", m.value("label", "")}});
+            json c = choice(m, m.value("type", ""), "mfa_method");
+            choices.push_back(c);
+            json option = {{"type", m.value("type", "")}, {"label", m.value("label", "")}};
+            if (c.contains("masked_destination")) option["target"] = c["masked_destination"];
+            mfa.push_back(option);
         }
         for (const auto &s : d.sso) {
-            choices.push_back({{"id", s.value("provider", "")},
-                               {"label", s.value("label", "")},
-                               {"type", "sso_provider"},
-                               {"observed_selector", s.value("css", "")}});
+            choices.push_back(choice(s, s.value("provider", ""), "sso_provider"));
             sso.push_back({{"provider", s.value("provider", "")},
                            {"label", s.value("label", "")},
                            {"selector", s.value("selector", "")}});
         }
         for (const auto &a : d.accounts) {
-            choices.push_back({{"id", a.value("id", "")},
-                               {"label", a.value("label", "")},
-                               {"type", "account"},
-                               {"observed_selector", a.value("selector", "")}});
+            choices.push_back(choice(a, a.value("id", ""), "account"));
             accounts.push_back({{"id", a.value("id", "")}, {"label", a.value("label", "")}});
         }
+        // A re-auth would wait here for someone to choose.
+        plan_["needs_customer_input"] = true;
         pending_choice_.clear();
         ask({{"choices", choices},
              {"mfa_options", mfa.empty() ? json() : mfa},
@@ -509,6 +579,8 @@ private:
     const EngineSettings &s_;
     json values_ = json::object();
     std::map<std::string, std::string> user_;
+    std::set<std::string> last_user_fields_; // selectors the last submit filled with what the user typed
+    std::set<std::string> rejected_;         // of those, the ones the site refused: asked as rejected
     std::string pending_choice_;
     json plan_ = {{"steps", json::array()}};
     json learned_ = json::object();
