@@ -242,7 +242,8 @@ json parse_browser_config(const json &value, hangar::Validation &v, const std::s
         return out;
     }
     for (const auto &[key, val] : value.items()) {
-        const std::string name = field + "." + key;
+        std::string name = field;
+        name.append(".").append(key);
         if (key == "telemetry") { // null: no telemetry (clears the connection's on update)
             if (val.is_null() || val.is_object())
                 out[key] = val;
@@ -287,8 +288,8 @@ json parse_browser_config(const json &value, hangar::Validation &v, const std::s
 std::optional<json> supersede(const std::optional<json> &deprecated, const std::string &deprecated_name,
                               const std::optional<json> &successor, const std::string &successor_name) {
     if (deprecated && successor && *deprecated != *successor)
-        throw Error::invalid(deprecated_name, "says something else than " + successor_name + "; send " +
-                                                  successor_name + " only (" + deprecated_name + " is deprecated)");
+        throw Error::invalid(deprecated_name, "differs from " + successor_name + "; send " + successor_name +
+                                                  " only (" + deprecated_name + " is deprecated)");
     return successor ? successor : deprecated;
 }
 

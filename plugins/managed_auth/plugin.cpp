@@ -396,18 +396,18 @@ private:
         if (deprecated_proxy) legacy = json{{"id", proxy_id_of(project, *deprecated_proxy)}};
         if (b.value("proxy", json()).is_object()) {
             const json &sel = b.at("proxy");
-            successor = sel.contains("mode") ? json{{"mode", sel.at("mode")}}
-                                             : json{{"id", proxy_id_of(project, sel)}};
+            successor = sel.contains("mode") ? json{{"mode", sel.at("mode")}} : json{{"id", proxy_id_of(project, sel)}};
         }
         if (auto proxy = supersede(legacy, "proxy", successor, "browser.proxy")) b["proxy"] = *proxy;
         if (b.value("region", json()).is_string() && b.at("region") != node_region_)
             throw Error::invalid("browser.region", "this Hangar node serves region " + node_region_ +
                                                        " only (its [node] region), not " +
-                                                       b.at("region").get<std::string>() + "; leave region out or ask for " +
-                                                       node_region_);
+                                                       b.at("region").get<std::string>() +
+                                                       "; leave region out or ask for " + node_region_);
         if (b.value("telemetry", json()).is_object()) {
             try {
-                call("telemetry.session", {{"op", "check"}, {"request", b.at("telemetry")}, {"field", "browser.telemetry"}});
+                call("telemetry.session",
+                     {{"op", "check"}, {"request", b.at("telemetry")}, {"field", "browser.telemetry"}});
             } catch (const Error &e) {
                 // Without the telemetry plugin, the login's browsers.create refuses telemetry (501).
                 if (e.status() == 400) throw;

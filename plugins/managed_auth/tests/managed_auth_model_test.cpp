@@ -187,10 +187,10 @@ public:
             return status_of([&] { parse_settings({{"browser", browser}}, false, 300); });
         };
         CPPUNIT_ASSERT_EQUAL(400, bad(json::array()));
-        CPPUNIT_ASSERT_EQUAL(400, bad({{"proxy", json::object()}}));                               // {} is invalid
-        CPPUNIT_ASSERT_EQUAL(400, bad({{"proxy", {{"mode", "direct"}, {"id", "x"}}}}));            // exactly one
-        CPPUNIT_ASSERT_EQUAL(400, bad({{"proxy", {{"mode", "fast"}}}}));                           // the enum
-        CPPUNIT_ASSERT_EQUAL(400, bad({{"region", "mars-1"}}));                                    // Kernel's four
+        CPPUNIT_ASSERT_EQUAL(400, bad({{"proxy", json::object()}}));                    // {} is invalid
+        CPPUNIT_ASSERT_EQUAL(400, bad({{"proxy", {{"mode", "direct"}, {"id", "x"}}}})); // exactly one
+        CPPUNIT_ASSERT_EQUAL(400, bad({{"proxy", {{"mode", "fast"}}}}));                // the enum
+        CPPUNIT_ASSERT_EQUAL(400, bad({{"region", "mars-1"}}));                         // Kernel's four
         CPPUNIT_ASSERT_EQUAL(400, bad({{"stealth", "yes"}}));
         CPPUNIT_ASSERT_EQUAL(400, bad({{"telemetry", 1}}));
         CPPUNIT_ASSERT_EQUAL(400, bad({{"headless", true}})); // managed by the flow: refused, not dropped
@@ -208,7 +208,8 @@ public:
         CPPUNIT_ASSERT_EQUAL(json({{"enabled", true}}), a.browser->at("telemetry"));
         CPPUNIT_ASSERT(!a.browser_telemetry);
         Settings b = parse_settings(
-            {{"browser_telemetry", {{"enabled", true}}}, {"browser", {{"telemetry", {{"enabled", true}}}}}}, false, 300);
+            {{"browser_telemetry", {{"enabled", true}}}, {"browser", {{"telemetry", {{"enabled", true}}}}}}, false,
+            300);
         CPPUNIT_ASSERT_EQUAL(json({{"enabled", true}}), b.browser->at("telemetry"));
         CPPUNIT_ASSERT_EQUAL(400, status_of([] {
                                  parse_settings({{"browser_telemetry", {{"enabled", true}}},
@@ -218,7 +219,8 @@ public:
         Settings c = parse_settings({{"browser_telemetry", nullptr}}, false, 300);
         CPPUNIT_ASSERT(c.browser->at("telemetry").is_null());
         // proxies compared once resolved
-        CPPUNIT_ASSERT_EQUAL(json({{"id", "p1"}}), *supersede(json{{"id", "p1"}}, "proxy", std::nullopt, "browser.proxy"));
+        CPPUNIT_ASSERT_EQUAL(json({{"id", "p1"}}),
+                             *supersede(json{{"id", "p1"}}, "proxy", std::nullopt, "browser.proxy"));
         CPPUNIT_ASSERT_EQUAL(json({{"id", "p1"}}),
                              *supersede(json{{"id", "p1"}}, "proxy", json{{"id", "p1"}}, "browser.proxy"));
         CPPUNIT_ASSERT_EQUAL(400, status_of([] {
@@ -228,7 +230,8 @@ public:
 
         // what Hangar stored before 0.131 reads as the config
         json old = {{"proxy_id", "p9"}, {"browser_telemetry", {{"enabled", true}}}};
-        CPPUNIT_ASSERT_EQUAL(json({{"proxy", {{"id", "p9"}}}, {"telemetry", {{"enabled", true}}}}), stored_browser(old));
+        CPPUNIT_ASSERT_EQUAL(json({{"proxy", {{"id", "p9"}}}, {"telemetry", {{"enabled", true}}}}),
+                             stored_browser(old));
         CPPUNIT_ASSERT_EQUAL(json({{"proxy", {{"mode", "direct"}}}}),
                              stored_browser({{"proxy_id", "p9"}, {"browser", {{"proxy", {{"mode", "direct"}}}}}}));
 
@@ -247,7 +250,8 @@ public:
                                                     {"region", "us-east"},
                                                     {"telemetry", {{"enabled", true}}}}));
         // the answer says stealth and region always
-        CPPUNIT_ASSERT_EQUAL(json({{"stealth", true}, {"region", "eu-west"}}), render_browser(json::object(), "eu-west"));
+        CPPUNIT_ASSERT_EQUAL(json({{"stealth", true}, {"region", "eu-west"}}),
+                             render_browser(json::object(), "eu-west"));
         CPPUNIT_ASSERT(known_region("ap-southeast") && !known_region("eu-central"));
     }
 
@@ -274,7 +278,8 @@ public:
 
     void hints() {
         CPPUNIT_ASSERT_EQUAL(std::string("***-***-0199"), masked_destination("We sent a code to ***-***-0199."));
-        CPPUNIT_ASSERT_EQUAL(std::string("(***) ***-**92"), masked_destination("Enter the phone ending in (***) ***-**92"));
+        CPPUNIT_ASSERT_EQUAL(std::string("(***) ***-**92"),
+                             masked_destination("Enter the phone ending in (***) ***-**92"));
         CPPUNIT_ASSERT_EQUAL(std::string("+1 \u2022\u2022\u2022 \u2022\u2022\u2022 1234"),
                              masked_destination("Text +1 \u2022\u2022\u2022 \u2022\u2022\u2022 1234"));
         CPPUNIT_ASSERT_EQUAL(std::string("j***@example.com"), masked_destination("Email j***@example.com"));
