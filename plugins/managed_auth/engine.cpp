@@ -220,7 +220,10 @@ public:
         page_.navigate(s_.start_url);
         settle("");
         Outcome out;
-        bool acted = false;     // something was submitted or clicked
+        bool acted = false; // something was submitted or clicked
+        // This page answers what the flow just submitted or clicked: an error on it is the site's
+        // verdict. A page read again after asking the user still shows that old error.
+        bool answered = false;
         bool last_totp = false; // the last submit carried a stored-secret TOTP code
         bool totp_retried = false;
         bool user_supplied = false; // the last submit used values the user typed
@@ -234,6 +237,7 @@ public:
             if (!d.login_form && d.mfa.empty() && d.sso.empty() && d.accounts.empty()) {
                 if (acted && !d.external_action.empty()) { // approve on the phone, then go on
                     if (!await_external_action(d, out)) return out;
+                    answered = true;
                     continue;
                 }
                 if (!acted && !d.login_links.empty()) { // a home page: open its sign-in page
@@ -243,7 +247,9 @@ public:
                 }
                 return verify(out);
             }
-            if (acted && !error.empty() && d.login_form) {
+            bool verdict = answered;
+            answered = false;
+            if (verdict && !error.empty() && d.login_form) {
                 if (last_totp && !totp_retried) { // the code may have rolled over: one fresh code
                     totp_retried = true;
                     values_ = host_.credential_values(true);
@@ -270,7 +276,7 @@ public:
 
             if (!d.login_form) { // a choice: MFA method, SSO provider or account
                 if (!choose(d)) continue;
-                acted = true;
+                acted = answered = true;
                 continue;
             }
             json plan_step = {{"url", d.raw.value("url", "")}, {"fields", json::array()}};
@@ -335,7 +341,7 @@ public:
             plan_["steps"].push_back(plan_step);
             std::string before = signature(d.raw);
             submit(d);
-            acted = true;
+            acted = answered = true;
             settle(before);
         }
         out.error_code = "login_stalled";

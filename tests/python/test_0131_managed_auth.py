@@ -297,7 +297,7 @@ def test_a_refused_password_is_asked_again_as_rejected(client: Kernel, sites: di
                 client.auth.connections.submit(c.id, interaction_id=e.interaction_id, field_values={
                     "identifier": sites["user"], "password": "not the password" if wrong else sites["password"]})
             if e.flow_status in DONE:
-                assert e.flow_status == "SUCCESS", e
+                assert e.flow_status == "SUCCESS", (e.error_code, e.error_message, pauses)
                 break
         assert len(pauses) == 2, pauses
         first, second = ({f.id: f for f in p.fields} for p in pauses)
