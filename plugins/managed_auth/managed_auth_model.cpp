@@ -337,6 +337,14 @@ bool parse_skill_mode(const json &body) {
     throw Error::invalid("skill_mode", "must be enabled or disabled");
 }
 
+bool inherited_skill_mode(const json &settings) {
+    return !settings.is_object() || settings.value("skill_mode", "enabled") != "disabled";
+}
+
+std::string flow_type(bool automatic, bool plan_read, bool has_credential) {
+    return automatic || (plan_read && has_credential) ? "REAUTH" : "LOGIN";
+}
+
 Kind classify(const PageField &f) {
     std::string type = lower(f.html_type), ac = lower(f.autocomplete), im = lower(f.inputmode);
     std::string words = lower(f.name + " " + f.label + " " + f.placeholder + " " + f.selector + " " +

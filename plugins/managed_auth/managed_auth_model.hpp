@@ -75,6 +75,13 @@ bool known_region(const std::string &region);
 // login's `skill_mode` (enabled | disabled; absent = enabled): whether the flow reads and writes
 // the learned plan. 400 for anything else.
 bool parse_skill_mode(const json &body);
+// The skill_mode an automatic re-auth runs with: the last accepted login's (kept in the
+// connection's settings as skill_mode; absent = enabled). True = enabled.
+bool inherited_skill_mode(const json &settings);
+// A flow's flow_type: REAUTH for an automatic re-auth after a health check, and for a login()
+// that replays a learned plan with the stored credential (skill_mode disabled reads no plan);
+// LOGIN otherwise.
+std::string flow_type(bool automatic, bool plan_read, bool has_credential);
 
 // A bare domain: lower case, no scheme, path or port; nullopt when it is not one.
 std::optional<std::string> normalise_domain(std::string_view in);

@@ -668,7 +668,7 @@ private:
         s["skill_mode"] = skills ? "enabled" : "disabled";
         sql("UPDATE managed_auth_connections SET settings = ? WHERE id = ?", {s.dump(), id});
         try {
-            res.json(start_flow(row, req.caller(), req.base_url(), browser, record, skills));
+            res.json(start_flow(row, req.caller(), req.base_url(), browser, record, skills, false));
         } catch (...) {
             // Not accepted: the choice re-auths inherit stays the last accepted login's.
             sql("UPDATE managed_auth_connections SET settings = ? WHERE id = ?", {before.dump(), id});
@@ -677,9 +677,10 @@ private:
     }
 
     // Starts a login (or re-auth) flow: its browser now, the engine on a thread of its own.
-    // `browser`: the effective browser config; `skills`: skill_mode enabled.
+    // `browser`: the effective browser config; `skills`: skill_mode enabled; `automatic`: a
+    // re-auth after a health check.
     json start_flow(const json &row, const json &caller, const std::string &base_url, const json &browser_config,
-                    bool record, bool skills) {
+                    bool record, bool skills, bool automatic) {
         json s = parse_or(row, "settings", json::object());
         std::string id = row.at("id").get<std::string>();
         std::string project = row.at("project_id").get<std::string>();
@@ -699,7 +700,7 @@ private:
         // A re-auth replays what was learned; with skill_mode disabled the plan is not read.
         json plan = skills ? parse_or(row, "plan", json()) : json();
         json credential = s.value("credential", json());
-        flow->type = plan.is_object() && credential.is_object() ? "REAUTH" : "LOGIN";
+        flow->type = flow_type(automatic, plan.is_object(), credential.is_object());
         auto now = hangar::now_ms();
         flow->expires_ms = now + flow_timeout_ms_;
         flow->handoff_code = random_code();
@@ -861,7 +862,7 @@ private:
         // The connection's browser config (a login's override was for that login only) and the
         // last accepted login's skill_mode.
         start_flow(fresh.front(), caller, s.value("base_url", ""), stored_browser(s), s.value("record_session", false),
-                   s.value("skill_mode", "enabled") != "disabled");
+                   inherited_skill_mode(s), true);
     }
 
     // The connection a request may see: its project's with an API key; with a flow JWT, the

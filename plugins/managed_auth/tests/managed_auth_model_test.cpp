@@ -260,6 +260,16 @@ public:
         CPPUNIT_ASSERT(parse_skill_mode({{"skill_mode", "enabled"}}));
         CPPUNIT_ASSERT(!parse_skill_mode({{"skill_mode", "disabled"}}));
         CPPUNIT_ASSERT_EQUAL(400, status_of([] { parse_skill_mode({{"skill_mode", "off"}}); }));
+        // automatic re-auths follow the last accepted login's choice
+        CPPUNIT_ASSERT(inherited_skill_mode(json::object()));
+        CPPUNIT_ASSERT(inherited_skill_mode({{"skill_mode", "enabled"}}));
+        CPPUNIT_ASSERT(!inherited_skill_mode({{"skill_mode", "disabled"}}));
+        // a login replaying the plan is a re-auth; without reading it (disabled), a login; an
+        // automatic re-auth is one either way
+        CPPUNIT_ASSERT_EQUAL(std::string("REAUTH"), flow_type(false, true, true));
+        CPPUNIT_ASSERT_EQUAL(std::string("LOGIN"), flow_type(false, false, true));
+        CPPUNIT_ASSERT_EQUAL(std::string("LOGIN"), flow_type(false, true, false));
+        CPPUNIT_ASSERT_EQUAL(std::string("REAUTH"), flow_type(true, false, true));
     }
 
     void input_modes() {
