@@ -324,6 +324,9 @@ describe('login flows', () => {
     const end = await waitFlow(c.id, done);
     assert.equal(end.flow_status, 'SUCCESS', JSON.stringify(end));
     assert.equal(sites.hits.totpAccepted, accepted + 1);
+    // 0.131: the code came from the stored secret, so a re-auth can make it too
+    assert.equal(end.can_reauth, true);
+    assert.equal(end.can_reauth_reason, 'totp_reauth_allowed');
   });
 
   test('push approval: AWAITING_EXTERNAL_ACTION with the page\'s words until approved on the phone, then SUCCESS', slow, async () => {
@@ -441,6 +444,9 @@ describe('login flows', () => {
     assert.equal(end.flow_status, 'SUCCESS', JSON.stringify(end));
     assert.match(end.post_login_url, /\/pick\/account$/);
     assert.equal(sites.hits.pickedAccount, 'work');
+    // 0.131: a re-auth would wait for someone to pick the account again
+    assert.equal(end.can_reauth, false);
+    assert.equal(end.can_reauth_reason, 'requires_customer_input');
   });
 
   test('a second login supersedes the running flow (410 for its JWT); delete cancels', slow, async () => {
