@@ -79,18 +79,7 @@ const char *const kDiscoverScript = R"JS((() => {
       placeholder: el.placeholder || '', maxlength: el.maxLength, required: !!el.required,
       described: described(el), nearby: nearby(el) });
   }
-  // The prompt above a group of choices: the nearest earlier sibling with text and no control,
-  // of the choice or of one of its containers ("How do you want to get your code?").
-  const contextOf = (el) => {
-    for (let e = el, depth = 0; e && e !== document.body && depth < 4; e = e.parentElement, depth++) {
-      for (let p = e.previousElementSibling; p; p = p.previousElementSibling) {
-        if (p.matches('script, style') || !vis(p) || p.querySelector('a, button, input, select, textarea')) continue;
-        const t = (p.innerText || '').trim();
-        if (t) return t.slice(0, 300);
-      }
-    }
-    return '';
-  };
+
   let submit = '';
   const first = fields.length ? document.querySelector(fields[0].selector) : null;
   const form = first && first.closest('form');
@@ -102,7 +91,6 @@ const char *const kDiscoverScript = R"JS((() => {
   const buttons = [...document.querySelectorAll('button, input[type=submit], input[type=button], a, [role=button], [role=option]')]
     .filter(vis).map((el) => ({ selector: sel(el), xpath: xpath(el), label: text(el).slice(0, 160),
       full: (el.innerText || el.value || el.getAttribute('aria-label') || '').trim().slice(0, 300),
-      context: contextOf(el),
       account: el.getAttribute('data-account') || (el.getAttribute('role') === 'option' ? text(el) : ''),
       in_login_form: !!(form && form.contains(el)) }));
   let error = '';
@@ -114,6 +102,29 @@ const char *const kDiscoverScript = R"JS((() => {
 })())JS";
 
 namespace {
+
+// The prompt above each choice, by CSS selector: the nearest earlier sibling with text and no
+// control, of the choice or of one of its containers ("How do you want to get your code?"). Read
+// once when the flow asks, not in every discovery poll: it walks the page around each choice.
+const char *const kChoiceContextScript = R"JS(((selectors) => {
+  const vis = (el) => {
+    const s = getComputedStyle(el);
+    if (s.visibility === 'hidden' || s.display === 'none') return false;
+    const r = el.getBoundingClientRect();
+    return r.width > 0 && r.height > 0;
+  };
+  const contextOf = (el) => {
+    for (let e = el, depth = 0; e && e !== document.body && depth < 4; e = e.parentElement, depth++) {
+      for (let p = e.previousElementSibling; p; p = p.previousElementSibling) {
+        if (p.matches('script, style') || !vis(p) || p.querySelector('a, button, input, select, textarea')) continue;
+        const t = (p.innerText || '').trim();
+        if (t) return t.slice(0, 300);
+      }
+    }
+    return '';
+  };
+  return selectors.map((s) => { const el = s && document.querySelector(s); return el ? contextOf(el) : ''; });
+}))JS";
 
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
@@ -167,24 +178,21 @@ Discovered analyse(const json &raw) {
                              {"label", label},
                              {"selector", b.value("xpath", "")},
                              {"css", b.value("selector", "")},
-                             {"full", b.value("full", "")},
-                             {"context", b.value("context", "")}});
+                             {"full", b.value("full", "")}});
             continue;
         }
         if (!b.value("account", "").empty()) {
             d.accounts.push_back({{"id", "account-" + std::to_string(n++)},
                                   {"label", label},
                                   {"selector", b.value("selector", "")},
-                                  {"full", b.value("full", "")},
-                                  {"context", b.value("context", "")}});
+                                  {"full", b.value("full", "")}});
             continue;
         }
         if (auto type = mfa_type_of_label(label); !type.empty() && !b.value("in_login_form", false)) {
             d.mfa.push_back({{"type", type},
                              {"label", label},
                              {"selector", b.value("selector", "")},
-                             {"full", b.value("full", "")},
-                             {"context", b.value("context", "")}});
+                             {"full", b.value("full", "")}});
             continue;
         }
         static const std::vector<std::string> login_words = {"sign in", "log in", "login", "signin"};
@@ -486,13 +494,12 @@ private:
                     return true;
                 }
         json choices = json::array(), mfa = json::array(), sso = json::array(), accounts = json::array();
+        std::map<std::string, std::string> context = choice_contexts(d);
         // 0.131's Choice details: what the choice element shows and the prompt above the group.
-        auto choice = [](const json &seen, const std::string &id, const char *type) {
-            ChoiceDetails cd = choice_details(seen.value("full", seen.value("label", "")), seen.value("context", ""));
-            json c = {{"id", id},
-                      {"label", seen.value("label", "")},
-                      {"type", type},
-                      {"observed_selector", seen.value(seen.contains("css") ? "css" : "selector", "")}};
+        auto choice = [&context](const json &seen, const std::string &id, const char *type) {
+            const std::string css = seen.value(seen.contains("css") ? "css" : "selector", "");
+            ChoiceDetails cd = choice_details(seen.value("full", seen.value("label", "")), context[css]);
+            json c = {{"id", id}, {"label", seen.value("label", "")}, {"type", type}, {"observed_selector", css}};
             if (std::string(type) == "mfa_method") c["mfa_type"] = seen.value("type", "");
             if (!cd.masked_destination.empty()) c["masked_destination"] = cd.masked_destination;
             if (!cd.display_text.empty()) c["display_text"] = cd.display_text;
@@ -537,6 +544,27 @@ private:
             }
         host_.publish({{"website_error", "the choice \"" + pending_choice_ + "\" is not offered on this page"}});
         return false;
+    }
+
+    // The prompt above each choice the page offers, by its CSS selector; none when the page went
+    // away meanwhile (the details are help for the user, never a reason to fail the flow).
+    std::map<std::string, std::string> choice_contexts(const Discovered &d) {
+        json selectors = json::array();
+        for (const json *list : {&d.mfa, &d.accounts})
+            for (const auto &c : *list)
+                selectors.push_back(c.value("selector", ""));
+        for (const auto &c : d.sso)
+            selectors.push_back(c.value("css", ""));
+        std::map<std::string, std::string> out;
+        try {
+            json found = page_.eval(std::string(kChoiceContextScript) + "(" + selectors.dump() + ")");
+            for (std::size_t i = 0; found.is_array() && i < found.size() && i < selectors.size(); ++i)
+                if (found[i].is_string()) out[selectors[i].get<std::string>()] = found[i].get<std::string>();
+        } catch (const FlowEnded &) {
+            throw;
+        } catch (const std::exception &) {
+        }
+        return out;
     }
 
     void click(const std::string &selector) {
