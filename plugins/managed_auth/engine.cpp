@@ -89,10 +89,15 @@ const char *const kDiscoverScript = R"JS((() => {
     if (b) submit = sel(b);
   }
   const buttons = [...document.querySelectorAll('button, input[type=submit], input[type=button], a, [role=button], [role=option]')]
-    .filter(vis).map((el) => ({ selector: sel(el), xpath: xpath(el), label: text(el).slice(0, 160),
-      full: (el.innerText || el.value || el.getAttribute('aria-label') || '').trim().slice(0, 300),
-      account: el.getAttribute('data-account') || (el.getAttribute('role') === 'option' ? text(el) : ''),
-      in_login_form: !!(form && form.contains(el)) }));
+    .filter(vis).map((el) => {
+      // One innerText (a layout read) per clickable: its lines for the choice's display text,
+      // collapsed for its label.
+      const full = (el.innerText || el.value || el.getAttribute('aria-label') || el.title || '').trim();
+      const label = full.replace(/\s+/g, ' ');
+      return { selector: sel(el), xpath: xpath(el), label: label.slice(0, 160), full: full.slice(0, 300),
+        account: el.getAttribute('data-account') || (el.getAttribute('role') === 'option' ? label : ''),
+        in_login_form: !!(form && form.contains(el)) };
+    });
   let error = '';
   for (const el of document.querySelectorAll('[role=alert], [aria-live=assertive], .error, .alert-danger, .error-message, .errors, #error, .flash-error')) {
     if (vis(el) && text(el)) { error = text(el).slice(0, 300); break; }
