@@ -217,7 +217,7 @@ def test_login_browser_config_reaches_the_auth_browser(client: Kernel, sites: di
                                   config={"host": "127.0.0.1", "port": tinyproxy["port"]})
     c = client.auth.connections.create(
         domain="hangar.test", profile_name=uniq("py-auth-via-proxy"), login_url="http://auth.hangar.test/one/login",
-        save_credentials=False, browser={"proxy": {"id": proxy.id}, "stealth": True},
+        save_credentials=False, browser={"proxy": {"id": proxy.id}, "stealth": True, "region": "us-east"},
     )
     try:
         client.auth.connections.login(c.id, browser={"stealth": False, "telemetry": {"enabled": True}})
@@ -227,7 +227,7 @@ def test_login_browser_config_reaches_the_auth_browser(client: Kernel, sites: di
         b = client.browsers.retrieve(pause.browser_session_id)
         assert b.stealth is False  # the login's override
         assert b.proxy is not None and b.proxy.id == proxy.id  # the connection's, inherited
-        assert b.region == "us-east"
+        assert b.region == "us-east"  # the connection's (the one region this node serves)
         assert b.telemetry is not None  # the login's telemetry, captured
         client.auth.connections.submit(c.id, interaction_id=pause.interaction_id,
                                        field_values={"identifier": sites["user"], "password": sites["password"]})
