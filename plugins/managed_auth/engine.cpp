@@ -55,7 +55,8 @@ const char *const kDiscoverScript = R"JS((() => {
   // Help text: what aria-describedby names, else a hint element beside the input (in a container
   // holding no other input, so one field's hint is never another's).
   const described = (el) => (el.getAttribute('aria-describedby') || '').split(/\s+/).filter(Boolean)
-    .map((id) => document.getElementById(id)).filter((e) => e && vis(e)).map((e) => e.innerText.trim()).join(' ');
+    .map((id) => document.getElementById(id)).filter(Boolean).map((e) => (e.innerText || e.textContent || '').trim())
+    .join(' '); // hidden text counts: the input names it for screen readers
   const hintSel = 'small, .hint, .help, .help-text, .helper-text, .description, [class*="hint"], [class*="help"], ' +
     '[id$="-help"], [id$="-hint"], [id$="_help"], [id$="_hint"]';
   const nearby = (el) => {
