@@ -197,7 +197,9 @@ test-postgres: setup-npm
 
 # pytest's exit status is the stage's: a failure (1) or no test collected (5) fails `make test`.
 # The fast tier (HANGAR_E2E_TIER=fast, as for the e2e files) skips the tests marked `slow`.
-test-python: setup-pyvenv
+# The e2e packages too: test_0131_managed_auth.py serves the login sites of tests/fixtures/sites
+# (Node, importing tests/e2e/lib).
+test-python: setup-pyvenv $(E2E_DIR)/node_modules/.package-lock.json
 	cd tests/python && HANGAR_BIN=$(abspath $(BUILD_DIR))/bin/hangar HANGAR_E2E_TIER=$(E2E_TIER) \
 	  timeout 600 .venv/bin/python -m pytest -q -p no:cacheprovider
 

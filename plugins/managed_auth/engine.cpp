@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <map>
+#include <set>
 #include <thread>
 
 namespace managed_auth {
@@ -51,6 +52,24 @@ const char *const kDiscoverScript = R"JS((() => {
     if (by && document.getElementById(by)) return document.getElementById(by).innerText.trim();
     return el.placeholder || el.name || '';
   };
+  // Help text: what aria-describedby names, else a hint element beside the input (in a container
+  // holding no other input, so one field's hint is never another's).
+  const described = (el) => (el.getAttribute('aria-describedby') || '').split(/\s+/).filter(Boolean)
+    .map((id) => document.getElementById(id)).filter(Boolean).map((e) => (e.innerText || e.textContent || '').trim())
+    .join(' '); // hidden text counts: the input names it for screen readers
+  const hintSel = 'small, .hint, .help, .help-text, .helper-text, .description, [class*="hint"], [class*="help"], ' +
+    '[id$="-help"], [id$="-hint"], [id$="_help"], [id$="_hint"]';
+  const nearby = (el) => {
+    for (let p = el.parentElement, depth = 0; p && p !== document.body && depth < 2; p = p.parentElement, depth++) {
+      if (p.querySelectorAll('input:not([type=hidden]), textarea, select').length > 1) break;
+      for (const h of p.querySelectorAll(hintSel)) {
+        if (h.contains(el) || h.querySelector('input, textarea, select, button, a') || !vis(h)) continue;
+        const t = (h.innerText || '').trim();
+        if (t) return t.slice(0, 300);
+      }
+    }
+    return '';
+  };
   const skip = ['hidden', 'submit', 'button', 'checkbox', 'radio', 'image', 'reset', 'file', 'range', 'color'];
   const fields = [];
   for (const el of document.querySelectorAll('input, textarea')) {
@@ -58,8 +77,10 @@ const char *const kDiscoverScript = R"JS((() => {
     if (skip.includes(t) || !vis(el) || el.readOnly) continue;
     fields.push({ selector: sel(el), name: el.name || el.id || '', label: labelOf(el), type: t,
       autocomplete: el.getAttribute('autocomplete') || '', inputmode: el.getAttribute('inputmode') || '',
-      placeholder: el.placeholder || '', maxlength: el.maxLength, required: !!el.required });
+      placeholder: el.placeholder || '', maxlength: el.maxLength, required: !!el.required,
+      described: described(el), nearby: nearby(el) });
   }
+
   let submit = '';
   const first = fields.length ? document.querySelector(fields[0].selector) : null;
   const form = first && first.closest('form');
@@ -69,9 +90,15 @@ const char *const kDiscoverScript = R"JS((() => {
     if (b) submit = sel(b);
   }
   const buttons = [...document.querySelectorAll('button, input[type=submit], input[type=button], a, [role=button], [role=option]')]
-    .filter(vis).map((el) => ({ selector: sel(el), xpath: xpath(el), label: text(el).slice(0, 160),
-      account: el.getAttribute('data-account') || (el.getAttribute('role') === 'option' ? text(el) : ''),
-      in_login_form: !!(form && form.contains(el)) }));
+    .filter(vis).map((el) => {
+      // One innerText (a layout read) per clickable: its lines for the choice's display text,
+      // collapsed for its label.
+      const full = (el.innerText || el.value || el.getAttribute('aria-label') || el.title || '').trim();
+      const label = full.replace(/\s+/g, ' ');
+      return { selector: sel(el), xpath: xpath(el), label: label.slice(0, 160), full: full.slice(0, 300),
+        account: el.getAttribute('data-account') || (el.getAttribute('role') === 'option' ? label : ''),
+        in_login_form: !!(form && form.contains(el)) };
+    });
   let error = '';
   for (const el of document.querySelectorAll('[role=alert], [aria-live=assertive], .error, .alert-danger, .error-message, .errors, #error, .flash-error')) {
     if (vis(el) && text(el)) { error = text(el).slice(0, 300); break; }
@@ -81,6 +108,29 @@ const char *const kDiscoverScript = R"JS((() => {
 })())JS";
 
 namespace {
+
+// The prompt above each choice, by CSS selector: the nearest earlier sibling with text and no
+// control, of the choice or of one of its containers ("How do you want to get your code?"). Read
+// once when the flow asks, not in every discovery poll: it walks the page around each choice.
+const char *const kChoiceContextScript = R"JS(((selectors) => {
+  const vis = (el) => {
+    const s = getComputedStyle(el);
+    if (s.visibility === 'hidden' || s.display === 'none') return false;
+    const r = el.getBoundingClientRect();
+    return r.width > 0 && r.height > 0;
+  };
+  const contextOf = (el) => {
+    for (let e = el, depth = 0; e && e !== document.body && depth < 4; e = e.parentElement, depth++) {
+      for (let p = e.previousElementSibling; p; p = p.previousElementSibling) {
+        if (p.matches('script, style') || !vis(p) || p.querySelector('a, button, input, select, textarea')) continue;
+        const t = (p.innerText || '').trim();
+        if (t) return t.slice(0, 300);
+      }
+    }
+    return '';
+  };
+  return selectors.map((s) => { const el = s && document.querySelector(s); return el ? contextOf(el) : ''; });
+}))JS";
 
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
@@ -108,6 +158,8 @@ PageField page_field(const json &f) {
     p.placeholder = f.value("placeholder", "");
     p.maxlength = f.value("maxlength", -1);
     p.required = f.value("required", false);
+    p.described = f.value("described", "");
+    p.nearby = f.value("nearby", "");
     return p;
 }
 
@@ -131,16 +183,22 @@ Discovered analyse(const json &raw) {
             d.sso.push_back({{"provider", provider},
                              {"label", label},
                              {"selector", b.value("xpath", "")},
-                             {"css", b.value("selector", "")}});
+                             {"css", b.value("selector", "")},
+                             {"full", b.value("full", "")}});
             continue;
         }
         if (!b.value("account", "").empty()) {
-            d.accounts.push_back(
-                {{"id", "account-" + std::to_string(n++)}, {"label", label}, {"selector", b.value("selector", "")}});
+            d.accounts.push_back({{"id", "account-" + std::to_string(n++)},
+                                  {"label", label},
+                                  {"selector", b.value("selector", "")},
+                                  {"full", b.value("full", "")}});
             continue;
         }
         if (auto type = mfa_type_of_label(label); !type.empty() && !b.value("in_login_form", false)) {
-            d.mfa.push_back({{"type", type}, {"label", label}, {"selector", b.value("selector", "")}});
+            d.mfa.push_back({{"type", type},
+                             {"label", label},
+                             {"selector", b.value("selector", "")},
+                             {"full", b.value("full", "")}});
             continue;
         }
         static const std::vector<std::string> login_words = {"sign in", "log in", "login", "signin"};
@@ -176,7 +234,10 @@ public:
         page_.navigate(s_.start_url);
         settle("");
         Outcome out;
-        bool acted = false;     // something was submitted or clicked
+        bool acted = false; // something was submitted or clicked
+        // This page answers what the flow just submitted or clicked: an error on it is the site's
+        // verdict. A page read again after asking the user still shows that old error.
+        bool answered = false;
         bool last_totp = false; // the last submit carried a stored-secret TOTP code
         bool totp_retried = false;
         bool user_supplied = false; // the last submit used values the user typed
@@ -190,6 +251,7 @@ public:
             if (!d.login_form && d.mfa.empty() && d.sso.empty() && d.accounts.empty()) {
                 if (acted && !d.external_action.empty()) { // approve on the phone, then go on
                     if (!await_external_action(d, out)) return out;
+                    answered = true;
                     continue;
                 }
                 if (!acted && !d.login_links.empty()) { // a home page: open its sign-in page
@@ -199,12 +261,17 @@ public:
                 }
                 return verify(out);
             }
-            if (acted && !error.empty() && d.login_form) {
+            bool verdict = answered;
+            answered = false;
+            if (verdict && !error.empty() && d.login_form) {
                 if (last_totp && !totp_retried) { // the code may have rolled over: one fresh code
                     totp_retried = true;
                     values_ = host_.credential_values(true);
                 } else if (user_supplied) {
+                    // The site refused what the user typed: those fields are asked again, as
+                    // rejected (0.131's reason), with the site's words.
                     host_.publish({{"website_error", error}});
+                    rejected_ = last_user_fields_;
                     user_.clear();
                 } else {
                     out.error_code = "credentials_invalid";
@@ -223,7 +290,7 @@ public:
 
             if (!d.login_form) { // a choice: MFA method, SSO provider or account
                 if (!choose(d)) continue;
-                acted = true;
+                acted = answered = true;
                 continue;
             }
             json plan_step = {{"url", d.raw.value("url", "")}, {"fields", json::array()}};
@@ -231,40 +298,54 @@ public:
             json missing = json::array(), missing_canonical = json::array();
             last_totp = false;
             user_supplied = false;
+            last_user_fields_.clear();
             for (std::size_t i = 0; i < d.fields.size(); ++i) {
                 const PageField &f = d.fields[i];
                 Kind k = d.kinds[i];
                 plan_step["fields"].push_back({{"selector", f.selector}, {"kind", field_type(k)}});
+                if (k == Kind::Code) { // a code sent to the user: a re-auth cannot read it
+                    plan_["needs_code"] = true;
+                    plan_["code_channel"] = code_channel(f);
+                }
                 auto v = value_for(k, f);
                 if (v) {
                     fills.emplace_back(f.selector, v->first);
-                    if (k == Kind::Totp && !v->second) last_totp = true;
+                    if (k == Kind::Totp) {
+                        last_totp = !v->second;
+                        plan_["totp"] = v->second ? "user" : "secret";
+                    }
+                    if (v->second) last_user_fields_.insert(f.selector);
                     user_supplied = user_supplied || v->second;
                     continue;
                 }
                 if (k == Kind::Text && !f.required) continue;
+                std::string hint = field_hint(k, f.described, f.nearby, d.raw.value("text", ""));
                 json df = {{"name", f.name.empty() ? field_id(k, f) : f.name},
                            {"label", f.label.empty() ? f.name : f.label},
                            {"selector", f.selector},
                            {"type", discovered_type(k, f)},
                            {"required", true}};
                 if (!f.placeholder.empty()) df["placeholder"] = f.placeholder;
+                if (!hint.empty()) df["hint"] = hint;
                 if (k == Kind::Totp) df["linked_mfa_type"] = "totp";
                 if (k == Kind::Code) df["linked_mfa_type"] = code_channel(f);
                 missing.push_back(df);
-                missing_canonical.push_back({{"id", field_id(k, f)},
-                                             {"ref", field_ref(k, f)},
-                                             {"type", field_type(k)},
-                                             {"label", f.label.empty() ? f.name : f.label},
-                                             {"observed_selector", f.selector},
-                                             {"required", true},
-                                             // Asked because no value is known for it (0.131's
-                                             // reason; "rejected" is not told apart yet).
-                                             {"reason", "missing"}});
-                if (k == Kind::Code) plan_["needs_code"] = true;
+                json field = {{"id", field_id(k, f)},
+                              {"ref", field_ref(k, f)},
+                              {"type", field_type(k)},
+                              {"label", f.label.empty() ? f.name : f.label},
+                              {"observed_selector", f.selector},
+                              {"required", true},
+                              {"input_mode", input_mode(f)},
+                              // Asked again because the site refused what the user typed into
+                              // it, else because no value is known for it.
+                              {"reason", rejected_.count(f.selector) ? "rejected" : "missing"}};
+                if (!hint.empty()) field["hint"] = hint;
+                missing_canonical.push_back(field);
             }
             if (!missing.empty()) {
                 ask({{"discovered_fields", missing}, {"fields", missing_canonical}});
+                rejected_.clear();
                 continue; // rediscover: the page may have changed meanwhile
             }
             for (const auto &[selector, value] : fills)
@@ -274,7 +355,7 @@ public:
             plan_["steps"].push_back(plan_step);
             std::string before = signature(d.raw);
             submit(d);
-            acted = true;
+            acted = answered = true;
             settle(before);
         }
         out.error_code = "login_stalled";
@@ -419,29 +500,37 @@ private:
                     return true;
                 }
         json choices = json::array(), mfa = json::array(), sso = json::array(), accounts = json::array();
+        std::map<std::string, std::string> context = choice_contexts(d);
+        // 0.131's Choice details: what the choice element shows and the prompt above the group.
+        auto choice = [&context](const json &seen, const std::string &id, const char *type) {
+            const std::string css = seen.value(seen.contains("css") ? "css" : "selector", "");
+            ChoiceDetails cd = choice_details(seen.value("full", seen.value("label", "")), context[css]);
+            json c = {{"id", id}, {"label", seen.value("label", "")}, {"type", type}, {"observed_selector", css}};
+            if (std::string(type) == "mfa_method") c["mfa_type"] = seen.value("type", "");
+            if (!cd.masked_destination.empty()) c["masked_destination"] = cd.masked_destination;
+            if (!cd.display_text.empty()) c["display_text"] = cd.display_text;
+            if (!cd.context.empty()) c["context"] = cd.context;
+            return c;
+        };
         for (const auto &m : d.mfa) {
-            choices.push_back({{"id", m.value("type", "")},
-                               {"label", m.value("label", "")},
-                               {"type", "mfa_method"},
-                               {"observed_selector", m.value("selector", "")}});
-            mfa.push_back({{"type", m.value("type", "")}, {"label", m.value("label", "")}});
+            json c = choice(m, m.value("type", ""), "mfa_method");
+            choices.push_back(c);
+            json option = {{"type", m.value("type", "")}, {"label", m.value("label", "")}};
+            if (c.contains("masked_destination")) option["target"] = c["masked_destination"];
+            mfa.push_back(option);
         }
         for (const auto &s : d.sso) {
-            choices.push_back({{"id", s.value("provider", "")},
-                               {"label", s.value("label", "")},
-                               {"type", "sso_provider"},
-                               {"observed_selector", s.value("css", "")}});
+            choices.push_back(choice(s, s.value("provider", ""), "sso_provider"));
             sso.push_back({{"provider", s.value("provider", "")},
                            {"label", s.value("label", "")},
                            {"selector", s.value("selector", "")}});
         }
         for (const auto &a : d.accounts) {
-            choices.push_back({{"id", a.value("id", "")},
-                               {"label", a.value("label", "")},
-                               {"type", "account"},
-                               {"observed_selector", a.value("selector", "")}});
+            choices.push_back(choice(a, a.value("id", ""), "account"));
             accounts.push_back({{"id", a.value("id", "")}, {"label", a.value("label", "")}});
         }
+        // A re-auth would wait here for someone to choose.
+        plan_["needs_customer_input"] = true;
         pending_choice_.clear();
         ask({{"choices", choices},
              {"mfa_options", mfa.empty() ? json() : mfa},
@@ -461,6 +550,27 @@ private:
             }
         host_.publish({{"website_error", "the choice \"" + pending_choice_ + "\" is not offered on this page"}});
         return false;
+    }
+
+    // The prompt above each choice the page offers, by its CSS selector; none when the page went
+    // away meanwhile (the details are help for the user, never a reason to fail the flow).
+    std::map<std::string, std::string> choice_contexts(const Discovered &d) {
+        json selectors = json::array();
+        for (const json *list : {&d.mfa, &d.accounts})
+            for (const auto &c : *list)
+                selectors.push_back(c.value("selector", ""));
+        for (const auto &c : d.sso)
+            selectors.push_back(c.value("css", ""));
+        std::map<std::string, std::string> out;
+        try {
+            json found = page_.eval(std::string(kChoiceContextScript) + "(" + selectors.dump() + ")");
+            for (std::size_t i = 0; found.is_array() && i < found.size() && i < selectors.size(); ++i)
+                if (found[i].is_string()) out[selectors[i].get<std::string>()] = found[i].get<std::string>();
+        } catch (const FlowEnded &) {
+            throw;
+        } catch (const std::exception &) {
+        }
+        return out;
     }
 
     void click(const std::string &selector) {
@@ -509,6 +619,8 @@ private:
     const EngineSettings &s_;
     json values_ = json::object();
     std::map<std::string, std::string> user_;
+    std::set<std::string> last_user_fields_; // selectors the last submit filled with what the user typed
+    std::set<std::string> rejected_;         // of those, the ones the site refused: asked as rejected
     std::string pending_choice_;
     json plan_ = {{"steps", json::array()}};
     json learned_ = json::object();

@@ -93,17 +93,21 @@ input{width:100%;padding:8px;box-sizing:border-box;font:inherit} button{margin-t
         const label = document.createElement('label'); label.textContent = f.label || d.label || f.id;
         const input = document.createElement('input'); input.name = f.id;
         input.type = f.type === 'password' ? 'password' : 'text'; input.value = typed[f.id] || '';
-        if (f.type === 'code' || f.type === 'totp_code') { input.autocomplete = 'one-time-code'; input.inputMode = 'numeric'; }
+        if (f.type === 'code' || f.type === 'totp_code') input.autocomplete = 'one-time-code';
+        input.inputMode = f.input_mode || 'text';
         label.appendChild(input); form.appendChild(label);
+        // The site's own help (where a code went), as text: never markup from the site.
+        if (f.hint) { const h = document.createElement('small'); h.className = 'muted'; h.textContent = f.hint; form.appendChild(h); }
       }
       const b = document.createElement('button'); b.type = 'submit'; b.textContent = 'Continue'; form.appendChild(b);
-      form.onsubmit = (e) => { e.preventDefault(); const v = {}; for (const i of form.querySelectorAll('input')) v[i.name] = i.value; submit({ field_values: v }); };
+      // interaction_id: the answer is for this pause; a newer one refuses it (409) rather than take it.
+      form.onsubmit = (e) => { e.preventDefault(); const v = {}; for (const i of form.querySelectorAll('input')) v[i.name] = i.value; submit({ field_values: v, interaction_id: c.interaction_id || undefined }); };
       show('form', true); show('choices', false);
     } else if ((c.choices || []).length) {
       const box = $('choices'); box.innerHTML = '';
       for (const ch of c.choices) {
         const b = document.createElement('button'); b.textContent = ch.label; b.dataset.choice = ch.id;
-        b.onclick = () => submit({ selected_choice_id: ch.id }); box.appendChild(b);
+        b.onclick = () => submit({ selected_choice_id: ch.id, interaction_id: c.interaction_id || undefined }); box.appendChild(b);
       }
       show('choices', true); show('form', false);
     }

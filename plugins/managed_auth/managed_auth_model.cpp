@@ -54,6 +54,28 @@ std::optional<bool> opt_bool(const json &body, const char *name, hangar::Validat
     return it->get<bool>();
 }
 
+// Whitespace runs as one space, trimmed, at most `max` bytes (cut before a UTF-8 continuation).
+std::string collapse(std::string_view in, std::size_t max) {
+    std::string out;
+    bool space = false;
+    for (char c : in) {
+        if (std::isspace(static_cast<unsigned char>(c))) {
+            space = !out.empty();
+            continue;
+        }
+        if (space) out.push_back(' ');
+        space = false;
+        out.push_back(c);
+    }
+    if (out.size() > max) {
+        std::size_t cut = max;
+        while (cut > 0 && (static_cast<unsigned char>(out[cut]) & 0xC0) == 0x80)
+            --cut;
+        out.resize(cut);
+    }
+    return out;
+}
+
 bool valid_credential_ref(const json &c) {
     if (!c.is_object()) return false;
     for (const auto &[k, val] : c.items()) {
@@ -195,20 +217,145 @@ Settings parse_settings(const json &body, bool creating, int min_interval) {
         else
             v.fail("browser_telemetry", "must be an object or null");
     }
+    if (auto it = body.find("browser"); it != body.end() && !it->is_null()) s.browser = parse_browser_config(*it, v);
     v.throw_if_failed(creating ? "invalid auth connection" : "invalid auth connection update");
+    // The deprecated telemetry field is browser.telemetry under its old name (the proxy is
+    // compared once both are resolved to a proxy id).
+    std::optional<json> successor;
+    if (s.browser && s.browser->contains("telemetry")) successor = s.browser->at("telemetry");
+    if (auto t = supersede(s.browser_telemetry, "browser_telemetry", successor, "browser.telemetry")) {
+        if (!s.browser) s.browser = json::object();
+        (*s.browser)["telemetry"] = *t;
+    }
+    s.browser_telemetry.reset();
     return s;
+}
+
+bool known_region(const std::string &region) {
+    return region == "us-east" || region == "us-west" || region == "eu-west" || region == "ap-southeast";
+}
+
+json parse_browser_config(const json &value, hangar::Validation &v, const std::string &field) {
+    json out = json::object();
+    if (!value.is_object()) {
+        v.fail(field, "must be an object {proxy?, region?, stealth?, telemetry?}");
+        return out;
+    }
+    for (const auto &[key, val] : value.items()) {
+        std::string name = field;
+        name.append(".").append(key);
+        if (key == "telemetry") { // null: no telemetry (clears the connection's on update)
+            if (val.is_null() || val.is_object())
+                out[key] = val;
+            else
+                v.fail(name, "must be an object or null");
+            continue;
+        }
+        if (val.is_null()) continue; // omitted: kept (update) or inherited (login)
+        if (key == "stealth") {
+            if (val.is_boolean())
+                out[key] = val;
+            else
+                v.fail(name, "must be a boolean");
+        } else if (key == "region") {
+            if (val.is_string() && known_region(val.get<std::string>()))
+                out[key] = val;
+            else
+                v.fail(name, "must be one of us-east, us-west, eu-west, ap-southeast");
+        } else if (key == "proxy") {
+            bool ok = val.is_object();
+            int given = 0;
+            if (ok)
+                for (const auto &[k, p] : val.items()) {
+                    if (p.is_null()) continue;
+                    ++given;
+                    bool text = p.is_string() && !p.get_ref<const std::string &>().empty();
+                    ok = ok && (k == "mode" || k == "id" || k == "name") && text &&
+                         (k != "mode" || p == "direct" || p == "default");
+                }
+            if (ok && given == 1)
+                out[key] = val;
+            else
+                v.fail(name, "must name exactly one of mode (direct or default), id and name");
+        } else {
+            v.fail(name, "is not a browser setting of an auth connection (proxy, region, stealth, telemetry); the "
+                         "login flow manages the others");
+        }
+    }
+    return out;
+}
+
+std::optional<json> supersede(const std::optional<json> &deprecated, const std::string &deprecated_name,
+                              const std::optional<json> &successor, const std::string &successor_name) {
+    if (deprecated && successor && *deprecated != *successor)
+        throw Error::invalid(deprecated_name, "differs from " + successor_name + "; send " + successor_name +
+                                                  " only (" + deprecated_name + " is deprecated)");
+    return successor ? successor : deprecated;
+}
+
+json stored_browser(const json &settings) {
+    json b = settings.value("browser", json::object());
+    if (!b.is_object()) b = json::object();
+    if (!b.contains("proxy") && settings.value("proxy_id", "") != "") b["proxy"] = {{"id", settings.at("proxy_id")}};
+    if (!b.contains("telemetry") && settings.value("browser_telemetry", json()).is_object())
+        b["telemetry"] = settings.at("browser_telemetry");
+    return b;
+}
+
+json layer_browser(json base, const json &over) {
+    if (!base.is_object()) base = json::object();
+    if (!over.is_object()) return base;
+    for (const auto &[k, val] : over.items()) {
+        if (val.is_null())
+            base.erase(k);
+        else
+            base[k] = val;
+    }
+    return base;
+}
+
+json browser_create_fields(const json &config) {
+    json out = {{"stealth", config.value("stealth", true)}};
+    if (config.value("proxy", json()).is_object()) out["proxy"] = config.at("proxy");
+    if (config.value("region", json()).is_string()) out["region"] = config.at("region");
+    if (config.value("telemetry", json()).is_object()) out["telemetry"] = config.at("telemetry");
+    return out;
+}
+
+json render_browser(const json &config, const std::string &node_region) {
+    json out = layer_browser(json::object(), config);
+    out["stealth"] = config.value("stealth", true);
+    if (!out.value("region", json()).is_string()) out["region"] = node_region;
+    return out;
+}
+
+bool parse_skill_mode(const json &body) {
+    auto it = body.find("skill_mode");
+    if (it == body.end() || it->is_null()) return true;
+    if (*it == "enabled") return true;
+    if (*it == "disabled") return false;
+    throw Error::invalid("skill_mode", "must be enabled or disabled");
+}
+
+bool inherited_skill_mode(const json &settings) {
+    return !settings.is_object() || settings.value("skill_mode", "enabled") != "disabled";
+}
+
+std::string flow_type(bool automatic, bool plan_read, bool has_credential) {
+    return automatic || (plan_read && has_credential) ? "REAUTH" : "LOGIN";
 }
 
 Kind classify(const PageField &f) {
     std::string type = lower(f.html_type), ac = lower(f.autocomplete), im = lower(f.inputmode);
-    std::string words = lower(f.name + " " + f.label + " " + f.placeholder + " " + f.selector);
+    std::string words = lower(f.name + " " + f.label + " " + f.placeholder + " " + f.selector + " " +
+                              field_hint(Kind::Text, f.described, f.nearby, ""));
     if (type == "password" && !contains_any(ac, {"one-time-code"})) return Kind::Password;
     bool otp_shape = ac == "one-time-code" || (im == "numeric" && f.maxlength > 0 && f.maxlength <= 8) ||
                      contains_any(words, {"otp", "totp", "2fa", "mfa", "verification code", "one-time", "passcode",
                                           "security code", "authenticator", "code"});
     if (otp_shape) {
         bool app = contains_any(words, {"authenticator", "totp", "app"});
-        bool sent = contains_any(words, {"sms", "text message", "email", "sent", "phone"});
+        bool sent = contains_any(words, {"sms", "text message", "texted", "email", "sent", "phone"});
         return app || !sent ? Kind::Totp : Kind::Code;
     }
     if (type == "email" || contains_any(ac, {"username", "email"}) ||
@@ -271,6 +418,60 @@ std::string field_ref(Kind k, const PageField &f) {
         break;
     }
     return f.name.empty() ? "text" : f.name;
+}
+
+std::string input_mode(const PageField &f) {
+    std::string im = lower(f.inputmode), type = lower(f.html_type), ac = lower(f.autocomplete);
+    if (im == "numeric" || im == "decimal") return "numeric";
+    if (im == "email" || im == "tel" || im == "text") return im;
+    if (type == "email") return "email";
+    if (type == "tel") return "tel";
+    if (type == "number") return "numeric";
+    if (contains_any(ac, {"one-time-code"})) return "numeric"; // the keyboard browsers offer for codes
+    if (contains_any(ac, {"email"})) return "email";
+    if (contains_any(ac, {"tel"})) return "tel";
+    return "text";
+}
+
+std::string masked_destination(std::string_view text) {
+    // A masking character, in runs of two or more: *, bullets, # (and x in a phone number; an
+    // address may hold "xx" itself).
+    static const std::string m = "(?:\\*|\u2022|\u25CF|#|x|X)";
+    static const std::string me = "(?:\\*|\u2022|\u25CF|#)";
+    static const std::regex email("[A-Za-z0-9._%+-]*" + me + "{2,}[A-Za-z0-9._%+-]*@[A-Za-z0-9.-]*(?:" + me +
+                                  "+[A-Za-z0-9.-]*)*\\.[A-Za-z]{2,}");
+    static const std::regex phone("(?:\\+\\d{1,3}[ .-]?)?(?:\\(?" + m + "{2,}\\)?[ .-]?)+" + m + "*\\d{2,4}");
+    std::string s(text);
+    std::smatch found;
+    if (std::regex_search(s, found, email)) return found.str();
+    if (std::regex_search(s, found, phone)) return found.str();
+    return {};
+}
+
+std::string field_hint(Kind k, const std::string &described, const std::string &nearby, std::string_view page_text) {
+    if (auto d = collapse(described, 200); !d.empty()) return d;
+    if (auto n = collapse(nearby, 200); !n.empty()) return n;
+    if (k != Kind::Code) return {};
+    // A sent code: the page's sentence saying where it went.
+    std::size_t start = 0;
+    while (start < page_text.size()) {
+        auto end = page_text.find('\n', start);
+        if (end == std::string_view::npos) end = page_text.size();
+        std::string_view line = page_text.substr(start, end - start);
+        if (!masked_destination(line).empty()) return collapse(line, 200);
+        start = end + 1;
+    }
+    return {};
+}
+
+ChoiceDetails choice_details(std::string_view full_text, std::string_view context) {
+    ChoiceDetails d;
+    d.display_text = collapse(full_text, 300);
+    d.mfa_type = mfa_type_of_label(d.display_text);
+    d.masked_destination = masked_destination(d.display_text);
+    d.context = collapse(context, 200);
+    if (d.context == d.display_text) d.context.clear();
+    return d;
 }
 
 std::string mfa_type_of_label(std::string_view label) {
@@ -396,13 +597,23 @@ Submit parse_submit(const json &body) {
 Reauth reauth_status(const json &credential, bool has_plan, const json &plan) {
     bool has_credential = credential.is_object() && !credential.empty();
     if (!has_credential) return {false, "no_credential"};
-    if (plan.is_object()) {
-        if (plan.value("needs_code", false)) return {false, "requires_sms_code"};
+    bool totp_from_secret = false;
+    if (has_plan && plan.is_object()) {
+        if (plan.value("needs_code", false))
+            return {false, plan.value("code_channel", "") == "email" ? "requires_email_code" : "requires_sms_code"};
         if (plan.value("needs_external_action", false)) return {false, "requires_external_action"};
+        if (plan.value("totp", "") == "user") return {false, "requires_totp_without_secret"};
+        if (plan.value("needs_customer_input", false)) return {false, "requires_customer_input"};
+        totp_from_secret = plan.value("totp", "") == "secret";
     }
     if (credential.contains("provider")) return {true, "external_credential"};
+    if (totp_from_secret) return {true, "totp_reauth_allowed"};
     if (has_plan) return {true, "viable_plans_found"};
     return {true, "has_credential"};
+}
+
+std::string health_check_unavailable_reason(bool health_checks, bool has_post_login_url) {
+    return health_checks && !has_post_login_url ? "no_auth_check_url" : "";
 }
 
 } // namespace managed_auth

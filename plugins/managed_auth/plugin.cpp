@@ -129,6 +129,7 @@ struct Flow {
     std::string handoff_code;
     bool handoff_used = false;
     bool recorded = false;                       // record_session: the replay ends with the browser
+    bool skills = true;                          // skill_mode enabled: the learned plan is read and written
     std::int64_t started_ms = 0, browser_ms = 0; // login() called; its browser answered
     std::atomic<bool> done{false};
     std::jthread thread;
@@ -141,6 +142,8 @@ public:
         input_timeout_ms_ = config_int("input_timeout_seconds", 600) * 1000;
         min_interval_ = static_cast<int>(config_int("min_health_check_interval", 300));
         headless_ = config_bool("headless", false);
+        // Where this node's browsers run (the browsers plugin refuses any other region).
+        node_region_ = config("node.region", "us-east");
         std::vector<std::string> bad;
         redirect_origins_ = hangar::web::origin_list(config("server.redirect_origins", ""), &bad);
         for (const auto &b : bad)
@@ -347,16 +350,24 @@ private:
                     {"allowed_domains", s.value("allowed_domains", json::array())},
                     {"auto_reauth", s.value("auto_reauth", true)},
                     {"health_checks", s.value("health_checks", true)},
-                    {"health_check_interval", s.value("health_check_interval", 3600)},
-                    {"browser_telemetry", s.value("browser_telemetry", json())}};
+                    {"health_check_interval", s.value("health_check_interval", 3600)}};
+        // 0.131's browser, and the deprecated fields that are parts of it under their old names.
+        json browser = stored_browser(s);
+        out["browser"] = render_browser(browser, node_region_);
+        out["browser_telemetry"] = browser.value("telemetry", json());
+        if (browser.value("proxy", json()).is_object() && browser["proxy"].contains("id"))
+            out["proxy_id"] = browser["proxy"]["id"];
         if (s.value("login_url", "") != "") out["login_url"] = s.at("login_url");
         json credential = s.value("credential", json());
         if (credential.is_object()) out["credential"] = credential;
-        if (s.value("proxy_id", "") != "") out["proxy_id"] = s.at("proxy_id");
         Reauth r = reauth_status(credential, plan.is_object(), plan);
         out["can_reauth"] = r.can;
         out["can_reauth_reason"] = r.reason;
-        if (row.value("post_login_url", json()).is_string()) out["post_login_url"] = row.at("post_login_url");
+        bool has_post_login_url = row.value("post_login_url", json()).is_string();
+        if (has_post_login_url) out["post_login_url"] = row.at("post_login_url");
+        if (auto why = health_check_unavailable_reason(s.value("health_checks", true), has_post_login_url);
+            !why.empty())
+            out["health_check_unavailable_reason"] = why;
         if (row.value("last_auth_check_at", json()).is_number()) {
             out["last_auth_check_at"] = hangar::rfc3339(row.at("last_auth_check_at").get<std::int64_t>());
             out["last_auth_at"] = out["last_auth_check_at"];
@@ -375,8 +386,48 @@ private:
         if (s.health_check_interval) base["health_check_interval"] = *s.health_check_interval;
         if (s.auto_reauth) base["auto_reauth"] = *s.auto_reauth;
         if (s.record_session) base["record_session"] = *s.record_session;
-        if (s.browser_telemetry) base["browser_telemetry"] = *s.browser_telemetry;
         return base;
+    }
+
+    // The connection's browser config after a create or update: the request's `browser` (the
+    // deprecated `proxy` and `browser_telemetry` folded in) over what it had. Kept in `browser`
+    // only, so the old keys never disagree with it.
+    json stored_with(const std::string &project, const Settings &s, json stored) const {
+        json b = request_browser(project, s.browser, s.proxy);
+        stored["browser"] = layer_browser(stored_browser(stored), b);
+        stored.erase("proxy_id");
+        stored.erase("browser_telemetry");
+        return stored;
+    }
+
+    // A request's browser config, checked now rather than at the next login: its proxy resolved
+    // (and the same as the deprecated `proxy`, when both are sent), its region one this node
+    // serves, its telemetry one the telemetry plugin takes.
+    json request_browser(const std::string &project, const std::optional<json> &browser,
+                         const std::optional<json> &deprecated_proxy) const {
+        json b = browser.value_or(json::object());
+        std::optional<json> legacy, successor;
+        if (deprecated_proxy) legacy = json{{"id", proxy_id_of(project, *deprecated_proxy)}};
+        if (b.value("proxy", json()).is_object()) {
+            const json &sel = b.at("proxy");
+            successor = sel.contains("mode") ? json{{"mode", sel.at("mode")}} : json{{"id", proxy_id_of(project, sel)}};
+        }
+        if (auto proxy = supersede(legacy, "proxy", successor, "browser.proxy")) b["proxy"] = *proxy;
+        if (b.value("region", json()).is_string() && b.at("region") != node_region_)
+            throw Error::invalid("browser.region", "this Hangar node serves region " + node_region_ +
+                                                       " only (its [node] region), not " +
+                                                       b.at("region").get<std::string>() +
+                                                       "; leave region out or ask for " + node_region_);
+        if (b.value("telemetry", json()).is_object()) {
+            try {
+                call("telemetry.session",
+                     {{"op", "check"}, {"request", b.at("telemetry")}, {"field", "browser.telemetry"}});
+            } catch (const Error &e) {
+                // Without the telemetry plugin, the login's browsers.create refuses telemetry (501).
+                if (e.status() == 400) throw;
+            }
+        }
+        return b;
     }
 
     // {id} or {name}, resolved to the id by the proxies plugin now (404 unknown, 400 ambiguous);
@@ -416,9 +467,8 @@ private:
                                         {"health_check_interval", 3600},
                                         {"auto_reauth", true},
                                         {"record_session", false},
-                                        {"browser_telemetry", nullptr},
-                                        {"proxy_id", ""}});
-        if (s.proxy) stored["proxy_id"] = proxy_id_of(project, *s.proxy);
+                                        {"browser", json::object()}});
+        stored = stored_with(project, s, stored);
         check_credential(caller, stored.at("credential"), *s.domain);
         std::lock_guard lock(create_mutex_);
         if (!sql("SELECT id FROM managed_auth_connections WHERE project_id = ? AND domain = ? AND LOWER(profile_name) "
@@ -469,8 +519,7 @@ private:
         std::string project = req.project();
         Settings s = parse_settings(req.json_body(false), false, min_interval_);
         json row = require(project, req.param("id"));
-        json stored = settings_json(s, parse_or(row, "settings", json::object()));
-        if (s.proxy) stored["proxy_id"] = proxy_id_of(project, *s.proxy);
+        json stored = stored_with(project, s, settings_json(s, parse_or(row, "settings", json::object())));
         if (s.credential)
             check_credential(req.caller(), stored.value("credential", json()), row.at("domain").get<std::string>());
         sql("UPDATE managed_auth_connections SET settings = ?, updated_at = ? WHERE id = ?",
@@ -561,11 +610,19 @@ private:
         flow["flow_status"] = "EXPIRED";
         flow["hosted_url"] = nullptr;
         flow["live_view_url"] = nullptr;
-        sql_batch(
-            {{"UPDATE managed_auth_connections SET flow = ? WHERE id = ?", json::array({flow.dump(), row.at("id")})},
-             {"UPDATE managed_auth_timeline SET status = 'EXPIRED', step = 'EXPIRED' WHERE connection_id = ? AND "
-              "status = 'IN_PROGRESS'",
-              json::array({row.at("id")})}});
+        auto now = hangar::now_ms();
+        std::vector<std::pair<std::string, json>> batch = {
+            {"UPDATE managed_auth_connections SET flow = ? WHERE id = ?", json::array({flow.dump(), row.at("id")})}};
+        for (const auto &t : sql("SELECT id, data FROM managed_auth_timeline WHERE connection_id = ? AND status = "
+                                 "'IN_PROGRESS'",
+                                 {row.at("id")})) {
+            json data = parse_or(t, "data", json::object());
+            data["completed_at"] = hangar::rfc3339(now); // it ended here: its first terminal status
+            batch.push_back({"UPDATE managed_auth_timeline SET status = 'EXPIRED', step = 'EXPIRED', data = ?, "
+                             "updated_at = ? WHERE id = ? AND status = 'IN_PROGRESS'",
+                             json::array({data.dump(), now, t.at("id")})});
+        }
+        sql_batch(batch);
     }
     void expire_lost_flows() {
         ServingNodes nodes(*this);
@@ -591,22 +648,53 @@ private:
             throw Error::invalid("record_session", "must be a boolean");
         bool record = body.value("record_session", json()).is_boolean() ? body.at("record_session").get<bool>()
                                                                         : s.value("record_session", false);
-        std::string proxy_id = s.value("proxy_id", "");
+        // This login's browser: its `browser` (and the deprecated `proxy` / `browser_telemetry`)
+        // over the connection's, for this login only.
+        hangar::Validation v;
+        std::optional<json> over, proxy;
+        if (auto it = body.find("browser"); it != body.end() && !it->is_null()) over = parse_browser_config(*it, v);
         if (auto it = body.find("proxy"); it != body.end() && !it->is_null()) {
-            if (!it->is_object()) throw Error::invalid("proxy", "must be {id} or {name}");
-            proxy_id = proxy_id_of(project, *it);
+            if (it->is_object() && (it->contains("id") || it->contains("name")) && !it->contains("mode"))
+                proxy = *it;
+            else
+                v.fail("proxy", "must be {id} or {name}");
         }
-        json telemetry =
-            body.contains("browser_telemetry") ? body.at("browser_telemetry") : s.value("browser_telemetry", json());
-        // Background re-auths after a health check start their browsers as this caller would.
+        std::optional<json> telemetry;
+        if (auto it = body.find("browser_telemetry"); it != body.end()) {
+            if (it->is_null() || it->is_object())
+                telemetry = *it;
+            else
+                v.fail("browser_telemetry", "must be an object or null");
+        }
+        v.throw_if_failed("invalid login");
+        bool skills = parse_skill_mode(body);
+        std::optional<json> successor;
+        if (over && over->contains("telemetry")) successor = over->at("telemetry");
+        if (auto t = supersede(telemetry, "browser_telemetry", successor, "browser.telemetry")) {
+            if (!over) over = json::object();
+            (*over)["telemetry"] = *t;
+        }
+        json browser = layer_browser(stored_browser(s), request_browser(project, over, proxy));
+        // Background re-auths after a health check start their browsers as this caller would, and
+        // read or leave the learned plan as this login chose.
+        json before = s;
         s["base_url"] = req.base_url();
+        s["skill_mode"] = skills ? "enabled" : "disabled";
         sql("UPDATE managed_auth_connections SET settings = ? WHERE id = ?", {s.dump(), id});
-        res.json(start_flow(row, req.caller(), req.base_url(), proxy_id, telemetry, record));
+        try {
+            res.json(start_flow(row, req.caller(), req.base_url(), browser, record, skills, false));
+        } catch (...) {
+            // Not accepted: the choice re-auths inherit stays the last accepted login's.
+            sql("UPDATE managed_auth_connections SET settings = ? WHERE id = ?", {before.dump(), id});
+            throw;
+        }
     }
 
     // Starts a login (or re-auth) flow: its browser now, the engine on a thread of its own.
-    json start_flow(const json &row, const json &caller, const std::string &base_url, const std::string &proxy_id,
-                    const json &telemetry, bool record) {
+    // `browser`: the effective browser config; `skills`: skill_mode enabled; `automatic`: a
+    // re-auth after a health check.
+    json start_flow(const json &row, const json &caller, const std::string &base_url, const json &browser_config,
+                    bool record, bool skills, bool automatic) {
         json s = parse_or(row, "settings", json::object());
         std::string id = row.at("id").get<std::string>();
         std::string project = row.at("project_id").get<std::string>();
@@ -622,20 +710,20 @@ private:
         flow->org = row.at("org_id").get<std::string>();
         flow->base_url = base_url;
         flow->recorded = record;
-        json plan = parse_or(row, "plan", json());
+        flow->skills = skills;
+        // A re-auth replays what was learned; with skill_mode disabled the plan is not read.
+        json plan = skills ? parse_or(row, "plan", json()) : json();
         json credential = s.value("credential", json());
-        flow->type = plan.is_object() && credential.is_object() ? "REAUTH" : "LOGIN";
+        flow->type = flow_type(automatic, plan.is_object(), credential.is_object());
         auto now = hangar::now_ms();
         flow->expires_ms = now + flow_timeout_ms_;
         flow->handoff_code = random_code();
 
-        json browser_body = {{"stealth", true},
-                             // A recording needs a screen: recorded flows run headful.
-                             {"headless", headless_ && !record},
-                             {"timeout_seconds", flow_timeout_ms_ / 1000 + 60},
-                             {"profile", {{"name", row.at("profile_name")}, {"save_changes", false}}}};
-        if (!proxy_id.empty()) browser_body["proxy_id"] = proxy_id;
-        if (telemetry.is_object()) browser_body["telemetry"] = telemetry;
+        json browser_body = browser_create_fields(browser_config);
+        // A recording needs a screen: recorded flows run headful.
+        browser_body["headless"] = headless_ && !record;
+        browser_body["timeout_seconds"] = flow_timeout_ms_ / 1000 + 60;
+        browser_body["profile"] = {{"name", row.at("profile_name")}, {"save_changes", false}};
         flow->started_ms = hangar::now_ms();
         json browser = call(
             "browsers.create",
@@ -712,6 +800,8 @@ private:
         for (const auto &row : sql("SELECT * FROM managed_auth_connections WHERE status = 'AUTHENTICATED'")) {
             json s = parse_or(row, "settings", json::object());
             if (!s.value("health_checks", true)) continue;
+            // Only a page seen logged in tells a session from a login page (no_auth_check_url).
+            if (!row.value("post_login_url", json()).is_string()) continue;
             std::int64_t last = row.value("last_auth_check_at", json()).is_number()
                                     ? row.at("last_auth_check_at").get<std::int64_t>()
                                     : row.at("updated_at").get<std::int64_t>();
@@ -744,11 +834,10 @@ private:
         std::string project = row.at("project_id").get<std::string>();
         json s = parse_or(row, "settings", json::object());
         json caller = {{"project_id", project}, {"org_id", row.at("org_id")}};
-        json body = {{"stealth", true},
-                     {"headless", true},
-                     {"timeout_seconds", 120},
-                     {"profile", {{"name", row.at("profile_name")}, {"save_changes", false}}}};
-        if (s.value("proxy_id", "") != "") body["proxy_id"] = s.at("proxy_id");
+        json body = browser_create_fields(stored_browser(s));
+        body["headless"] = true;
+        body["timeout_seconds"] = 120;
+        body["profile"] = {{"name", row.at("profile_name")}, {"save_changes", false}};
         json browser =
             call("browsers.create",
                  {{"project_id", project}, {"caller", caller}, {"base_url", s.value("base_url", "")}, {"body", body}});
@@ -760,11 +849,7 @@ private:
         bool logged_in = false;
         try {
             InstancePage page(*this, session);
-            std::string url =
-                row.value("post_login_url", json()).is_string() ? row.at("post_login_url").get<std::string>()
-                : s.value("login_url", "").empty()              ? "https://" + row.at("domain").get<std::string>() + "/"
-                                                                : s.value("login_url", "");
-            page.navigate(url);
+            page.navigate(row.at("post_login_url").get<std::string>());
             std::this_thread::sleep_for(500ms); // a client-side redirect to the login page
             json d = page.eval(kDiscoverScript);
             logged_in = d.is_object() && !shows_login_form(d);
@@ -781,7 +866,10 @@ private:
         sql("INSERT INTO managed_auth_timeline (id, connection_id, type, status, step, data, created_at, updated_at) "
             "VALUES (?, ?, 'health_check', ?, NULL, ?, ?, ?)",
             {hangar::new_id(), id, observed,
-             json{{"previous_status", previous}, {"browser_session_id", session}, {"telemetry_captured", false}}.dump(),
+             json{{"previous_status", previous},
+                  {"browser_session_id", session},
+                  {"telemetry_captured", browser.value("telemetry", json()).is_object()}}
+                 .dump(),
              now, now});
         info("health check of auth connection " + id + ": " + observed);
         if (logged_in || !s.value("auto_reauth", true)) return;
@@ -790,8 +878,10 @@ private:
         if (!r.can) return;
         auto fresh = sql("SELECT * FROM managed_auth_connections WHERE id = ?", {id});
         if (fresh.empty()) return;
-        start_flow(fresh.front(), caller, s.value("base_url", ""), s.value("proxy_id", ""),
-                   s.value("browser_telemetry", json()), s.value("record_session", false));
+        // The connection's browser config (a login's override was for that login only) and the
+        // last accepted login's skill_mode.
+        start_flow(fresh.front(), caller, s.value("base_url", ""), stored_browser(s), s.value("record_session", false),
+                   inherited_skill_mode(s), true);
     }
 
     // The connection a request may see: its project's with an API key; with a flow JWT, the
@@ -949,7 +1039,10 @@ private:
             json started = parse_or(old.front(), "data", json::object());
             data["telemetry_captured"] = started.value("telemetry_captured", false);
             if (started.contains("replay_id")) data["replay_id"] = started["replay_id"];
+            if (started.contains("completed_at")) data["completed_at"] = started["completed_at"];
         }
+        // The first time the attempt reached a terminal status, unchanged by later writes.
+        if (terminal(status) && !data.contains("completed_at")) data["completed_at"] = hangar::rfc3339(now);
         sql("UPDATE managed_auth_timeline SET status = ?, step = ?, data = ?, updated_at = ? WHERE id = ?",
             {status, step, data.dump(), now, f.id});
         if (current) broadcast(f.connection_id, snapshot, terminal(status));
@@ -1130,9 +1223,18 @@ private:
                                        {"values", out.learned}});
             if (!credential.is_object()) s["credential"] = {{"name", name}};
         }
+        if (!f.skills) { // skill_mode disabled: the learned plan is left as it was
+            sql("UPDATE managed_auth_connections SET status = 'AUTHENTICATED', post_login_url = ?, settings = ?, "
+                "updated_at = ? WHERE id = ?",
+                {out.post_login_url, s.dump(), hangar::now_ms(), f.connection_id});
+            return;
+        }
+        json plan = out.plan;
+        // Values the user typed and nobody saved: a re-auth would have to ask again.
+        if (!s.value("save_credentials", true) && !out.learned.empty()) plan["needs_customer_input"] = true;
         sql("UPDATE managed_auth_connections SET status = 'AUTHENTICATED', post_login_url = ?, plan = ?, settings = ?, "
             "updated_at = ? WHERE id = ?",
-            {out.post_login_url, out.plan.dump(), s.dump(), hangar::now_ms(), f.connection_id});
+            {out.post_login_url, plan.dump(), s.dump(), hangar::now_ms(), f.connection_id});
     }
 
     // ---- events ------------------------------------------------------------------------------------
@@ -1193,6 +1295,7 @@ private:
     std::int64_t flow_timeout_ms_ = 1200000, input_timeout_ms_ = 600000;
     int min_interval_ = 300;
     bool headless_ = false;
+    std::string node_region_ = "us-east";
     std::vector<std::string> redirect_origins_; // [server] redirect_origins: success_url / error_url may go there
     std::mutex create_mutex_;
     std::mutex flows_mutex_;

@@ -534,10 +534,15 @@ honour('cheap', 'GET /audit-logs/export/chunk', [...AUDIT_QUERY, 'cursor', 'form
   assert.equal(lines(await chunk({ start: new Date(Date.now() + 30_000).toISOString() })).length, 0);
 });
 
-const AUTH_FIELDS = ['allowed_domains', 'auto_reauth', 'browser_telemetry', 'credential', 'health_check_interval', 'health_checks', 'login_url', 'proxy', 'record_session', 'save_credentials'];
+const AUTH_FIELDS = ['allowed_domains', 'auto_reauth', 'browser', 'browser_telemetry', 'credential', 'health_check_interval', 'health_checks', 'login_url', 'proxy', 'record_session', 'save_credentials'];
 function assertAuth(got, want, ctx) {
   assert.deepEqual(got.allowed_domains, want.allowed_domains);
   assert.equal(got.auto_reauth, want.auto_reauth);
+  // 0.131's browser: the deprecated proxy and browser_telemetry are its proxy and telemetry
+  assert.equal(got.browser.stealth, want.browser.stealth);
+  assert.equal(got.browser.region, 'us-east');
+  assert.deepEqual(got.browser.proxy, { id: ctx.proxy.id });
+  assert.deepEqual(got.browser.telemetry?.browser?.console, want.browser_telemetry.browser.console);
   assert.deepEqual(got.browser_telemetry?.browser?.console, want.browser_telemetry.browser.console);
   assert.equal(got.credential?.name, want.credential.name);
   assert.equal(got.health_check_interval, want.health_check_interval);
@@ -553,6 +558,7 @@ honour('cheap', 'POST /auth/connections', ['domain', 'profile_name', ...AUTH_FIE
     profile_name: 'cf-auth-prof',
     allowed_domains: ['sso.cf.example'],
     auto_reauth: false,
+    browser: { stealth: false, region: 'us-east' },
     browser_telemetry: { browser: { console: { enabled: true } } },
     credential: { name: 'cf-cred-2' },
     health_check_interval: 7200,
@@ -575,6 +581,7 @@ honour('cheap', 'PATCH /auth/connections/{id}', AUTH_FIELDS, 'each change seen',
   const body = {
     allowed_domains: ['a.cf.example', '*.b.cf.example'],
     auto_reauth: true,
+    browser: { stealth: true },
     browser_telemetry: { browser: { console: { enabled: false } } },
     credential: { name: 'cf-cred' },
     health_check_interval: 3600,
@@ -596,6 +603,7 @@ honour('cheap', 'GET /auth/connections', ['domain', 'profile_name', 'query', 'of
 });
 elsewhere('GET /auth/connections/{id}/timeline', ['type', 'offset', 'limit'], 'managed_auth.test.mjs', 'needs finished login flows');
 elsewhere('POST /auth/connections/{id}/login', ['browser_telemetry', 'proxy', 'record_session'], 'managed_auth.test.mjs', 'starts a login flow (a browser and a login site)');
+elsewhere('POST /auth/connections/{id}/login', ['browser', 'skill_mode'], '../python/test_0131_managed_auth.py', 'the auth browser\'s proxy (tinyproxy), stealth and telemetry; no learned plan read or written (Python SDK 0.131)');
 elsewhere('POST /auth/connections/{id}/submit', ['fields', 'field_values', 'mfa_option_id', 'selected_choice_id', 'sign_in_option_id', 'sso_button_selector', 'sso_provider', 'interaction_id'], 'managed_auth.test.mjs', 'answers a running flow (0.131 interaction_id: another pause\'s is 409)');
 elsewhere('POST /auth/connections/{id}/exchange', ['code'], 'managed_auth.test.mjs', 'the hosted page hand-off of a running flow');
 elsewhere('GET /auth/connections/{id}/hosted', ['code', 'success_url', 'error_url'], 'managed_auth.test.mjs', 'the hosted login page of a running flow');

@@ -324,6 +324,9 @@ describe('login flows', () => {
     const end = await waitFlow(c.id, done);
     assert.equal(end.flow_status, 'SUCCESS', JSON.stringify(end));
     assert.equal(sites.hits.totpAccepted, accepted + 1);
+    // 0.131: the code came from the stored secret, so a re-auth can make it too
+    assert.equal(end.can_reauth, true);
+    assert.equal(end.can_reauth_reason, 'totp_reauth_allowed');
   });
 
   test('push approval: AWAITING_EXTERNAL_ACTION with the page\'s words until approved on the phone, then SUCCESS', slow, async () => {
@@ -441,6 +444,9 @@ describe('login flows', () => {
     assert.equal(end.flow_status, 'SUCCESS', JSON.stringify(end));
     assert.match(end.post_login_url, /\/pick\/account$/);
     assert.equal(sites.hits.pickedAccount, 'work');
+    // 0.131: a re-auth would wait for someone to pick the account again
+    assert.equal(end.can_reauth, false);
+    assert.equal(end.can_reauth_reason, 'requires_customer_input');
   });
 
   test('a second login supersedes the running flow (410 for its JWT); delete cancels', slow, async () => {
@@ -597,5 +603,51 @@ describe('health checks', slow, () => {
     assert.equal(end.flow_type, 'REAUTH');
     assert.equal(sites.hits.logins.expire, logins + 1);
     assert.equal(await signedIn('exp', 'expire'), true);
+  });
+
+  // 0.131: the connection's `browser` config reaches the health-check and re-auth browsers, and a
+  // re-auth follows the last accepted login's skill_mode. The plan is observed through
+  // can_reauth_reason: learned on the TOTP site it says totp_reauth_allowed; a login or re-auth on
+  // the plain site that wrote its plan would make it viable_plans_found.
+  test('0.131: health checks and re-auths use the connection\'s browser config and the last login\'s skill_mode', async () => {
+    await kernel.credentials.create({
+      name: 'skills', domain: '127.0.0.1', values: { username: USER, password: PASSWORD }, totp_secret: TOTP_SECRET,
+    });
+    const c = await kernel.auth.connections.create({
+      domain: '127.0.0.1', profile_name: 'skills', login_url: `${sites.origin}/totp/login`, credential: { name: 'skills' },
+      health_check_interval: 2, browser: { stealth: false, telemetry: { enabled: true } },
+    });
+    await kernel.auth.connections.login(c.id);
+    assert.equal((await waitFlow(c.id, done)).can_reauth_reason, 'totp_reauth_allowed');
+    // The plain site, skill_mode disabled: signed in, the plan left as it was.
+    await kernel.auth.connections.update(c.id, { login_url: `${sites.origin}/expire/login` });
+    const disabled = await kernel.auth.connections.login(c.id, { skill_mode: 'disabled' });
+    assert.equal(disabled.flow_type, 'LOGIN'); // the plan is not read
+    const second = await waitFlow(c.id, done);
+    assert.equal(second.flow_status, 'SUCCESS', JSON.stringify(second));
+    assert.match(second.post_login_url, /\/expire\/account$/);
+    assert.equal(second.can_reauth_reason, 'totp_reauth_allowed');
+
+    // The session ends; a check sees it and the re-auth runs with the inherited skill_mode.
+    const reauths = async () => (await kernel.auth.connections.timeline(c.id, { type: 'reauth' })).items;
+    sites.expireSessions('expire');
+    const deadline = Date.now() + 90_000;
+    let reauth;
+    while (Date.now() < deadline) {
+      reauth = (await reauths())[0];
+      if (reauth && reauth.status !== 'IN_PROGRESS') break;
+      await new Promise((r) => setTimeout(r, 300));
+    }
+    assert.equal(reauth?.status, 'SUCCESS', JSON.stringify(reauth));
+    await kernel.auth.connections.update(c.id, { health_checks: false });
+    const end = await kernel.auth.connections.retrieve(c.id);
+    assert.equal(end.flow_type, 'REAUTH');
+    assert.equal(end.can_reauth_reason, 'totp_reauth_allowed', 'the re-auth left the plan alone');
+    // The connection's telemetry ran in the check's browser and in the re-auth's.
+    assert.equal(reauth.telemetry_captured, true);
+    assert.ok(reauth.completed_at);
+    const checks = (await kernel.auth.connections.timeline(c.id, { type: 'health_check' })).items;
+    assert.ok(checks.length >= 1 && checks.every((e) => e.telemetry_captured === true), JSON.stringify(checks));
+    assert.ok(checks.every((e) => !e.completed_at));
   });
 });

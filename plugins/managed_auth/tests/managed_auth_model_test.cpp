@@ -52,6 +52,13 @@ class ManagedAuthModelTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(values);
     CPPUNIT_TEST(submits);
     CPPUNIT_TEST(reauth);
+    CPPUNIT_TEST(browser_config);
+    CPPUNIT_TEST(browser_precedence);
+    CPPUNIT_TEST(skill_mode);
+    CPPUNIT_TEST(input_modes);
+    CPPUNIT_TEST(hints);
+    CPPUNIT_TEST(choices);
+    CPPUNIT_TEST(reauth_0131);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -162,6 +169,197 @@ public:
         Reauth r = reauth_status({{"name", "x"}}, true, {{"needs_code", true}});
         CPPUNIT_ASSERT(!r.can);
         CPPUNIT_ASSERT_EQUAL(std::string("requires_sms_code"), r.reason);
+    }
+
+    // `browser` on create / update / login: its four properties, their shapes, and the rest refused.
+    void browser_config() {
+        Settings s = parse_settings({{"domain", "a.com"},
+                                     {"profile_name", "p"},
+                                     {"browser",
+                                      {{"proxy", {{"mode", "direct"}}},
+                                       {"region", "us-east"},
+                                       {"stealth", false},
+                                       {"telemetry", {{"enabled", true}}}}}},
+                                    true, 300);
+        CPPUNIT_ASSERT_EQUAL(json({{"mode", "direct"}}), s.browser->at("proxy"));
+        CPPUNIT_ASSERT_EQUAL(false, s.browser->at("stealth").get<bool>());
+        auto bad = [](const json &browser) {
+            return status_of([&] { parse_settings({{"browser", browser}}, false, 300); });
+        };
+        CPPUNIT_ASSERT_EQUAL(400, bad(json::array()));
+        CPPUNIT_ASSERT_EQUAL(400, bad({{"proxy", json::object()}}));                    // {} is invalid
+        CPPUNIT_ASSERT_EQUAL(400, bad({{"proxy", {{"mode", "direct"}, {"id", "x"}}}})); // exactly one
+        CPPUNIT_ASSERT_EQUAL(400, bad({{"proxy", {{"mode", "fast"}}}}));                // the enum
+        CPPUNIT_ASSERT_EQUAL(400, bad({{"region", "mars-1"}}));                         // Kernel's four
+        CPPUNIT_ASSERT_EQUAL(400, bad({{"stealth", "yes"}}));
+        CPPUNIT_ASSERT_EQUAL(400, bad({{"telemetry", 1}}));
+        CPPUNIT_ASSERT_EQUAL(400, bad({{"headless", true}})); // managed by the flow: refused, not dropped
+        // null telemetry is kept (it clears); other nulls are "not given"
+        Settings u = parse_settings({{"browser", {{"telemetry", nullptr}, {"region", nullptr}}}}, false, 300);
+        CPPUNIT_ASSERT(u.browser->contains("telemetry") && u.browser->at("telemetry").is_null());
+        CPPUNIT_ASSERT(!u.browser->contains("region"));
+    }
+
+    // The deprecated fields are browser's properties under old names; a login's browser layers
+    // onto the connection's.
+    void browser_precedence() {
+        // browser_telemetry alone becomes browser.telemetry; both equal are one; different is 400
+        Settings a = parse_settings({{"browser_telemetry", {{"enabled", true}}}}, false, 300);
+        CPPUNIT_ASSERT_EQUAL(json({{"enabled", true}}), a.browser->at("telemetry"));
+        CPPUNIT_ASSERT(!a.browser_telemetry);
+        Settings b = parse_settings(
+            {{"browser_telemetry", {{"enabled", true}}}, {"browser", {{"telemetry", {{"enabled", true}}}}}}, false,
+            300);
+        CPPUNIT_ASSERT_EQUAL(json({{"enabled", true}}), b.browser->at("telemetry"));
+        CPPUNIT_ASSERT_EQUAL(400, status_of([] {
+                                 parse_settings({{"browser_telemetry", {{"enabled", true}}},
+                                                 {"browser", {{"telemetry", {{"enabled", false}}}}}},
+                                                false, 300);
+                             }));
+        Settings c = parse_settings({{"browser_telemetry", nullptr}}, false, 300);
+        CPPUNIT_ASSERT(c.browser->at("telemetry").is_null());
+        // proxies compared once resolved
+        CPPUNIT_ASSERT_EQUAL(json({{"id", "p1"}}),
+                             *supersede(json{{"id", "p1"}}, "proxy", std::nullopt, "browser.proxy"));
+        CPPUNIT_ASSERT_EQUAL(json({{"id", "p1"}}),
+                             *supersede(json{{"id", "p1"}}, "proxy", json{{"id", "p1"}}, "browser.proxy"));
+        CPPUNIT_ASSERT_EQUAL(400, status_of([] {
+                                 supersede(json{{"id", "p1"}}, "proxy", json{{"mode", "direct"}}, "browser.proxy");
+                             }));
+        CPPUNIT_ASSERT(!supersede(std::nullopt, "proxy", std::nullopt, "browser.proxy"));
+
+        // what Hangar stored before 0.131 reads as the config
+        json old = {{"proxy_id", "p9"}, {"browser_telemetry", {{"enabled", true}}}};
+        CPPUNIT_ASSERT_EQUAL(json({{"proxy", {{"id", "p9"}}}, {"telemetry", {{"enabled", true}}}}),
+                             stored_browser(old));
+        CPPUNIT_ASSERT_EQUAL(json({{"proxy", {{"mode", "direct"}}}}),
+                             stored_browser({{"proxy_id", "p9"}, {"browser", {{"proxy", {{"mode", "direct"}}}}}}));
+
+        // a login's override: given properties win, omitted ones are the connection's, null clears
+        json conn = {{"proxy", {{"id", "p1"}}}, {"stealth", false}, {"telemetry", {{"enabled", true}}}};
+        json eff = layer_browser(conn, {{"stealth", true}, {"telemetry", nullptr}});
+        CPPUNIT_ASSERT_EQUAL(json({{"proxy", {{"id", "p1"}}}, {"stealth", true}}), eff);
+        // what the auth browser is created with: stealth unless said otherwise
+        CPPUNIT_ASSERT_EQUAL(json({{"stealth", true}}), browser_create_fields(json::object()));
+        CPPUNIT_ASSERT_EQUAL(json({{"stealth", false},
+                                   {"proxy", {{"id", "p1"}}},
+                                   {"region", "us-east"},
+                                   {"telemetry", {{"enabled", true}}}}),
+                             browser_create_fields({{"stealth", false},
+                                                    {"proxy", {{"id", "p1"}}},
+                                                    {"region", "us-east"},
+                                                    {"telemetry", {{"enabled", true}}}}));
+        // the answer says stealth and region always
+        CPPUNIT_ASSERT_EQUAL(json({{"stealth", true}, {"region", "eu-west"}}),
+                             render_browser(json::object(), "eu-west"));
+        CPPUNIT_ASSERT(known_region("ap-southeast") && !known_region("eu-central"));
+    }
+
+    void skill_mode() {
+        CPPUNIT_ASSERT(parse_skill_mode(json::object()));
+        CPPUNIT_ASSERT(parse_skill_mode({{"skill_mode", "enabled"}}));
+        CPPUNIT_ASSERT(!parse_skill_mode({{"skill_mode", "disabled"}}));
+        CPPUNIT_ASSERT_EQUAL(400, status_of([] { parse_skill_mode({{"skill_mode", "off"}}); }));
+        // automatic re-auths follow the last accepted login's choice
+        CPPUNIT_ASSERT(inherited_skill_mode(json::object()));
+        CPPUNIT_ASSERT(inherited_skill_mode({{"skill_mode", "enabled"}}));
+        CPPUNIT_ASSERT(!inherited_skill_mode({{"skill_mode", "disabled"}}));
+        // a login replaying the plan is a re-auth; without reading it (disabled), a login; an
+        // automatic re-auth is one either way
+        CPPUNIT_ASSERT_EQUAL(std::string("REAUTH"), flow_type(false, true, true));
+        CPPUNIT_ASSERT_EQUAL(std::string("LOGIN"), flow_type(false, false, true));
+        CPPUNIT_ASSERT_EQUAL(std::string("LOGIN"), flow_type(false, true, false));
+        CPPUNIT_ASSERT_EQUAL(std::string("REAUTH"), flow_type(true, false, true));
+    }
+
+    void input_modes() {
+        CPPUNIT_ASSERT_EQUAL(std::string("numeric"), input_mode(field("text", "otp", "Code", "one-time-code")));
+        CPPUNIT_ASSERT_EQUAL(std::string("numeric"), input_mode(field("text", "pin", "PIN", "", "numeric")));
+        CPPUNIT_ASSERT_EQUAL(std::string("numeric"), input_mode(field("text", "amt", "A", "", "decimal")));
+        CPPUNIT_ASSERT_EQUAL(std::string("numeric"), input_mode(field("number", "n", "N")));
+        CPPUNIT_ASSERT_EQUAL(std::string("email"), input_mode(field("email", "e", "E")));
+        CPPUNIT_ASSERT_EQUAL(std::string("email"), input_mode(field("text", "u", "U", "email")));
+        CPPUNIT_ASSERT_EQUAL(std::string("tel"), input_mode(field("tel", "p", "Phone")));
+        CPPUNIT_ASSERT_EQUAL(std::string("tel"), input_mode(field("text", "p", "Phone", "tel-national")));
+        // inputmode wins over type: a text keyboard for an email-typed input if the page says so
+        CPPUNIT_ASSERT_EQUAL(std::string("text"), input_mode(field("email", "e", "E", "", "text")));
+        CPPUNIT_ASSERT_EQUAL(std::string("text"), input_mode(field("password", "pw", "Password", "current-password")));
+    }
+
+    void hints() {
+        CPPUNIT_ASSERT_EQUAL(std::string("***-***-0199"), masked_destination("We sent a code to ***-***-0199."));
+        CPPUNIT_ASSERT_EQUAL(std::string("(***) ***-**92"),
+                             masked_destination("Enter the phone ending in (***) ***-**92"));
+        CPPUNIT_ASSERT_EQUAL(std::string("+1 \u2022\u2022\u2022 \u2022\u2022\u2022 1234"),
+                             masked_destination("Text +1 \u2022\u2022\u2022 \u2022\u2022\u2022 1234"));
+        CPPUNIT_ASSERT_EQUAL(std::string("j***@example.com"), masked_destination("Email j***@example.com"));
+        CPPUNIT_ASSERT_EQUAL(std::string("a\u2022\u2022\u2022e@g\u2022\u2022\u2022.com"),
+                             masked_destination("to a\u2022\u2022\u2022e@g\u2022\u2022\u2022.com now"));
+        CPPUNIT_ASSERT_EQUAL(std::string(""), masked_destination("alexx@example.com"));
+        CPPUNIT_ASSERT_EQUAL(std::string(""), masked_destination("Use your authenticator app"));
+
+        // aria-describedby first, then a hint element, then (codes) the page's masked destination line
+        CPPUNIT_ASSERT_EQUAL(std::string("Six digits"), field_hint(Kind::Code, " Six\n digits ", "other", ""));
+        CPPUNIT_ASSERT_EQUAL(std::string("other"), field_hint(Kind::Code, "", "other", ""));
+        CPPUNIT_ASSERT_EQUAL(std::string("We texted ***-***-1234."),
+                             field_hint(Kind::Code, "", "", "Verify\nWe texted ***-***-1234.\nResend"));
+        CPPUNIT_ASSERT_EQUAL(std::string(""), field_hint(Kind::Password, "", "", "We texted ***-***-1234."));
+        CPPUNIT_ASSERT_EQUAL(std::size_t(200), field_hint(Kind::Text, std::string(500, 'a'), "", "").size());
+        // the hint tells a sent code from an authenticator code
+        PageField f = field("text", "otp", "Verification code", "one-time-code");
+        CPPUNIT_ASSERT(classify(f) == Kind::Totp);
+        f.described = "We texted a code to ***-***-1234";
+        CPPUNIT_ASSERT(classify(f) == Kind::Code);
+    }
+
+    void choices() {
+        ChoiceDetails sms = choice_details("Text message to\n ***-***-0199", "How do you want to get your code?");
+        CPPUNIT_ASSERT_EQUAL(std::string("sms"), sms.mfa_type);
+        CPPUNIT_ASSERT_EQUAL(std::string("***-***-0199"), sms.masked_destination);
+        CPPUNIT_ASSERT_EQUAL(std::string("Text message to ***-***-0199"), sms.display_text);
+        CPPUNIT_ASSERT_EQUAL(std::string("How do you want to get your code?"), sms.context);
+        ChoiceDetails app = choice_details("Use your authenticator app", "Use your authenticator app");
+        CPPUNIT_ASSERT_EQUAL(std::string("totp"), app.mfa_type);
+        CPPUNIT_ASSERT_EQUAL(std::string(""), app.masked_destination);
+        CPPUNIT_ASSERT_EQUAL(std::string(""), app.context); // its own words are no context
+        CPPUNIT_ASSERT_EQUAL(std::string("email"), choice_details("Email a code to j***@example.com", "").mfa_type);
+        CPPUNIT_ASSERT_EQUAL(std::string("call"), choice_details("Call me at ***-**12", "").mfa_type);
+        CPPUNIT_ASSERT_EQUAL(std::string("push"), choice_details("Approve a notification on your phone", "").mfa_type);
+        CPPUNIT_ASSERT_EQUAL(std::string("switch"), choice_details("Try another way", "").mfa_type);
+        CPPUNIT_ASSERT_EQUAL(std::string(""), choice_details("Work account", "Choose an account").mfa_type);
+    }
+
+    // 0.131's can_reauth_reason values, from what the last login's plan recorded.
+    void reauth_0131() {
+        json cred = {{"name", "x"}};
+        Reauth totp = reauth_status(cred, true, {{"totp", "secret"}});
+        CPPUNIT_ASSERT(totp.can);
+        CPPUNIT_ASSERT_EQUAL(std::string("totp_reauth_allowed"), totp.reason);
+        Reauth typed = reauth_status(cred, true, {{"totp", "user"}});
+        CPPUNIT_ASSERT(!typed.can);
+        CPPUNIT_ASSERT_EQUAL(std::string("requires_totp_without_secret"), typed.reason);
+        Reauth chose = reauth_status(cred, true, {{"needs_customer_input", true}});
+        CPPUNIT_ASSERT(!chose.can);
+        CPPUNIT_ASSERT_EQUAL(std::string("requires_customer_input"), chose.reason);
+        CPPUNIT_ASSERT_EQUAL(std::string("requires_email_code"),
+                             reauth_status(cred, true, {{"needs_code", true}, {"code_channel", "email"}}).reason);
+        CPPUNIT_ASSERT_EQUAL(std::string("requires_sms_code"),
+                             reauth_status(cred, true, {{"needs_code", true}, {"code_channel", "sms"}}).reason);
+        // a code sent to the user outweighs a TOTP from the secret
+        CPPUNIT_ASSERT_EQUAL(std::string("requires_sms_code"),
+                             reauth_status(cred, true, {{"needs_code", true}, {"totp", "secret"}}).reason);
+        // an org provider's credential stays external_credential
+        CPPUNIT_ASSERT_EQUAL(std::string("external_credential"),
+                             reauth_status({{"provider", "op"}, {"path", "a/b"}}, true, {{"totp", "secret"}}).reason);
+        // skill_mode disabled reads no plan: the credential alone decides
+        CPPUNIT_ASSERT_EQUAL(std::string("has_credential"), reauth_status(cred, false, nullptr).reason);
+        // never said: Hangar makes no optimistic TOTP attempt
+        for (const json &plan : {json::object(), json{{"totp", "user"}}, json{{"totp", "secret"}}})
+            CPPUNIT_ASSERT(reauth_status(cred, true, plan).reason != "optimistic_totp_attempt");
+
+        CPPUNIT_ASSERT_EQUAL(std::string("no_auth_check_url"), health_check_unavailable_reason(true, false));
+        CPPUNIT_ASSERT_EQUAL(std::string(""), health_check_unavailable_reason(true, true));
+        CPPUNIT_ASSERT_EQUAL(std::string(""), health_check_unavailable_reason(false, false));
     }
 };
 
