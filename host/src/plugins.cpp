@@ -46,7 +46,8 @@ std::unique_ptr<PluginRecord> PluginManager::open(const std::string &file, const
         problem = rec->desc.abi_version && rec->desc.abi_version != HANGAR_ABI_VERSION
                       ? abi_problem(rec->desc, name)
                       : "its init function refused this host (plugin ABI " + std::to_string(HANGAR_ABI_VERSION) + "." +
-                            std::to_string(HANGAR_ABI_MINOR) + "): a plugin built against a newer ABI minor needs a "
+                            std::to_string(HANGAR_ABI_MINOR) +
+                            "): a plugin built against a newer ABI minor needs a "
                             "host at least that new";
     } else {
         problem = abi_problem(rec->desc, name);

@@ -728,7 +728,8 @@ void BrowsersPlugin::create(Request &req, Response &res) {
     json caller = req.caller();
     json body = req.json_body(true);
     const json region = body.is_object() ? body.value("region", json()) : json();
-    place_create(res, req.header("X-Hangar-Relayed-By").has_value(), region.is_string() ? region.get<std::string>() : "");
+    place_create(res, req.header("X-Hangar-Relayed-By").has_value(),
+                 region.is_string() ? region.get<std::string>() : "");
     try {
         res.json(create_session(body, project, caller, req.base_url()));
     } catch (const Error &e) {

@@ -228,7 +228,8 @@ public:
             f->thread.join();
             // A flow holds the stop only as long as the page operation it is in (at most 30 s);
             // name the slow ones so a stop that runs long says what held it.
-            auto held = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
+            auto held =
+                std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
             if (held > 2s)
                 warn("stopping: the login flow of auth connection " + f->connection_id + " took " +
                      std::to_string(held.count()) + " ms to end");

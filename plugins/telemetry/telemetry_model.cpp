@@ -13,8 +13,8 @@ namespace hangar::telemetry {
 
 const std::vector<std::string> &categories() {
     // Appended only: an index is a bit of the stored batches' category masks.
-    static const std::vector<std::string> all = {"captcha", "connection", "console", "control", "interaction",
-                                                 "network", "page",       "screenshot", "system", "platform"};
+    static const std::vector<std::string> all = {"captcha", "connection", "console",    "control", "interaction",
+                                                 "network", "page",       "screenshot", "system",  "platform"};
     return all;
 }
 

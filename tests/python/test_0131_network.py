@@ -154,11 +154,11 @@ def test_allowlist_holds_from_the_first_request_and_patch_replaces_and_lifts_it(
         assert "type" in str(bad_type.value.body)
         # On the stream too: through the SDK, only those types arrive...
         with client.browsers.telemetry.stream(b.session_id, type=["proxy_error"], replay="all") as live:
-            first = next(iter(live))
-        assert first.event.type == "proxy_error", first
+            streamed = next(iter(live))
+        assert streamed.event.type == "proxy_error", streamed
         # ...and what the filter skipped is told by an id-only frame with the latest skipped seq,
         # so a reconnect's Last-Event-ID resumes past it. A plain GET gets what is held, then the end.
-        held = httpx.get(f"{client.base_url}browsers/{b.session_id}/telemetry/stream",
+        held = httpx.get(f"{str(client.base_url).rstrip('/')}/browsers/{b.session_id}/telemetry/stream",
                          params={"type": "proxy_error", "replay": "all"},
                          headers={"Authorization": f"Bearer {client.api_key}"}, timeout=30)
         assert held.status_code == 200, held.text

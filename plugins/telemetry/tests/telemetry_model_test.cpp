@@ -106,7 +106,8 @@ public:
 
     void eventFilter() {
         // Comma-joined and repeated, `x[]` too; empty items are nothing.
-        auto query = hangar::query_pairs("category=page,network&type=page_load,&type[]=proxy_error&category[]=platform");
+        auto query =
+            hangar::query_pairs("category=page,network&type=page_load,&type[]=proxy_error&category[]=platform");
         hangar::Validation v;
         std::set<std::string> cats, types;
         parse_event_filter(query, v, &cats, types);

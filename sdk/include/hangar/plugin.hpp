@@ -390,8 +390,7 @@ public:
     // cannot give it.
     int take_socket() {
         int fd = -1;
-        if (host_->res_take_socket(res_, &fd) != 0)
-            throw Error::internal("could not take the connection");
+        if (host_->res_take_socket(res_, &fd) != 0) throw Error::internal("could not take the connection");
         return fd;
     }
     hangar_response *raw() const { return res_; }
