@@ -183,7 +183,7 @@ public:
         // reference as stored: {name} of a saved credential, a provider's, or null). 404 if none.
         service("managed_auth.connection", [this](const json &in) {
             auto rows = sql("SELECT id, project_id, domain, settings FROM managed_auth_connections WHERE id = ?",
-                            {in.value("id", "")});
+                            json::array({in.value("id", "")}));
             if (rows.empty()) throw Error::not_found("auth connection not found");
             json settings = parse_or(rows[0], "settings", json::object());
             return json{{"id", rows[0].at("id")},
