@@ -691,12 +691,14 @@ private:
             auto defs = vaults::field_defs_from_json(parse_json(row, "fields", json::array()));
             json values = open_values(row);
             auto applied = vaults::apply_update(defs, names_of(values), update);
-            for (const auto &[name, v] : applied.set)
+            for (const auto &[set_name, v] : applied.set) {
+                const std::string &name = set_name; // a lambda may not capture a structured binding (C++17)
                 if (v) {
                     auto d = std::find_if(applied.defs.begin(), applied.defs.end(),
                                           [&](const vaults::FieldDef &f) { return f.name == name; });
                     if (d->type == "totp") check_totp(name, *v);
                 }
+            }
             for (const auto &name : applied.dropped)
                 values.erase(name);
             json changed = json::array();
@@ -885,7 +887,8 @@ private:
             if (c.status != "ready") throw Error::conflict("the item's auth connection is unavailable: " + c.reason);
             json resolved =
                 call("credentials.resolve", {{"project_id", project}, {"credential", {{"name", c.credential}}}});
-            for (const auto &[name, value] : resolved.value("values", json::object()).items()) {
+            const json login = resolved.value("values", json::object()); // items() of a temporary would dangle
+            for (const auto &[name, value] : login.items()) {
                 if (!value.is_string()) continue;
                 std::string lower = name;
                 std::transform(lower.begin(), lower.end(), lower.begin(),
@@ -1062,7 +1065,7 @@ private:
     // disarmed.
     void watch_registration(const std::string &session, const std::string &item_id, const std::string &field,
                             const std::string &browser_id) {
-        std::jthread watcher([this, session, item_id, field, browser_id](std::stop_token stop) {
+        std::jthread watcher([this, session, item_id, field, browser_id](const std::stop_token &stop) {
             auto end = std::chrono::steady_clock::now() + 1h;
             int failures = 0;
             while (!stop.stop_requested() && std::chrono::steady_clock::now() < end && failures < 5) {
@@ -1262,7 +1265,7 @@ if (!c.length) {
   if (type === 'password') c = all.filter((e) => e.type === 'password' && !/new|confirm|repeat/.test(about(e)));
   else if (type === 'totp') c = all.filter((e) => e.getAttribute('autocomplete') === 'one-time-code' || (e.type !== 'password' && /otp|totp|2fa|mfa|one.?time|verification|code/.test(about(e))));
   else if (type === 'email') c = all.filter((e) => e.type === 'email' || /email/.test(about(e)));
-  else c = all.filter((e) => e.type !== 'password' && e.type !== 'email' && /user|login|identifier|account/.test(about(e)));
+  else c = all.filter((e) => e.type !== 'password' && /user|login|identifier|account|email/.test(about(e)));
 }
 return c.length ? pick(c) : 'element_not_found'; })()
 )js";

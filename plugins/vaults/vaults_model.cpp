@@ -22,11 +22,11 @@ using hangar::Validation;
 namespace {
 
 constexpr std::size_t kMaxFields = 32;
-constexpr std::size_t kMaxValueBytes = 16 * 1024;
-constexpr std::size_t kMaxDescriptionBytes = 16 * 1024;
+constexpr std::size_t kMaxValueBytes = std::size_t{16} * 1024;
+constexpr std::size_t kMaxDescriptionBytes = std::size_t{16} * 1024;
 constexpr std::size_t kMaxLabelBytes = 128;
 constexpr std::size_t kMaxNameBytes = 128;
-constexpr std::size_t kMaxWebmcpInput = 64 * 1024;
+constexpr std::size_t kMaxWebmcpInput = std::size_t{64} * 1024;
 
 const std::set<std::string> kFieldTypes = {"text", "email", "password", "totp", "passkey"};
 bool must_be_sensitive(const std::string &type) {
@@ -306,7 +306,8 @@ AppliedUpdate apply_update(const std::vector<FieldDef> &defs, const std::set<std
     if (out.defs.size() > kMaxFields) v.fail("spec.add_fields", "an item holds at most 32 fields");
     v.throw_if_failed("invalid credential update");
     // 3. values
-    for (const auto &[name, in] : update.fields) {
+    for (const auto &[field_name, in] : update.fields) {
+        const std::string &name = field_name; // a lambda may not capture a structured binding (C++17)
         auto it = std::find_if(out.defs.begin(), out.defs.end(), [&](const FieldDef &d) { return d.name == name; });
         if (it == out.defs.end()) {
             v.fail("spec.fields." + name, "is not a field of this item");
@@ -537,7 +538,7 @@ OtherSpec parse_other_spec(const std::string &type, const json &spec) {
                                              "customer_managed, provider_config?}, tokens?}");
             } else {
                 json shown_client = {{"type", ctype}};
-                if (ctype == "customer_managed") {
+                if (ctype == "customer_managed" && client) {
                     if (auto ref = reference(v, *client, "spec.authorization.client.provider_config")) {
                         out.provider_config = *ref;
                         shown_client["provider_config"] = *ref;
@@ -1200,7 +1201,8 @@ std::string jwe_decrypt(std::string_view compact, const std::string &private_pkc
     Pkey mine = load_pkcs8(private_pkcs8);
     auto cek = derive_cek(mine.get(), peer.get(), *apu, *apv);
     if (!cek) throw bad_jwe();
-    auto plain = gcm(false, *cek, *iv, std::string(parts[0]), *cipher, *tag);
+    const std::string aad(parts[0]); // the protected header as sent
+    auto plain = gcm(false, *cek, *iv, aad, *cipher, *tag);
     OPENSSL_cleanse(cek->data(), cek->size());
     if (!plain) throw bad_jwe();
     return *plain;

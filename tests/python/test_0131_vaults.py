@@ -29,6 +29,7 @@ PASSWORD = "pw-" + secrets.token_hex(12)
 OTHER_PASSWORD = "pw2-" + secrets.token_hex(12)
 TOTP_SEED = base64.b32encode(secrets.token_bytes(20)).decode().rstrip("=")
 MCP_PASSWORD = "mcp-" + secrets.token_hex(12)
+MA_PASSWORD = "ma-" + secrets.token_hex(12)
 CLIENT_SECRET = "cs-" + secrets.token_hex(12)
 LINK_ACCESS = "la-" + secrets.token_hex(12)
 USERNAME = "ada@example.com"
@@ -266,6 +267,47 @@ def test_wait_long_poll_and_events_are_woken_by_another_client(server, client: K
         items.delete("pending", id_or_name=vault.id)
 
 
+@pytest.fixture(scope="module")
+def connection(client: Kernel) -> Iterator[object]:
+    """An auth connection whose login is a saved credential (what managed_auth items reference)."""
+    client.credentials.create(name="py-ma-cred", domain="localhost",
+                              values={"username": "grace@example.com", "password": MA_PASSWORD})
+    conn = client.auth.connections.create(domain="localhost", profile_name="py-ma-profile",
+                                          credential={"name": "py-ma-cred"})
+    try:
+        yield conn
+    finally:
+        client.auth.connections.delete(conn.id)
+        client.credentials.delete("py-ma-cred")
+
+
+def test_managed_auth_items_reference_a_connection_with_a_saved_credential(client: Kernel, vault, connection) -> None:
+    items = client.vaults.items
+    item = items.upsert("ma", id_or_name=vault.id, type="credential",
+                        spec={"provider": "managed_auth", "connection_id": connection.id})
+    try:
+        assert item.spec.provider == "managed_auth" and item.spec.connection_id == connection.id
+        assert (item.state.provider, item.state.status, item.version) == ("managed_auth", "ready", 1)
+        assert ops(item) == {"fill"}
+        assert MA_PASSWORD not in item.model_dump_json()
+        with pytest.raises(kernel.NotFoundError):
+            items.upsert("ma-unknown", id_or_name=vault.id, type="credential",
+                         spec={"provider": "managed_auth", "connection_id": "nope"})
+        # Its values are the connection's: it is never patched.
+        with pytest.raises(kernel.ConflictError):
+            items.update("ma", id_or_name=vault.id, type="credential", version=1, spec={"description": "x"})
+    finally:
+        items.delete("ma", id_or_name=vault.id)
+    # A connection without a saved credential cannot back an item.
+    bare = client.auth.connections.create(domain="localhost", profile_name="py-ma-bare")
+    try:
+        with pytest.raises(kernel.ConflictError):
+            items.upsert("ma-bare", id_or_name=vault.id, type="credential",
+                         spec={"provider": "managed_auth", "connection_id": bare.id})
+    finally:
+        client.auth.connections.delete(bare.id)
+
+
 def test_payment_items_are_stored_and_their_operations_say_what_is_missing(client: Kernel, vault) -> None:
     items = client.vaults.items
     cfg = client.vault_provider_configs.create(provider="link", name="py-link", credentials={
@@ -400,9 +442,11 @@ def page_eval(client: Kernel, sid: str, expression: str):
     return r.result
 
 
-def test_fill_a_login_page_and_invoke_a_webmcp_tool_with_vault_values(server, client: Kernel, vault,
-                                                                        origin: str) -> None:
+def test_fill_a_login_page_and_invoke_a_webmcp_tool_with_vault_values(server, client: Kernel, vault, origin: str,
+                                                                        connection) -> None:
     items = client.vaults.items
+    items.upsert("ma", id_or_name=vault.id, type="credential",
+                 spec={"provider": "managed_auth", "connection_id": connection.id})
     items.upsert("login", id_or_name=vault.id, type="credential", spec=login_spec())
     items.upsert("mcp", id_or_name=vault.id, type="credential", spec={"provider": "kernel", "fields": [
         {"name": "user", "type": "text", "sensitive": False, "value": "grace"},
@@ -453,6 +497,13 @@ def test_fill_a_login_page_and_invoke_a_webmcp_tool_with_vault_values(server, cl
                                       " document.getElementById('code').value.length]")
         assert seen == [USERNAME, PASSWORD, 6]
 
+        # A managed-auth item fills the connection's saved login, found the same way.
+        goto(client, sid, url)
+        r = items.perform_operation("ma", id_or_name=vault.id, type="fill", browser_id=sid, page_url=url)
+        assert r.status == "completed", r
+        seen = page_eval(client, sid, "[document.getElementById('email').value, document.getElementById('pass').value]")
+        assert seen == ["grace@example.com", MA_PASSWORD]
+
         # page_url must match an open page exactly; a vault not attached to the browser is refused.
         with pytest.raises(kernel.NotFoundError):
             items.perform_operation("login", id_or_name=vault.id, type="fill", browser_id=sid, page_url=origin + "/x")
@@ -497,6 +548,7 @@ def test_fill_a_login_page_and_invoke_a_webmcp_tool_with_vault_values(server, cl
         client.vaults.delete(elsewhere.id)
         items.delete("login", id_or_name=vault.id)
         items.delete("mcp", id_or_name=vault.id)
+        items.delete("ma", id_or_name=vault.id)
 
 
 def test_a_page_registers_a_passkey_into_the_vault_and_signs_in_with_it(client: Kernel, vault, origin: str) -> None:
@@ -545,5 +597,5 @@ def test_no_secret_value_in_the_servers_output(server) -> None:
     """Runs last in the module: everything above stored, filled and invoked these values."""
     out = server.output()
     assert out, "the server printed nothing"
-    for value in (PASSWORD, OTHER_PASSWORD, TOTP_SEED, MCP_PASSWORD, CLIENT_SECRET, LINK_ACCESS):
+    for value in (PASSWORD, OTHER_PASSWORD, TOTP_SEED, MCP_PASSWORD, MA_PASSWORD, CLIENT_SECRET, LINK_ACCESS):
         assert value not in out
