@@ -465,7 +465,7 @@ def test_fill_a_login_page_and_invoke_a_webmcp_tool_with_vault_values(server, cl
         before = time.time()
         r = items.perform_operation("login", id_or_name=vault.id, type="fill", browser_id=sid, page_url=url, fields=[
             {"field": "username", "selector": "#email"}, {"field": "password", "selector": "input[name=pass]"},
-            {"field": "otp", "selector": "#code"}])
+            {"field": "otp", "selector": "#code"}], timeout_ms=5000)  # timeout_ms: accepted, ignored (§1A)
         after = time.time()
         assert r.type == "fill" and r.status == "completed", r
         assert [(f.index, f.status) for f in r.fields] == [(0, "filled"), (1, "filled"), (2, "filled")]
