@@ -1092,7 +1092,8 @@ Pkey public_key(const std::string &x, const std::string &y) {
 }
 
 // ECDH (the peer checked to be on the curve) and the Concat KDF of RFC 7518 §4.6 for A256GCM.
-std::optional<std::string> derive_cek(EVP_PKEY *mine, EVP_PKEY *peer, const std::string &apu, const std::string &apv) {
+using Cek = std::array<unsigned char, SHA256_DIGEST_LENGTH>;
+std::optional<Cek> derive_cek(EVP_PKEY *mine, EVP_PKEY *peer, const std::string &apu, const std::string &apv) {
     PkeyCtx ctx(EVP_PKEY_CTX_new(mine, nullptr));
     std::size_t zlen = 0;
     if (!ctx || EVP_PKEY_derive_init(ctx.get()) != 1 || EVP_PKEY_derive_set_peer_ex(ctx.get(), peer, 1) != 1 ||
@@ -1108,21 +1109,22 @@ std::optional<std::string> derive_cek(EVP_PKEY *mine, EVP_PKEY *peer, const std:
     std::string input = be32(1) + z + be32(static_cast<std::uint32_t>(alg.size())) + alg +
                         be32(static_cast<std::uint32_t>(apu.size())) + apu +
                         be32(static_cast<std::uint32_t>(apv.size())) + apv + be32(256);
-    std::string cek(SHA256_DIGEST_LENGTH, '\0');
-    SHA256(reinterpret_cast<const unsigned char *>(input.data()), input.size(),
-           reinterpret_cast<unsigned char *>(cek.data()));
+    Cek cek{};
+    SHA256(reinterpret_cast<const unsigned char *>(input.data()), input.size(), cek.data());
     OPENSSL_cleanse(z.data(), z.size());
     return cek;
 }
 
-std::optional<std::string> gcm(bool encrypt, const std::string &key, const std::string &iv, const std::string &aad,
-                               const std::string &in, std::string &tag) {
+// AES-256-GCM: decrypts `in` checking `tag_in`, or (with `tag_out`) encrypts it and gives the tag.
+std::optional<std::string> gcm(const Cek &key, const std::string &iv, const std::string &aad, const std::string &in,
+                               const std::string &tag_in, std::string *tag_out = nullptr) {
+    const bool encrypt = tag_out != nullptr;
     std::unique_ptr<EVP_CIPHER_CTX, decltype(&EVP_CIPHER_CTX_free)> ctx(EVP_CIPHER_CTX_new(), EVP_CIPHER_CTX_free);
     auto u = [](const std::string &s) { return reinterpret_cast<const unsigned char *>(s.data()); };
     int len = 0;
     if (!ctx || EVP_CipherInit_ex(ctx.get(), EVP_aes_256_gcm(), nullptr, nullptr, nullptr, encrypt ? 1 : 0) != 1 ||
         EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_SET_IVLEN, static_cast<int>(iv.size()), nullptr) != 1 ||
-        EVP_CipherInit_ex(ctx.get(), nullptr, nullptr, u(key), u(iv), encrypt ? 1 : 0) != 1 ||
+        EVP_CipherInit_ex(ctx.get(), nullptr, nullptr, key.data(), u(iv), encrypt ? 1 : 0) != 1 ||
         EVP_CipherUpdate(ctx.get(), nullptr, &len, u(aad), static_cast<int>(aad.size())) != 1)
         return std::nullopt;
     std::string out(in.size() + 16, '\0');
@@ -1130,14 +1132,16 @@ std::optional<std::string> gcm(bool encrypt, const std::string &key, const std::
                          static_cast<int>(in.size())) != 1)
         return std::nullopt;
     int total = len;
-    if (!encrypt && (tag.size() != 16 || EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_SET_TAG, 16, tag.data()) != 1))
+    std::string expected = tag_in; // OpenSSL's ctrl takes a mutable pointer
+    if (!encrypt &&
+        (expected.size() != 16 || EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_SET_TAG, 16, expected.data()) != 1))
         return std::nullopt;
     if (EVP_CipherFinal_ex(ctx.get(), reinterpret_cast<unsigned char *>(out.data()) + total, &len) != 1)
         return std::nullopt;
     total += len;
     if (encrypt) {
-        tag.assign(16, '\0');
-        if (EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_GET_TAG, 16, tag.data()) != 1) return std::nullopt;
+        tag_out->assign(16, '\0');
+        if (EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_GET_TAG, 16, tag_out->data()) != 1) return std::nullopt;
     }
     out.resize(static_cast<std::size_t>(total));
     return out;
@@ -1202,7 +1206,7 @@ std::string jwe_decrypt(std::string_view compact, const std::string &private_pkc
     auto cek = derive_cek(mine.get(), peer.get(), *apu, *apv);
     if (!cek) throw bad_jwe();
     const std::string aad(parts[0]); // the protected header as sent
-    auto plain = gcm(false, *cek, *iv, aad, *cipher, *tag);
+    auto plain = gcm(*cek, *iv, aad, *cipher, *tag);
     OPENSSL_cleanse(cek->data(), cek->size());
     if (!plain) throw bad_jwe();
     return *plain;
@@ -1222,7 +1226,7 @@ std::string jwe_encrypt(std::string_view plaintext, const VaultKey &recipient, c
     std::string iv(12, '\0');
     RAND_bytes(reinterpret_cast<unsigned char *>(iv.data()), 12);
     std::string tag;
-    auto cipher = gcm(true, *cek, iv, h64, std::string(plaintext), tag);
+    auto cipher = gcm(*cek, iv, h64, std::string(plaintext), "", &tag);
     if (!cipher) throw std::runtime_error("could not encrypt");
     return h64 + ".." + base64url_encode(iv) + "." + base64url_encode(*cipher) + "." + base64url_encode(tag);
 }
