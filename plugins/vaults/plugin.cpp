@@ -104,6 +104,14 @@ INSERT INTO secret_columns (owner, table_name, id_column, column_name) VALUES
 
 constexpr int kMaxWaitSeconds = 60;
 
+// A member of what a browser's agent answered, as text ("" or `fallback` when it is missing or
+// not a string): nothing an instance says is trusted to have the expected type.
+std::string text_of(const json &answer, const char *name, const std::string &fallback = {}) {
+    if (!answer.is_object()) return fallback;
+    auto it = answer.find(name);
+    return it != answer.end() && it->is_string() ? it->get<std::string>() : fallback;
+}
+
 // A service call that failed because no loaded plugin offers the service (the host's 404).
 bool service_missing(const Error &e) {
     return e.status() == 404 && std::string(e.what()).rfind("no plugin offers the service", 0) == 0;
@@ -944,8 +952,8 @@ private:
             }
         } else if (answer.status >= 400 && answer.status < 500 && reply.is_object()) {
             // Before anything was written: the page (none, or several, match page_url).
-            throw Error(answer.status, reply.value("code", "bad_request"),
-                        reply.value("message", std::string("the page could not be filled")));
+            throw Error(answer.status, text_of(reply, "code", "bad_request"),
+                        text_of(reply, "message", "the page could not be filled"));
         } else {
             result = vaults::fill_result(req.fields ? req.fields->size() : 0, {});
             result["status"] = "unknown";
@@ -969,9 +977,9 @@ private:
             throw Error(502, "upstream_unavailable", "the browser's WebMCP tools could not be listed");
         bool found = false, same_page = false;
         for (const auto &t : tools.value("tools", json::array())) {
-            if (t.value("tool_ref", "") != req.tool_ref) continue;
+            if (text_of(t, "tool_ref") != req.tool_ref) continue;
             found = true;
-            same_page = t.value("source", json::object()).value("page_url", "") == req.page_url;
+            same_page = t.is_object() && text_of(t.value("source", json()), "page_url") == req.page_url;
         }
         if (!found) throw Error::not_found("no WebMCP tool " + req.tool_ref + " in browser " + req.browser_id);
         if (!same_page) throw Error::conflict("the WebMCP tool is not on page_url (target_changed)");
@@ -993,7 +1001,9 @@ private:
         json reply = json::parse(answer.body, nullptr, false);
         json result = {{"type", "webmcp_invoke"}};
         if (answer.status == 200 && reply.is_object()) {
-            result["status"] = reply.value("status", "unknown");
+            static const std::set<std::string> statuses = {"completed", "canceled", "error", "awaiting_submission"};
+            std::string status = text_of(reply, "status");
+            result["status"] = statuses.count(status) ? status : "unknown";
             for (const char *k : {"invocation_id", "output", "error_text"})
                 if (reply.contains(k) && !reply.at(k).is_null()) result[k] = reply.at(k);
         } else {
@@ -1032,8 +1042,7 @@ private:
             if (answer.status != 200) // the agent's message names the step, never a key
                 throw Error(answer.status == 409 ? 409 : 502,
                             answer.status == 409 ? "conflict" : "upstream_unavailable",
-                            "the browser's authenticator: " +
-                                (reply.is_object() ? reply.value("message", std::string("failed")) : "no answer"));
+                            "the browser's authenticator: " + text_of(reply, "message", "no answer"));
             return reply;
         };
         if (op == "arm_passkey") {
@@ -1078,7 +1087,7 @@ private:
                     continue;
                 }
                 failures = 0;
-                if (!reply.value("armed", true)) return;
+                if (reply.value("armed", json(true)) == json(false)) return;
                 for (const auto &credential : reply.value("credentials", json::array()))
                     if (store_registration(item_id, field, browser_id, credential)) return;
             }

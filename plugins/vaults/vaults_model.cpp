@@ -39,6 +39,12 @@ const json *member(const json &body, const char *name) {
     return &*it;
 }
 
+// A member of client JSON as text: "" when it is missing or not a string (never a type error).
+std::string text(const json &body, const char *name) {
+    auto it = body.find(name);
+    return it != body.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
 std::optional<std::string> string_member(Validation &v, const json &body, const std::string &prefix, const char *name,
                                          bool required, std::size_t max = 255) {
     const json *f = member(body, name);
@@ -494,13 +500,13 @@ OtherSpec parse_other_spec(const std::string &type, const json &spec) {
         }
         json requests;
         if (const json *r = member(spec, "requests")) {
-            if (!r->is_object() || r->value("version", 0) != 2 || !r->contains("entries") ||
+            if (!r->is_object() || r->value("version", json()) != json(2) || !r->contains("entries") ||
                 !(*r)["entries"].is_array() || (*r)["entries"].empty() || (*r)["entries"].size() > 5) {
                 v.fail("spec.requests", "must be {version: 2, entries: [1 to 5 login requests], goal?}");
             } else {
                 for (std::size_t i = 0; i < (*r)["entries"].size(); ++i) {
                     const json &e = (*r)["entries"][i];
-                    if (!e.is_object() || e.value("type", "") != "login" || !e.contains("parameters") ||
+                    if (!e.is_object() || text(e, "type") != "login" || !e.contains("parameters") ||
                         !e["parameters"].is_object() || !e["parameters"].value("website", json()).is_string())
                         v.fail("spec.requests.entries[" + std::to_string(i) + "]",
                                "must be {type: login, parameters: {website}, keywords?, reason?}");
@@ -520,8 +526,8 @@ OtherSpec parse_other_spec(const std::string &type, const json &spec) {
         only_members(v, spec, pre, {"provider", "authorization"});
         if (p != "1password") v.fail("spec.provider", "must be 1password");
         const json *a = member(spec, "authorization");
-        if (!a || !a->is_object() || a->value("method", "") != "oauth" || !a->contains("client") ||
-            !(*a)["client"].is_object() || (*a)["client"].value("type", "") != "kernel_managed")
+        if (!a || !a->is_object() || text(*a, "method") != "oauth" || !a->contains("client") ||
+            !(*a)["client"].is_object() || text((*a)["client"], "type") != "kernel_managed")
             v.fail("spec.authorization", "must be {method: oauth, client: {type: kernel_managed}}");
         out.shown = {{"provider", p},
                      {"authorization", {{"method", "oauth"}, {"client", {{"type", "kernel_managed"}}}}}};
@@ -531,8 +537,8 @@ OtherSpec parse_other_spec(const std::string &type, const json &spec) {
             only_members(v, spec, pre, {"provider", "authorization"});
             const json *a = member(spec, "authorization");
             const json *client = a && a->is_object() ? member(*a, "client") : nullptr;
-            std::string ctype = client && client->is_object() ? client->value("type", "") : "";
-            if (!a || !a->is_object() || a->value("method", "") != "oauth" ||
+            std::string ctype = client && client->is_object() ? text(*client, "type") : "";
+            if (!a || !a->is_object() || text(*a, "method") != "oauth" ||
                 (ctype != "kernel_managed" && ctype != "customer_managed")) {
                 v.fail("spec.authorization", "must be {method: oauth, client: {type: kernel_managed | "
                                              "customer_managed, provider_config?}, tokens?}");
@@ -592,7 +598,7 @@ OtherSpec parse_other_spec(const std::string &type, const json &spec) {
                 v.fail("spec.metadata", "must be an object of strings");
             if (const json *r = member(spec, "recurring")) {
                 static const std::set<std::string> intervals = {"day", "week", "month", "year"};
-                if (!r->is_object() || !intervals.count(r->value("interval", "")))
+                if (!r->is_object() || !intervals.count(text(*r, "interval")))
                     v.fail("spec.recurring", "must be {interval: day|week|month|year, interval_count?}");
             }
             for (const char *k : {"wallet", "payment_method_id", "amount", "currency", "merchant_name", "merchant_url",
@@ -1189,17 +1195,17 @@ std::optional<std::string> jwe_kid(std::string_view compact) {
 
 std::string jwe_decrypt(std::string_view compact, const std::string &private_pkcs8) {
     auto h = protected_header(compact);
-    if (!h || h->value("alg", "") != "ECDH-ES" || h->value("enc", "") != "A256GCM" || h->contains("zip") ||
+    if (!h || text(*h, "alg") != "ECDH-ES" || text(*h, "enc") != "A256GCM" || h->contains("zip") ||
         !h->contains("epk") || !(*h)["epk"].is_object())
         throw bad_jwe();
     auto parts = split_compact(compact);
     if (!parts[1].empty()) throw bad_jwe(); // ECDH-ES (direct): no encrypted key
     const json &epk = (*h)["epk"];
-    if (epk.value("kty", "") != "EC" || epk.value("crv", "") != "P-256" || !epk.value("x", json()).is_string() ||
+    if (text(epk, "kty") != "EC" || text(epk, "crv") != "P-256" || !epk.value("x", json()).is_string() ||
         !epk.value("y", json()).is_string())
         throw bad_jwe();
     Pkey peer = public_key(epk["x"].get<std::string>(), epk["y"].get<std::string>());
-    auto apu = base64url_decode(h->value("apu", "")), apv = base64url_decode(h->value("apv", ""));
+    auto apu = base64url_decode(text(*h, "apu")), apv = base64url_decode(text(*h, "apv"));
     auto iv = base64url_decode(parts[2]), cipher = base64url_decode(parts[3]), tag = base64url_decode(parts[4]);
     if (!peer || !apu || !apv || !iv || iv->size() != 12 || !cipher || !tag) throw bad_jwe();
     Pkey mine = load_pkcs8(private_pkcs8);

@@ -230,6 +230,19 @@ public:
                                  parse_other_spec("credential_account",
                                                   json::parse(R"({"provider":"1password","authorization":{}})"));
                              }));
+        // Members of the wrong JSON type are 400s, never type errors.
+        CPPUNIT_ASSERT_EQUAL(std::string("spec.requests"), rejected([] {
+                                 parse_other_spec("credential", json::parse(R"({"provider":"1password","account":"a",
+                                     "requests":{"version":"2","entries":[]}})"));
+                             }));
+        CPPUNIT_ASSERT_EQUAL(std::string("spec.requests.entries[0]"), rejected([] {
+                                 parse_other_spec("credential", json::parse(R"({"provider":"1password","account":"a",
+                                     "requests":{"version":2,"entries":[{"type":1}]}})"));
+                             }));
+        CPPUNIT_ASSERT_EQUAL(std::string("spec.authorization"), rejected([] {
+                                 parse_other_spec("wallet",
+                                                  json::parse(R"({"provider":"link","authorization":{"method":1}})"));
+                             }));
     }
 
     void operations() {
@@ -386,6 +399,8 @@ public:
         tampered[tampered.size() - 30] = tampered[tampered.size() - 30] == 'A' ? 'B' : 'A';
         CPPUNIT_ASSERT_EQUAL(std::string("invalid_request"), rejected([&] { jwe_decrypt(tampered, k.private_pkcs8); }));
         CPPUNIT_ASSERT_EQUAL(std::string("invalid_request"), rejected([&] { jwe_decrypt("a.b.c", k.private_pkcs8); }));
+        std::string typed = base64url_encode(R"({"alg":1,"enc":2,"epk":{"kty":3}})") + "..aaaa.aaaa.aaaa";
+        CPPUNIT_ASSERT_EQUAL(std::string("invalid_request"), rejected([&] { jwe_decrypt(typed, k.private_pkcs8); }));
         CPPUNIT_ASSERT(!jwe_kid("not a jwe"));
         CPPUNIT_ASSERT_EQUAL(std::string("aGk"), base64url_encode("hi"));
         CPPUNIT_ASSERT_EQUAL(std::string("hi"), *base64url_decode("aGk"));
