@@ -192,6 +192,108 @@ def test_item_put_identity_conflict_patch_and_versions(client: Kernel, vault) ->
         items.retrieve("shop", id_or_name=vault.id)
 
 
+# ---- a customer-side JWE (ECDH-ES + A256GCM), written here: P-256 in Python, AES-GCM from libcrypto ----
+
+P256_P = 2**256 - 2**224 + 2**192 + 2**96 - 1
+P256_N = 0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551
+P256_G = (0x6B17D1F2E12C4247F8BCE6E563A440F277037D812DEB33A0F4A13945D898C296,
+          0x4FE342E2FE1A7F9B8EE7EB4A7C0F9E162BCE33576B315ECECBB6406837BF51F5)
+
+
+def _add(a, b):
+    if a is None:
+        return b
+    if b is None:
+        return a
+    if a[0] == b[0] and (a[1] + b[1]) % P256_P == 0:
+        return None
+    if a == b:
+        m = (3 * a[0] * a[0] - 3) * pow(2 * a[1], P256_P - 2, P256_P)
+    else:
+        m = (b[1] - a[1]) * pow(b[0] - a[0], P256_P - 2, P256_P)
+    x = (m * m - a[0] - b[0]) % P256_P
+    return x, (m * (a[0] - x) - a[1]) % P256_P
+
+
+def _mul(k: int, point):
+    out = None
+    while k:
+        if k & 1:
+            out = _add(out, point)
+        point = _add(point, point)
+        k >>= 1
+    return out
+
+
+def _aes_gcm(key: bytes, iv: bytes, aad: bytes, plaintext: bytes) -> tuple[bytes, bytes]:
+    import ctypes
+    import ctypes.util
+    lib = ctypes.CDLL(ctypes.util.find_library("crypto"))
+    lib.EVP_CIPHER_CTX_new.restype = ctypes.c_void_p
+    lib.EVP_aes_256_gcm.restype = ctypes.c_void_p
+    for f in ("EVP_EncryptInit_ex", "EVP_EncryptUpdate", "EVP_EncryptFinal_ex", "EVP_CIPHER_CTX_ctrl"):
+        getattr(lib, f).argtypes = None
+    lib.EVP_CIPHER_CTX_free.argtypes = [ctypes.c_void_p]
+    ctx = ctypes.c_void_p(lib.EVP_CIPHER_CTX_new())
+    n = ctypes.c_int()
+    out = ctypes.create_string_buffer(len(plaintext) + 16)
+    tag = ctypes.create_string_buffer(16)
+    ok = (lib.EVP_EncryptInit_ex(ctx, ctypes.c_void_p(lib.EVP_aes_256_gcm()), None, None, None) == 1
+          and lib.EVP_CIPHER_CTX_ctrl(ctx, 0x9, 12, None) == 1  # EVP_CTRL_GCM_SET_IVLEN
+          and lib.EVP_EncryptInit_ex(ctx, None, None, key, iv) == 1
+          and lib.EVP_EncryptUpdate(ctx, None, ctypes.byref(n), aad, len(aad)) == 1
+          and lib.EVP_EncryptUpdate(ctx, out, ctypes.byref(n), plaintext, len(plaintext)) == 1)
+    written = n.value
+    ok = ok and lib.EVP_EncryptFinal_ex(ctx, ctypes.byref(out, written), ctypes.byref(n)) == 1
+    ok = ok and lib.EVP_CIPHER_CTX_ctrl(ctx, 0x10, 16, tag) == 1  # EVP_CTRL_GCM_GET_TAG
+    lib.EVP_CIPHER_CTX_free(ctx)
+    assert ok, "libcrypto's AES-256-GCM failed"
+    return out.raw[:written + n.value], tag.raw
+
+
+def jwe_for(key, plaintext: str) -> str:
+    """RFC 7516 compact JWE for a vault's encryption_key, as a customer-hosted form makes it."""
+    def coord(b64: str) -> int:
+        return int.from_bytes(base64.urlsafe_b64decode(b64 + "=" * (-len(b64) % 4)), "big")
+    peer = (coord(key.jwk.x), coord(key.jwk.y))
+    d = secrets.randbelow(P256_N - 1) + 1
+    eph = _mul(d, P256_G)
+    z = _mul(d, peer)[0].to_bytes(32, "big")
+    alg = b"A256GCM"
+    cek = hashlib.sha256(struct.pack(">I", 1) + z + struct.pack(">I", len(alg)) + alg + struct.pack(">I", 0)
+                         + struct.pack(">I", 0) + struct.pack(">I", 256)).digest()
+    header = b64url(json.dumps({"alg": "ECDH-ES", "enc": "A256GCM", "kid": key.kid, "epk": {
+        "kty": "EC", "crv": "P-256", "x": b64url(eph[0].to_bytes(32, "big")),
+        "y": b64url(eph[1].to_bytes(32, "big"))}}).encode())
+    iv = secrets.token_bytes(12)
+    cipher, tag = _aes_gcm(cek, iv, header.encode(), plaintext.encode())
+    return f"{header}..{b64url(iv)}.{b64url(cipher)}.{b64url(tag)}"
+
+
+def test_encrypted_values_are_decrypted_with_the_vaults_own_key(client: Kernel, vault) -> None:
+    items = client.vaults.items
+    key = client.vaults.retrieve_encryption_key(vault.id)
+    item = items.upsert("enc-ok", id_or_name=vault.id, type="credential", spec={"provider": "kernel", "fields": [
+        {"name": "user", "type": "text", "sensitive": False, "encrypted_value": jwe_for(key, "grace-hopper")},
+        {"name": "password", "type": "password", "encrypted_value": jwe_for(key, OTHER_PASSWORD)}]})
+    try:
+        assert item.state.fields["user"].value == "grace-hopper"  # decrypted on arrival, shown: non-sensitive
+        assert item.state.fields["password"].has_value and item.state.status == "ready"
+        # PATCH takes encrypted values too.
+        v2 = items.update("enc-ok", id_or_name=vault.id, type="credential", version=1,
+                          spec={"fields": {"user": {"encrypted_value": jwe_for(key, "ada-lovelace")}}})
+        assert v2.state.fields["user"].value == "ada-lovelace" and v2.version == 2
+        # A byte changed in the ciphertext does not verify.
+        bad = jwe_for(key, "x").split(".")
+        bad[3] = b64url(bytes([base64.urlsafe_b64decode(bad[3] + "==")[0] ^ 1]))
+        with pytest.raises(kernel.BadRequestError) as e:
+            items.update("enc-ok", id_or_name=vault.id, type="credential", version=2,
+                         spec={"fields": {"user": {"encrypted_value": ".".join(bad)}}})
+        assert e.value.body["code"] == "invalid_request"
+    finally:
+        items.delete("enc-ok", id_or_name=vault.id)
+
+
 def test_encrypted_values_for_another_vaults_key_are_refused(client: Kernel, vault) -> None:
     other = client.vaults.upsert(name="py-enc-other")
     try:
