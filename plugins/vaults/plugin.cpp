@@ -16,6 +16,7 @@
 #include <hangar/plugin.hpp>
 #include <hangar/resource.hpp>
 #include <hangar/secrets.hpp>
+#include <hangar/web.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -100,7 +101,17 @@ INSERT INTO secret_columns (owner, table_name, id_column, column_name) VALUES
     ('vaults', 'vaults_items', 'id', 'secrets_sealed'),
     ('vaults', 'vaults_provider_configs', 'id', 'secret_sealed');
 )sql"},
+    // The active hosted collection session of a kernel credential (the `collect` action): its URL
+    // (a bearer secret, sealed) and when it expires; cleared when it is used or the item changes.
+    {2, R"sql(
+ALTER TABLE vaults_items ADD COLUMN collect_sealed TEXT;
+ALTER TABLE vaults_items ADD COLUMN collect_expires BIGINT;
+INSERT INTO secret_columns (owner, table_name, id_column, column_name) VALUES
+    ('vaults', 'vaults_items', 'id', 'collect_sealed');
+)sql"},
 };
+
+constexpr std::int64_t kCollectMs = 30 * 60 * 1000; // a hosted collection link's life (§1A)
 
 constexpr int kMaxWaitSeconds = 60;
 
@@ -176,6 +187,14 @@ public:
         route("GET", "/vaults/{id_or_name}/items/{key}/events", [this](Request &q, Response &r) { events(q, r); });
         route("POST", "/vaults/{id_or_name}/items/{key}/operations",
               [this](Request &q, Response &r) { operation(q, r); });
+
+        // The hosted collection form: the token in the path is the credential (no API key).
+        route(
+            "GET", "/vaults/collect/{token}", [this](Request &q, Response &r) { collection_form(q, r); },
+            HANGAR_ROUTE_PUBLIC);
+        route(
+            "POST", "/vaults/collect/{token}", [this](Request &q, Response &r) { collection_submit(q, r); },
+            HANGAR_ROUTE_PUBLIC);
 
         route("GET", "/vault-provider-configs", [this](Request &q, Response &r) { list_configs(q, r); });
         route("POST", "/vault-provider-configs", [this](Request &q, Response &r) { create_config(q, r); });
@@ -467,10 +486,134 @@ private:
                     {"available_operations", vaults::operations_json(ops)},
                     {"available_expansions", json::array()}};
         if (row.at("type") == "credential") out["version"] = row.at("version");
+        if (auto url = active_collection(row))
+            out["action"] = {{"name", "collect"},
+                             {"url", *url},
+                             {"expires_at", hangar::rfc3339(row.at("collect_expires").get<std::int64_t>())}};
         if (row.at("type") == "wallet")
             out["description"] = "Hangar stores this " + row.at("provider").get<std::string>() +
                                  " wallet but has no integration with that provider: it offers no operations.";
         return out;
+    }
+
+    // ---- the hosted collection form ---------------------------------------------------------------
+
+    // The item's unexpired collection URL, if it has one.
+    std::optional<std::string> active_collection(const json &row) const {
+        if (!row.value("collect_sealed", json()).is_string() || !row.value("collect_expires", json()).is_number())
+            return std::nullopt;
+        if (row.at("collect_expires").get<std::int64_t>() <= hangar::now_ms()) return std::nullopt;
+        return secrets_->open(row.at("collect_sealed").get<std::string>());
+    }
+
+    // The row with an active collection session: the current one, or a new one (30 min, bound to
+    // the item's version) when there is none or it expired. Concurrent renewals get the same link.
+    json ensure_collection(const json &row, const std::string &base_url) {
+        if (active_collection(row)) return row;
+        auto now = hangar::now_ms();
+        std::string token = token_sign({{"typ", "vault_collect"},
+                                        {"item", row.at("id")},
+                                        {"version", row.at("version")},
+                                        {"nonce", hangar::new_id()}},
+                                       static_cast<std::uint32_t>(kCollectMs / 1000));
+        std::string url = base_url + "/vaults/collect/" + token;
+        sql("UPDATE vaults_items SET collect_sealed = ?, collect_expires = ? WHERE id = ? AND version = ? AND "
+            "(collect_expires IS NULL OR collect_expires <= ?)",
+            {secrets_->seal(url), now + kCollectMs, row.at("id"), row.at("version"), now});
+        auto rows = sql("SELECT * FROM vaults_items WHERE id = ?", json::array({row.at("id")}));
+        if (rows.empty()) throw Error::not_found("the item was deleted");
+        if (active_collection(rows.front()) == url) // this request's link, not a concurrent one's
+            record(row.at("id"), "collection_started", nullptr, json::object());
+        return rows.front();
+    }
+
+    // The item a collection URL's token is for, while that URL is the item's active session.
+    std::optional<json> collection_item(const std::string &token) const {
+        auto claims = token_verify(token);
+        if (!claims || !claims->is_object() || text_of(*claims, "typ") != "vault_collect") return std::nullopt;
+        auto rows = sql("SELECT * FROM vaults_items WHERE id = ?", json::array({text_of(*claims, "item")}));
+        if (rows.empty() || rows[0].value("version", json()) != claims->value("version", json())) return std::nullopt;
+        auto url = active_collection(rows[0]);
+        if (!url || url->size() < token.size() || url->compare(url->size() - token.size(), token.size(), token) != 0)
+            return std::nullopt;
+        return rows[0];
+    }
+
+    static std::string collection_page(const std::string &title, const std::string &body) {
+        return "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" "
+               "content=\"width=device-width,initial-scale=1\"><title>" +
+               hangar::html_escape(title) +
+               "</title><style nonce=\"{{nonce}}\">body{font:15px/1.5 system-ui,sans-serif;max-width:520px;margin:40px "
+               "auto;padding:0 16px;color:#222}label{display:block;margin-top:12px}input{width:100%;padding:8px;"
+               "box-sizing:border-box;font:inherit}button{margin-top:16px;padding:8px 14px;font:inherit}.error{color:"
+               "#b00020}.muted{color:#666}</style></head><body><h1>" +
+               hangar::html_escape(title) + "</h1>" + body + "</body></html>";
+    }
+
+    void collection_form(Request &q, Response &r, const std::string &error = {}, int status = 200) {
+        auto row = collection_item(q.param("token"));
+        hangar::web::PagePolicy policy;
+        policy.connect_src.clear();
+        if (!row) {
+            hangar::web::html(r,
+                              collection_page("This link has expired",
+                                              "<p class=\"muted\">It was used, replaced or is older than 30 "
+                                              "minutes. Ask for a new one.</p>"),
+                              policy, 410);
+            return;
+        }
+        auto defs = vaults::field_defs_from_json(parse_json(*row, "fields", json::array()));
+        json values = open_values(*row);
+        json spec = parse_json(*row, "spec", json::object());
+        std::string body;
+        if (spec.value("description", json()).is_string())
+            body += "<p>" + hangar::html_escape(spec.at("description").get<std::string>()) + "</p>";
+        if (!error.empty()) body += "<p class=\"error\" role=\"alert\">" + hangar::html_escape(error) + "</p>";
+        body += "<form method=\"post\" autocomplete=\"off\">";
+        for (const auto &d : defs) {
+            if (!vaults::form_field(d)) continue;
+            std::string name = hangar::html_escape("f." + d.name);
+            bool stored = values.contains(d.name);
+            body += "<label>" + hangar::html_escape(d.label.value_or(d.name)) + (d.required ? " *" : "") +
+                    "<input name=\"" + name + "\" type=\"" + (d.type == "text" ? "text" : d.type) + "\"";
+            if (!d.sensitive && stored)
+                body += " value=\"" + hangar::html_escape(values.at(d.name).get<std::string>()) + "\"";
+            if (d.sensitive && stored) body += " placeholder=\"(saved; leave empty to keep)\"";
+            body += "></label>";
+        }
+        body += "<button type=\"submit\">Save</button></form>";
+        hangar::web::html(r, collection_page("Enter your details", body), policy, status);
+    }
+
+    void collection_submit(Request &q, Response &r) {
+        auto row = collection_item(q.param("token"));
+        if (!row) return collection_form(q, r);
+        auto defs = vaults::field_defs_from_json(parse_json(*row, "fields", json::array()));
+        json values = open_values(*row);
+        std::map<std::string, std::string> changes;
+        try {
+            changes = vaults::form_changes(defs, values, hangar::query_pairs(q.body()));
+        } catch (const Error &e) { // names a field, never a value
+            return collection_form(q, r, e.what(), 400);
+        }
+        json changed = json::array();
+        for (const auto &[name, value] : changes) {
+            values[name] = value;
+            changed.push_back(name);
+        }
+        // One submission: the version moves on, which ends this session and every other link.
+        std::string token = hangar::new_id();
+        sql("UPDATE vaults_items SET values_sealed = ?, status = ?, version = version + 1, write_token = ?, "
+            "collect_sealed = NULL, collect_expires = NULL, updated_at = ? WHERE id = ? AND version = ?",
+            {seal_json(values), vaults::credential_status(defs, names_of(values)), token, hangar::now_ms(),
+             row->at("id"), row->at("version")});
+        auto after = sql("SELECT version, write_token FROM vaults_items WHERE id = ?", json::array({row->at("id")}));
+        if (after.empty() || after[0].value("write_token", json()) != token) return collection_form(q, r);
+        record(row->at("id"), "item_updated", nullptr,
+               {{"version", after[0].at("version")}, {"changed_fields", changed}, {"source", "collection"}});
+        hangar::web::PagePolicy policy;
+        policy.connect_src.clear();
+        hangar::web::html(r, collection_page("Saved", "<p>Thank you. You can close this page.</p>"), policy);
     }
 
     // ---- items: routes ----------------------------------------------------------------------------
@@ -506,6 +649,8 @@ private:
             }
         }
         json row = require_item(vault, key);
+        // A pending credential always carries a collection action: renewed here when it expired.
+        if (row.at("status") == "pending_collection") row = ensure_collection(row, q.base_url());
         auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(wait);
         while (row.at("status") == "pending_collection" && std::chrono::steady_clock::now() < deadline) {
             std::uint64_t seen = generation(row.at("id"));
@@ -647,6 +792,7 @@ private:
         json row = require_item(vault, key);
         if (row.at("id") == id) {
             record(row.at("id"), "item_created", nullptr, {{"type", type}, {"provider", provider}});
+            if (status == "pending_collection") row = ensure_collection(row, q.base_url());
             r.json(render_item(row));
             return;
         }
@@ -727,7 +873,8 @@ private:
             std::string status = vaults::credential_status(applied.defs, names_of(values));
             std::string token = hangar::new_id();
             sql("UPDATE vaults_items SET fields = ?, values_sealed = ?, spec = ?, status = ?, version = version + 1, "
-                "write_token = ?, updated_at = ? WHERE id = ? AND version = ?",
+                "write_token = ?, collect_sealed = NULL, collect_expires = NULL, updated_at = ? WHERE id = ? AND "
+                "version = ?",
                 {vaults::field_defs_json(applied.defs).dump(), seal_json(values), shown.dump(), status, token, now,
                  row.at("id"), row.at("version")});
             json after = require_item(vault, key);
@@ -856,12 +1003,16 @@ private:
         for (const auto &o : item.at("available_operations"))
             offered = offered || o.at("type") == op;
         const bool passkey = op == "arm_passkey" || op == "register_passkey" || op == "disarm_passkey";
-        if (op != "fill" && op != "webmcp_invoke" && !passkey)
+        if (op != "fill" && op != "webmcp_invoke" && op != "collect" && !passkey)
             throw Error::invalid("type", "is not a vault item operation");
         if (!offered)
             throw Error::conflict(op +
                                   " is not available for this item in its current state (see available_operations)");
-        if (passkey)
+        if (op == "collect") {
+            for (const auto &[k, v] : body.items())
+                if (k != "type") throw Error::invalid(k, "is not a field of the collect operation");
+            r.json(render_item(ensure_collection(row, q.base_url())));
+        } else if (passkey)
             r.json(passkey_op(project, vault, row, op, vaults::parse_passkey(body)));
         else if (op == "fill")
             r.json(fill(project, vault, row, vaults::parse_fill(body)));

@@ -644,6 +644,33 @@ OtherSpec parse_other_spec(const std::string &type, const json &spec) {
     return out;
 }
 
+// ---- the hosted collection form -------------------------------------------------------------------
+
+bool form_field(const FieldDef &def) {
+    return def.type == "text" || def.type == "email" || def.type == "password";
+}
+
+std::map<std::string, std::string> form_changes(const std::vector<FieldDef> &defs, const json &values,
+                                                const std::vector<std::pair<std::string, std::string>> &form) {
+    std::map<std::string, std::string> sent;
+    for (const auto &[k, v] : form)
+        if (k.rfind("f.", 0) == 0) sent[k.substr(2)] = v;
+    std::map<std::string, std::string> out;
+    for (const auto &d : defs) {
+        if (!form_field(d)) continue;
+        auto it = sent.find(d.name);
+        bool given = it != sent.end() && !it->second.empty();
+        bool stored = values.contains(d.name);
+        if (given) {
+            check_value(d, it->second);
+            if (d.sensitive || !stored || values.at(d.name) != it->second) out[d.name] = it->second;
+        } else if (d.required && !stored) {
+            throw Error::invalid("fields." + d.name, "is required");
+        }
+    }
+    return out;
+}
+
 // ---- operations ---------------------------------------------------------------------------------
 
 std::vector<Operation> available_operations(const std::string &type, const std::string &provider,
@@ -658,8 +685,9 @@ std::vector<Operation> available_operations(const std::string &type, const std::
         return ops;
     }
     if (provider != "kernel") return ops;
-    bool fillable = false, passkey = false, passkey_value = false, passkey_empty = false;
+    bool fillable = false, passkey = false, passkey_value = false, passkey_empty = false, form = false;
     for (const auto &d : defs) {
+        form = form || form_field(d);
         bool set = has_value.count(d.name) > 0;
         if (d.type == "passkey") {
             passkey = true;
@@ -674,6 +702,9 @@ std::vector<Operation> available_operations(const std::string &type, const std::
         ops.push_back({"webmcp_invoke", "Invoke a page's WebMCP tool with the item's values bound at null slots of "
                                         "the input."});
     }
+    if (form)
+        ops.push_back({"collect", "A hosted form (a secret URL, 30 minutes, one submission) where a person enters the "
+                                  "item's text, email and password values; GET the item with wait to see it filled."});
     if (passkey_value)
         ops.push_back({"arm_passkey", "Let an attached browser answer navigator.credentials.get for the passkey's "
                                       "relying party with the stored passkey, until disarmed or the browser ends."});
@@ -718,9 +749,8 @@ std::optional<std::string> unsupported_operation(const std::string &op, const st
         return op + " needs 1Password's agent autofill service (access requests approved in the 1Password app, "
                     "its browser extension), which Hangar does not have; Hangar's 1Password support is 1Password "
                     "Connect through the credentials plugin";
-    if (op == "collect")
-        return "collect needs a hosted credential collection form, which Hangar does not serve yet; set values "
-               "with PATCH";
+    if (op == "collect" && !(type == "credential" && provider == "kernel"))
+        return "collect applies to kernel credential items; this " + provider + " " + type + " has no form";
     if ((op == "arm_passkey" || op == "register_passkey" || op == "disarm_passkey") &&
         !(type == "credential" && provider == "kernel"))
         return op + " applies to passkey fields of kernel credentials; this " + provider + " " + type + " has none";

@@ -117,6 +117,17 @@ json operations_json(const std::vector<Operation> &ops);
 std::optional<std::string> unsupported_operation(const std::string &op, const std::string &type,
                                                  const std::string &provider);
 
+// ---- the hosted collection form -------------------------------------------------------------------
+
+// The fields a collection form shows: text, email and password (totp and passkey never).
+bool form_field(const FieldDef &def);
+// What a submitted form changes: field name → new value, for form fields sent non-empty (a
+// non-sensitive one only when it differs from `values`, the item's current plain values). Form
+// inputs are named "f.<field>". 400 naming the field when a required one would stay empty, or a
+// value is not valid for its type.
+std::map<std::string, std::string> form_changes(const std::vector<FieldDef> &defs, const json &values,
+                                                const std::vector<std::pair<std::string, std::string>> &form);
+
 // ---- operations -----------------------------------------------------------------------------------
 
 // `fill`: {browser_id!, page_url?, fields?: [{field!, selector!, format?}], timeout_ms?}.

@@ -143,7 +143,8 @@ def test_item_put_identity_conflict_patch_and_versions(client: Kernel, vault) ->
         assert f["password"].has_value and f["password"].value is None  # write-only
         assert f["otp"].has_value and f["otp"].value is None
         assert [d.name for d in item.spec.fields] == ["username", "password", "otp"]
-        assert ops(item) == {"fill", "webmcp_invoke"}
+        assert ops(item) == {"fill", "webmcp_invoke", "collect"}
+        assert item.action is None  # ready: no collection link until collect is invoked
         assert PASSWORD not in item.model_dump_json() and TOTP_SEED not in item.model_dump_json()
 
         # Create-or-get: the identical spec is the same item; another spec under the key is 409.
@@ -170,7 +171,7 @@ def test_item_put_identity_conflict_patch_and_versions(client: Kernel, vault) ->
         assert v3.version == 3 and v3.state.status == "pending_collection"
         assert set(v3.state.fields) == {"username", "password", "pin"}
         assert not v3.state.fields["password"].has_value and v3.state.fields["pin"].has_value
-        assert ops(v3) == set()  # nothing to fill with until it is ready again
+        assert ops(v3) == {"collect"}  # nothing to fill with until it is ready again
         with pytest.raises(kernel.ConflictError):
             items.perform_operation("shop", id_or_name=vault.id, type="fill", browser_id="nope")
         with pytest.raises(kernel.BadRequestError):  # a definition is never edited in place
@@ -344,8 +345,8 @@ def test_wait_long_poll_and_events_are_woken_by_another_client(server, client: K
         assert time.monotonic() - start < 5
 
         events = items.events("pending", id_or_name=vault.id)
-        assert [e.name for e in events] == ["item_created", "item_updated"]
-        assert events[1].data["changed_fields"] == ["password"] and events[1].data["version"] == 2
+        assert [e.name for e in events] == ["item_created", "collection_started", "item_updated"]
+        assert events[2].data["changed_fields"] == ["password"] and events[2].data["version"] == 2
         # Nothing after the last one yet: `wait` holds until another client changes the item.
         seen: dict = {}
 
@@ -408,6 +409,58 @@ def test_managed_auth_items_reference_a_connection_with_a_saved_credential(clien
                          spec={"provider": "managed_auth", "connection_id": bare.id})
     finally:
         client.auth.connections.delete(bare.id)
+
+
+def test_a_person_fills_the_hosted_collection_form(server, client: Kernel, vault) -> None:
+    import httpx
+    items = client.vaults.items
+    other = Kernel(api_key=server.api_key, base_url=server.base_url, max_retries=0)
+    item = items.upsert("collected", id_or_name=vault.id, type="credential", spec={
+        "provider": "kernel", "description": "Shop <login>", "fields": [
+            {"name": "username", "type": "email", "sensitive": False, "required": True, "value": USERNAME,
+             "label": "Email"},
+            {"name": "password", "type": "password", "required": True},
+            {"name": "otp", "type": "totp", "value": TOTP_SEED}]})
+    try:
+        # A pending item always carries the hosted form's link, the same one until it is used.
+        assert item.state.status == "pending_collection" and item.action.name == "collect"
+        url = item.action.url
+        assert url.startswith(server.base_url + "/vaults/collect/")
+        assert 29 * 60 < (item.action.expires_at.timestamp() - time.time()) <= 30 * 60
+        assert items.retrieve("collected", id_or_name=vault.id).action.url == url
+        assert [i.action.url for i in items.list(vault.id) if i.key == "collected"] == [url]
+
+        page = httpx.get(url)
+        assert page.status_code == 200 and "default-src 'none'" in page.headers["content-security-policy"]
+        assert 'name="f.username"' in page.text and f'value="{USERNAME}"' in page.text
+        assert 'name="f.password" type="password"' in page.text and "f.otp" not in page.text  # no TOTP input
+        assert "Shop &lt;login&gt;" in page.text and "<login>" not in page.text
+
+        got: dict = {}
+        t = threading.Thread(target=lambda: got.setdefault("item", other.vaults.items.retrieve(
+            "collected", id_or_name=vault.id, wait=30)))
+        t.start()
+        refused = httpx.post(url, data={"f.username": USERNAME, "f.password": ""})
+        assert refused.status_code == 400 and "fields.password" in refused.text  # required, still the form
+        saved = httpx.post(url, data={"f.username": USERNAME, "f.password": PASSWORD})
+        assert saved.status_code == 200 and "Saved" in saved.text, saved.text
+        t.join(40)
+        done = got["item"]
+        assert done.state.status == "ready" and done.version == 2 and done.action is None
+        assert done.state.fields["password"].has_value and done.state.fields["otp"].has_value
+        assert httpx.get(url).status_code == 410  # one submission
+        assert httpx.post(url, data={"f.password": "again"}).status_code == 410
+        names = [(e.name, (e.data or {}).get("source")) for e in items.events("collected", id_or_name=vault.id)]
+        assert names == [("item_created", None), ("collection_started", None), ("item_updated", "collection")]
+
+        # collect on a ready item issues a link; a PATCH supersedes it.
+        again = items.perform_operation("collected", id_or_name=vault.id, type="collect")
+        assert again.action.name == "collect" and again.action.url != url
+        items.update("collected", id_or_name=vault.id, type="credential", version=2, spec={"description": "x"})
+        assert httpx.get(again.action.url).status_code == 410
+        assert items.retrieve("collected", id_or_name=vault.id).action is None
+    finally:
+        items.delete("collected", id_or_name=vault.id)
 
 
 def test_payment_items_are_stored_and_their_operations_say_what_is_missing(client: Kernel, vault) -> None:
@@ -659,7 +712,7 @@ def test_a_page_registers_a_passkey_into_the_vault_and_signs_in_with_it(client: 
         {"name": "username", "type": "text", "sensitive": False, "value": "ada"},
         {"name": "passkey", "type": "passkey", "required": True}]})
     assert item.state.status == "pending_collection"
-    assert ops(item) == {"register_passkey", "disarm_passkey"}
+    assert ops(item) == {"collect", "register_passkey", "disarm_passkey"}
     b = client.browsers.create(headless=True, timeout_seconds=300, vaults=[{"id": vault.id}])
     try:
         sid = b.session_id
@@ -673,7 +726,7 @@ def test_a_page_registers_a_passkey_into_the_vault_and_signs_in_with_it(client: 
         ready = items.retrieve("passkey", id_or_name=vault.id, wait=20)
         assert ready.state.status == "ready" and ready.state.fields["passkey"].has_value, ready.state
         assert ready.state.fields["passkey"].value is None  # sensitive: never shown
-        assert ops(ready) == {"fill", "webmcp_invoke", "arm_passkey", "disarm_passkey"}
+        assert ops(ready) == {"fill", "webmcp_invoke", "collect", "arm_passkey", "disarm_passkey"}
         registered = [e for e in items.events("passkey", id_or_name=vault.id) if e.name == "credential_passkey_registered"]
         assert len(registered) == 1 and registered[0].data == {"field": "passkey", "rp_id": "localhost"}
         assert registered[0].browser_id == sid

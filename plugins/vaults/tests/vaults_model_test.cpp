@@ -51,6 +51,7 @@ class VaultsModelTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(patchRejects);
     CPPUNIT_TEST(otherSpecs);
     CPPUNIT_TEST(operations);
+    CPPUNIT_TEST(collectionForms);
     CPPUNIT_TEST(passkeyForms);
     CPPUNIT_TEST(pointers);
     CPPUNIT_TEST(fillRequestsAndResults);
@@ -254,10 +255,11 @@ public:
             return out;
         };
         CPPUNIT_ASSERT_EQUAL(
-            std::string("fill webmcp_invoke "),
+            std::string("fill webmcp_invoke collect "),
             types(available_operations("credential", "kernel", "ready", defs, {"username", "password"})));
-        CPPUNIT_ASSERT_EQUAL(std::string(), types(available_operations("credential", "kernel", "pending_collection",
-                                                                       defs, {"username"})));
+        CPPUNIT_ASSERT_EQUAL(
+            std::string("collect "),
+            types(available_operations("credential", "kernel", "pending_collection", defs, {"username"})));
         CPPUNIT_ASSERT_EQUAL(std::string("fill "),
                              types(available_operations("credential", "managed_auth", "ready", {}, {})));
         CPPUNIT_ASSERT_EQUAL(std::string(),
@@ -267,7 +269,8 @@ public:
         CPPUNIT_ASSERT(unsupported_operation("authorize", "card", "link")->find("no payment is made") !=
                        std::string::npos);
         CPPUNIT_ASSERT(unsupported_operation("1pw_fill", "credential", "1password"));
-        CPPUNIT_ASSERT(unsupported_operation("collect", "credential", "kernel"));
+        CPPUNIT_ASSERT(!unsupported_operation("collect", "credential", "kernel"));
+        CPPUNIT_ASSERT(unsupported_operation("collect", "credential", "1password"));
         CPPUNIT_ASSERT(unsupported_operation("1pw_fill", "credential", "kernel"));
         CPPUNIT_ASSERT(!unsupported_operation("fill", "credential", "kernel"));
         CPPUNIT_ASSERT(!unsupported_operation("webmcp_invoke", "credential", "kernel"));
@@ -282,6 +285,25 @@ public:
                              types(available_operations("credential", "kernel", "ready", keys, {"stored", "empty"})));
         CPPUNIT_ASSERT(!unsupported_operation("arm_passkey", "credential", "kernel"));
         CPPUNIT_ASSERT(unsupported_operation("arm_passkey", "credential", "managed_auth"));
+    }
+
+    void collectionForms() {
+        auto defs = login_defs();
+        defs[0].sensitive = false;
+        json values = {{"username", "ada"}};
+        // The password is required and empty: a form without it is refused, naming it.
+        CPPUNIT_ASSERT_EQUAL(std::string("fields.password"), rejected([&] {
+                                 form_changes(defs, values, {{"f.username", "ada"}});
+                             }));
+        // The unchanged non-sensitive value is not a change; the TOTP field is never taken.
+        auto c = form_changes(defs, values, {{"f.username", "ada"}, {"f.password", "pw"}, {"f.otp", "JBSWY3DP"}});
+        CPPUNIT_ASSERT_EQUAL(std::size_t{1}, c.size());
+        CPPUNIT_ASSERT_EQUAL(std::string("pw"), c.at("password"));
+        c = form_changes(defs, {{"username", "ada"}, {"password", "old"}},
+                         {{"f.username", "grace"}, {"f.password", ""}});
+        CPPUNIT_ASSERT_EQUAL(std::string("grace"), c.at("username"));
+        CPPUNIT_ASSERT(!c.count("password")); // empty keeps the stored secret
+        CPPUNIT_ASSERT(form_field(defs[1]) && !form_field(defs[2]));
     }
 
     void passkeyForms() {
