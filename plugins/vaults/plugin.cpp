@@ -111,7 +111,7 @@ INSERT INTO secret_columns (owner, table_name, id_column, column_name) VALUES
 )sql"},
 };
 
-constexpr std::int64_t kCollectMs = 30 * 60 * 1000; // a hosted collection link's life (§1A)
+constexpr std::int64_t kCollectMs = std::int64_t{30} * 60 * 1000; // a hosted collection link's life (§1A)
 
 constexpr int kMaxWaitSeconds = 60;
 
