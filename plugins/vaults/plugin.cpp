@@ -209,6 +209,12 @@ public:
         // For the browsers plugin: `vaults: [{id}|{name}]` of POST /browsers, resolved in the
         // caller's project → {vaults: [{id, name}]} (404 naming one that is not the project's).
         service("vaults.resolve", [this](const json &in) { return resolve_refs(in); });
+        // For the org plugin's /org/limits (kernel-api-0131 §2.10): {org_id} → {vaults}.
+        service("vaults.usage", [this](const json &in) {
+            auto rows =
+                sql("SELECT COUNT(*) AS n FROM vaults_vaults WHERE org_id = ?", json::array({in.value("org_id", "")}));
+            return json{{"vaults", rows.empty() ? json(0) : rows[0].at("n")}};
+        });
     }
 
     void stop_server() override {

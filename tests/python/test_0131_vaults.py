@@ -91,6 +91,12 @@ def test_vaults_create_or_get_list_key_and_delete(client: Kernel) -> None:
         finally:
             client.vaults.delete(b.id)
 
+        # Counted in the organisation's limits; no cap on a self-hosted server.
+        limits = client.organization.limits.retrieve()
+        assert limits.vaults_used >= 1 and limits.max_vaults is None
+        ent = client.organization.entitlements.retrieve()
+        assert ent.features.vaults.enabled is True and ent.limits.max_vaults is None
+
         k = client.vaults.retrieve_encryption_key(a.id)
         assert (k.alg, k.enc, k.jwk.kty, k.jwk.crv) == ("ECDH-ES", "A256GCM", "EC", "P-256")
         assert len(base64.urlsafe_b64decode(k.jwk.x + "==")) == 32
