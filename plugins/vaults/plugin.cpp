@@ -1077,6 +1077,17 @@ private:
 
     json fill(const std::string &project, const json &vault, const json &row, const vaults::FillRequest &req) {
         std::string session = attached_browser(project, vault, req.browser_id);
+        // One fill at a time per browser; a retry waits up to 15 s for the one before (§1A).
+        std::shared_ptr<std::timed_mutex> lock_of;
+        {
+            std::lock_guard lock(fill_locks_m_);
+            auto &slot = fill_locks_[session];
+            if (!slot) slot = std::make_shared<std::timed_mutex>();
+            lock_of = slot;
+        }
+        std::unique_lock running(*lock_of, std::defer_lock);
+        if (!running.try_lock_for(15s))
+            throw Error::conflict("another fill is still running in browser " + req.browser_id + "; retry");
         auto values = usable_values(project, row);
         json entries = json::array();
         if (req.fields) {
@@ -1604,6 +1615,8 @@ return c.length ? pick(c) : 'element_not_found'; })()
     std::condition_variable notify_cv_;
     std::map<std::string, std::uint64_t> generations_;
     bool stopping_ = false;
+    std::mutex fill_locks_m_;
+    std::map<std::string, std::shared_ptr<std::timed_mutex>> fill_locks_; // by session
     std::mutex watch_m_;
     std::map<std::string, std::jthread> watches_; // pending registrations, by "<session>/<item id>"
 };
