@@ -121,6 +121,8 @@ const std::vector<std::pair<std::string, std::string>> kAreas = {
     {"/credentials", "credentials"},
     {"/org/credential_providers", "credentials"},
     {"/auth/connections", "managed_auth"},
+    {"/vaults", "vaults"},
+    {"/vault-provider-configs", "vaults"},
     {"/deployments", "apps"},
     {"/apps", "apps"},
     {"/invocations", "apps"},

@@ -96,6 +96,10 @@ ALTER TABLE browsers_sessions ADD COLUMN location_locale TEXT;
     {9, R"sql(
 ALTER TABLE browsers_sessions ADD COLUMN network TEXT;
 )sql"},
+    // The vaults attached at create, resolved by the vaults plugin: [{id, name}] (kernel-api-0131 §2.2).
+    {10, R"sql(
+ALTER TABLE browsers_sessions ADD COLUMN vaults TEXT;
+)sql"},
 };
 
 } // namespace

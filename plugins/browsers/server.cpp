@@ -221,7 +221,8 @@ void BrowsersPlugin::start_server() {
         return json{{"session_id", s.id},
                     {"headless", s.headless},
                     {"ended", s.deleted_ms.has_value()},
-                    {"viewport", {{"width", s.viewport.width}, {"height", s.viewport.height}}}};
+                    {"viewport", {{"width", s.viewport.width}, {"height", s.viewport.height}}},
+                    {"vaults", s.vaults.value_or(json::array())}};
     });
 
     // For the org plugin's /org/limits (kernel-api-0131 §2.10): {org_id} → {sessions}, what counts
@@ -350,6 +351,16 @@ std::vector<std::string> BrowsersPlugin::add_extension_inputs(json &spec, const 
         ids.push_back(e.value("id", ""));
     }
     return ids;
+}
+
+json BrowsersPlugin::resolve_vaults(const std::string &project, const json &selectors) const {
+    try {
+        return call("vaults.resolve", {{"project_id", project}, {"vaults", selectors}}).at("vaults");
+    } catch (const Error &e) {
+        if (e.status() == 404 && std::string(e.what()).rfind("no plugin offers the service", 0) == 0)
+            throw Error::not_implemented("vaults need the vaults plugin, which is not enabled on this server");
+        throw;
+    }
 }
 
 std::string BrowsersPlugin::proxy_of(const std::string &project, const ProxySelector &selector) const {
@@ -553,8 +564,8 @@ void BrowsersPlugin::insert(Session &s) {
     sql("INSERT INTO browsers_sessions (id, org_id, project_id, key_id, name, created_at, deleted_at, timeout_seconds, "
         "headless, stealth, kiosk_mode, viewport_width, viewport_height, viewport_refresh_rate, start_url, tags, "
         "chrome_policy, profile_id, profile_save_changes, pool_id, proxy_id, invocation_id, node, region, memory, "
-        "location_timezone, location_locale, network) VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-        "?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "location_timezone, location_locale, network, vaults) VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ?, ?, ?, "
+        "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         {s.id,
          s.org_id,
          s.project_id,
@@ -581,7 +592,8 @@ void BrowsersPlugin::insert(Session &s) {
          s.memory,
          opt(s.location.timezone),
          opt(s.location.locale),
-         s.network ? json(s.network->dump()) : json(nullptr)});
+         s.network ? json(s.network->dump()) : json(nullptr),
+         s.vaults ? json(s.vaults->dump()) : json(nullptr)});
     if (s.tags) write_tags(s.id, *s.tags);
 }
 
@@ -759,6 +771,9 @@ json BrowsersPlugin::create_session(const json &body, const std::string &project
 
     // 404 for a proxy that is not the project's (or was deleted) before anything starts.
     ProxyPlan plan = proxy_plan(project, opts);
+    // Vaults by id or name, resolved in the caller's project (404 for another project's).
+    std::optional<json> vaults;
+    if (opts.vaults) vaults = resolve_vaults(project, *opts.vaults);
     // The apps plugin says whether the invocation is the project's and still running (404 if not).
     if (opts.invocation_id) call("apps.invocation_active", {{"project_id", project}, {"id", *opts.invocation_id}});
 
@@ -825,6 +840,7 @@ json BrowsersPlugin::create_session(const json &body, const std::string &project
     s.invocation_id = opts.invocation_id;
     s.location = opts.location;
     s.network = browser_network(plan.allowed_hosts, plan.routes_wire(), plan.private_hosts);
+    s.vaults = vaults;
 
     // A lease on the profile for as long as the session lives; given back if the create fails.
     struct ProfileLease {

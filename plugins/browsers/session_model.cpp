@@ -312,7 +312,7 @@ void check_location(Validation &v, const json &value, bool on_update,
 }
 
 // Python SDK 0.131's browser fields that no plugin serves yet: refused, never dropped.
-constexpr const char *kNotYetCreate[] = {"vaults", "video_memory"};
+constexpr const char *kNotYetCreate[] = {"video_memory"};
 constexpr const char *kNotYetReason = " (Kernel API fields this server does not serve yet)";
 
 std::optional<ProxySelector> check_proxy_selector(Validation &v, const json &proxy) {
@@ -637,6 +637,25 @@ CreateOptions parse_create(const json &body) {
     check_string(v, body, "memory", o.memory, 16);
     if (o.memory && !memory_request_bytes(*o.memory)) v.fail("memory", "must be one of 1GiB, 2GiB, 4GiB, 8GiB, 16GiB");
     if (const json *f = field(body, "network")) check_network(v, *f, o);
+    if (const json *f = field(body, "vaults")) {
+        if (!f->is_array() || f->size() > 16) {
+            v.fail("vaults", "must be an array of at most 16 {id} or {name}");
+        } else {
+            for (std::size_t i = 0; i < f->size(); ++i) {
+                const json &e = (*f)[i];
+                auto given = [&](const char *k) {
+                    return e.is_object() && e.contains(k) && e[k].is_string() &&
+                           !e[k].get_ref<const std::string &>().empty();
+                };
+                bool extra = e.is_object() && std::any_of(e.items().begin(), e.items().end(), [](const auto &kv) {
+                                 return kv.key() != "id" && kv.key() != "name";
+                             });
+                if (given("id") == given("name") || extra)
+                    v.fail("vaults[" + std::to_string(i) + "]", "must be {id} or {name}");
+            }
+            if (!f->empty()) o.vaults = *f;
+        }
+    }
     bool gpu = false;
     check_bool(v, body, "gpu", gpu);
     if (gpu) unsupported.emplace_back("gpu");
@@ -776,6 +795,7 @@ Session session_from_row(const json &row) {
     s.region = text("region").value_or("");
     s.memory = text("memory").value_or("");
     if (auto n = parsed("network"); n && n->is_object()) s.network = std::move(*n);
+    if (auto vs = parsed("vaults"); vs && vs->is_array()) s.vaults = std::move(*vs);
     return s;
 }
 
@@ -805,6 +825,7 @@ json render_session(const Session &s, const Links &links, std::int64_t now) {
     // The resolved egress (0.131): the proxy in use by id, else direct.
     out["proxy"] = s.proxy_id ? json{{"id", *s.proxy_id}} : json{{"mode", "direct"}};
     if (s.network) out["network"] = *s.network;
+    if (s.vaults) out["vaults"] = *s.vaults;
     if (s.profile_id) out["profile_save_changes"] = s.profile_save_changes;
     if (s.deleted_ms) out["deleted_at"] = rfc3339(*s.deleted_ms);
     return out;

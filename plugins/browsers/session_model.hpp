@@ -133,6 +133,9 @@ struct CreateOptions {
     std::optional<json> private_hosts;
     // `proxy`; the server turns an id or name into proxy_id (never sent together).
     std::optional<ProxySelector> proxy;
+    // `vaults: [{id} | {name}]` as sent, its shape checked; the vaults plugin resolves them in the
+    // project (kernel-api-0131 §2.2).
+    std::optional<json> vaults;
 };
 
 // Validates a POST /browsers body. Throws Error 400 (every bad field in `details`) and, when the
@@ -220,6 +223,8 @@ struct Session {
     // allowlist_state once the browser had an allowlist; none for a
     // browser created without an allowlist.
     std::optional<json> network;
+    // The vaults attached at create, resolved: [{id, name}] (immutable after create).
+    std::optional<json> vaults;
 
     bool active() const { return !deleted_ms.has_value(); }
 };

@@ -267,6 +267,16 @@ public:
 
         service("credentials.resolve", [this](const json &in) { return resolve(in); });
         service("credentials.merge", [this](const json &in) { return merge(in); });
+        // For the vaults plugin (kernel-api-0131 §1A): a totp field's RFC 4648 base32 seed →
+        // {code, expires_at} (SHA1, 6 digits, 30 s, what vault fields are); with "validate_only"
+        // only its check. 400 naming `field` (never the seed) when it is not base32.
+        service("credentials.totp", [](const json &in) {
+            auto canonical = credentials::normalize_base32(in.value("secret", ""));
+            if (!canonical) throw Error::invalid(in.value("field", "secret"), "must be an RFC 4648 base32 seed");
+            if (in.value("validate_only", false)) return json::object();
+            auto code = credentials::totp_now(*canonical, hangar::now_ms());
+            return json{{"code", code.code}, {"expires_at", hangar::rfc3339(code.expires_at_ms)}};
+        });
     }
 
     void stop() override {

@@ -181,6 +181,19 @@ public:
 
         // For the org plugin's /org/limits (kernel-api-0131 §2.10): {org_id} →
         // {connections, min_health_check_interval_seconds}.
+        // For the vaults plugin (kernel-api-0131 §1A, managed_auth credential items): a connection
+        // by id, whatever its project → {id, project_id, domain, credential} (the credential
+        // reference as stored: {name} of a saved credential, a provider's, or null). 404 if none.
+        service("managed_auth.connection", [this](const json &in) {
+            auto rows = sql("SELECT id, project_id, domain, settings FROM managed_auth_connections WHERE id = ?",
+                            json::array({in.value("id", "")}));
+            if (rows.empty()) throw Error::not_found("auth connection not found");
+            json settings = parse_or(rows[0], "settings", json::object());
+            return json{{"id", rows[0].at("id")},
+                        {"project_id", rows[0].at("project_id")},
+                        {"domain", rows[0].at("domain")},
+                        {"credential", settings.value("credential", json())}};
+        });
         service("managed_auth.usage", [this](const json &in) {
             auto rows =
                 sql("SELECT COUNT(*) AS n FROM managed_auth_connections WHERE org_id = ?", {in.value("org_id", "")});

@@ -536,13 +536,14 @@ private:
 
     // 0.131 adds usage to the limits (kernel-api-0131 §2.10). Hangar's session limit is enforced per
     // project (each project's own, or the org default, or the operator's cap), so there is no
-    // org-wide remainder to report: `concurrent_sessions_available` is null. There are no vaults
-    // and no cap on auth connections.
+    // org-wide remainder to report: `concurrent_sessions_available` is null. There is no cap on
+    // vaults (Kernel's free-plan 3) or on auth connections.
     json org_limits(const std::string &org_id) const {
         json rows =
             sql("SELECT default_project_max_concurrent_sessions AS d FROM orgs WHERE id = ?", json::array({org_id}));
         json browsers = usage_of("browsers.usage", org_id);
         json auth = usage_of("managed_auth.usage", org_id);
+        json vaults = usage_of("vaults.usage", org_id);
         return {{"default_project_max_concurrent_sessions", rows.empty() ? json(nullptr) : cap_or_null(rows[0]["d"])},
                 {"max_concurrent_sessions", org_session_limit_ > 0 ? json(org_session_limit_) : json(nullptr)},
                 {"concurrent_sessions_used", browsers.value("sessions", json(nullptr))},
@@ -550,7 +551,7 @@ private:
                 {"auth_connections_used", auth.value("connections", 0)},
                 {"max_auth_connections", nullptr},
                 {"min_health_check_interval_seconds", auth.value("min_health_check_interval_seconds", 300)},
-                {"vaults_used", 0},
+                {"vaults_used", vaults.value("vaults", 0)},
                 {"max_vaults", nullptr}};
     }
 
@@ -628,7 +629,8 @@ private:
                    apps ? limit(config_int("apps.max_concurrent_invocations_per_project", 50)) : json(0)},
                   {"default_max_concurrent_invocations_per_app",
                    apps ? limit(config_int("apps.max_concurrent_invocations_per_app", 20)) : json(0)},
-                  {"max_vaults", 0}}},
+                  // No vault cap on a self-hosted server (Kernel's free plans: 3); 0 without vaults.
+                  {"max_vaults", on("vaults") ? json() : json(0)}}},
                 {"features",
                  {{"browser_extensions", {{"enabled", on("extensions")}, {"max_stored_per_org", nullptr}}},
                   // Pools are served by the browsers plugin itself.
@@ -649,9 +651,9 @@ private:
                   {"managed_proxies", feature(on("proxies") && managed_pool)},
                   {"profiles", feature(on("profiles"))},
                   {"proxy_bypass_hosts", feature(on("proxies"))},
-                  // Not served by Hangar yet (kernel-api-0131 §1A, §1C).
+                  // Not served by Hangar yet (kernel-api-0131 §1C).
                   {"search", feature(false)},
-                  {"vaults", feature(false)}}}};
+                  {"vaults", feature(on("vaults"))}}}};
     }
     // The managed_auth plugin's fixed bounds (managed_auth_model.cpp): a connection checks every
     // hour unless told otherwise, and at most once a day.

@@ -215,6 +215,17 @@ def seed(url: str, key: str, connect_url: str) -> dict:
                                 {"file": ("app.zip", tiny_app_zip(f"fuzz-app{role}"))})
         ids["deployment" + role] = call(url, key, "POST", "/deployments", raw=body, content_type=ctype)["id"]
 
+    # Vaults (plugin vaults): a vault with a ready credential item, and provider configs.
+    for role in ("", "_victim"):
+        ids["vault" + role] = call(url, key, "POST", "/vaults", {"name": f"fuzz-vault{role}"})["id"]
+        ids["vault_item" + role] = "fuzz-item"
+        call(url, key, "PUT", f"/vaults/{ids['vault' + role]}/items/fuzz-item", {"type": "credential", "spec": {
+            "provider": "kernel", "fields": [{"name": "username", "type": "text", "sensitive": False, "value": "u"},
+                                             {"name": "password", "type": "password", "value": "p"}]}})
+        ids["vault_config" + role] = call(url, key, "POST", "/vault-provider-configs", {
+            "provider": "link", "name": f"fuzz-config{role}",
+            "credentials": {"client_id": "c", "client_secret": "s"}})["id"]
+
     # A replay, recorded for a moment.
     replay = call(url, key, "POST", f"/browsers/{ids['browser']}/replays", {"framerate": 5})
     ids["replay"] = replay["replay_id"]
@@ -265,6 +276,9 @@ PINS = [
     (r"^/org/credential_providers/\{id\}", {"path.id": "provider"}),
     (r"^/deployments/\{id\}", {"path.id": "deployment"}),
     (r"^/invocations/\{id\}", {"path.id": "invocation"}),
+    (r"^/vaults/\{id_or_name\}/items/\{key\}", {"path.id_or_name": "vault", "path.key": "vault_item"}),
+    (r"^/vaults/\{id_or_name\}", {"path.id_or_name": "vault"}),
+    (r"^/vault-provider-configs/\{id_or_name\}", {"path.id_or_name": "vault_config"}),
 ]
 
 

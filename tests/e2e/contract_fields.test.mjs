@@ -958,6 +958,20 @@ honour('browser', 'POST /browsers/{id}/playwright/execute', ['code', 'timeout_se
 elsewhere('POST /credentials', ['totp_algorithm', 'totp_digits', 'totp_period'], '../python/test_0131_credentials.py', 'codes checked against RFC 6238 written in the test, fields and otpauth URIs (Python SDK 0.131)');
 elsewhere('PATCH /credentials/{id_or_name}', ['totp_algorithm', 'totp_digits', 'totp_period'], '../python/test_0131_credentials.py', 'a rotated secret keeps the parameters it does not name; they need a secret (Python SDK 0.131)');
 elsewhere('POST /org/api_keys', ['expires_at'], '../python/test_0131_browsers.py', 'kept exactly, refused with days_to_expire, in the past or past its issuer, and enforced (Python SDK 0.131)');
+// Vaults (issue 48): items, their operations in a browser, events and long-polls need a login
+// page, WebMCP tools and a second client; tests/python/test_0131_vaults.py drives them.
+const VAULTS = '../python/test_0131_vaults.py';
+elsewhere('POST /browsers', ['vaults'], VAULTS, 'vaults attached by name, answered as [{id, name}]; another project\'s is 404 (Python SDK 0.131)');
+elsewhere('GET /vaults', ['limit', 'offset', 'query'], VAULTS, 'pages and the name/id query');
+elsewhere('POST /vaults', ['name'], VAULTS, 'create-or-get by name');
+elsewhere('GET /vaults/{id_or_name}/items/{key}', ['expand', 'wait'], VAULTS, 'the long-poll woken by another client; expansions 409');
+elsewhere('PUT /vaults/{id_or_name}/items/{key}', ['type', 'spec'], VAULTS, 'credential, wallet and card items; identical spec = same item, another = 409');
+elsewhere('PATCH /vaults/{id_or_name}/items/{key}', ['type', 'version', 'spec', 'expected_item_id'], VAULTS, 'a stale version and another item id are 409; the clearing rules');
+elsewhere('GET /vaults/{id_or_name}/items/{key}/events', ['after', 'wait'], VAULTS, 'events after one, waited for');
+elsewhere('POST /vaults/{id_or_name}/items/{key}/operations', ['type', 'browser_id', 'page_url', 'fields', 'timeout_ms', 'tool_ref', 'input', 'bindings', 'timeout_sec', 'field'], VAULTS, 'fill checked from the page, webmcp_invoke with bound values, passkeys 501');
+elsewhere('GET /vault-provider-configs', ['limit', 'offset'], VAULTS, 'the organisation\'s configs');
+elsewhere('POST /vault-provider-configs', ['provider', 'name', 'credentials'], VAULTS, 'secret write-only, duplicate names 409, project keys 403');
+elsewhere('PATCH /vault-provider-configs/{id_or_name}', ['name', 'credentials'], VAULTS, 'renamed, secret replaced');
 const AGENT_TOOLS = '../python/test_0131_agent_tools.py';
 elsewhere('POST /browsers/{id}/playwright/execute', ['executor'], AGENT_TOOLS, 'named executors: own tabs, run in parallel, eight at most (Python SDK 0.131)');
 elsewhere('DELETE /browsers/{id}/playwright/executors/{name}', ['close_tab'], AGENT_TOOLS, 'the process ends; the tab closes unless close_tab is false');

@@ -192,8 +192,14 @@ public:
         expect_error([] { parse_create(parse(R"({"persistence":{"id":"p"}})")); }, 400); // retired by Kernel
         expect_error([] { parse_create(parse(R"({"gpu":true})")); }, 501);
         // 0.131 fields nothing serves yet are refused, not dropped; null is "not asked".
-        for (const char *f : {"vaults", "video_memory"})
-            expect_error([f] { parse_create(json{{f, json::object()}}); }, 501);
+        expect_error([] { parse_create(json{{"video_memory", json::object()}}); }, 501);
+        // vaults: [{id} | {name}], resolved by the vaults plugin.
+        CPPUNIT_ASSERT_EQUAL(std::size_t{2},
+                             parse_create(parse(R"({"vaults":[{"id":"v1"},{"name":"shop"}]})")).vaults->size());
+        CPPUNIT_ASSERT(!parse_create(parse(R"({"vaults":[]})")).vaults);
+        expect_error([] { parse_create(parse(R"({"vaults":{"id":"v1"}})")); }, 400, "vaults");
+        expect_error([] { parse_create(parse(R"({"vaults":[{"id":"v1","name":"shop"}]})")); }, 400, "vaults[0]");
+        expect_error([] { parse_create(parse(R"({"vaults":[{}]})")); }, 400, "vaults[0]");
         // proxy: exactly one of mode, id, name; never with proxy_id.
         CPPUNIT_ASSERT_EQUAL(std::string("direct"), *parse_create(parse(R"({"proxy":{"mode":"direct"}})")).proxy->mode);
         CPPUNIT_ASSERT_EQUAL(std::string("p1"), *parse_create(parse(R"({"proxy":{"id":"p1"}})")).proxy->id);
