@@ -287,18 +287,21 @@ def test_a_refused_password_is_asked_again_as_rejected(client: Kernel, sites: di
     try:
         client.auth.connections.login(c.id)
         pauses = []
-        for e in client.auth.connections.follow(c.id):
-            if e.event != "managed_auth_state":
-                continue
-            if e.flow_step == "AWAITING_INPUT" and e.interaction_id and all(
-                    p.interaction_id != e.interaction_id for p in pauses):
-                pauses.append(e)
-                wrong = len(pauses) == 1
-                client.auth.connections.submit(c.id, interaction_id=e.interaction_id, field_values={
-                    "identifier": sites["user"], "password": "not the password" if wrong else sites["password"]})
-            if e.flow_status in DONE:
-                assert e.flow_status == "SUCCESS", (e.error_code, e.error_message, pauses)
-                break
+        # Closed on the way out: a stream left to the garbage collector closes its response in
+        # the middle of a later request and deadlocks httpx's connection pool.
+        with client.auth.connections.follow(c.id) as events:
+            for e in events:
+                if e.event != "managed_auth_state":
+                    continue
+                if e.flow_step == "AWAITING_INPUT" and e.interaction_id and all(
+                        p.interaction_id != e.interaction_id for p in pauses):
+                    pauses.append(e)
+                    wrong = len(pauses) == 1
+                    client.auth.connections.submit(c.id, interaction_id=e.interaction_id, field_values={
+                        "identifier": sites["user"], "password": "not the password" if wrong else sites["password"]})
+                if e.flow_status in DONE:
+                    assert e.flow_status == "SUCCESS", (e.error_code, e.error_message, pauses)
+                    break
         assert len(pauses) == 2, pauses
         first, second = ({f.id: f for f in p.fields} for p in pauses)
         assert {f.reason for f in first.values()} == {"missing"}
