@@ -265,7 +265,6 @@ private:
         e.last_used_at = now_rfc3339();
     }
 
-    // The URL of each open page target, by id, from Chromium's /json/list.
     // A DevTools HTTP request (/json/list, /json/close/<id>) to this instance's Chromium; nothing
     // while none runs (between restarts).
     std::optional<std::string> devtools_get(const std::string &path) const {
@@ -274,6 +273,7 @@ private:
         return hangar::cdp::http_get(endpoint->port, path, 2000ms);
     }
 
+    // The URL of each open page target, by id, from Chromium's /json/list.
     std::map<std::string, std::string> tab_urls() const {
         std::map<std::string, std::string> urls;
         try {
