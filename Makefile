@@ -31,6 +31,7 @@ BUILD_TYPE   ?= RelWithDebInfo
 JOBS         ?= 2
 E2E_DIR      := tests/e2e
 PW_EXEC_DIR  := plugins/playwright/executor
+BENCH_PEERS_DIR := bench/peers
 BIDI_DIR     := plugins/bidi/mapper
 APPS_RUNNER_DIR := plugins/apps/runner
 E2E_TESTS    ?= $(sort $(wildcard $(E2E_DIR)/*.test.mjs))
@@ -64,7 +65,7 @@ API_EXAMPLES ?= 8
 
 FORMAT_DIRS  := host plugins sdk tests/unit tests/sdk tests/fuzz
 
-.PHONY: helm-check setup setup-apt setup-tun setup-npm setup-venv setup-pyvenv setup-fuzz test-api test-python test-fuzz test-fuzz-smoke fuzz-build setup-package package package-test build run test test-all test-unit test-e2e test-postgres test-sdk-example test-asan bench format lint lint-all clean
+.PHONY: helm-check setup setup-apt setup-tun setup-npm setup-venv setup-pyvenv setup-fuzz test-api test-python test-fuzz test-fuzz-smoke fuzz-build setup-package package package-test build run test test-all test-unit test-e2e test-postgres test-sdk-example test-asan bench setup-bench-peers format lint lint-all clean
 
 # ---- setup ------------------------------------------------------------------------------------
 setup: setup-apt setup-tun setup-npm setup-venv setup-pyvenv
@@ -242,8 +243,17 @@ test-fuzz: build fuzz-build setup-venv
 	  --out $(abspath $(BUILD_DIR))/api-fuzz --examples 150 --min-requests 10000
 
 # ---- bench ------------------------------------------------------------------------------------
-bench: setup build
+bench: setup setup-bench-peers build
 	HANGAR_BIN=$(abspath $(BUILD_DIR))/bin/hangar node bench/run.mjs
+
+# The open-source peers the benchmarks compare with on this machine (bench/burst.mjs: Browserless,
+# run on Debian's Chromium; its Playwright and Puppeteer never download a browser). Only the
+# benchmarks need them, so `make setup` leaves them out.
+setup-bench-peers: $(BENCH_PEERS_DIR)/node_modules/.package-lock.json
+
+$(BENCH_PEERS_DIR)/node_modules/.package-lock.json: $(BENCH_PEERS_DIR)/package-lock.json $(BENCH_PEERS_DIR)/package.json | setup-apt
+	cd $(BENCH_PEERS_DIR) && PUPPETEER_SKIP_DOWNLOAD=1 PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
 
 # ---- packages ---------------------------------------------------------------------------------
 # rpmbuild (Debian's rpm) only for packaging; plain builds and tests do not need it.

@@ -40,6 +40,7 @@ const std::map<std::string, std::string> kEnvKeys = {
     {"HANGAR_WARM_SPARES_MAX", "browsers.warm_spares_max"},
     {"HANGAR_WARM_SPARES_WINDOW_SECONDS", "browsers.spares_window_seconds"},
     {"HANGAR_MAX_BROWSERS_PER_PROJECT", "browsers.max_browsers_per_project"},
+    {"HANGAR_MAX_PARALLEL_STARTS", "browsers.max_parallel_starts"},
     {"HANGAR_SANDBOX_USER", "sandbox.user"},
     {"HANGAR_SANDBOX_ALLOW_HOST_PORTS", "sandbox.allow_host_ports"},
     {"HANGAR_SANDBOX_NETWORK", "sandbox.network"},

@@ -18,11 +18,12 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <semaphore>
 #include <set>
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <utility>
+#include <variant>
 #include <vector>
 
 namespace hangar::browsers {
@@ -155,9 +156,35 @@ private:
     std::mutex admission_mutex_;
     std::map<std::string, int> admitting_;
     int max_browsers_per_project_ = 0; // 0: no limit
-    // Cold starts at once: Chromium start-ups are CPU-bound, so a burst is staggered instead of
-    // thrashing the machine.
-    std::unique_ptr<std::counting_semaphore<64>> cold_starts_;
+    // Cold starts at once (`max_parallel_starts`), shared by creates and the spare fillers:
+    // Chromium start-ups are CPU-bound, so a burst is staggered instead of thrashing the machine.
+    // A create waiting for a slot takes a spare that becomes ready meanwhile, and the fillers
+    // start nothing while a create waits: before, they started two spares beside the creates'
+    // own starts during a burst, and the burst's waiting creates could not take them.
+    class StartSlot {
+    public:
+        StartSlot() = default;
+        explicit StartSlot(BrowsersPlugin *plugin) : plugin_(plugin) {}
+        StartSlot(StartSlot &&o) noexcept : plugin_(std::exchange(o.plugin_, nullptr)) {}
+        StartSlot &operator=(StartSlot &&o) noexcept {
+            if (this != &o) {
+                release();
+                plugin_ = std::exchange(o.plugin_, nullptr);
+            }
+            return *this;
+        }
+        StartSlot(const StartSlot &) = delete;
+        StartSlot &operator=(const StartSlot &) = delete;
+        ~StartSlot() { release(); }
+        bool held() const { return plugin_ != nullptr; }
+        void release();
+
+    private:
+        BrowsersPlugin *plugin_ = nullptr;
+    };
+    StartSlot wait_for_start_slot();
+    int start_slots_free_ = 2; // guarded by spares_mutex_
+    int creates_waiting_ = 0;  // creates waiting for a slot or a spare; guarded by spares_mutex_
 
     // ---- warm spares (spares.cpp) ----
     // Started instances of the default configuration, per kind (headless or not, stealth or not),
@@ -165,7 +192,7 @@ private:
     // else. How many are kept follows demand: at least warm_spares (stealth kinds: none), at most
     // warm_spares_max, and in between as many as the recent creates of that kind would have taken
     // within one start-up time (bursts and steady rates both). Two filler threads start
-    // replacements at once, and retire spares demand no longer asks for.
+    // replacements (through the start slots), and retire spares demand no longer asks for.
     struct SpareKind {
         bool headless = false;
         bool stealth = false;
@@ -181,7 +208,9 @@ private:
     // an empty user-data folder, which is what a profile without one gives.
     static bool spare_can_serve(const CreateOptions &o);
     int spare_minimum(SpareKind kind) const;
-    std::optional<std::string> take_spare(SpareKind kind);
+    // A ready spare of this kind, else whichever comes first: a spare the fillers finish, or a
+    // start slot for the create's own start.
+    std::variant<std::string, StartSlot> spare_or_start_slot(SpareKind kind);
     void start_spares();
     void stop_spares();
     void fill_spares(const std::stop_token &stop);

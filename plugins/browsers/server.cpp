@@ -132,8 +132,7 @@ std::uint64_t machine_memory_bytes() {
 
 void BrowsersPlugin::start_server() {
     max_browsers_per_project_ = static_cast<int>(std::max<std::int64_t>(0, config_int("max_browsers_per_project", 50)));
-    cold_starts_ = std::make_unique<std::counting_semaphore<64>>(
-        static_cast<std::ptrdiff_t>(std::clamp<std::int64_t>(config_int("max_parallel_starts", 2), 1, 64)));
+    start_slots_free_ = static_cast<int>(std::clamp<std::int64_t>(config_int("max_parallel_starts", 2), 1, 64));
     token_grace_seconds_ = static_cast<std::uint32_t>(config_int("token_grace_seconds", token_grace_seconds_));
     node_ = config("node.name", "");
     region_ = config("node.region", "us-east");
@@ -793,12 +792,18 @@ json BrowsersPlugin::create_session(const json &body, const std::string &project
     }
 
     std::optional<std::string> spare;
+    StartSlot start_slot;
     auto profile_has_state = [&] {
         return opts.profile &&
                call("profiles.has_state", profile_selector(project, "", *opts.profile)).value("has_state", true);
     };
-    if (spare_can_serve(opts) && !plan.ca_bundle && !profile_has_state())
-        spare = take_spare({opts.headless, opts.stealth});
+    if (spare_can_serve(opts) && !plan.ca_bundle && !profile_has_state()) {
+        auto spare_or_slot = spare_or_start_slot({opts.headless, opts.stealth});
+        if (auto *id = std::get_if<std::string>(&spare_or_slot))
+            spare = *id;
+        else
+            start_slot = std::move(std::get<StartSlot>(spare_or_slot));
+    }
     if (spare) {
         // Hand-over: the proxy is a live swap of the spare's route, signing starts before the
         // start URL opens.
@@ -879,11 +884,8 @@ json BrowsersPlugin::create_session(const json &body, const std::string &project
 
     // The row is written only once the instance runs, so a failed start leaves nothing behind.
     if (!spare) {
-        cold_starts_->acquire();
-        struct Release {
-            std::counting_semaphore<64> &s;
-            ~Release() { s.release(); }
-        } release{*cold_starts_};
+        // A spare-eligible create already holds its slot (or got a spare instead).
+        if (!start_slot.held()) start_slot = wait_for_start_slot();
         try {
             instance_start(spec);
             proxy_handover(s.id, project, opts, plan, base_url);
@@ -893,6 +895,7 @@ json BrowsersPlugin::create_session(const json &body, const std::string &project
             throw;
         }
     }
+    start_slot.release();
     try {
         insert(s);
     } catch (const Error &e) {

@@ -52,7 +52,7 @@ void BrowsersPlugin::start_spares() {
     warm_spares_max_ =
         warm_spares_ == 0
             ? 0
-            : static_cast<int>(std::clamp<std::int64_t>(config_int("warm_spares_max", 6), warm_spares_, 32));
+            : static_cast<int>(std::clamp<std::int64_t>(config_int("warm_spares_max", 10), warm_spares_, 32));
     spares_window_ = std::chrono::seconds(std::clamp<std::int64_t>(config_int("spares_window_seconds", 120), 1, 3600));
     spares_min_free_mb_ = config_int("spares_min_free_mb", 2048);
     if (warm_spares_max_ == 0) return;
@@ -95,7 +95,8 @@ void BrowsersPlugin::fill_spares(const std::stop_token &stop) {
                     int target = spare_target(kind, now);
                     int ready = static_cast<int>(spares_[kind].size());
                     int supply = ready + spare_demand_[kind].starting;
-                    if (supply < target) {
+                    // A waiting create's own start serves it sooner than a spare would.
+                    if (supply < target && start_slots_free_ > 0 && creates_waiting_ == 0) {
                         start = kind;
                         return true;
                     }
@@ -117,6 +118,7 @@ void BrowsersPlugin::fill_spares(const std::stop_token &stop) {
                     continue;
                 }
                 ++spare_demand_[*start].starting;
+                --start_slots_free_;
             }
         }
         if (retire) {
@@ -138,6 +140,8 @@ void BrowsersPlugin::fill_spares(const std::stop_token &stop) {
             warn(std::string("could not start a warm spare: ") + e.what());
         }
         std::unique_lock lock(spares_mutex_);
+        ++start_slots_free_;
+        spares_cv_.notify_all(); // the slot: a waiting create or the other filler
         auto &demand = spare_demand_[*start];
         --demand.starting;
         if (!ok) {
@@ -152,10 +156,31 @@ void BrowsersPlugin::fill_spares(const std::stop_token &stop) {
             return;
         }
         spares_[*start].push_back(id);
+        lock.unlock();
+        spares_cv_.notify_all(); // a create waiting for a slot takes the spare instead
     }
 }
 
-std::optional<std::string> BrowsersPlugin::take_spare(SpareKind kind) {
+void BrowsersPlugin::StartSlot::release() {
+    if (!plugin_) return;
+    {
+        std::lock_guard lock(plugin_->spares_mutex_);
+        ++plugin_->start_slots_free_;
+    }
+    plugin_->spares_cv_.notify_all();
+    plugin_ = nullptr;
+}
+
+BrowsersPlugin::StartSlot BrowsersPlugin::wait_for_start_slot() {
+    std::unique_lock lock(spares_mutex_);
+    ++creates_waiting_;
+    spares_cv_.wait(lock, [&] { return start_slots_free_ > 0; });
+    --creates_waiting_;
+    --start_slots_free_;
+    return StartSlot(this);
+}
+
+std::variant<std::string, BrowsersPlugin::StartSlot> BrowsersPlugin::spare_or_start_slot(SpareKind kind) {
     {
         std::lock_guard lock(spares_mutex_);
         spare_demand_[kind].creates.push_back(Clock::now());
@@ -163,11 +188,17 @@ std::optional<std::string> BrowsersPlugin::take_spare(SpareKind kind) {
     while (true) {
         std::string id;
         {
-            std::lock_guard lock(spares_mutex_);
+            std::unique_lock lock(spares_mutex_);
             auto &queue = spares_[kind];
             if (queue.empty()) {
-                spares_cv_.notify_all(); // demand rose: the fillers start more
-                return std::nullopt;
+                ++creates_waiting_;
+                spares_cv_.notify_all(); // demand rose: the fillers aim higher once no create waits
+                spares_cv_.wait(lock, [&] { return !queue.empty() || start_slots_free_ > 0; });
+                --creates_waiting_;
+            }
+            if (queue.empty()) {
+                --start_slots_free_;
+                return StartSlot(this);
             }
             id = queue.front();
             queue.pop_front();

@@ -30,6 +30,7 @@ class ChromiumLaunchTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(pulseaudio_command_line);
     CPPUNIT_TEST(url_is_never_a_switch);
     CPPUNIT_TEST(webmcp_feature_merges_with_operator_features);
+    CPPUNIT_TEST(omnibox_webui_stays_off_with_operator_features);
     CPPUNIT_TEST(xvfb);
     CPPUNIT_TEST(devtools_line);
     CPPUNIT_TEST(user_agent);
@@ -150,6 +151,20 @@ public:
         CPPUNIT_ASSERT(has(a, "--enable-features=WebMCP,Foo,Bar"));
         CPPUNIT_ASSERT_EQUAL(std::ptrdiff_t(1), std::count_if(a.begin(), a.end(), [](const std::string &f) {
                                  return f.rfind("--enable-features=", 0) == 0;
+                             }));
+    }
+
+    // The omnibox's WebUI popups stay off (a renderer each at start), and an operator's own
+    // --disable-features list keeps them off: Chromium honours only the last one.
+    void omnibox_webui_stays_off_with_operator_features() {
+        ChromiumSettings settings;
+        CPPUNIT_ASSERT(has(chromium_args(settings, LaunchSpec{}, "", ""),
+                           "--disable-features=WebUIOmniboxPopup,WebUIOmniboxAimPopup"));
+        settings.extra_flags = {"--disable-features=Translate"};
+        auto a = chromium_args(settings, LaunchSpec{}, "", "");
+        CPPUNIT_ASSERT(has(a, "--disable-features=WebUIOmniboxPopup,WebUIOmniboxAimPopup,Translate"));
+        CPPUNIT_ASSERT_EQUAL(std::ptrdiff_t(1), std::count_if(a.begin(), a.end(), [](const std::string &f) {
+                                 return f.rfind("--disable-features=", 0) == 0;
                              }));
     }
 
