@@ -10,7 +10,7 @@
 // server. Goals: ≥ 40 headful, ≥ 80 headless, GET /browsers p99 ≤ 50 ms.
 import { readFileSync } from 'node:fs';
 
-import { childrenByParent, instancePssMb, now, percentile, runStandalone, startServer } from './lib.mjs';
+import { childrenByParent, instancePssMb, instancePssParts, now, percentile, runStandalone, startServer } from './lib.mjs';
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -73,9 +73,16 @@ async function density(kind, log) {
     }
     // PSS splits shared pages between the sessions that map them: read again at the final count.
     const kids = childrenByParent();
-    for (const id of ids) pss.set(id, instancePssMb(server, id, kids));
+    const parts = {};
+    for (const id of ids) {
+      const own = instancePssParts(server, id, kids);
+      pss.set(id, Object.values(own).reduce((a, b) => a + b, 0));
+      for (const [name, mb] of Object.entries(own)) parts[name] = (parts[name] ?? 0) + mb / ids.length;
+    }
     const sum = [...pss.values()].reduce((a, b) => a + b, 0);
     const mean = sum / pss.size;
+    const itemised = Object.entries(parts).sort((a, b) => b[1] - a[1]).map(([name, mb]) => `${name} ${mb.toFixed(1)}`).join(', ');
+    log(`${kind}: mean PSS per session at ${ids.length}: ${mean.toFixed(1)} MB = ${itemised}`);
     const holds = stoppedBy.startsWith('the cap') ? Math.floor((0.8 * total) / mean) : ids.length;
     // The PSS walk above blocks this process for seconds, long enough for the server to close
     // the idle keep-alive connection (5 s) before the client's own timer could retire it: the
@@ -90,7 +97,7 @@ async function density(kind, log) {
         value: holds,
         goal: `≥ ${goal}`,
         met: holds >= goal,
-        note: `${ids.length} created (stopped by ${stoppedBy}); mean PSS ${mean.toFixed(0)} MB per session${stoppedBy.startsWith('the cap') ? '; count = 80 % of MemTotal / mean PSS' : ''}`,
+        note: `${ids.length} created (stopped by ${stoppedBy}); mean PSS ${mean.toFixed(0)} MB per session (${itemised} MB)${stoppedBy.startsWith('the cap') ? '; count = 80 % of MemTotal / mean PSS' : ''}`,
       },
       {
         name: 'density',

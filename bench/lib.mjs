@@ -190,14 +190,54 @@ export function treePssMb(root, kids = childrenByParent()) {
   return kb / 1024;
 }
 
-// An instance's sandbox process, from <id>.pids beside its folder: "<sandbox pid> <pasta pid> ...".
-function sandboxPid(server, sessionId) {
-  return Number(readFileSync(join(server.dataDir, 'instances', `${sessionId}.pids`), 'utf8').trim().split(' ')[0]);
+// An instance's processes, from <id>.pids beside its folder: "<sandbox pid> <pasta pid> <server pid>".
+function instancePids(server, sessionId) {
+  const [sandbox, pasta] = readFileSync(join(server.dataDir, 'instances', `${sessionId}.pids`), 'utf8').trim().split(' ').map(Number);
+  return { sandbox, pasta };
+}
+const sandboxPid = (server, sessionId) => instancePids(server, sessionId).sandbox;
+
+// What a process of an instance is, from its command line (Chromium rewrites its own).
+function role(pid) {
+  const cmd = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ');
+  if (/^\S*pasta/.test(cmd)) return 'pasta';
+  if (/^\S*bwrap /.test(cmd)) return 'bwrap';
+  if (/^\S*hangar agent/.test(cmd)) return 'agent';
+  if (/^\S*Xvfb/.test(cmd)) return 'Xvfb';
+  if (/^\S*pulseaudio/.test(cmd)) return 'pulseaudio';
+  if (/crashpad_handler/.test(cmd)) return 'chromium crashpad';
+  if (/chromium/.test(cmd)) {
+    const type = /--type=(\S+)/.exec(cmd)?.[1];
+    if (!type) return 'chromium browser';
+    if (type === 'utility') return `chromium ${/--utility-sub-type=(\S+)/.exec(cmd)?.[1]?.split('.')[0] ?? 'utility'}`;
+    return `chromium ${type}`;
+  }
+  return cmd.split(' ')[0].split('/').pop() || 'other';
 }
 
-/** PSS in MB of one Hangar instance: its sandbox process and everything under it. */
+/**
+ * PSS in MB of one Hangar instance, by part: every process of its sandbox tree and its pasta
+ * (the network helper outside the sandbox), keyed by what each is (agent, Xvfb, chromium renderer…).
+ */
+export function instancePssParts(server, sessionId, kids = childrenByParent()) {
+  const { sandbox, pasta } = instancePids(server, sessionId);
+  const parts = {};
+  const walk = (pid) => {
+    try {
+      const m = /^Pss:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8'));
+      const name = role(pid);
+      if (m) parts[name] = (parts[name] ?? 0) + Number(m[1]) / 1024;
+    } catch {}
+    for (const c of kids.get(pid) || []) walk(c);
+  };
+  walk(sandbox);
+  if (pasta > 0) walk(pasta);
+  return parts;
+}
+
+/** PSS in MB of one Hangar instance: its sandbox process and everything under it, and its pasta. */
 export function instancePssMb(server, sessionId, kids = childrenByParent()) {
-  return treePssMb(sandboxPid(server, sessionId), kids);
+  return Object.values(instancePssParts(server, sessionId, kids)).reduce((a, b) => a + b, 0);
 }
 
 /** CPU ms spent so far by one Hangar instance: its sandbox process and everything under it. */

@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <regex>
 
 namespace fs = std::filesystem;
@@ -346,15 +347,19 @@ int res_take_socket(hangar_response *r, int *out_fd) {
 int stream_send(hangar_stream *s, hangar_str json_text) {
     return s->conn->send_frame(st(json_text)) ? 0 : -1;
 }
-int stream_send_with_id(hangar_stream *s, hangar_str id, hangar_str json_text) {
+// An SSE id with a line break would end its `id:` line early and inject a field of its own.
+std::optional<std::string> sse_id_line(hangar_str id) {
     std::string line(st(id));
-    if (line.find_first_of("\r\n") != std::string::npos) return -1; // would end the id line early
-    return s->conn->send_frame(line, st(json_text)) ? 0 : -1;
+    if (line.find_first_of("\r\n") != std::string::npos) return std::nullopt;
+    return line;
+}
+int stream_send_with_id(hangar_stream *s, hangar_str id, hangar_str json_text) {
+    auto line = sse_id_line(id);
+    return line && s->conn->send_frame(*line, st(json_text)) ? 0 : -1;
 }
 int stream_send_id(hangar_stream *s, hangar_str id) {
-    std::string line(st(id));
-    if (line.find_first_of("\r\n") != std::string::npos) return -1; // would end the id line early
-    return s->conn->send_id(line) ? 0 : -1;
+    auto line = sse_id_line(id);
+    return line && s->conn->send_id(*line) ? 0 : -1;
 }
 int stream_is_open(hangar_stream *s) {
     return s->conn->open() ? 1 : 0;
