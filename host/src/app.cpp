@@ -130,6 +130,11 @@ const std::vector<std::pair<std::string, std::string>> kAreas = {
     {"/org", "org"},
     {"/audit-logs", "org"},
     {"/api_keys", "org"},
+    {"/telemetry", "telemetry"},
+    // kernel-api-0131 §1C and §1D, not built yet (issue 50): their requests answer 501 naming
+    // them rather than a bare 404, as the SDKs' newest areas should.
+    {"/search", "search"},
+    {"/config-registry", "config_registry"},
 };
 
 // `[features] extensions = off` (every project) and `[project.<id>] extensions = off` (one),

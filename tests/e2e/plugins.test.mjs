@@ -156,11 +156,23 @@ test('migrations run once: a restarted server keeps the plugin data', async () =
   }
 });
 
-// Every Kernel area has its plugin now (apps and managed auth were the last), so no area is left
-// to answer 501 as unbuilt; the README's table lists the 501s left inside areas.
-test('a plugin that is installed but not enabled answers 404 naming it', async () => {
+// The areas of the newest SDK (0.131) with no plugin yet, search and the config registry, answer
+// 501 naming the area, not a bare 404; the README's table lists the 501s left inside areas.
+test('an area with no plugin yet answers 501 naming it; an installed but disabled plugin 404', async () => {
   const server = await startServer({ extraPluginDir: plugins.hello });
   try {
+    for (const [method, path, area] of [
+      ['POST', '/search', 'search'],
+      ['GET', '/search/providers', 'search'],
+      ['POST', '/config-registry/lookup', 'config_registry'],
+      ['GET', '/config-registry/analyses/an_1', 'config_registry'],
+    ]) {
+      const unbuilt = await server.fetch(path, { method, headers: { 'content-type': 'application/json' }, body: method === 'POST' ? '{}' : undefined });
+      assert.equal(unbuilt.status, 501, `${method} ${path}`);
+      const err = await unbuilt.json();
+      assert.equal(err.code, 'not_implemented');
+      assert.match(err.message, new RegExp(`area: ${area}`));
+    }
     const res = await server.fetch('/hello');
     assert.equal(res.status, 404);
     const body = await res.json();
