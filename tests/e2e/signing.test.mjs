@@ -202,6 +202,76 @@ describe('request signing and proxy CA bundles', () => {
     }
   });
 
+  // Fetch interception never pauses a WebSocket handshake: Hangar's signer extension (installed
+  // by policy, blocking webRequest) signs it with the key the agent hands it. Fails on a server
+  // without it, where the upgrade requests carry no signature.
+  test('a web-bot-auth browser signs WebSocket upgrade requests, ws:// and wss:// through a proxy with its CA bundle', async () => {
+    const proxy = await kernel.proxies.create({
+      type: 'custom', protocol: 'http', name: 'intercepting-ws', config: { host: '127.0.0.1', port: tiny.port, ca_bundle: ca.ca },
+    });
+    const b = await kernel.browsers.create({ headless: true, proxy_id: proxy.id, extensions: [{ name: 'web-bot-auth' }], timeout_seconds: 120 });
+    const cdp = await chromium.connectOverCDP(b.cdp_ws_url, { timeout: 30_000 });
+    try {
+      const page = cdp.contexts()[0].pages()[0];
+      await page.goto(`http://127.0.0.1:${origin.port}/ws-page`);
+      const open = (url) =>
+        page.evaluate(
+          (u) =>
+            new Promise((resolve) => {
+              const ws = new WebSocket(u);
+              ws.onmessage = (e) => resolve(e.data);
+              ws.onerror = () => resolve('error');
+              setTimeout(() => resolve('timeout'), 10_000);
+            }),
+          url,
+        );
+      assert.equal(await open(`ws://127.0.0.1:${origin.port}/ws-plain`), 'ok');
+      assert.equal(await open(`wss://127.0.0.1:${site.port}/ws-secure`), 'ok');
+      const dir = await fetchDirectory(server.baseURL);
+      const plain = origin.hits.find((h) => h.upgrade && h.url === '/ws-plain');
+      const secure = origin.hits.find((h) => h.upgrade && h.url === '/ws-secure');
+      assert.ok(plain && secure, 'both upgrade requests reached the origin');
+      assert.equal(secure.host, `127.0.0.1:${site.port}`);
+      for (const [hit, scheme] of [[plain, 'http'], [secure, 'https']]) {
+        assert.ok(isSigned(hit), `${hit.url} carries a signature`);
+        const params = await verifyHit(hit, dir, scheme);
+        assert.equal(params.keyid, dir.keys[0].kid);
+        assert.equal(params.tag, 'web-bot-auth');
+        assert.equal(params.expires.getTime() - params.created.getTime(), 3_600_000);
+        assert.equal(hit.headers['signature-agent'], `"${server.baseURL}"`);
+        assert.match(
+          hit.headers['signature-input'],
+          /^sig1=\("@authority" "signature-agent"\);created=\d+;keyid="[^"]+";alg="ed25519";expires=\d+;nonce="[^"]+";tag="web-bot-auth"$/,
+        );
+      }
+      // The RFC 9421 verifier reads them too, and each covers its own socket's authority.
+      assert.equal((await verifyRfc9421Hit(plain, dir, 'signature-agent')).keyid, dir.keys[0].kid);
+      await assert.rejects(verifyHit({ ...secure, host: `127.0.0.1:${site.port + 1}` }, dir, 'https'), /invalid signature/i);
+
+      // The tenant's CDP cannot reach the extension that holds the key: Chromium refuses
+      // DevTools on extensions installed by policy.
+      const browserSession = await cdp.newBrowserCDPSession();
+      const { targetInfos } = await browserSession.send('Target.getTargets');
+      const worker = targetInfos.find((t) => t.type === 'service_worker' && t.url.startsWith('chrome-extension://'));
+      assert.ok(worker, 'the signer extension runs');
+      await assert.rejects(browserSession.send('Target.attachToTarget', { targetId: worker.targetId, flatten: true }), /not allowed/i);
+      const extId = new URL(worker.url).host;
+      await assert.rejects(browserSession.send('Extensions.getStorageItems', { id: extId, storageArea: 'session' }));
+      // Nor can it ask for the key again: the agent hands it over once per browser run.
+      const asked = await page.evaluate(async () => {
+        try {
+          return (await fetch('http://signer.hangar.invalid/key?pk=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA')).status;
+        } catch (e) {
+          return String(e);
+        }
+      });
+      assert.notEqual(asked, 200);
+    } finally {
+      await cdp.close().catch(() => {});
+      await kernel.browsers.deleteByID(b.session_id);
+    }
+  });
+
   test('signature_agent_form = dictionary: the draft-02 form, which the RFC 9421 verifier accepts and web-bot-auth 0.1.3 does not', async () => {
     const dictConf = join(scratch, 'etc-dictionary');
     mkdirSync(join(dictConf, 'plugins.d'), { recursive: true });
