@@ -154,7 +154,9 @@ public:
             install_ca(spec["proxy_ca"].get<std::string>());
         // A browser created to sign gets Hangar's signer extension (WebSockets): packed here, the
         // browsers plugin installs it by policy before Chromium starts (it depends on this plugin).
-        bool extension = spec.is_object() && spec.value("sign", false);
+        // Off unless the operator opts in: the install run leaves the profile making requests of
+        // its own (README, "Installing with the network closed").
+        bool extension = spec.is_object() && spec.value("sign", false) && config_bool("sign_websockets", false);
         json forced = json::object();
         if (extension) forced = pack_signer_extension();
         service("proxies.signer_extension", [forced](const json &) { return forced; });

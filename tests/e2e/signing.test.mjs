@@ -16,6 +16,7 @@ import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, readdirSync, rmSync, w
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { webcrypto as nodeCrypto } from 'node:crypto';
+import http from 'node:http';
 
 import { chromium } from 'playwright-core';
 import { component, verifySignature, webcrypto } from 'http-message-sig';
@@ -23,7 +24,7 @@ import { jwkThumbprint } from 'jsonwebkey-thumbprint';
 import { verify as webBotAuthVerify } from 'web-bot-auth';
 import { verifierFromJWK } from 'web-bot-auth/crypto';
 
-import { readyInstances, startServer, repoRoot, waitFor } from './lib/server.mjs';
+import { listenAllowed, readyInstances, startServer, repoRoot, waitFor } from './lib/server.mjs';
 import { startOrigin, startTinyproxy, startStunnel, testCa } from './lib/proxy-servers.mjs';
 
 const DIRECTORY = '/.well-known/http-message-signatures-directory';
@@ -103,7 +104,8 @@ describe('request signing and proxy CA bundles', () => {
     const etc = join(repoRoot, 'etc');
     copyFileSync(join(etc, 'hangar.ini'), join(conf, 'hangar.ini'));
     for (const f of readdirSync(join(etc, 'plugins.d'))) copyFileSync(join(etc, 'plugins.d', f), join(conf, 'plugins.d', f));
-    writeFileSync(join(conf, 'plugins.d', 'proxies.ini'), '[proxies]\nenabled = true\n');
+    // sign_websockets: the signer extension, off by default until an idle signing browser stays quiet.
+    writeFileSync(join(conf, 'plugins.d', 'proxies.ini'), '[proxies]\nenabled = true\nsign_websockets = true\n');
     for (const d of [conf, join(conf, 'plugins.d')]) chmodSync(d, 0o755);
     server = await startServer({ env: { HANGAR_CONFIG: join(conf, 'hangar.ini') } });
     kernel = server.client;
@@ -269,6 +271,39 @@ describe('request signing and proxy CA bundles', () => {
     } finally {
       await cdp.close().catch(() => {});
       await kernel.browsers.deleteByID(b.session_id);
+    }
+  });
+
+  // The signer extension is installed in a run of Chromium's own with its updater on; that run's
+  // proxy goes nowhere, and the real run keeps --disable-background-networking. So a signing
+  // browser left alone sends nothing through its proxy: the proxy here records every request
+  // and tunnel it is asked for.
+  // todo: fails today. After the install run (no --disable-background-networking), the same
+  // profile's real run, flag and all, asks update.googleapis.com, clients2.google.com/time and
+  // accounts.google.com through the browser's proxy (README, "Installing with the network closed").
+  test('an idle signing browser makes no request of its own', { todo: 'the install run leaves the profile making requests' }, async () => {
+    const asked = [];
+    const recorder = http.createServer((req, res) => {
+      asked.push(`${req.method} ${req.url}`);
+      res.writeHead(502).end();
+    });
+    recorder.on('connect', (req, socket) => {
+      asked.push(`CONNECT ${req.url}`);
+      socket.end('HTTP/1.1 502 Bad Gateway\r\n\r\n');
+    });
+    const port = await listenAllowed(recorder);
+    try {
+      const proxy = await kernel.proxies.create({ type: 'custom', protocol: 'http', name: 'recorder', config: { host: '127.0.0.1', port } });
+      const b = await kernel.browsers.create({ headless: true, proxy_id: proxy.id, extensions: [{ name: 'web-bot-auth' }], timeout_seconds: 120 });
+      try {
+        await new Promise((r) => setTimeout(r, 15_000));
+        assert.deepEqual(asked, [], 'nothing went through the proxy');
+      } finally {
+        await kernel.browsers.deleteByID(b.session_id);
+      }
+    } finally {
+      recorder.closeAllConnections?.();
+      await new Promise((r) => recorder.close(r));
     }
   });
 
