@@ -64,8 +64,8 @@ bool is_handoff(const hangar::json &request) {
 hangar::json sealed_key(const std::string &url, const SigningKey &key) {
     auto at = url.find("pk=");
     if (at == std::string::npos) return nullptr;
-    std::string pk_text = url.substr(at + 3, url.find('&', at) == std::string::npos ? std::string::npos
-                                                                                        : url.find('&', at) - at - 3);
+    std::string pk_text =
+        url.substr(at + 3, url.find('&', at) == std::string::npos ? std::string::npos : url.find('&', at) - at - 3);
     unsigned char pk[crypto_box_PUBLICKEYBYTES];
     std::size_t n = 0;
     if (sodium_base642bin(pk, sizeof pk, pk_text.data(), pk_text.size(), nullptr, &n, nullptr,
@@ -77,13 +77,11 @@ hangar::json sealed_key(const std::string &url, const SigningKey &key) {
     p.keyid = key.keyid;
     p.agent = key.agent;
     auto t = signing::signing_template(p);
-    std::string payload = hangar::json{{"secret_key", signing::base64(key.secret_key)},
-                                       {"base", t.base},
-                                       {"signature_agent", t.signature_agent},
-                                       {"signature_input", t.signature_input},
-                                       {"signature_prefix", t.signature_prefix},
-                                       {"ttl_seconds", key.ttl_seconds}}
-                              .dump();
+    std::string payload =
+        hangar::json{{"secret_key", signing::base64(key.secret_key)}, {"base", t.base},
+                     {"signature_agent", t.signature_agent},          {"signature_input", t.signature_input},
+                     {"signature_prefix", t.signature_prefix},        {"ttl_seconds", key.ttl_seconds}}
+            .dump();
     std::string epk(crypto_box_PUBLICKEYBYTES, '\0'), esk(crypto_box_SECRETKEYBYTES, '\0');
     std::string nonce(crypto_box_NONCEBYTES, '\0');
     crypto_box_keypair(reinterpret_cast<unsigned char *>(epk.data()), reinterpret_cast<unsigned char *>(esk.data()));
@@ -100,13 +98,12 @@ hangar::json sealed_key(const std::string &url, const SigningKey &key) {
 }
 
 void fulfill(hangar::cdp::Connection &c, const std::string &request_id, int status, const std::string &body) {
-    c.send("Fetch.fulfillRequest", {{"requestId", request_id},
-                                    {"responseCode", status},
-                                    {"responseHeaders", hangar::json::array({{{"name", "Content-Type"},
-                                                                              {"value", "application/json"}},
-                                                                             {{"name", "Cache-Control"},
-                                                                              {"value", "no-store"}}})},
-                                    {"body", signing::base64(body)}});
+    c.send("Fetch.fulfillRequest",
+           {{"requestId", request_id},
+            {"responseCode", status},
+            {"responseHeaders", hangar::json::array({{{"name", "Content-Type"}, {"value", "application/json"}},
+                                                     {{"name", "Cache-Control"}, {"value", "no-store"}}})},
+            {"body", signing::base64(body)}});
 }
 
 } // namespace

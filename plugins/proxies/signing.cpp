@@ -33,8 +33,8 @@ std::string signature_params(AgentForm form, std::string_view keyid_value, std::
     std::string keyid = ";keyid=\"" + std::string(keyid_value) + "\";alg=\"ed25519\"";
     std::string tag = std::string(";tag=\"") + kTag + "\"";
     if (form == AgentForm::string)
-        return R"(("@authority" "signature-agent");created=)" + std::string(created) + keyid + ";expires=" +
-               std::string(expires) + nonce + tag;
+        return R"(("@authority" "signature-agent");created=)" + std::string(created) + keyid +
+               ";expires=" + std::string(expires) + nonce + tag;
     return std::string(R"(("@authority" "signature-agent";key=")") + kLabel + R"(");created=)" + std::string(created) +
            ";expires=" + std::string(expires) + keyid + nonce + tag;
 }
@@ -138,7 +138,8 @@ Template signing_template(const Params &p) {
     Template t;
     t.base = base_text("{authority}", p, signature_params(p.form, p.keyid, "{created}", "{expires}", "{nonce}"));
     t.signature_agent = agent_field(p);
-    t.signature_input = std::string(kLabel) + "=" + signature_params(p.form, p.keyid, "{created}", "{expires}", "{nonce}");
+    t.signature_input =
+        std::string(kLabel) + "=" + signature_params(p.form, p.keyid, "{created}", "{expires}", "{nonce}");
     t.signature_prefix = std::string(kLabel) + "=:";
     return t;
 }

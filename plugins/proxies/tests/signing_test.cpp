@@ -167,10 +167,13 @@ public:
     // installed that extension under (its folder in the profile's Extensions/).
     void extensionIdAsChromiumDerivesIt() {
         std::string der(1024, '\0');
-        std::string b64 = "MIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEAvTkGWkCICNs1ZJpdCAP4W6e1DW/QWLGuLUxhyiDQQ9chXFSvGEfmm1J8ZQu5tP1g+"
-                          "BJP0Fzq3DAut78rj3Fft+p2j1TvMi7KwPbWtxOZvuLRKt4KUExcB7Lyi1Fin17wJm4Hb/ASOPRKzBFQBgkkvmtcyrR4dKo1DziSHk8f6DLV6"
-                          "USEyXbc4SEIlk35LAAYH1YNZ2eL1h4apuRGvEJcBYNoNbcrKB1gHCUUAiK++AIMjKMK+9jBuRxc2nuHJS+Nrli+AzJ2G+iKLw3m//"
-                          "VCUDCX7t8P5TCCDJv9YrIQlTc9cGo0k3te5Eb8wnKQmsWNgpX+z4kMdb7RJbc0VC2n8wIDAQAB";
+        std::string b64 =
+            "MIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEAvTkGWkCICNs1ZJpdCAP4W6e1DW/"
+            "QWLGuLUxhyiDQQ9chXFSvGEfmm1J8ZQu5tP1g+"
+            "BJP0Fzq3DAut78rj3Fft+p2j1TvMi7KwPbWtxOZvuLRKt4KUExcB7Lyi1Fin17wJm4Hb/"
+            "ASOPRKzBFQBgkkvmtcyrR4dKo1DziSHk8f6DLV6"
+            "USEyXbc4SEIlk35LAAYH1YNZ2eL1h4apuRGvEJcBYNoNbcrKB1gHCUUAiK++AIMjKMK+9jBuRxc2nuHJS+Nrli+AzJ2G+iKLw3m//"
+            "VCUDCX7t8P5TCCDJv9YrIQlTc9cGo0k3te5Eb8wnKQmsWNgpX+z4kMdb7RJbc0VC2n8wIDAQAB";
         std::size_t len = 0;
         CPPUNIT_ASSERT_EQUAL(0, sodium_base642bin(reinterpret_cast<unsigned char *>(der.data()), der.size(), b64.data(),
                                                   b64.size(), nullptr, &len, nullptr, sodium_base64_VARIANT_ORIGINAL));
@@ -195,7 +198,8 @@ public:
         CPPUNIT_ASSERT(a.crx.ends_with(bytes));
         CPPUNIT_ASSERT_EQUAL(std::size_t(32), a.id.size());
         CPPUNIT_ASSERT(a.id != b.id);
-        CPPUNIT_ASSERT(extension::update_manifest(a.id, "file:///x.crx").find("appid='" + a.id + "'") != std::string::npos);
+        CPPUNIT_ASSERT(extension::update_manifest(a.id, "file:///x.crx").find("appid='" + a.id + "'") !=
+                       std::string::npos);
     }
 };
 
