@@ -53,7 +53,8 @@ APT_PACKAGES := build-essential cmake ccache libpoco-dev nlohmann-json3-dev libc
                 clang-format clang-tidy libarchive-dev zip unzip python3 python3-venv python3-yaml \
                 passt libseccomp-dev iproute2 \
                 libsodium-dev liboath-dev oathtool openssl libssl-dev libpsl-dev \
-                tinyproxy dante-server stunnel4 libnss3-tools postgresql libpq-dev haproxy
+                tinyproxy dante-server stunnel4 libnss3-tools postgresql libpq-dev haproxy \
+                node-tweetnacl
 # Only for the libFuzzer targets (make test-fuzz, test-fuzz-smoke): clang and its fuzzer runtime.
 FUZZ_APT_PACKAGES := clang libclang-rt-14-dev
 FUZZ_DIR     ?= build-fuzz

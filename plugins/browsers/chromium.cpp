@@ -372,6 +372,7 @@ void ChromiumRunner::start() {
         ::unlink(profile.c_str());
     }
     write_policy();
+    install_forced_extension();
     if (!spec_.headless) {
         // The sink starts while Xvfb does; audio is not worth failing a session for.
         if (!settings_.pulseaudio_path.empty() && ::access(settings_.pulseaudio_path.c_str(), X_OK) == 0)
@@ -397,7 +398,16 @@ void ChromiumRunner::write_policy() {
     // The host bind-mounts <instance>/policy at /etc/chromium/policies/managed.
     std::string dir = settings_.run_dir + "/policy";
     std::string path = dir + "/hangar.json";
-    if (!spec_.chrome_policy) {
+    std::optional<json> policy = spec_.chrome_policy;
+    if (!settings_.forced_extension_id.empty()) {
+        // Tenants cannot set extension policies (session_model.cpp), so this list is Hangar's.
+        // DeveloperToolsAvailability stays unset: Chromium then refuses DevTools (and so every
+        // CDP client, the tenant's included) on extensions installed by policy.
+        if (!policy) policy = json::object();
+        (*policy)["ExtensionInstallForcelist"] =
+            json::array({settings_.forced_extension_id + ";" + settings_.forced_extension_update_url});
+    }
+    if (!policy) {
         ::unlink(path.c_str());
         return;
     }
@@ -406,17 +416,56 @@ void ChromiumRunner::write_policy() {
     {
         Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
         if (!fd) throw std::runtime_error("cannot write the Chromium policy " + tmp + ": " + std::strerror(errno));
-        write_all(fd.get(), spec_.chrome_policy->dump(2));
+        write_all(fd.get(), policy->dump(2));
     }
     if (::rename(tmp.c_str(), path.c_str()) != 0)
         throw std::runtime_error("cannot write the Chromium policy " + path + ": " + std::strerror(errno));
     // Echoing a policy that Chromium never reads would be a lie; say why instead.
     if (!settings_.policy_mount_dir.empty() &&
         ::access((settings_.policy_mount_dir + "/hangar.json").c_str(), R_OK) != 0)
-        throw std::runtime_error("chrome_policy cannot be applied: " + settings_.policy_mount_dir +
+        throw std::runtime_error((spec_.chrome_policy ? std::string("chrome_policy") : std::string("request signing")) +
+                                 " cannot be applied: " + settings_.policy_mount_dir +
                                  " is not this instance's policy dir (the host binds it only when that directory "
                                  "exists on the machine: mkdir -p " +
                                  settings_.policy_mount_dir + ")");
+}
+
+void ChromiumRunner::install_forced_extension() {
+    const std::string &id = settings_.forced_extension_id;
+    if (id.empty()) return;
+    std::string installed = settings_.user_data_dir + "/Default/Extensions/" + id;
+    auto has_manifest = [&] {
+        std::error_code ec;
+        for (const auto &e : std::filesystem::directory_iterator(installed, ec))
+            if (std::filesystem::exists(e.path() / "manifest.json", ec)) return true;
+        return false;
+    };
+    if (has_manifest()) return;
+    // A run of its own with Chromium's updater on (no --disable-background-networking), which
+    // reads the update manifest and the CRX from file:// URLs. Everything else that run would
+    // fetch goes to a proxy on a port nothing listens on in this network namespace (the
+    // discard port), so nothing leaves; no page is opened; and it closes in order, so the
+    // install is in the profile's preferences when the real run (with the flag) starts.
+    auto started = Clock::now();
+    ChromiumSettings install = settings_;
+    install.background_networking = true;
+    std::erase_if(install.extra_flags, [](const std::string &f) { return f.rfind("--proxy-", 0) == 0; });
+    install.extra_flags.emplace_back("--proxy-server=http://127.0.0.1:9");
+    install.extra_flags.emplace_back("--proxy-bypass-list=<-loopback>");
+    LaunchSpec spec = spec_;
+    spec.headless = true; // no display yet, and none is needed
+    spec.extensions.clear();
+    {
+        ChromiumProcess run(install, spec, std::nullopt, "", "about:blank", std::nullopt, log_);
+        auto deadline = Clock::now() + std::chrono::milliseconds(settings_.startup_timeout_ms);
+        while (!has_manifest() && Clock::now() < deadline && run.running())
+            std::this_thread::sleep_for(20ms);
+        run.close_in_order(5000ms);
+    }
+    if (!has_manifest())
+        throw std::runtime_error("Chromium did not install the request signer extension (see logs/chromium.log)");
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count();
+    log_(LogLevel::Info, "request signer extension installed in " + std::to_string(ms) + " ms");
 }
 
 std::string ChromiumRunner::user_agent_locked() {

@@ -66,6 +66,7 @@ public:
 
 private:
     void write_policy();
+    void install_forced_extension();
     void launch_locked(std::string_view url);
     void stop_locked();
     std::string user_agent_locked();

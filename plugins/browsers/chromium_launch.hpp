@@ -49,6 +49,14 @@ struct ChromiumSettings {
     // do not check that the mount is in place.
     std::string policy_mount_dir = "/etc/chromium/policies/managed";
     std::vector<std::string> extra_flags;
+    // An extension installed by policy (the proxies plugin's request signer): Chromium installs
+    // it through its extension updater, which --disable-background-networking turns off, so the
+    // runner installs it in a first run of its own (install_forced_extension) and every real run
+    // keeps the flag. Empty id: none.
+    std::string forced_extension_id;
+    std::string forced_extension_update_url;
+    // Only that install run, whose proxy goes nowhere, sets this.
+    bool background_networking = false;
     int startup_timeout_ms = 20000;
     int first_page_timeout_ms = 5000;
 };

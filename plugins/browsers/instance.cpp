@@ -35,6 +35,14 @@ void BrowsersPlugin::start_instance() {
     } catch (const Error &e) {
         if (e.status() != 404) throw;
     }
+    // The proxies plugin's request signer extension, in a browser created to sign.
+    try {
+        json forced = call("proxies.signer_extension", json::object());
+        settings.forced_extension_id = forced.value("id", "");
+        settings.forced_extension_update_url = forced.value("update_url", "");
+    } catch (const Error &e) {
+        if (e.status() != 404) throw;
+    }
     LaunchSpec spec = parse_launch_spec(instance_spec());
     auto logger = [this](LogLevel level, std::string_view msg) {
         log(level == LogLevel::Error  ? HANGAR_LOG_ERROR

@@ -423,7 +423,10 @@ void BrowsersPlugin::ProxyPlan::apply(json &spec) const {
     // The forwarder holds the first requests until the routes arrive (proxy_handover): a routed
     // host never leaves another way first.
     if (proxy_routes) spec["proxy"] = true;
-    if (sign) spec.erase("start_url"); // proxy_handover opens it once the signer runs
+    if (sign) {
+        spec.erase("start_url"); // proxy_handover opens it once the signer runs
+        spec["sign"] = true;     // the instance installs the signer extension (WebSockets)
+    }
 }
 
 void BrowsersPlugin::proxy_handover(const std::string &instance, const std::string &project, const CreateOptions &o,

@@ -18,6 +18,7 @@
 #include "proxies_model.hpp"
 #include "routes.hpp"
 #include "signer.hpp"
+#include "signer_extension.hpp"
 #include "signing.hpp"
 
 #include <hangar/cdp.hpp>
@@ -32,6 +33,7 @@
 #include <fstream>
 
 #include <chrono>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <random>
@@ -150,11 +152,21 @@ public:
         // store once, at start.
         if (spec.is_object() && spec.contains("proxy_ca") && spec["proxy_ca"].is_string())
             install_ca(spec["proxy_ca"].get<std::string>());
-        signer_ = std::make_unique<proxies::Signer>([this] {
-            auto endpoint = hangar::cdp::endpoint_of(call("browsers.chromium", json::object()));
-            if (!endpoint) throw std::runtime_error("Chromium is not running");
-            return std::pair<int, std::string>(endpoint->port, endpoint->ws_path);
-        });
+        // A browser created to sign gets Hangar's signer extension (WebSockets): packed here, the
+        // browsers plugin installs it by policy before Chromium starts (it depends on this plugin).
+        // Off unless the operator opts in: the install run leaves the profile making requests of
+        // its own (README, "Installing with the network closed").
+        bool extension = spec.is_object() && spec.value("sign", false) && config_bool("sign_websockets", false);
+        json forced = json::object();
+        if (extension) forced = pack_signer_extension();
+        service("proxies.signer_extension", [forced](const json &) { return forced; });
+        signer_ = std::make_unique<proxies::Signer>(
+            [this] {
+                auto endpoint = hangar::cdp::endpoint_of(call("browsers.chromium", json::object()));
+                if (!endpoint) throw std::runtime_error("Chromium is not running");
+                return std::pair<int, std::string>(endpoint->port, endpoint->ws_path);
+            },
+            extension);
         route("PUT", "/proxies/signing", [this](Request &q, Response &r) {
             json body = q.json_body();
             std::optional<proxies::SigningKey> key;
@@ -224,6 +236,23 @@ public:
     void stop_instance() override {
         signer_.reset();
         forwarder_.reset();
+    }
+
+    // {id, update_url}: the CRX and its update manifest in <run dir>/signer/, which Chromium reads
+    // as file:// URLs (no network).
+    json pack_signer_extension() {
+        namespace ext = proxies::extension;
+        std::string dir = instance_run_dir() + "/signer";
+        std::filesystem::create_directories(dir);
+        auto packed = ext::pack(ext::zip(ext::files()));
+        auto write = [](const std::string &path, const std::string &content) {
+            std::ofstream out(path, std::ios::binary | std::ios::trunc);
+            out << content;
+            if (!out.flush()) throw std::runtime_error("cannot write " + path);
+        };
+        write(dir + "/signer.crx", packed.crx);
+        write(dir + "/update.xml", ext::update_manifest(packed.id, "file://" + dir + "/signer.crx"));
+        return {{"id", packed.id}, {"update_url", "file://" + dir + "/update.xml"}};
     }
 
 private:

@@ -2,7 +2,9 @@
 // browser target, with Fetch interception on every request of every tab, worker and service
 // worker. Each paused request goes on with Signature-Agent, Signature-Input and Signature added
 // (HTTPS included: the headers are set before Chromium encrypts anything). The connection is
-// re-made when Chromium restarts; while it is down, requests go out unsigned.
+// re-made when Chromium restarts; while it is down, requests go out unsigned. WebSocket upgrade
+// requests, which Fetch never pauses, are signed by Hangar's signer extension (signer_extension.hpp),
+// which gets the key through this same interception.
 #pragma once
 
 #include "signing.hpp"
@@ -33,7 +35,9 @@ public:
     // `endpoint` answers Chromium's DevTools port and browser WebSocket path (throws while it
     // does not run).
     using Endpoint = std::function<std::pair<int, std::string>()>;
-    explicit Signer(Endpoint endpoint);
+    // `extension`: this Chromium runs Hangar's signer extension (WebSockets), which asks for the
+    // key through this interception, once per instance.
+    Signer(Endpoint endpoint, bool extension);
     Signer(const Signer &) = delete;
     Signer &operator=(const Signer &) = delete;
     ~Signer();
@@ -54,6 +58,8 @@ private:
     std::uint64_t generation_ = 0; // bumped when signing starts or stops
     std::uint64_t armed_ = 0;      // the generation whose interception is on
     std::uint64_t signed_ = 0;
+    bool extension_ = false;
+    bool handed_ = false; // the extension has had its key (never again: signer.cpp)
     std::jthread thread_;
 };
 

@@ -25,22 +25,36 @@ std::string encode(std::string_view raw, int variant) {
     return out;
 }
 
-// The inner list and parameters of Signature-Input, also the value of "@signature-params".
-std::string signature_params(const Params &p) {
-    std::string nonce = p.nonce.empty() ? "" : ";nonce=\"" + p.nonce + "\"";
-    std::string keyid = ";keyid=\"" + p.keyid + "\";alg=\"ed25519\"";
+// The inner list and parameters of Signature-Input, also the value of "@signature-params". The
+// values are text so that template() can put placeholders where sign() puts numbers.
+std::string signature_params(AgentForm form, std::string_view keyid_value, std::string_view created,
+                             std::string_view expires, std::string_view nonce_value) {
+    std::string nonce = nonce_value.empty() ? "" : ";nonce=\"" + std::string(nonce_value) + "\"";
+    std::string keyid = ";keyid=\"" + std::string(keyid_value) + "\";alg=\"ed25519\"";
     std::string tag = std::string(";tag=\"") + kTag + "\"";
-    if (p.form == AgentForm::string)
-        return R"(("@authority" "signature-agent");created=)" + std::to_string(p.created) + keyid +
-               ";expires=" + std::to_string(p.expires) + nonce + tag;
-    return std::string(R"(("@authority" "signature-agent";key=")") + kLabel + R"(");created=)" +
-           std::to_string(p.created) + ";expires=" + std::to_string(p.expires) + keyid + nonce + tag;
+    if (form == AgentForm::string)
+        return R"(("@authority" "signature-agent");created=)" + std::string(created) + keyid +
+               ";expires=" + std::string(expires) + nonce + tag;
+    return std::string(R"(("@authority" "signature-agent";key=")") + kLabel + R"(");created=)" + std::string(created) +
+           ";expires=" + std::string(expires) + keyid + nonce + tag;
+}
+
+std::string signature_params(const Params &p) {
+    return signature_params(p.form, p.keyid, std::to_string(p.created), std::to_string(p.expires), p.nonce);
 }
 
 // The Signature-Agent field value, as sent and as covered.
 std::string agent_field(const Params &p) {
     std::string quoted = "\"" + p.agent + "\"";
     return p.form == AgentForm::string ? quoted : std::string(kLabel) + "=" + quoted;
+}
+
+std::string base_text(std::string_view authority, const Params &p, const std::string &params) {
+    // Either way the covered value is the quoted agent: the whole field, or the member's value.
+    std::string covered = p.form == AgentForm::string ? R"("signature-agent")"
+                                                      : R"("signature-agent";key=")" + std::string(kLabel) + "\"";
+    return "\"@authority\": " + std::string(authority) + "\n" + covered + ": \"" + p.agent +
+           "\"\n\"@signature-params\": " + params;
 }
 
 } // namespace
@@ -117,11 +131,17 @@ std::optional<AgentForm> parse_agent_form(std::string_view name) {
 }
 
 std::string signature_base(std::string_view authority, const Params &p) {
-    // Either way the covered value is the quoted agent: the whole field, or the member's value.
-    std::string covered = p.form == AgentForm::string ? R"("signature-agent")"
-                                                      : R"("signature-agent";key=")" + std::string(kLabel) + "\"";
-    return "\"@authority\": " + std::string(authority) + "\n" + covered + ": \"" + p.agent +
-           "\"\n\"@signature-params\": " + signature_params(p);
+    return base_text(authority, p, signature_params(p));
+}
+
+Template signing_template(const Params &p) {
+    Template t;
+    t.base = base_text("{authority}", p, signature_params(p.form, p.keyid, "{created}", "{expires}", "{nonce}"));
+    t.signature_agent = agent_field(p);
+    t.signature_input =
+        std::string(kLabel) + "=" + signature_params(p.form, p.keyid, "{created}", "{expires}", "{nonce}");
+    t.signature_prefix = std::string(kLabel) + "=:";
+    return t;
 }
 
 Headers sign(std::string_view secret_key, std::string_view authority, const Params &p) {

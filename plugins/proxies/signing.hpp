@@ -69,6 +69,18 @@ struct Params {
 std::string signature_base(std::string_view authority, const Params &p);
 Headers sign(std::string_view secret_key, std::string_view authority, const Params &p);
 
+// The same signature base and headers with the per-request values left as placeholders:
+// {authority}, {created}, {expires}, {nonce}. Hangar's signer extension (signer_extension.hpp)
+// fills them in for each WebSocket upgrade request, so its signatures come from the one text
+// sign() makes and the two cannot drift. `p.created`, `p.expires` and `p.nonce` are not used.
+struct Template {
+    std::string base;
+    std::string signature_agent;
+    std::string signature_input;
+    std::string signature_prefix; // "sig1=:", then base64(signature) and ":"
+};
+Template signing_template(const Params &p);
+
 // An sf-string can carry the agent URL as it is (printable ASCII, no quote or backslash).
 bool valid_agent(std::string_view agent);
 

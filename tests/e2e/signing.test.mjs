@@ -16,6 +16,7 @@ import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, readdirSync, rmSync, w
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { webcrypto as nodeCrypto } from 'node:crypto';
+import http from 'node:http';
 
 import { chromium } from 'playwright-core';
 import { component, verifySignature, webcrypto } from 'http-message-sig';
@@ -23,7 +24,7 @@ import { jwkThumbprint } from 'jsonwebkey-thumbprint';
 import { verify as webBotAuthVerify } from 'web-bot-auth';
 import { verifierFromJWK } from 'web-bot-auth/crypto';
 
-import { readyInstances, startServer, repoRoot, waitFor } from './lib/server.mjs';
+import { listenAllowed, readyInstances, startServer, repoRoot, waitFor } from './lib/server.mjs';
 import { startOrigin, startTinyproxy, startStunnel, testCa } from './lib/proxy-servers.mjs';
 
 const DIRECTORY = '/.well-known/http-message-signatures-directory';
@@ -103,7 +104,8 @@ describe('request signing and proxy CA bundles', () => {
     const etc = join(repoRoot, 'etc');
     copyFileSync(join(etc, 'hangar.ini'), join(conf, 'hangar.ini'));
     for (const f of readdirSync(join(etc, 'plugins.d'))) copyFileSync(join(etc, 'plugins.d', f), join(conf, 'plugins.d', f));
-    writeFileSync(join(conf, 'plugins.d', 'proxies.ini'), '[proxies]\nenabled = true\n');
+    // sign_websockets: the signer extension, off by default until an idle signing browser stays quiet.
+    writeFileSync(join(conf, 'plugins.d', 'proxies.ini'), '[proxies]\nenabled = true\nsign_websockets = true\n');
     for (const d of [conf, join(conf, 'plugins.d')]) chmodSync(d, 0o755);
     server = await startServer({ env: { HANGAR_CONFIG: join(conf, 'hangar.ini') } });
     kernel = server.client;
@@ -199,6 +201,109 @@ describe('request signing and proxy CA bundles', () => {
     } finally {
       await cdp.close().catch(() => {});
       await kernel.browsers.deleteByID(b.session_id);
+    }
+  });
+
+  // Fetch interception never pauses a WebSocket handshake: Hangar's signer extension (installed
+  // by policy, blocking webRequest) signs it with the key the agent hands it. Fails on a server
+  // without it, where the upgrade requests carry no signature.
+  test('a web-bot-auth browser signs WebSocket upgrade requests, ws:// and wss:// through a proxy with its CA bundle', async () => {
+    const proxy = await kernel.proxies.create({
+      type: 'custom', protocol: 'http', name: 'intercepting-ws', config: { host: '127.0.0.1', port: tiny.port, ca_bundle: ca.ca },
+    });
+    const b = await kernel.browsers.create({ headless: true, proxy_id: proxy.id, extensions: [{ name: 'web-bot-auth' }], timeout_seconds: 120 });
+    const cdp = await chromium.connectOverCDP(b.cdp_ws_url, { timeout: 30_000 });
+    try {
+      const page = cdp.contexts()[0].pages()[0];
+      await page.goto(`http://127.0.0.1:${origin.port}/ws-page`);
+      const open = (url) =>
+        page.evaluate(
+          (u) =>
+            new Promise((resolve) => {
+              const ws = new WebSocket(u);
+              ws.onmessage = (e) => resolve(e.data);
+              ws.onerror = () => resolve('error');
+              setTimeout(() => resolve('timeout'), 10_000);
+            }),
+          url,
+        );
+      assert.equal(await open(`ws://127.0.0.1:${origin.port}/ws-plain`), 'ok');
+      assert.equal(await open(`wss://127.0.0.1:${site.port}/ws-secure`), 'ok');
+      const dir = await fetchDirectory(server.baseURL);
+      const plain = origin.hits.find((h) => h.upgrade && h.url === '/ws-plain');
+      const secure = origin.hits.find((h) => h.upgrade && h.url === '/ws-secure');
+      assert.ok(plain && secure, 'both upgrade requests reached the origin');
+      assert.equal(secure.host, `127.0.0.1:${site.port}`);
+      for (const [hit, scheme] of [[plain, 'http'], [secure, 'https']]) {
+        assert.ok(isSigned(hit), `${hit.url} carries a signature`);
+        const params = await verifyHit(hit, dir, scheme);
+        assert.equal(params.keyid, dir.keys[0].kid);
+        assert.equal(params.tag, 'web-bot-auth');
+        assert.equal(params.expires.getTime() - params.created.getTime(), 3_600_000);
+        assert.equal(hit.headers['signature-agent'], `"${server.baseURL}"`);
+        assert.match(
+          hit.headers['signature-input'],
+          /^sig1=\("@authority" "signature-agent"\);created=\d+;keyid="[^"]+";alg="ed25519";expires=\d+;nonce="[^"]+";tag="web-bot-auth"$/,
+        );
+      }
+      // The RFC 9421 verifier reads them too, and each covers its own socket's authority.
+      assert.equal((await verifyRfc9421Hit(plain, dir, 'signature-agent')).keyid, dir.keys[0].kid);
+      await assert.rejects(verifyHit({ ...secure, host: `127.0.0.1:${site.port + 1}` }, dir, 'https'), /invalid signature/i);
+
+      // The tenant's CDP cannot reach the extension that holds the key: Chromium refuses
+      // DevTools on extensions installed by policy.
+      const browserSession = await cdp.newBrowserCDPSession();
+      const { targetInfos } = await browserSession.send('Target.getTargets');
+      const worker = targetInfos.find((t) => t.type === 'service_worker' && t.url.startsWith('chrome-extension://'));
+      assert.ok(worker, 'the signer extension runs');
+      await assert.rejects(browserSession.send('Target.attachToTarget', { targetId: worker.targetId, flatten: true }), /not allowed/i);
+      const extId = new URL(worker.url).host;
+      await assert.rejects(browserSession.send('Extensions.getStorageItems', { id: extId, storageArea: 'session' }));
+      // Nor can it ask for the key again: the agent hands it over once per browser run.
+      const asked = await page.evaluate(async () => {
+        try {
+          return (await fetch('http://signer.hangar.invalid/key?pk=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA')).status;
+        } catch (e) {
+          return String(e);
+        }
+      });
+      assert.notEqual(asked, 200);
+    } finally {
+      await cdp.close().catch(() => {});
+      await kernel.browsers.deleteByID(b.session_id);
+    }
+  });
+
+  // The signer extension is installed in a run of Chromium's own with its updater on; that run's
+  // proxy goes nowhere, and the real run keeps --disable-background-networking. So a signing
+  // browser left alone sends nothing through its proxy: the proxy here records every request
+  // and tunnel it is asked for.
+  // todo: fails today. After the install run (no --disable-background-networking), the same
+  // profile's real run, flag and all, asks update.googleapis.com, clients2.google.com/time and
+  // accounts.google.com through the browser's proxy (README, "Installing with the network closed").
+  test('an idle signing browser makes no request of its own', { todo: 'the install run leaves the profile making requests' }, async () => {
+    const asked = [];
+    const recorder = http.createServer((req, res) => {
+      asked.push(`${req.method} ${req.url}`);
+      res.writeHead(502).end();
+    });
+    recorder.on('connect', (req, socket) => {
+      asked.push(`CONNECT ${req.url}`);
+      socket.end('HTTP/1.1 502 Bad Gateway\r\n\r\n');
+    });
+    const port = await listenAllowed(recorder);
+    try {
+      const proxy = await kernel.proxies.create({ type: 'custom', protocol: 'http', name: 'recorder', config: { host: '127.0.0.1', port } });
+      const b = await kernel.browsers.create({ headless: true, proxy_id: proxy.id, extensions: [{ name: 'web-bot-auth' }], timeout_seconds: 120 });
+      try {
+        await new Promise((r) => setTimeout(r, 15_000));
+        assert.deepEqual(asked, [], 'nothing went through the proxy');
+      } finally {
+        await kernel.browsers.deleteByID(b.session_id);
+      }
+    } finally {
+      recorder.closeAllConnections?.();
+      await new Promise((r) => recorder.close(r));
     }
   });
 

@@ -1,11 +1,16 @@
 // Unit tests of request signing's pure half: the RFC 7638 thumbprint (RFC 8037's Ed25519
 // example), @authority, the exact signature base and headers, and a signature libsodium verifies.
+#include "signer_extension.hpp"
 #include "signing.hpp"
+
+#include <hangar/zip.hpp>
 
 #include <cppunit/TestFixture.h>
 #include <cppunit/extensions/HelperMacros.h>
 
 #include <sodium.h>
+
+#include <map>
 
 using namespace proxies;
 
@@ -30,6 +35,9 @@ class SigningTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(signatureBaseAndHeaders);
     CPPUNIT_TEST(sameHeadersAsKernelsExtension);
     CPPUNIT_TEST(agentForms);
+    CPPUNIT_TEST(templateFilledIsWhatSignSigns);
+    CPPUNIT_TEST(extensionIdAsChromiumDerivesIt);
+    CPPUNIT_TEST(extensionZipAndCrx);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -123,6 +131,75 @@ public:
         CPPUNIT_ASSERT(signing::parse_agent_form("dictionary") == signing::AgentForm::dictionary);
         CPPUNIT_ASSERT(!signing::parse_agent_form("String"));
         CPPUNIT_ASSERT(!signing::parse_agent_form(""));
+    }
+
+    // The signer extension fills the template in (sw.js: replaceAll of each placeholder); the
+    // result must be the base and headers sign() makes for the same values, in both forms.
+    void templateFilledIsWhatSignSigns() {
+        auto key = signing::generate();
+        for (auto form : {signing::AgentForm::string, signing::AgentForm::dictionary}) {
+            signing::Params p;
+            p.form = form;
+            p.keyid = signing::thumbprint(key.public_key);
+            p.agent = "https://hangar.example";
+            p.created = 1700000000;
+            p.expires = 1700003600;
+            p.nonce = "bm9uY2U=";
+            auto t = signing::signing_template(p);
+            auto fill = [](std::string text) {
+                for (auto [from, to] : {std::pair<std::string, std::string>{"{authority}", "example.com:8443"},
+                                        {"{created}", "1700000000"},
+                                        {"{expires}", "1700003600"},
+                                        {"{nonce}", "bm9uY2U="}})
+                    for (auto at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()))
+                        text.replace(at, from.size(), to);
+                return text;
+            };
+            CPPUNIT_ASSERT_EQUAL(signing::signature_base("example.com:8443", p), fill(t.base));
+            auto h = signing::sign(key.secret_key, "example.com:8443", p);
+            CPPUNIT_ASSERT_EQUAL(h.signature_agent, t.signature_agent);
+            CPPUNIT_ASSERT_EQUAL(h.signature_input, fill(t.signature_input));
+            CPPUNIT_ASSERT(h.signature.starts_with(t.signature_prefix));
+        }
+    }
+
+    // An RSA key Chromium 156 packed an extension with (--pack-extension), and the id Chromium
+    // installed that extension under (its folder in the profile's Extensions/).
+    void extensionIdAsChromiumDerivesIt() {
+        std::string der(1024, '\0');
+        std::string b64 =
+            "MIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEAvTkGWkCICNs1ZJpdCAP4W6e1DW/"
+            "QWLGuLUxhyiDQQ9chXFSvGEfmm1J8ZQu5tP1g+"
+            "BJP0Fzq3DAut78rj3Fft+p2j1TvMi7KwPbWtxOZvuLRKt4KUExcB7Lyi1Fin17wJm4Hb/"
+            "ASOPRKzBFQBgkkvmtcyrR4dKo1DziSHk8f6DLV6"
+            "USEyXbc4SEIlk35LAAYH1YNZ2eL1h4apuRGvEJcBYNoNbcrKB1gHCUUAiK++AIMjKMK+9jBuRxc2nuHJS+Nrli+AzJ2G+iKLw3m//"
+            "VCUDCX7t8P5TCCDJv9YrIQlTc9cGo0k3te5Eb8wnKQmsWNgpX+z4kMdb7RJbc0VC2n8wIDAQAB";
+        std::size_t len = 0;
+        CPPUNIT_ASSERT_EQUAL(0, sodium_base642bin(reinterpret_cast<unsigned char *>(der.data()), der.size(), b64.data(),
+                                                  b64.size(), nullptr, &len, nullptr, sodium_base64_VARIANT_ORIGINAL));
+        der.resize(len);
+        CPPUNIT_ASSERT_EQUAL(std::string("alnmigejoiceiebapjpgaingdlmbeohd"), extension::id_of(der));
+    }
+
+    // The zip reads back whole (the e2e test has Chromium install the CRX itself); the CRX is
+    // framed as CRX3 and each pack is a new key, so a new id.
+    void extensionZipAndCrx() {
+        const auto &files = extension::files();
+        CPPUNIT_ASSERT_EQUAL(std::size_t(3), files.size());
+        std::string bytes = extension::zip(files);
+        std::map<std::string, std::string> read;
+        hangar::read_zip(bytes, hangar::ZipLimits{}, [&](hangar::ZipItem &&item) { read[item.rel] = item.data; });
+        for (const auto &[name, content] : files)
+            CPPUNIT_ASSERT_EQUAL(content, read[name]);
+        CPPUNIT_ASSERT(read["manifest.json"].find("webRequestBlocking") != std::string::npos);
+        auto a = extension::pack(bytes);
+        auto b = extension::pack(bytes);
+        CPPUNIT_ASSERT_EQUAL(std::string("Cr24\x03\0\0\0", 8), a.crx.substr(0, 8));
+        CPPUNIT_ASSERT(a.crx.ends_with(bytes));
+        CPPUNIT_ASSERT_EQUAL(std::size_t(32), a.id.size());
+        CPPUNIT_ASSERT(a.id != b.id);
+        CPPUNIT_ASSERT(extension::update_manifest(a.id, "file:///x.crx").find("appid='" + a.id + "'") !=
+                       std::string::npos);
     }
 };
 

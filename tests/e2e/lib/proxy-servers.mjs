@@ -7,6 +7,7 @@ import { writeFileSync, readFileSync, existsSync, chmodSync } from 'node:fs';
 import { join } from 'node:path';
 import http from 'node:http';
 import net from 'node:net';
+import { createHash } from 'node:crypto';
 
 import { listenAllowed } from './server.mjs';
 
@@ -83,6 +84,16 @@ export async function startOrigin(exitIp = '203.0.113.9') {
     const imgs = Array.from({ length: subs }, (_, i) => `<img src="/sub/${i}.gif?p=${encodeURIComponent(url.pathname)}">`).join('');
     res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });
     res.end(`<!doctype html><html><head><title>${title}</title></head><body>ok${imgs}</body></html>`);
+  });
+  // A WebSocket upgrade is recorded like any request (`upgrade: true`), answered by hand
+  // (RFC 6455: the accept key and one text frame, "ok") and closed.
+  srv.on('upgrade', (req, socket) => {
+    hits.push({ url: req.url, host: req.headers.host, headers: req.headers, upgrade: true });
+    const accept = createHash('sha1').update(`${req.headers['sec-websocket-key']}258EAFA5-E914-47DA-95CA-C5AB0DC85B11`).digest('base64');
+    socket.on('error', () => {});
+    socket.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${accept}\r\n\r\n`);
+    socket.write(Buffer.from([0x81, 2, 0x6f, 0x6b]));
+    setTimeout(() => socket.destroy(), 1000);
   });
   srv.on('connect', (req, socket, head) => {
     const upstream = net.connect(srv.address().port, '127.0.0.1', () => {
