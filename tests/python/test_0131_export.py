@@ -355,3 +355,23 @@ def test_a_collector_restart_loses_nothing_within_the_bound_and_counts_drops_bey
         if collector.proc is None:
             collector.start()
     delete_when_unbound(client, d.id)
+
+
+def test_a_pool_exports_its_leases_telemetry(client: Kernel, collector: Collector, page_url: str) -> None:
+    d = client.telemetry.destinations.create(name="pool-dest", endpoint=f"http://127.0.0.1:{collector.port}")
+    capture = {"browser": {"console": {"enabled": True}}}
+    with pytest.raises(kernel.BadRequestError, match="telemetry.export.otlp.destination"):
+        client.browser_pools.create(name="pool-bad", size=1, headless=True,
+                                    telemetry={**capture, "export": {"otlp": {"destination": {"name": "nope"}}}})
+    pool = client.browser_pools.create(name="pool-export", size=1, headless=True,
+                                       telemetry={**capture, "export": {"otlp": {"destination": {"name": "pool-dest"}}}})
+    try:
+        b = client.browser_pools.acquire(pool.id, acquire_timeout_seconds=50)
+        assert b is not None and b.telemetry.export.otlp.destination == d.id, b
+        run(client, b.session_id, f"await page.goto({json.dumps(page_url)});"
+                                  "await page.evaluate(() => console.log('pooled-1')); return 1;")
+        wait_for(lambda: markers(collector, b.session_id, "pooled"), what="the lease's console line at the collector")
+        client.browser_pools.release(pool.id, session_id=b.session_id, reuse=False)
+    finally:
+        client.browser_pools.delete(pool.id, force=True)
+    delete_when_unbound(client, d.id)
