@@ -109,7 +109,9 @@ Headers merge_headers(const Headers &current, const json &value, const std::stri
     Headers out = current;
     std::set<std::string> seen;
     for (const auto &[name, v] : value.items()) {
-        const std::string at = field + "." + name;
+        std::string at = field;
+        at += '.';
+        at += name;
         if (!token(name)) throw Error::invalid(at, "is not a valid header name");
         if (!seen.insert(lower(name)).second)
             throw Error::invalid(at, "is given twice with different spellings (header names ignore case)");
@@ -166,7 +168,7 @@ json any_value(const json &v) {
 
 namespace {
 
-json attribute(std::string key, json value) {
+json attribute(std::string key, const json &value) {
     return {{"key", std::move(key)}, {"value", any_value(value)}};
 }
 

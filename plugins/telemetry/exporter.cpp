@@ -74,7 +74,7 @@ void Exporter::run(const std::stop_token &stop, const std::string &id, Destinati
             if (stop.stop_requested()) return;
             batch = d.queue.take(settings_.batch_records);
         }
-        deliver(stop, id, d, std::move(batch));
+        deliver(stop, id, d, batch);
     }
 }
 
@@ -91,7 +91,7 @@ std::optional<int> retry_after(const hangar::outbound::Response &r) {
 } // namespace
 
 void Exporter::deliver(const std::stop_token &stop, const std::string &id, Destination &d,
-                       std::vector<otlp::Record> batch) {
+                       const std::vector<otlp::Record> &batch) {
     const std::string body = otlp::logs_request(batch, settings_.node).dump();
     std::mt19937 rng(std::random_device{}());
     std::uniform_real_distribution<double> jitter(0.0, 1.0);
@@ -113,7 +113,7 @@ void Exporter::deliver(const std::stop_token &stop, const std::string &id, Desti
             req.timeout = settings_.timeout;
             for (const auto &[k, v] : target->headers)
                 req.headers.emplace_back(k, v);
-            auto res = hangar::outbound::send(req, settings_.policy, 64 * 1024);
+            auto res = hangar::outbound::send(req, settings_.policy, std::size_t{64} * 1024);
             if (res.status >= 200 && res.status < 300) {
                 // OTLP's partial success: records the collector refused are not coming back.
                 std::uint64_t rejected = 0;

@@ -66,7 +66,8 @@ private:
     };
     void run(const std::stop_token &stop, const std::string &id, Destination &d);
     // Sends one batch until it is delivered, refused for good, or the exporter stops.
-    void deliver(const std::stop_token &stop, const std::string &id, Destination &d, std::vector<otlp::Record> batch);
+    void deliver(const std::stop_token &stop, const std::string &id, Destination &d,
+                 const std::vector<otlp::Record> &batch);
 
     Settings settings_;
     Lookup lookup_;

@@ -81,6 +81,11 @@ def api(srv, method: str, path: str, body: dict | None = None) -> httpx.Response
                          headers={"Authorization": f"Bearer {srv.api_key}"})
 
 
+def raw_of(srv, destination_id: str) -> dict:
+    """The destination as the server answers it (Hangar's additions included)."""
+    return api(srv, "GET", f"/audit-logs/export/destinations/{destination_id}").json()
+
+
 def objects(moto: Moto, prefix: str) -> dict[str, bytes]:
     s3 = moto.s3()
     out: dict[str, bytes] = {}
@@ -108,6 +113,27 @@ def test_destinations_crud_and_test(moto: Moto) -> None:
             if path.is_file():
                 assert SECRET.encode() not in path.read_bytes(), path
         assert [x.id for x in client.audit_logs.export_destinations.list()] == [dest.id]
+        kms = client.audit_logs.export_destinations.create(type="s3", format="jsonl.gz", bucket="hangar-audit-kms",
+                                                           prefix="k", region="eu-west-1", role_arn="",
+                                                           kms_key_id="arn:aws:kms:eu-west-1:1:key/abc",
+                                                           extra_body={**extra, "sse": "aws:kms"})
+        try:
+            assert kms.kms_key_id == "arn:aws:kms:eu-west-1:1:key/abc" and raw_of(srv, kms.id)["sse"] == "aws:kms"
+            page = client.audit_logs.export_destinations.list(limit=1, offset=1)
+            assert [x.id for x in page.items] == [kms.id] and not page.has_next_page()
+            # Every field changes and reads back; "" removes the KMS key.
+            u = client.audit_logs.export_destinations.update(
+                kms.id, bucket="hangar-audit-2", prefix="p2/", region="us-west-2", role_arn="arn:aws:iam::1:role/r",
+                kms_key_id="", extra_body={"sse": "none", "endpoint": moto.url + "/", "access_key_id": "AKIAOTHER",
+                                           "secret_access_key": "other-secret"})
+            assert (u.bucket, u.prefix, u.region, u.role_arn, u.kms_key_id) == (
+                "hangar-audit-2", "p2", "us-west-2", "arn:aws:iam::1:role/r", None)
+            raw = raw_of(srv, kms.id)
+            assert (raw["sse"], raw["endpoint"], raw["access_key_id"]) == ("none", moto.url + "/", "AKIAOTHER"), raw
+            p = client.audit_logs.export_destinations.update(kms.id, status="active")
+            assert p.status == "active" and p.last_exported_cursor
+        finally:
+            client.audit_logs.export_destinations.delete(kms.id)
         # `test` writes a probe with the destination's settings and removes it.
         t = client.audit_logs.export_destinations.test(dest.id)
         assert t.success is True and t.stage == "complete", t

@@ -189,6 +189,19 @@ def test_destinations_crud_with_write_only_sealed_headers(client: Kernel, srv, c
         assert client.telemetry.destinations.retrieve("CRUD-DEST").id == d.id  # by name, case-insensitive
         assert [x.id for x in client.telemetry.destinations.list(query="crud")] == [d.id]
         assert [x.id for x in client.telemetry.destinations.list(name="nope")] == []
+        other = client.telemetry.destinations.create(name="crud-other", endpoint=endpoint)
+        try:
+            first = client.telemetry.destinations.list(limit=1)
+            # .items: iterating the page itself would fetch the following pages too
+            assert [x.id for x in first.items] == [d.id] and first.has_next_page()
+            assert [x.id for x in client.telemetry.destinations.list(limit=1, offset=1).items] == [other.id]
+            # Renamed and pointed elsewhere (the endpoint is checked again).
+            r = client.telemetry.destinations.update(other.id, name="crud-renamed", endpoint=endpoint + "/otlp")
+            assert (r.name, r.endpoint) == ("crud-renamed", endpoint + "/otlp")
+            with pytest.raises(kernel.BadRequestError, match="loopback"):
+                client.telemetry.destinations.update(other.id, endpoint="http://127.0.0.1:1")
+        finally:
+            client.telemetry.destinations.delete(other.id)
         # PATCH merges headers per key: another spelling replaces, null deletes, the rest stays.
         u = client.telemetry.destinations.update(d.id, headers={"authorization": "Bearer rotated", "X-Honeycomb-Team": None},
                                                  description="second")

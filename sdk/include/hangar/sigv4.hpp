@@ -133,8 +133,12 @@ inline std::string canonical_request(const Request &r) {
         q.emplace_back(uri_encode(k, false), uri_encode(v, false));
     std::sort(q.begin(), q.end());
     std::string query;
-    for (const auto &[k, v] : q)
-        query += (query.empty() ? "" : "&") + k + "=" + v;
+    for (const auto &[k, v] : q) {
+        if (!query.empty()) query += '&';
+        query += k;
+        query += '=';
+        query += v;
+    }
     // Headers of one name (case-insensitive) join their values with commas, in the order given.
     std::vector<std::pair<std::string, std::string>> h;
     for (const auto &[k, v] : r.headers) {
@@ -147,8 +151,12 @@ inline std::string canonical_request(const Request &r) {
     }
     std::stable_sort(h.begin(), h.end(), [](const auto &a, const auto &b) { return a.first < b.first; });
     std::string headers;
-    for (const auto &[k, v] : h)
-        headers += k + ":" + v + "\n";
+    for (const auto &[k, v] : h) {
+        headers += k;
+        headers += ':';
+        headers += v;
+        headers += '\n';
+    }
     std::string path = r.path.empty() ? "/" : uri_encode(r.path, true);
     return r.method + "\n" + path + "\n" + query + "\n" + headers + "\n" + signed_headers(r) + "\n" + r.payload_hash;
 }
