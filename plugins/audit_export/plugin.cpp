@@ -82,7 +82,9 @@ public:
         max_entries_ =
             static_cast<std::size_t>(std::clamp<std::int64_t>(config_int("object_entries", 5000), 1, 100000));
         timeout_ = std::chrono::milliseconds(std::clamp<std::int64_t>(config_int("timeout_ms", 15000), 100, 120000));
-        lease_ms_ = std::max<std::int64_t>(30000, 3 * interval_.count());
+        lease_ms_ =
+            std::clamp<std::int64_t>(config_int("lease_ms", std::max<std::int64_t>(30000, 3 * interval_.count())),
+                                     3 * interval_.count(), 3600000);
         Poco::Net::initializeSSL();
         routes();
         service("audit_export.metrics", [this](const json &) { return metrics(); });

@@ -17,6 +17,7 @@ import gzip
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -31,7 +32,7 @@ import pytest
 import kernel
 from kernel import Kernel
 
-from conftest import ALLOWED_PORTS, launched, wait_for
+from conftest import ALLOWED_PORTS, REPO, launched, wait_for
 from test_0131_export import config_dir, free_port
 
 KEY_ID, SECRET = "AKIAHANGARTEST000001", "hangar-test-secret-key-never-stored-in-clear"
@@ -207,3 +208,59 @@ def test_500_requests_land_exactly_once_across_a_restart(moto: Moto) -> None:
             assert after.status == "active" and after.consecutive_failures == 0 and after.last_exported_cursor
         import shutil
         shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def node_counter(srv, name: str) -> float:
+    text = api(srv, "GET", "/metrics").text
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name + "{"))
+
+
+def test_in_a_cluster_one_node_ships_and_another_takes_over(moto: Moto, tmp_path: Path) -> None:
+    """Two nodes on one PostgreSQL (tests/pg/pgtemp.sh): entries recorded by both land once, all
+    written by the node holding the lease; SIGKILL that node and the other takes over."""
+    # Not under tmp_path: pytest makes its parents 0700, and PostgreSQL runs as its own user.
+    pg_dir = Path(tempfile.mkdtemp(prefix="hangar-audit-pg-")) / "pg"
+    os.chmod(pg_dir.parent, 0o755)
+    pg_port = free_port(25400, 25499)
+    store = subprocess.run(["sh", str(REPO / "tests/pg/pgtemp.sh"), "start", str(pg_dir), str(pg_port)],
+                           capture_output=True, text=True, check=True, timeout=120).stdout.strip()
+    key = "sk_test_" + os.urandom(24).hex()
+    try:
+        with tempfile.TemporaryDirectory(prefix="hangar-audit-cfg-") as d:
+            cfg = config_dir(d, {"fetch_allow": f"127.0.0.1:{moto.port}"},
+                             {"audit_export": "interval_ms = 300\nsettle_ms = 500\nobject_entries = 100\nlease_ms = 3000"})
+            common = {"HANGAR_CONFIG": cfg, "HANGAR_STORE_URL": store, "HANGAR_API_KEY": key,
+                      "HANGAR_SECRETS_KEY_FILE": str(tmp_path / "secrets.key"), "HANGAR_NODE_HEARTBEAT_SECONDS": "1"}
+            marker = f"cluster-{os.urandom(4).hex()}"
+            with launched({**common, "HANGAR_NODE_NAME": "node-a"}) as a, \
+                    launched({**common, "HANGAR_NODE_NAME": "node-b"}) as b:
+                client = Kernel(api_key=key, base_url=a.base_url, timeout=60, max_retries=0)
+                dest = client.audit_logs.export_destinations.create(
+                    type="s3", format="jsonl.gz", bucket="hangar-audit", prefix=marker, region="us-east-1",
+                    role_arn="", extra_body={"endpoint": moto.url, "access_key_id": KEY_ID, "secret_access_key": SECRET})
+                client.audit_logs.export_destinations.update(dest.id, status="active")
+                for i in range(200):
+                    assert api(a if i % 2 else b, "GET", f"/profiles/{marker}-{i}").status_code == 404
+
+                def shipped(n: int):
+                    def check() -> list[dict]:
+                        got = [e for e in lines(objects(moto, marker + "/")) if marker in e["path"]]
+                        return got if len({e["path"] for e in got}) >= n else []
+                    return check
+
+                wait_for(shipped(200), timeout=60, interval=0.5, what="the 200 entries of both nodes")
+                by_node = {"a": node_counter(a, "hangar_audit_export_entries_total"),
+                           "b": node_counter(b, "hangar_audit_export_entries_total")}
+                assert sorted(v > 0 for v in by_node.values()) == [False, True], by_node  # exactly one ships
+                holder, other = (a, b) if by_node["a"] else (b, a)
+                holder.proc.kill()
+                for i in range(200, 300):
+                    assert api(other, "GET", f"/profiles/{marker}-{i}").status_code == 404
+                got = wait_for(shipped(300), timeout=60, interval=0.5, what="the other node taking over")
+                time.sleep(2)
+                got = [e for e in lines(objects(moto, marker + "/")) if marker in e["path"]]
+                assert sorted(e["path"] for e in got) == sorted(f"/profiles/{marker}-{i}" for i in range(300))
+                assert node_counter(other, "hangar_audit_export_entries_total") > 0
+    finally:
+        subprocess.run(["sh", str(REPO / "tests/pg/pgtemp.sh"), "stop", str(pg_dir)], capture_output=True, timeout=60)
+        shutil.rmtree(pg_dir.parent, ignore_errors=True)
