@@ -450,8 +450,13 @@ void AuditExportPlugin::ship(const json &start, const std::stop_token &stop) {
         if (resume) in["upto_seq"] = row["pending_seq"];
         for (const auto &e : call("org.audit_entries", in).value("entries", json::array()))
             entries.push_back({e["seq"].get<std::int64_t>(), e["ts_ms"].get<std::int64_t>(), e["entry"]});
-        std::size_t n = resume ? entries.size() : ax::chunk_size(entries, hangar::now_ms() - settle_ms_, max_entries_);
+        const std::int64_t settled_before = hangar::now_ms() - settle_ms_;
+        std::size_t n = resume ? entries.size() : ax::chunk_size(entries, settled_before, max_entries_);
         if (n == 0) return;
+        // Another object this round only when this one stopped at an hour or at the fetch's
+        // limit: entries after one too young to ship are about as young; the next round takes them.
+        const bool more =
+            resume || (n < entries.size() ? entries[n].ts_ms < settled_before : entries.size() == max_entries_);
         const std::int64_t first = entries.front().seq, last = entries[n - 1].seq;
         if (!resume &&
             sql("UPDATE audit_export_destinations SET pending_seq = ? WHERE id = ? AND pending_seq IS NULL AND "
@@ -497,6 +502,7 @@ void AuditExportPlugin::ship(const json &start, const std::stop_token &stop) {
             stats_[id].entries += n;
             ++stats_[id].objects;
         }
+        if (!more) return;
     }
 }
 
