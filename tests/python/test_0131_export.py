@@ -1,7 +1,8 @@
 """OTLP export of browser telemetry as the Python SDK 0.131 speaks it (kernel-api-0131.md §1E, §2.1),
-against a real OpenTelemetry Collector (tests/tools/otelcol: the OTLP/HTTP receiver and the file
-exporter, built by `make otelcol`) and real Chromium: destination CRUD with write-only headers
-sealed at rest, the egress rule, a session's console and network events arriving with its resource
+against a real OpenTelemetry Collector (tests/tools/otelcol: the OTLP/HTTP receiver behind its
+bearer-token authenticator and the file exporter, built by `make otelcol`) and real Chromium:
+destination CRUD with write-only headers sealed at rest, the collector accepting only the sealed
+credential (a refused one dropped, a rotated one used by the live session at once), the egress rule, a session's console and network events arriving with its resource
 attributes, a collector stopped and started again (nothing lost within the queue bound; beyond it
 the drops are counted and told by an `export_dropped` record), and `/metrics` per destination.
 
@@ -33,6 +34,10 @@ from conftest import ALLOWED_PORTS, REPO, launched, wait_for
 OTELCOL = os.environ.get("HANGAR_OTELCOL") or str(
     Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "hangar-tools" / "otelcol-v0.165.0" / "hangar-otelcol")
 QUEUE = 200  # [telemetry] export_queue_records of the server below
+# The collector takes only requests carrying this (its bearertokenauth extension): what arrives
+# there came with the destination's sealed header.
+TOKEN = "otlp-ingest-" + os.urandom(8).hex()
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
 def free_port(first: int, last: int) -> int:
@@ -55,17 +60,23 @@ class Collector:
         self.config = os.path.join(workdir, "otelcol.yaml")
         self.proc: subprocess.Popen[bytes] | None = None
         Path(self.config).write_text(f"""
+extensions:
+  bearertokenauth:
+    token: "{TOKEN}"
 receivers:
   otlp:
     protocols:
       http:
         endpoint: 127.0.0.1:{port}
+        auth:
+          authenticator: bearertokenauth
 exporters:
   file:
     path: {self.file}
     append: true
     flush_interval: 100ms
 service:
+  extensions: [bearertokenauth]
   telemetry:
     metrics:
       level: none
@@ -244,8 +255,7 @@ def run(client: Kernel, session_id: str, code: str) -> object:
 
 
 def test_console_and_network_events_reach_the_collector(client: Kernel, collector: Collector, page_url: str) -> None:
-    d = client.telemetry.destinations.create(name="live", endpoint=f"http://127.0.0.1:{collector.port}",
-                                             headers={"Authorization": "Bearer x"})
+    d = client.telemetry.destinations.create(name="live", endpoint=f"http://127.0.0.1:{collector.port}", headers=AUTH)
     b = client.browsers.create(headless=True, telemetry={
         "browser": {"console": {"enabled": True}, "network": {"enabled": True}},
         "export": {"otlp": {"destination": {"name": "live"}}}})
@@ -327,7 +337,7 @@ def dropped_notes(collector: Collector, session_id: str) -> int:
 
 def test_a_collector_restart_loses_nothing_within_the_bound_and_counts_drops_beyond(
         client: Kernel, collector: Collector, page_url: str) -> None:
-    d = client.telemetry.destinations.create(name="restart", endpoint=f"http://127.0.0.1:{collector.port}")
+    d = client.telemetry.destinations.create(name="restart", endpoint=f"http://127.0.0.1:{collector.port}", headers=AUTH)
     b = client.browsers.create(headless=True, telemetry={"browser": {"console": {"enabled": True}},
                                                          "export": {"otlp": {"destination": {"id": d.id}}}})
     try:
@@ -371,7 +381,8 @@ def test_a_collector_restart_loses_nothing_within_the_bound_and_counts_drops_bey
 
 
 def test_a_pool_exports_its_leases_telemetry(client: Kernel, collector: Collector, page_url: str) -> None:
-    d = client.telemetry.destinations.create(name="pool-dest", endpoint=f"http://127.0.0.1:{collector.port}")
+    d = client.telemetry.destinations.create(name="pool-dest", endpoint=f"http://127.0.0.1:{collector.port}",
+                                             headers=AUTH)
     capture = {"browser": {"console": {"enabled": True}}}
     with pytest.raises(kernel.BadRequestError, match="telemetry.export.otlp.destination"):
         client.browser_pools.create(name="pool-bad", size=1, headless=True,
@@ -387,4 +398,35 @@ def test_a_pool_exports_its_leases_telemetry(client: Kernel, collector: Collecto
         client.browser_pools.release(pool.id, session_id=b.session_id, reuse=False)
     finally:
         client.browser_pools.delete(pool.id, force=True)
+    delete_when_unbound(client, d.id)
+
+
+def test_a_refused_credential_is_dropped_and_a_rotated_one_applies_at_once(
+        client: Kernel, collector: Collector, page_url: str) -> None:
+    d = client.telemetry.destinations.create(name="rotate", endpoint=f"http://127.0.0.1:{collector.port}",
+                                             headers={"Authorization": "Bearer wrong"})
+    b = client.browsers.create(headless=True, telemetry={"browser": {"console": {"enabled": True}},
+                                                         "export": {"otlp": {"destination": {"id": d.id}}}})
+    try:
+        run(client, b.session_id, f"await page.goto({json.dumps(page_url)}); return 1;")
+        console_lines(client, b.session_id, "refused", 3)
+
+        def refused():
+            got = client.telemetry.destinations.retrieve(d.id)
+            return got if got.last_error == "unauthorized" else None
+
+        got = wait_for(refused, what="the collector's 401 recorded")
+        assert got.consecutive_failures > 0 and got.last_export_at is None
+        # A 401 is not retried: the batch is dropped and counted.
+        wait_for(lambda: counter(metrics(client), "hangar_telemetry_export_records_total", destination=d.id,
+                                 outcome="dropped") >= 3, what="the refused records counted as dropped")
+        assert counter(metrics(client), "hangar_telemetry_export_retries_total", destination=d.id) == 0
+        # The credential-rotation path: the live session's next request carries the new value.
+        client.telemetry.destinations.update(d.id, headers={"authorization": f"Bearer {TOKEN}"})
+        console_lines(client, b.session_id, "rotated", 3)
+        wait_for(lambda: len(markers(collector, b.session_id, "rotated")) == 3, what="records after the rotation")
+        assert not markers(collector, b.session_id, "refused")
+        assert client.telemetry.destinations.retrieve(d.id).consecutive_failures == 0
+    finally:
+        client.browsers.delete_by_id(b.session_id)
     delete_when_unbound(client, d.id)

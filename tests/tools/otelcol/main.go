@@ -1,5 +1,6 @@
-// A minimal OpenTelemetry Collector for Hangar's export tests: the OTLP receiver and the file
-// exporter, nothing else, built from the Go module proxy at one release (see go.mod and the
+// A minimal OpenTelemetry Collector for Hangar's export tests: the OTLP receiver, the file
+// exporter and the bearer-token authenticator (so a test sees the exporter's configured headers
+// accepted or refused by the collector itself), nothing else, built from the Go module proxy at one release (see go.mod and the
 // Makefile's `otelcol` target). The tests start it with a generated config, read the file it
 // writes, and stop and restart it to check that export retries.
 package main
@@ -8,10 +9,12 @@ import (
 	"log"
 
 	"github.com/open-telemetry/opentelemetry-collector-contrib/exporter/fileexporter"
+	"github.com/open-telemetry/opentelemetry-collector-contrib/extension/bearertokenauthextension"
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/confmap/provider/fileprovider"
 	"go.opentelemetry.io/collector/exporter"
+	"go.opentelemetry.io/collector/extension"
 	"go.opentelemetry.io/collector/otelcol"
 	"go.opentelemetry.io/collector/receiver"
 	"go.opentelemetry.io/collector/receiver/otlpreceiver"
@@ -27,7 +30,12 @@ func components() (otelcol.Factories, error) {
 	if err != nil {
 		return otelcol.Factories{}, err
 	}
-	return otelcol.Factories{Receivers: receivers, Exporters: exporters, Telemetry: otelconftelemetry.NewFactory()}, nil
+	extensions, err := otelcol.MakeFactoryMap[extension.Factory](bearertokenauthextension.NewFactory())
+	if err != nil {
+		return otelcol.Factories{}, err
+	}
+	return otelcol.Factories{Receivers: receivers, Exporters: exporters, Extensions: extensions,
+		Telemetry: otelconftelemetry.NewFactory()}, nil
 }
 
 func main() {
