@@ -215,6 +215,7 @@ def node_counter(srv, name: str) -> float:
     return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name + "{"))
 
 
+@pytest.mark.slow  # ~16 s: a PostgreSQL and two nodes
 def test_in_a_cluster_one_node_ships_and_another_takes_over(moto: Moto, tmp_path: Path) -> None:
     """Two nodes on one PostgreSQL (tests/pg/pgtemp.sh): entries recorded by both land once, all
     written by the node holding the lease; SIGKILL that node and the other takes over."""
