@@ -66,7 +66,7 @@ API_EXAMPLES ?= 8
 
 FORMAT_DIRS  := host plugins sdk tests/unit tests/sdk tests/fuzz
 
-.PHONY: helm-check setup setup-apt setup-tun setup-npm setup-venv setup-pyvenv setup-fuzz test-api test-python test-fuzz test-fuzz-smoke fuzz-build setup-package package package-test build run test test-all test-unit test-e2e test-postgres test-sdk-example test-asan bench setup-bench-peers format lint lint-all clean
+.PHONY: otelcol helm-check setup setup-apt setup-tun setup-npm setup-venv setup-pyvenv setup-fuzz test-api test-python test-fuzz test-fuzz-smoke fuzz-build setup-package package package-test build run test test-all test-unit test-e2e test-postgres test-sdk-example test-asan bench setup-bench-peers format lint lint-all clean
 
 # ---- setup ------------------------------------------------------------------------------------
 setup: setup-apt setup-tun setup-npm setup-venv setup-pyvenv
@@ -201,8 +201,23 @@ test-postgres: setup-npm
 # The fast tier (HANGAR_E2E_TIER=fast, as for the e2e files) skips the tests marked `slow`.
 # The e2e packages too: test_0131_managed_auth.py serves the login sites of tests/fixtures/sites
 # (Node, importing tests/e2e/lib).
-test-python: setup-pyvenv $(E2E_DIR)/node_modules/.package-lock.json
+# ---- real servers the tests run, built from the Go module proxy --------------------------------
+# Built once per version into a cache outside the checkout, like helm below. The OpenTelemetry
+# Collector is ours to assemble (tests/tools/otelcol: the OTLP receiver and the file exporter
+# only, every module at one release, go.sum pinned): the export tests send to it and read its file.
+TOOLS_CACHE  ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/hangar-tools
+GO           ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
+OTELCOL_VERSION := v0.165.0
+OTELCOL_BIN  := $(TOOLS_CACHE)/otelcol-$(OTELCOL_VERSION)/hangar-otelcol
+
+$(OTELCOL_BIN): tests/tools/otelcol/main.go tests/tools/otelcol/go.mod tests/tools/otelcol/go.sum
+	cd tests/tools/otelcol && $(GO) build -trimpath -o $@ .
+
+otelcol: $(OTELCOL_BIN)
+
+test-python: setup-pyvenv $(E2E_DIR)/node_modules/.package-lock.json $(OTELCOL_BIN)
 	cd tests/python && HANGAR_BIN=$(abspath $(BUILD_DIR))/bin/hangar HANGAR_E2E_TIER=$(E2E_TIER) \
+	  HANGAR_OTELCOL=$(OTELCOL_BIN) \
 	  timeout 600 .venv/bin/python -m pytest -q -p no:cacheprovider
 
 test-asan: setup-apt
@@ -275,8 +290,6 @@ package-test: setup setup-package build
 # the schema validator (kubernetes-models) comes from packaging/helm's own lockfile.
 HELM_DIR     := packaging/helm
 TOOLS_DIR    := $(CURDIR)/build/tools
-TOOLS_CACHE  ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/hangar-tools
-GO           ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
 HELM_VERSION := v3.22.0
 HELM_BIN     := $(TOOLS_CACHE)/helm-$(HELM_VERSION)/helm
 

@@ -655,7 +655,8 @@ void BrowsersPlugin::pool_create(Request &req, Response &res) {
     auto extension_ids = add_extension_inputs(unused, project, settings.launch.extensions); // 404 now, not at fill
     resolve_pool_profile(project, settings.launch);
     if (settings.launch.telemetry)
-        telemetry({{"op", "check"}, {"request", *settings.launch.telemetry}}, settings.launch.telemetry_captures);
+        telemetry({{"op", "check"}, {"project_id", project}, {"request", *settings.launch.telemetry}},
+                  settings.launch.telemetry_captures);
     std::unique_lock lock(pools_mutex_);
     if (settings.name)
         for (const auto &[_, p] : pools_)
@@ -775,7 +776,8 @@ void BrowsersPlugin::pool_update(Request &req, Response &res) {
         auto extension_ids = add_extension_inputs(unused, project, settings.launch.extensions);
         resolve_pool_profile(project, settings.launch);
         if (settings.launch.telemetry)
-            telemetry({{"op", "check"}, {"request", *settings.launch.telemetry}}, settings.launch.telemetry_captures);
+            telemetry({{"op", "check"}, {"project_id", project}, {"request", *settings.launch.telemetry}},
+                      settings.launch.telemetry_captures);
         if (settings.name && settings.name != p.name)
             for (const auto &[_, other] : pools_)
                 if (other.project_id == project && other.name == settings.name)

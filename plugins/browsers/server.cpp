@@ -761,7 +761,9 @@ json BrowsersPlugin::create_session(const json &body, const std::string &project
     if (opts.proxy)
         if (auto id = proxy_of(project, *opts.proxy); !id.empty()) opts.proxy_id = id;
     check_placement(opts);
-    if (opts.telemetry) telemetry({{"op", "check"}, {"request", *opts.telemetry}}, opts.telemetry_captures);
+    // With the project, the telemetry plugin also checks the export destination the request names.
+    if (opts.telemetry)
+        telemetry({{"op", "check"}, {"project_id", project}, {"request", *opts.telemetry}}, opts.telemetry_captures);
     if (opts.chrome_policy) {
         // The local runtime binds the instance's policy dir over this directory only when it
         // exists; without it Chromium would never read the policy we echo back.
@@ -938,7 +940,9 @@ void BrowsersPlugin::update(Request &req, Response &res) {
     if (opts.viewport || opts.profile || opts.proxy_id || opts.telemetry || opts.changes_location() || opts.network ||
         opts.start_url)
         require_here(s.id, s.node);
-    if (opts.telemetry) telemetry({{"op", "check"}, {"request", *opts.telemetry}}, opts.telemetry_captures);
+    if (opts.telemetry)
+        telemetry({{"op", "check"}, {"project_id", project}, {"session_id", s.id}, {"request", *opts.telemetry}},
+                  opts.telemetry_captures);
     check_start_url_allowed(s, opts);
     auto busy = activity(s.id); // a PATCH in flight (e.g. a Chromium restart) is activity
 

@@ -1,5 +1,7 @@
 #include "connect.hpp"
 
+#include <hangar/outbound.hpp>
+
 #include <Poco/Exception.h>
 #include <Poco/Net/Context.h>
 #include <Poco/Net/HTTPClientSession.h>
@@ -33,34 +35,6 @@ std::string path_segment(const std::string &s) {
     Poco::URI::encode(s, "/?#%&=+", out);
     return out;
 }
-
-// A session that connects to the addresses hangar::egress checked, never to a new lookup of its
-// host name (which still goes into the Host header, SNI and the certificate check).
-template <typename Session> class Pinned : public Session {
-public:
-    template <typename... Args>
-    explicit Pinned(std::vector<hangar::egress::Address> addresses, Args &&...args)
-        : Session(std::forward<Args>(args)...), addresses_(std::move(addresses)) {}
-
-protected:
-    void connect(const Poco::Net::SocketAddress &) override {
-        std::string last = "no address";
-        for (const auto &a : addresses_) {
-            try {
-                Session::connect(Poco::Net::SocketAddress(a.get(), a.length));
-                return;
-            } catch (const Poco::TimeoutException &) {
-                throw;
-            } catch (const Poco::Net::NetException &e) {
-                last = e.displayText();
-            }
-        }
-        throw Poco::Net::NetException("cannot connect: " + last);
-    }
-
-private:
-    std::vector<hangar::egress::Address> addresses_;
-};
 
 } // namespace
 
@@ -105,11 +79,11 @@ nlohmann::json ConnectClient::get(const std::string &path) const {
             // sent as SNI) although the connection goes to the checked address.
             Poco::Net::Context::Ptr context(new Poco::Net::Context(Poco::Net::Context::TLS_CLIENT_USE, "",
                                                                    Poco::Net::Context::VERIFY_RELAXED, 9, true));
-            session = std::make_unique<Pinned<Poco::Net::HTTPSClientSession>>(std::move(addresses), uri.getHost(),
-                                                                              uri.getPort(), context);
+            session = std::make_unique<hangar::outbound::Pinned<Poco::Net::HTTPSClientSession>>(
+                std::move(addresses), uri.getHost(), uri.getPort(), context);
         } else {
-            session = std::make_unique<Pinned<Poco::Net::HTTPClientSession>>(std::move(addresses), uri.getHost(),
-                                                                             uri.getPort());
+            session = std::make_unique<hangar::outbound::Pinned<Poco::Net::HTTPClientSession>>(
+                std::move(addresses), uri.getHost(), uri.getPort());
         }
         session->setTimeout(timeout);
         std::string prefix = uri.getPath();

@@ -114,6 +114,9 @@ public:
 
         route("GET", "/audit-logs", [this](Request &q, Response &r) { list_audit(q, r); });
         route("GET", "/audit-logs/export/chunk", [this](Request &q, Response &r) { export_chunk(q, r); });
+        // For continuous export (plugins/audit_export): an org's entries after a sequence number,
+        // oldest first, rendered as every other audit answer renders them; {} → the newest seq.
+        service("org.audit_entries", [this](const json &in) { return audit_entries(in); });
 
         for (const char *path : {"/dashboard", "/dashboard/{file}"})
             route(
@@ -732,6 +735,25 @@ private:
                 {"timestamp", row["timestamp"]},
                 {"user_agent", row["user_agent"]},
                 {"user_id", row["user_id"]}};
+    }
+
+    json audit_entries(const json &in) const {
+        const std::string org = in.value("org_id", "");
+        if (in.value("op", "") == "max_seq") {
+            json rows = sql("SELECT MAX(seq) AS m FROM audit_logs WHERE org_id = ?", {org});
+            return {{"max_seq", rows.empty() || rows[0]["m"].is_null() ? 0 : rows[0]["m"].get<std::int64_t>()}};
+        }
+        std::string q = "SELECT * FROM audit_logs WHERE org_id = ? AND seq > ?";
+        json params = json::array({org, in.value("after_seq", std::int64_t{0})});
+        if (in.contains("upto_seq")) {
+            q += " AND seq <= ?";
+            params.push_back(in.value("upto_seq", std::int64_t{0}));
+        }
+        params.push_back(std::clamp<std::int64_t>(in.value("limit", std::int64_t{1000}), 1, 100000));
+        json out = json::array();
+        for (const auto &row : sql(q + " ORDER BY seq LIMIT ?", params))
+            out.push_back({{"seq", row["seq"]}, {"ts_ms", row["ts_ms"]}, {"entry", render_entry(row)}});
+        return {{"entries", std::move(out)}};
     }
 
     static std::int64_t limit_param(const Request &req, std::int64_t fallback, std::int64_t max) {

@@ -8,12 +8,18 @@
 // update, acquire, release and end), the archive (SQLite, one row per pulled batch), the events
 // query, the stream relay, and the retention reaper.
 #include "collector.hpp"
+#include "export_model.hpp"
+#include "exporter.hpp"
 #include "telemetry_model.hpp"
 
 #include <hangar/cdp.hpp>
+#include <hangar/egress.hpp>
 #include <hangar/plugin.hpp>
 #include <hangar/process.hpp>
 #include <hangar/resource.hpp>
+#include <hangar/secrets.hpp>
+
+#include <Poco/Net/SSLManager.h>
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -53,6 +59,16 @@ const hangar_migration kMigrations[] = {
         "first_seq INTEGER NOT NULL, last_seq INTEGER NOT NULL, first_ts INTEGER NOT NULL, last_ts INTEGER NOT NULL, "
         "categories INTEGER NOT NULL, events TEXT NOT NULL, PRIMARY KEY (session_id, first_seq));"
         "CREATE INDEX telemetry_batches_age ON telemetry_batches (last_ts);"},
+    // 0.131 OTLP export (kernel-api-0131.md §1E): destinations, and what each session exports.
+    {2, "CREATE TABLE telemetry_destinations (id TEXT PRIMARY KEY, project_id TEXT NOT NULL, name TEXT NOT NULL, "
+        "endpoint TEXT NOT NULL, description TEXT, header_names TEXT NOT NULL DEFAULT '[]', headers_sealed TEXT, "
+        "consecutive_failures INTEGER NOT NULL DEFAULT 0, last_export_at BIGINT, last_error TEXT, "
+        "last_error_at BIGINT, created_at BIGINT NOT NULL, updated_at BIGINT NOT NULL);"
+        "CREATE UNIQUE INDEX telemetry_destinations_name ON telemetry_destinations (project_id, name);"
+        "INSERT INTO secret_columns (owner, table_name, id_column, column_name) VALUES "
+        "('telemetry', 'telemetry_destinations', 'id', 'headers_sealed');"
+        "ALTER TABLE telemetry_sessions ADD COLUMN export_destination TEXT;"
+        "ALTER TABLE telemetry_sessions ADD COLUMN storage INTEGER NOT NULL DEFAULT 1;"},
 };
 
 constexpr std::size_t kPullLimit = 2000;
@@ -71,8 +87,24 @@ public:
 private:
     // ---- server ----
     json session_op(const json &in);
-    void apply(const std::string &sid, const std::string &project, const Selection &sel, const json &baseline);
+    void apply(const std::string &sid, const std::string &project, const Selection &sel, const ExportState &x,
+               const json &baseline);
     Selection current(const std::string &sid) const;
+    ExportState current_export(const std::string &sid) const;
+    // The id of the destination an `export.otlp.destination` names in `project` ("" when the
+    // request names none); 400 naming the field when there is no such destination.
+    std::string resolve_destination(const std::string &project, const ConfigRequest &r, const std::string &field);
+
+    // ---- OTLP destinations (kernel-api-0131.md §1E) ----
+    void destinations_routes();
+    json render_destination(const json &row) const;
+    json destination_row(const Request &req) const; // 404 when not in the caller's project
+    void check_reachable(const std::string &endpoint, const std::string &field) const;
+    std::optional<Exporter::Target> export_target(const std::string &id) const;
+    void export_outcome(const std::string &id, bool ok, const std::string &error_class);
+    std::unique_ptr<hangar::Secrets> secrets_;
+    hangar::egress::Policy fetch_policy_; // [server] fetch_allow*: which collectors the server dials
+    std::unique_ptr<Exporter> exporter_;
     // Moves what the agent holds beyond the archived seq into the archive (one row per batch).
     void pull(const std::string &sid);
     void pull_all();
@@ -176,6 +208,30 @@ private:
 
 void TelemetryPlugin::start_server() {
     retention_us_ = config_int("retention_days", 30) * 86400LL * 1'000'000;
+    secrets_ = std::make_unique<hangar::Secrets>(
+        hangar::secrets::key_file(config("secrets.key_file"), config("server.data_dir")));
+    // Kernel's "must resolve to a public address" is the operator's egress policy here.
+    fetch_policy_ = hangar::egress::Policy::parse(config("server.fetch_allow", ""),
+                                                  config_bool("server.fetch_allow_private_networks", false));
+    Poco::Net::initializeSSL();
+    Exporter::Settings xs;
+    xs.queue_records =
+        static_cast<std::size_t>(std::clamp<std::int64_t>(config_int("export_queue_records", 10000), 1, 1'000'000));
+    xs.batch_records =
+        static_cast<std::size_t>(std::clamp<std::int64_t>(config_int("export_batch_records", 512), 1, 10000));
+    xs.backoff_base =
+        std::chrono::milliseconds(std::clamp<std::int64_t>(config_int("export_backoff_ms", 500), 10, 60000));
+    xs.backoff_cap =
+        std::chrono::milliseconds(std::clamp<std::int64_t>(config_int("export_backoff_max_ms", 30000), 10, 600000));
+    xs.timeout =
+        std::chrono::milliseconds(std::clamp<std::int64_t>(config_int("export_timeout_ms", 10000), 100, 120000));
+    xs.policy = fetch_policy_;
+    xs.node = node_name();
+    exporter_ = std::make_unique<Exporter>(
+        xs, [this](const std::string &id) { return export_target(id); },
+        [this](const std::string &id, bool ok, const std::string &error) { export_outcome(id, ok, error); });
+    service("telemetry.metrics", [this](const json &) { return json{{"families", exporter_->metric_families()}}; });
+    destinations_routes();
     service("telemetry.session", [this](const json &in) { return session_op(in); });
     service("telemetry.api_call", [this](const json &in) {
         api_call(in);
@@ -223,6 +279,8 @@ void TelemetryPlugin::resume_adopted() {
 void TelemetryPlugin::stop_server() {
     sender_ = {}; // posts what is queued, then stops
     pull_all();
+    exporter_.reset(); // what is still queued for a collector is lost with the process (README)
+    Poco::Net::uninitializeSSL();
 }
 
 bool TelemetryPlugin::captures(const std::string &sid, const char *category) {
@@ -374,7 +432,16 @@ json TelemetryPlugin::session_op(const json &in) {
     const std::string project = in.value("project_id", "");
     const json request = in.value("request", json());
     if (op == "check") {
-        parse_request(request, in.value("field", "telemetry"));
+        const std::string field = in.value("field", "telemetry");
+        ConfigRequest r = parse_request(request, field);
+        // With a project (browser create and update), the export rules and the destination are
+        // checked here too: create and update themselves must not fail once the browser exists.
+        if (!project.empty() && (r.otlp || r.storage)) {
+            const bool create = sid.empty();
+            Selection sel = create ? apply_create(r) : apply_update(current(sid), r);
+            apply_export(create ? ExportState{} : current_export(sid), r, sel, create,
+                         resolve_destination(project, r, field), field);
+        }
         return json::object();
     }
     if (op == "config") {
@@ -384,15 +451,25 @@ json TelemetryPlugin::session_op(const json &in) {
         return {{"telemetry", cfg}};
     }
     Selection sel;
+    ExportState x;
     json baseline = nullptr;
     if (op == "create") {
-        sel = apply_create(parse_request(request));
+        ConfigRequest r = parse_request(request);
+        sel = apply_create(r);
+        x = apply_export({}, r, sel, true, resolve_destination(project, r, "telemetry"));
     } else if (op == "update") {
-        sel = apply_update(current(sid), parse_request(request));
+        ConfigRequest r = parse_request(request);
+        sel = apply_update(current(sid), r);
+        x = apply_export(current_export(sid), r, sel, false, resolve_destination(project, r, "telemetry"));
     } else if (op == "acquire") {
         // The pool's configuration is the lease's baseline; the override applies as a PATCH would.
         baseline = in.value("baseline", json());
-        sel = apply_update(apply_create(parse_request(baseline, "browser_pool.telemetry")), parse_request(request));
+        ConfigRequest base = parse_request(baseline, "browser_pool.telemetry"), r = parse_request(request);
+        Selection base_sel = apply_create(base);
+        ExportState base_x =
+            apply_export({}, base, base_sel, true, resolve_destination(project, base, "browser_pool.telemetry"));
+        sel = apply_update(base_sel, r);
+        x = apply_export(base_x, r, sel, false, resolve_destination(project, r, "telemetry"));
     } else if (op == "release" || op == "end") {
         // The lease or session is over: archive what the agent holds (the server's own events
         // still queued for it first), close its streams, and stop capture (a reused browser
@@ -409,6 +486,9 @@ json TelemetryPlugin::session_op(const json &in) {
                                std::chrono::steady_clock::now() + std::chrono::seconds(30)};
         }
         pull(sid);
+        // What was pulled last is on its way to the collector; the session no longer binds its
+        // destination (a destination can be deleted once no live session exports to it).
+        sql("UPDATE telemetry_sessions SET export_destination = NULL WHERE session_id = ?", {sid});
         instance_call(sid, "PUT", "/telemetry/config", json{{"telemetry", nullptr}, {"end_streams", true}}.dump(),
                       5000);
         std::lock_guard lock(live_mutex_);
@@ -417,8 +497,31 @@ json TelemetryPlugin::session_op(const json &in) {
     } else {
         throw Error::invalid("op", "unknown telemetry operation");
     }
-    apply(sid, project, sel, baseline);
-    return {{"telemetry", render(sel)}};
+    apply(sid, project, sel, x, baseline);
+    return {{"telemetry", render(sel, x)}};
+}
+
+ExportState TelemetryPlugin::current_export(const std::string &sid) const {
+    auto rows = sql("SELECT export_destination, storage FROM telemetry_sessions WHERE session_id = ?", {sid});
+    ExportState x;
+    if (rows.empty()) return x;
+    if (rows[0]["export_destination"].is_string()) x.destination = rows[0]["export_destination"].get<std::string>();
+    x.storage = rows[0].value("storage", std::int64_t{1}) != 0;
+    return x;
+}
+
+std::string TelemetryPlugin::resolve_destination(const std::string &project, const ConfigRequest &r,
+                                                 const std::string &field) {
+    if (!r.otlp || !r.otlp->names_destination()) return {};
+    const bool by_id = !r.otlp->destination_id.empty();
+    const std::string key = by_id ? r.otlp->destination_id : r.otlp->destination_name;
+    json rows = by_id ? sql("SELECT id FROM telemetry_destinations WHERE project_id = ? AND id = ?", {project, key})
+                      : sql("SELECT id FROM telemetry_destinations WHERE project_id = ? AND LOWER(name) = LOWER(?)",
+                            {project, key});
+    if (rows.empty())
+        throw Error::invalid(field + ".export.otlp.destination." + (by_id ? "id" : "name"),
+                             "no telemetry destination \"" + key + "\" in this project");
+    return rows[0]["id"].get<std::string>();
 }
 
 Selection TelemetryPlugin::current(const std::string &sid) const {
@@ -428,15 +531,18 @@ Selection TelemetryPlugin::current(const std::string &sid) const {
 }
 
 void TelemetryPlugin::apply(const std::string &sid, const std::string &project, const Selection &sel,
-                            const json &baseline) {
-    json rendered = render(sel);
+                            const ExportState &x, const json &baseline) {
+    json rendered = render(sel, x);
     json cfg = rendered.is_null() ? json(nullptr) : json(rendered.dump());
     json base = baseline.is_null() ? json(nullptr) : json(baseline.dump());
     // A reused pooled browser keeps its session id: the row is replaced, its seq goes on.
-    sql("INSERT INTO telemetry_sessions (session_id, project_id, config, baseline, updated_at) VALUES (?, ?, ?, ?, ?) "
+    sql("INSERT INTO telemetry_sessions (session_id, project_id, config, baseline, export_destination, storage, "
+        "updated_at) VALUES (?, ?, ?, ?, ?, ?, ?) "
         "ON CONFLICT (session_id) DO UPDATE SET project_id = excluded.project_id, config = excluded.config, "
-        "baseline = excluded.baseline, updated_at = excluded.updated_at",
-        {sid, project, cfg, base, hangar::now_ms()});
+        "baseline = excluded.baseline, export_destination = excluded.export_destination, storage = excluded.storage, "
+        "updated_at = excluded.updated_at",
+        {sid, project, cfg, base, x.destination.empty() ? json(nullptr) : json(x.destination), x.storage ? 1 : 0,
+         hangar::now_ms()});
     {
         std::lock_guard lock(live_mutex_);
         live_[sid] = Live{project, sel};
@@ -494,10 +600,15 @@ void TelemetryPlugin::api_call(const json &in) {
 
 void TelemetryPlugin::pull(const std::string &sid) {
     std::lock_guard lock(pull_mutex_);
-    auto rows = sql("SELECT project_id, archived_seq FROM telemetry_sessions WHERE session_id = ?", {sid});
+    auto rows = sql("SELECT project_id, archived_seq, export_destination, storage FROM telemetry_sessions "
+                    "WHERE session_id = ?",
+                    {sid});
     if (rows.empty()) return;
     std::string project = rows[0]["project_id"].get<std::string>();
     std::int64_t after = rows[0]["archived_seq"].get<std::int64_t>();
+    const std::string destination =
+        rows[0]["export_destination"].is_string() ? rows[0]["export_destination"].get<std::string>() : "";
+    const bool storage = rows[0].value("storage", std::int64_t{1}) != 0;
     for (int round = 0; round < 50; ++round) {
         auto r = instance_call(
             sid, "GET", "/telemetry/batch?after=" + std::to_string(after) + "&limit=" + std::to_string(kPullLimit), {},
@@ -515,10 +626,12 @@ void TelemetryPlugin::pull(const std::string &sid) {
             last_ts = std::max(last_ts, ts);
         }
         std::int64_t first = evs.front()["seq"].get<std::int64_t>(), last = evs.back()["seq"].get<std::int64_t>();
-        sql("INSERT INTO telemetry_batches (session_id, project_id, first_seq, last_seq, first_ts, last_ts, "
-            "categories, "
-            "events) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            {sid, project, first, last, first_ts, last_ts, category_mask(cats), evs.dump()});
+        // Queued for the collector before the archive commits: a queue never waits on the network.
+        if (!destination.empty()) exporter_->enqueue(destination, sid, project, evs);
+        if (storage)
+            sql("INSERT INTO telemetry_batches (session_id, project_id, first_seq, last_seq, first_ts, last_ts, "
+                "categories, events) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                {sid, project, first, last, first_ts, last_ts, category_mask(cats), evs.dump()});
         sql("UPDATE telemetry_sessions SET archived_seq = ? WHERE session_id = ?", {last, sid});
         after = last;
         if (evs.size() < kPullLimit) return;
@@ -551,6 +664,206 @@ void TelemetryPlugin::pull_all() {
             warn("telemetry of browser session " + id + " not archived: " + e.what());
         }
     }
+}
+
+// ---- OTLP destinations -------------------------------------------------------------------------
+
+namespace {
+// Kernel: writes need an org-wide credential (a project-scoped key may list and read, to select).
+void require_org_wide(const Request &req) {
+    if (req.caller().value("project_scoped", false))
+        throw Error::forbidden("telemetry destinations are changed with an org-wide API key: a project-scoped key can "
+                               "only list and read them");
+}
+
+json optional_time(const json &ms) {
+    return ms.is_number() ? json(hangar::rfc3339(ms.get<std::int64_t>())) : json(nullptr);
+}
+} // namespace
+
+json TelemetryPlugin::render_destination(const json &row) const {
+    json headers = json::object();
+    // Values are write-only: the names show what is configured, never what it is.
+    for (const auto &name : json::parse(row.value("header_names", std::string("[]")), nullptr, false))
+        if (name.is_string()) headers[name.get<std::string>()] = "";
+    json out = {{"id", row["id"]},
+                {"name", row["name"]},
+                {"endpoint", row["endpoint"]},
+                {"headers", headers},
+                {"consecutive_failures", row.value("consecutive_failures", std::int64_t{0})},
+                {"created_at", hangar::rfc3339(row["created_at"].get<std::int64_t>())},
+                {"updated_at", hangar::rfc3339(row["updated_at"].get<std::int64_t>())}};
+    if (row["description"].is_string()) out["description"] = row["description"];
+    for (const char *k : {"last_export_at", "last_error_at"})
+        if (row[k].is_number()) out[k] = optional_time(row[k]);
+    if (row["last_error"].is_string()) out["last_error"] = row["last_error"];
+    return out;
+}
+
+json TelemetryPlugin::destination_row(const Request &req) const {
+    auto row = hangar::find_by_id_or_name([this](const std::string &q, const json &p) { return sql(q, p); },
+                                          "telemetry_destinations", req.project(), req.param("id_or_name"));
+    if (!row) throw Error::not_found("telemetry destination not found");
+    return *row;
+}
+
+void TelemetryPlugin::check_reachable(const std::string &endpoint, const std::string &field) const {
+    // Checked now for a clear 400; checked again (resolved once, pinned) on every export.
+    auto scheme_end = endpoint.find("://");
+    std::string authority = endpoint.substr(scheme_end + 3);
+    authority = authority.substr(0, authority.find('/'));
+    std::string host = authority;
+    std::uint16_t port = endpoint.starts_with("https") ? 443 : 80;
+    if (!host.empty() && host.front() == '[') {
+        auto close = host.find(']');
+        if (close + 1 < host.size()) port = static_cast<std::uint16_t>(std::stoi(host.substr(close + 2)));
+        host = host.substr(1, close - 1);
+    } else if (auto colon = host.rfind(':'); colon != std::string::npos) {
+        port = static_cast<std::uint16_t>(std::stoi(host.substr(colon + 1)));
+        host = host.substr(0, colon);
+    }
+    try {
+        hangar::egress::resolve(host, port, fetch_policy_);
+    } catch (const hangar::egress::Refused &e) {
+        throw Error::invalid(field, std::string("must resolve to an address this server may send to: ") + e.what());
+    } catch (const hangar::egress::ResolveError &e) {
+        throw Error::invalid(field, std::string("does not resolve: ") + e.what());
+    }
+}
+
+std::optional<Exporter::Target> TelemetryPlugin::export_target(const std::string &id) const {
+    auto rows = sql("SELECT endpoint, headers_sealed FROM telemetry_destinations WHERE id = ?", {id});
+    if (rows.empty()) return std::nullopt;
+    Exporter::Target t;
+    t.url = otlp::logs_url(rows[0]["endpoint"].get<std::string>());
+    if (rows[0]["headers_sealed"].is_string()) {
+        json h = json::parse(secrets_->open(rows[0]["headers_sealed"].get<std::string>()), nullptr, false);
+        if (h.is_object())
+            for (const auto &[k, v] : h.items())
+                if (v.is_string()) t.headers[k] = v.get<std::string>();
+    }
+    return t;
+}
+
+void TelemetryPlugin::export_outcome(const std::string &id, bool ok, const std::string &error_class) {
+    try {
+        if (ok)
+            sql("UPDATE telemetry_destinations SET consecutive_failures = 0, last_export_at = ? WHERE id = ?",
+                {hangar::now_ms(), id});
+        else
+            sql("UPDATE telemetry_destinations SET consecutive_failures = consecutive_failures + 1, last_error = ?, "
+                "last_error_at = ? WHERE id = ?",
+                {error_class, hangar::now_ms(), id});
+    } catch (const std::exception &e) {
+        warn(std::string("telemetry destination status not recorded: ") + e.what());
+    }
+}
+
+void TelemetryPlugin::destinations_routes() {
+    route("GET", "/telemetry/destinations", [this](Request &req, Response &res) {
+        hangar::Validation v;
+        auto paging = hangar::parse_paging(req, v, 20, 100);
+        v.throw_if_failed("invalid telemetry destinations query");
+        std::string where = " WHERE project_id = ?";
+        json params = json::array({req.project()});
+        if (auto name = req.query("name"); name && !name->empty()) {
+            where += " AND LOWER(name) = LOWER(?)";
+            params.push_back(*name);
+        }
+        if (auto q = req.query("query"); q && !q->empty()) {
+            where += " AND (id = ? OR LOWER(name) LIKE ? OR LOWER(endpoint) LIKE ?)";
+            std::string like = "%";
+            for (char c : *q)
+                like += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+            like += "%";
+            params.push_back(*q);
+            params.push_back(like);
+            params.push_back(like);
+        }
+        hangar::answer_page(
+            res, [this](const std::string &q, const json &p) { return sql(q, p); },
+            "SELECT * FROM telemetry_destinations" + where + " ORDER BY created_at, id", params, paging,
+            [this](const json &row) { return render_destination(row); });
+    });
+    route("POST", "/telemetry/destinations", [this](Request &req, Response &res) {
+        require_org_wide(req);
+        json body = req.json_body();
+        for (const auto &[k, _] : body.items())
+            if (k != "name" && k != "endpoint" && k != "description" && k != "headers")
+                throw Error::invalid(k, "is not a telemetry destination field");
+        if (!body.contains("name")) throw Error::invalid("name", "is required");
+        if (!body.contains("endpoint")) throw Error::invalid("endpoint", "is required");
+        const std::string name = otlp::check_name(body["name"], "name");
+        const std::string endpoint = otlp::check_endpoint(body["endpoint"], "endpoint");
+        json description = body.value("description", json());
+        if (!description.is_null() && !description.is_string()) throw Error::invalid("description", "must be a string");
+        otlp::Headers headers = otlp::merge_headers({}, body.value("headers", json()), "headers", false);
+        check_reachable(endpoint, "endpoint");
+        const std::string project = req.project();
+        if (!sql("SELECT id FROM telemetry_destinations WHERE project_id = ? AND LOWER(name) = LOWER(?)",
+                 {project, name})
+                 .empty())
+            throw Error::conflict("a telemetry destination named \"" + name + "\" already exists");
+        json names = json::array();
+        for (const auto &[k, _] : headers)
+            names.push_back(k);
+        const std::string id = hangar::new_id();
+        const auto now = hangar::now_ms();
+        sql("INSERT INTO telemetry_destinations (id, project_id, name, endpoint, description, header_names, "
+            "headers_sealed, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            {id, project, name, endpoint, description, names.dump(), secrets_->seal(json(headers).dump()), now, now});
+        res.json(render_destination(sql("SELECT * FROM telemetry_destinations WHERE id = ?", {id})[0]));
+    });
+    route("GET", "/telemetry/destinations/{id_or_name}",
+          [this](Request &req, Response &res) { res.json(render_destination(destination_row(req))); });
+    route("PATCH", "/telemetry/destinations/{id_or_name}", [this](Request &req, Response &res) {
+        require_org_wide(req);
+        json row = destination_row(req);
+        json body = req.json_body();
+        for (const auto &[k, _] : body.items())
+            if (k != "name" && k != "endpoint" && k != "description" && k != "headers")
+                throw Error::invalid(k, "is not a telemetry destination field");
+        const std::string id = row["id"].get<std::string>();
+        std::string name = row["name"].get<std::string>(), endpoint = row["endpoint"].get<std::string>();
+        json description = row["description"];
+        if (body.contains("name") && !body["name"].is_null()) name = otlp::check_name(body["name"], "name");
+        if (body.contains("endpoint") && !body["endpoint"].is_null()) {
+            endpoint = otlp::check_endpoint(body["endpoint"], "endpoint");
+            check_reachable(endpoint, "endpoint");
+        }
+        if (body.contains("description")) {
+            if (!body["description"].is_null() && !body["description"].is_string())
+                throw Error::invalid("description", "must be a string");
+            description = body["description"];
+        }
+        otlp::Headers headers;
+        if (auto t = export_target(id)) headers = t->headers;
+        headers = otlp::merge_headers(headers, body.value("headers", json()), "headers", true);
+        if (!sql("SELECT id FROM telemetry_destinations WHERE project_id = ? AND LOWER(name) = LOWER(?) AND id <> ?",
+                 {req.project(), name, id})
+                 .empty())
+            throw Error::conflict("a telemetry destination named \"" + name + "\" already exists");
+        json names = json::array();
+        for (const auto &[k, _] : headers)
+            names.push_back(k);
+        // Exporting sessions read the destination before each request: the new headers (the
+        // credential-rotation path) and endpoint apply without a restart.
+        sql("UPDATE telemetry_destinations SET name = ?, endpoint = ?, description = ?, header_names = ?, "
+            "headers_sealed = ?, updated_at = ? WHERE id = ?",
+            {name, endpoint, description, names.dump(), secrets_->seal(json(headers).dump()), hangar::now_ms(), id});
+        res.json(render_destination(sql("SELECT * FROM telemetry_destinations WHERE id = ?", {id})[0]));
+    });
+    route("DELETE", "/telemetry/destinations/{id_or_name}", [this](Request &req, Response &res) {
+        require_org_wide(req);
+        json row = destination_row(req);
+        const std::string id = row["id"].get<std::string>();
+        if (!sql("SELECT session_id FROM telemetry_sessions WHERE export_destination = ? LIMIT 1", {id}).empty())
+            throw Error::conflict("browser sessions export to this telemetry destination: stop their export "
+                                  "(telemetry.export.otlp.enabled: false) or end them first");
+        sql("DELETE FROM telemetry_destinations WHERE id = ?", {id});
+        exporter_->forget(id);
+        res.no_content();
+    });
 }
 
 void TelemetryPlugin::reap() {

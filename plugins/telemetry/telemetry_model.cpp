@@ -64,8 +64,54 @@ ConfigRequest parse_request(const json &value, const std::string &field) {
     if (value.is_null()) return r;
     if (!value.is_object()) throw Error::invalid(field, "must be an object {enabled?, browser?}");
     for (const auto &[key, _] : value.items())
-        if (key != "enabled" && key != "browser")
+        if (key != "enabled" && key != "browser" && key != "export" && key != "storage")
             throw Error::invalid(member(field, key), "is not a telemetry setting");
+    if (auto x = value.find("export"); x != value.end() && !x->is_null()) {
+        const std::string xf = member(field, "export");
+        if (!x->is_object()) throw Error::invalid(xf, "must be an object {otlp?}");
+        for (const auto &[key, _] : x->items())
+            if (key != "otlp") throw Error::invalid(member(xf, key), "is not an export setting (otlp)");
+        if (auto o = x->find("otlp"); o != x->end() && !o->is_null()) {
+            const std::string of = member(xf, "otlp");
+            if (!o->is_object()) throw Error::invalid(of, "must be an object {destination?, enabled?}");
+            OtlpRequest otlp;
+            for (const auto &[key, v] : o->items()) {
+                if (key == "enabled") {
+                    if (v.is_null()) continue;
+                    if (!v.is_boolean()) throw Error::invalid(member(of, key), "must be a boolean");
+                    otlp.enabled = v.get<bool>();
+                } else if (key == "destination") {
+                    if (v.is_null()) continue;
+                    const std::string df = member(of, key);
+                    if (!v.is_object()) throw Error::invalid(df, "must be an object {id} or {name}");
+                    for (const auto &[k, s] : v.items()) {
+                        if (k != "id" && k != "name") throw Error::invalid(member(df, k), "is not id or name");
+                        if (s.is_null()) continue;
+                        if (!s.is_string() || s.get_ref<const std::string &>().empty())
+                            throw Error::invalid(member(df, k), "must be a non-empty string");
+                        (k == "id" ? otlp.destination_id : otlp.destination_name) = s.get<std::string>();
+                    }
+                    if (otlp.destination_id.empty() == otlp.destination_name.empty())
+                        throw Error::invalid(df, "give exactly one of id and name");
+                } else {
+                    throw Error::invalid(member(of, key), "is not an otlp setting (destination, enabled)");
+                }
+            }
+            if (otlp.names_destination() && otlp.enabled == false)
+                throw Error::invalid(member(of, "enabled"), "false cannot be combined with a destination");
+            r.otlp = std::move(otlp);
+        }
+    }
+    if (auto st = value.find("storage"); st != value.end() && !st->is_null()) {
+        const std::string sf = member(field, "storage");
+        if (!st->is_object()) throw Error::invalid(sf, "must be an object {enabled?}");
+        for (const auto &[key, v] : st->items()) {
+            if (key != "enabled") throw Error::invalid(member(sf, key), "is not a storage setting (enabled)");
+            if (v.is_null()) continue;
+            if (!v.is_boolean()) throw Error::invalid(member(sf, key), "must be a boolean");
+            r.storage = v.get<bool>();
+        }
+    }
     if (auto e = value.find("enabled"); e != value.end() && !e->is_null()) {
         if (!e->is_boolean()) throw Error::invalid(member(field, "enabled"), "must be a boolean");
         r.enabled = e->get<bool>();
@@ -118,12 +164,58 @@ Selection apply_update(const Selection &current, const ConfigRequest &r) {
     return layered(current.empty() ? default_selection() : current, r);
 }
 
-json render(const Selection &s) {
+ExportState apply_export(const ExportState &current, const ConfigRequest &r, const Selection &capture, bool create,
+                         const std::string &resolved, const std::string &field) {
+    ExportState next = create ? ExportState{} : current;
+    if (r.storage) {
+        if (!create && *r.storage != current.storage)
+            throw Error::invalid(member(member(field, "storage"), "enabled"), "cannot be changed after create");
+        next.storage = *r.storage;
+    }
+    if (r.otlp) {
+        if (r.otlp->names_destination())
+            next.destination = resolved;
+        else if (r.otlp->enabled == false)
+            next.destination.clear();
+        else if (r.otlp->enabled == true && next.destination.empty())
+            throw Error::invalid(member(member(field, "export"), "otlp.destination"),
+                                 "is required to enable export (no destination is selected)");
+    }
+    if (capture.empty()) {
+        // Naming a destination for a session that captures nothing is a mistake worth a 400;
+        // stopping capture (enabled: false) ends export with it.
+        if (r.otlp && r.otlp->names_destination())
+            throw Error::invalid(member(member(field, "export"), "otlp"), "requires telemetry capture to be enabled");
+        next.destination.clear();
+    }
+    if (!capture.empty() && !next.storage && next.destination.empty())
+        throw Error::invalid(member(member(field, "storage"), "enabled"),
+                             "false requires an OTLP export destination (telemetry.export.otlp.destination)");
+    return next;
+}
+
+json render(const Selection &s, const ExportState &x) {
     if (s.empty()) return nullptr;
     json browser = json::object();
     for (const auto &c : categories())
         browser[c] = {{"enabled", s.count(c) > 0}};
-    return {{"browser", browser}};
+    json out = {{"browser", browser}};
+    if (!x.destination.empty()) out["export"] = {{"otlp", {{"destination", x.destination}, {"enabled", true}}}};
+    if (!x.destination.empty() || !x.storage) out["storage"] = {{"enabled", x.storage}};
+    return out;
+}
+
+ExportState export_from_json(const json &rendered) {
+    ExportState x;
+    if (!rendered.is_object()) return x;
+    if (auto e = rendered.find("export"); e != rendered.end() && e->is_object()) {
+        const json otlp = e->value("otlp", json::object());
+        if (otlp.is_object() && otlp.value("enabled", false) && otlp.value("destination", json()).is_string())
+            x.destination = otlp.at("destination").get<std::string>();
+    }
+    if (auto st = rendered.find("storage"); st != rendered.end() && st->is_object())
+        x.storage = st->value("enabled", true);
+    return x;
 }
 
 Selection selection_from_json(const json &rendered) {

@@ -37,18 +37,45 @@ void parse_event_filter(const std::vector<std::pair<std::string, std::string>> &
 using Selection = std::set<std::string>;
 const Selection &default_selection();
 
-// A telemetry request object as sent (`{enabled?, browser?: {<category>: {enabled?}}}`).
+// 0.131's `export.otlp` as sent: `{destination?: {id?|name?}, enabled?}`.
+struct OtlpRequest {
+    std::optional<bool> enabled;
+    std::string destination_id, destination_name; // at most one set
+    bool names_destination() const { return !destination_id.empty() || !destination_name.empty(); }
+};
+
+// A telemetry request object as sent (`{enabled?, browser?: {<category>: {enabled?}},
+// export?: {otlp?}, storage?: {enabled?}}`).
 struct ConfigRequest {
     std::optional<bool> enabled;
     std::vector<std::pair<std::string, bool>> categories; // as given, in order
-    // omitted, null or {}: "leave unchanged" on update, "no capture" on create.
+    std::optional<OtlpRequest> otlp;                      // `export.otlp` given (not null)
+    std::optional<bool> storage;                          // `storage.enabled` given
+    // omitted, null or {}: "leave unchanged" on update, "no capture" on create. (Export and
+    // storage alone leave the categories unchanged too.)
     bool empty() const { return !enabled && categories.empty(); }
 };
 
 // Validates a request object (null allowed). `field` names it in errors ("telemetry").
 // Throws Error 400 naming the bad field: not an object, a non-boolean `enabled`, an unknown
-// category, a category that is not {enabled?: boolean}, `enabled: false` with categories.
+// category, a category that is not {enabled?: boolean}, `enabled: false` with categories,
+// an `export.otlp.destination` that is not {id} or {name}, `export.otlp.enabled: false` with a
+// destination, a `storage` that is not {enabled?: boolean}.
 ConfigRequest parse_request(const json &value, const std::string &field = "telemetry");
+
+// Where a session's telemetry goes besides the live ring: an OTLP destination (by id; empty =
+// none) and the archive (`storage`, default on).
+struct ExportState {
+    std::string destination;
+    bool storage = true;
+    bool operator==(const ExportState &) const = default;
+};
+// The export state after a create (`current` = {}) or an update, given the categories that will
+// be captured and `resolved`, the id of the destination the request names (empty when it names
+// none). Throws Error 400 naming the field: export without capture, `storage.enabled: false`
+// without a destination, `storage` changed after create. Capture switched off ends export.
+ExportState apply_export(const ExportState &current, const ConfigRequest &r, const Selection &capture, bool create,
+                         const std::string &resolved, const std::string &field = "telemetry");
 
 // Create (browser or pool lease baseline): layered onto the defaults.
 Selection apply_create(const ConfigRequest &r);
@@ -58,8 +85,11 @@ Selection apply_update(const Selection &current, const ConfigRequest &r);
 
 // The session's `telemetry` field: {browser: {<category>: {enabled}}} for every category, or
 // null when nothing is captured.
-json render(const Selection &s);
+// With `x`: `export: {otlp: {destination, enabled: true}}` while exporting and `storage:
+// {enabled}` whenever either is not the default.
+json render(const Selection &s, const ExportState &x = {});
 Selection selection_from_json(const json &rendered);
+ExportState export_from_json(const json &rendered);
 
 // Unix microseconds now (event timestamps).
 std::int64_t now_us();

@@ -972,6 +972,18 @@ elsewhere('POST /vaults/{id_or_name}/items/{key}/operations', ['type', 'browser_
 elsewhere('GET /vault-provider-configs', ['limit', 'offset'], VAULTS, 'the organisation\'s configs');
 elsewhere('POST /vault-provider-configs', ['provider', 'name', 'credentials'], VAULTS, 'secret write-only, duplicate names 409, project keys 403');
 elsewhere('PATCH /vault-provider-configs/{id_or_name}', ['name', 'credentials'], VAULTS, 'renamed, secret replaced');
+// OTLP telemetry destinations (kernel-api-0131 §1E) need a real OpenTelemetry Collector;
+// tests/python/test_0131_export.py drives them, and browsers' telemetry.export, through the SDK.
+const EXPORT = '../python/test_0131_export.py';
+elsewhere('GET /telemetry/destinations', ['limit', 'offset', 'name', 'query'], EXPORT, 'pages, the exact name and the substring query (Python SDK 0.131)');
+elsewhere('POST /telemetry/destinations', ['name', 'endpoint', 'description', 'headers'], EXPORT, 'headers write-only and sealed, the signal path and loopback refused, names unique');
+elsewhere('PATCH /telemetry/destinations/{id_or_name}', ['name', 'endpoint', 'description', 'headers'], EXPORT, 'headers merged per key (null deletes), renamed, the endpoint checked again');
+// Audit-log export (kernel-api-0131 §1F) needs an S3-compatible server (moto);
+// tests/python/test_0131_audit_export.py drives it and reads the bucket with boto3.
+const AUDIT_EXPORT = '../python/test_0131_audit_export.py';
+elsewhere('GET /audit-logs/export/destinations', ['limit', 'offset'], AUDIT_EXPORT, 'the organisation\'s destinations, paged (Python SDK 0.131)');
+elsewhere('POST /audit-logs/export/destinations', ['type', 'format', 'bucket', 'prefix', 'region', 'role_arn', 'kms_key_id', 'sse', 'endpoint', 'access_key_id', 'secret_access_key'], AUDIT_EXPORT, 'created paused with its keys sealed; role assumption 501; bad bucket and refused endpoint 400');
+elsewhere('PATCH /audit-logs/export/destinations/{id}', ['bucket', 'prefix', 'region', 'role_arn', 'kms_key_id', 'sse', 'endpoint', 'access_key_id', 'secret_access_key', 'status'], AUDIT_EXPORT, 'each field changed and read back; activation starts export from then on');
 const AGENT_TOOLS = '../python/test_0131_agent_tools.py';
 elsewhere('POST /browsers/{id}/playwright/execute', ['executor'], AGENT_TOOLS, 'named executors: own tabs, run in parallel, eight at most (Python SDK 0.131)');
 elsewhere('DELETE /browsers/{id}/playwright/executors/{name}', ['close_tab'], AGENT_TOOLS, 'the process ends; the tab closes unless close_tab is false');

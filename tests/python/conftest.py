@@ -61,8 +61,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if "slow" in item.keywords:
             item.add_marker(skip)
 
-@pytest.fixture(scope="session")
-def server() -> Iterator[Server]:
+@contextlib.contextmanager
+def launched(extra_env: dict[str, str] | None = None, keep_data: bool = False) -> Iterator[Server]:
+    """A `hangar serve` of its own (fresh data dir), stopped with SIGTERM on the way out; `extra_env`
+    adds to the environment (HANGAR_CONFIG for a config file, HANGAR_DATA_DIR and HANGAR_API_KEY to
+    start again on the same store, ...); `keep_data` leaves the data dir for the next start."""
     if not os.path.exists(HANGAR_BIN):
         pytest.exit(f"{HANGAR_BIN} does not exist: build first (make build)", returncode=2)
     data_dir = tempfile.mkdtemp(prefix="hangar-py-")
@@ -76,6 +79,8 @@ def server() -> Iterator[Server]:
         HANGAR_KEEP_SESSIONS_ON_STOP="0",  # its SIGTERM ends every session
         HANGAR_SANDBOX_ALLOW_HOST_PORTS=f"{ALLOWED_PORTS[0]}-{ALLOWED_PORTS[1]}",
     )
+    env.update(extra_env or {})
+    data_dir, api_key = env["HANGAR_DATA_DIR"], env["HANGAR_API_KEY"]
     proc = subprocess.Popen([HANGAR_BIN, "serve"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, bufsize=1)
     output: list[str] = []
@@ -113,7 +118,14 @@ def server() -> Iterator[Server]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-        shutil.rmtree(data_dir, ignore_errors=True)
+        if not keep_data:
+            shutil.rmtree(data_dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def server() -> Iterator[Server]:
+    with launched() as srv:
+        yield srv
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,249 @@
+// Unit tests of OTLP export's pure logic (kernel-api-0131.md §1E, §2.1): `telemetry.export` and
+// `telemetry.storage` rules, a destination's name/endpoint/header rules, the OTLP/HTTP JSON
+// encoding, the bounded queue with its export_dropped note, and the retry schedule.
+#include "export_model.hpp"
+#include "telemetry_model.hpp"
+
+#include <cppunit/TestFixture.h>
+#include <cppunit/extensions/HelperMacros.h>
+
+using namespace hangar::telemetry;
+using hangar::telemetry::otlp::Headers;
+
+namespace {
+
+template <typename F> void expect_400(F &&f, const std::string &field) {
+    try {
+        f();
+        CPPUNIT_FAIL("accepted, expected a 400 naming " + field);
+    } catch (const hangar::Error &e) {
+        CPPUNIT_ASSERT_EQUAL(400, e.status());
+        CPPUNIT_ASSERT_MESSAGE(std::string(e.what()) + " / " + e.details_json().dump(),
+                               (std::string(e.what()) + e.details_json().dump()).find(field) != std::string::npos);
+    }
+}
+
+ConfigRequest req(const char *text) {
+    return parse_request(json::parse(text));
+}
+
+} // namespace
+
+class ExportModelTest : public CppUnit::TestFixture {
+    CPPUNIT_TEST_SUITE(ExportModelTest);
+    CPPUNIT_TEST(parsesExportAndStorage);
+    CPPUNIT_TEST(exportRules);
+    CPPUNIT_TEST(rendersExport);
+    CPPUNIT_TEST(endpointRules);
+    CPPUNIT_TEST(nameRules);
+    CPPUNIT_TEST(headerRules);
+    CPPUNIT_TEST(encodesOtlpJson);
+    CPPUNIT_TEST(queueDropsWithANote);
+    CPPUNIT_TEST(backoffSchedule);
+    CPPUNIT_TEST_SUITE_END();
+
+public:
+    void parsesExportAndStorage() {
+        auto r = req(
+            R"({"browser":{"console":{}},"export":{"otlp":{"destination":{"name":"hc"}}},"storage":{"enabled":false}})");
+        CPPUNIT_ASSERT(r.otlp.has_value());
+        CPPUNIT_ASSERT_EQUAL(std::string("hc"), r.otlp->destination_name);
+        CPPUNIT_ASSERT(r.otlp->names_destination());
+        CPPUNIT_ASSERT(r.storage == false);
+        CPPUNIT_ASSERT(req(R"({"export":null,"storage":null})").otlp == std::nullopt);
+        CPPUNIT_ASSERT(req(R"({"export":{"otlp":{"enabled":false}}})").otlp->enabled == false);
+        expect_400([] { req(R"({"export":{"otlp":{"destination":{"id":"a","name":"b"}}}})"); },
+                   "telemetry.export.otlp.destination");
+        expect_400([] { req(R"({"export":{"otlp":{"destination":{}}}})"); }, "telemetry.export.otlp.destination");
+        expect_400([] { req(R"({"export":{"otlp":{"destination":{"id":"x"},"enabled":false}}})"); },
+                   "telemetry.export.otlp.enabled");
+        expect_400([] { req(R"({"export":{"kafka":{}}})"); }, "telemetry.export.kafka");
+        expect_400([] { req(R"({"export":{"otlp":{"endpoint":"x"}}})"); }, "telemetry.export.otlp.endpoint");
+        expect_400([] { req(R"({"storage":{"enabled":"no"}})"); }, "telemetry.storage.enabled");
+        expect_400([] { req(R"({"storage":true})"); }, "telemetry.storage");
+    }
+
+    void exportRules() {
+        const Selection on = {"console"};
+        // Create: naming a destination exports; storage defaults on.
+        auto x = apply_export({}, req(R"({"export":{"otlp":{"destination":{"name":"hc"}}}})"), on, true, "d1");
+        CPPUNIT_ASSERT(x == (ExportState{"d1", true}));
+        // Export needs capture.
+        expect_400([] { apply_export({}, req(R"({"export":{"otlp":{"destination":{"id":"d1"}}}})"), {}, true, "d1"); },
+                   "telemetry.export.otlp");
+        // storage: false needs a destination, and cannot change later.
+        expect_400([&] { apply_export({}, req(R"({"storage":{"enabled":false}})"), on, true, ""); },
+                   "telemetry.storage.enabled");
+        x = apply_export({}, req(R"({"export":{"otlp":{"destination":{"id":"d1"}}},"storage":{"enabled":false}})"), on,
+                         true, "d1");
+        CPPUNIT_ASSERT(x == (ExportState{"d1", false}));
+        expect_400([&] { apply_export(x, req(R"({"storage":{"enabled":true}})"), on, false, ""); },
+                   "telemetry.storage.enabled");
+        // ...and export can then not be switched off (nothing would keep the events).
+        expect_400([&] { apply_export(x, req(R"({"export":{"otlp":{"enabled":false}}})"), on, false, ""); },
+                   "telemetry.storage.enabled");
+        // Update: omitted keeps, enabled:false stops, a new destination switches.
+        ExportState cur{"d1", true};
+        CPPUNIT_ASSERT(apply_export(cur, req(R"({"browser":{"page":{}}})"), on, false, "") == cur);
+        CPPUNIT_ASSERT(apply_export(cur, req(R"({"export":{"otlp":{"enabled":false}}})"), on, false, "") ==
+                       (ExportState{"", true}));
+        CPPUNIT_ASSERT(apply_export(cur, req(R"({"export":{"otlp":{"destination":{"id":"d2"}}}})"), on, false, "d2") ==
+                       (ExportState{"d2", true}));
+        // enabled:true alone needs a destination already selected.
+        expect_400([&] { apply_export({}, req(R"({"export":{"otlp":{"enabled":true}}})"), on, false, ""); },
+                   "telemetry.export.otlp.destination");
+        CPPUNIT_ASSERT(apply_export(cur, req(R"({"export":{"otlp":{"enabled":true}}})"), on, false, "") == cur);
+        // Capture switched off ends export.
+        CPPUNIT_ASSERT(apply_export(cur, req(R"({"enabled":false})"), {}, false, "") == ExportState{});
+    }
+
+    void rendersExport() {
+        const Selection on = {"console"};
+        json plain = render(on);
+        CPPUNIT_ASSERT(!plain.contains("export"));
+        CPPUNIT_ASSERT(!plain.contains("storage"));
+        json r = render(on, {"d1", false});
+        CPPUNIT_ASSERT_EQUAL(std::string("d1"), r["export"]["otlp"]["destination"].get<std::string>());
+        CPPUNIT_ASSERT(r["export"]["otlp"]["enabled"].get<bool>());
+        CPPUNIT_ASSERT(!r["storage"]["enabled"].get<bool>());
+        CPPUNIT_ASSERT(export_from_json(r) == (ExportState{"d1", false}));
+        CPPUNIT_ASSERT(selection_from_json(r) == on);
+        CPPUNIT_ASSERT(render({}, {"d1", true}).is_null());
+    }
+
+    void endpointRules() {
+        CPPUNIT_ASSERT_EQUAL(std::string("https://api.honeycomb.io"),
+                             otlp::check_endpoint("https://api.honeycomb.io/", "endpoint"));
+        CPPUNIT_ASSERT_EQUAL(std::string("https://otlp.example.com/otlp"),
+                             otlp::check_endpoint("HTTPS://otlp.example.com/otlp", "endpoint"));
+        CPPUNIT_ASSERT_EQUAL(std::string("http://[2001:db8::1]:4318"),
+                             otlp::check_endpoint("http://[2001:db8::1]:4318", "endpoint"));
+        CPPUNIT_ASSERT_EQUAL(std::string("http://c:4318/v1/logs"), otlp::logs_url("http://c:4318"));
+        for (const char *bad : {"ftp://x", "x.example.com", "https://x/v1/logs", "https://x/otlp/v1/traces/",
+                                "https://x/v1/metrics", "https://x?a=1", "https://x#f", "https://u:p@x", "https://",
+                                "https://x:0", "https://x:99999", "https://x y"})
+            expect_400([&] { otlp::check_endpoint(bad, "endpoint"); }, "endpoint");
+        expect_400([] { otlp::check_endpoint(42, "endpoint"); }, "endpoint");
+    }
+
+    void nameRules() {
+        CPPUNIT_ASSERT_EQUAL(std::string("Honeycomb prod"), otlp::check_name("Honeycomb prod", "name"));
+        expect_400([] { otlp::check_name("", "name"); }, "name");
+        expect_400([] { otlp::check_name(std::string(256, 'a'), "name"); }, "name");
+        expect_400([] { otlp::check_name("abcdefghijklmnopqrstuvwx", "name"); }, "name"); // shaped like an id
+        expect_400([] { otlp::check_name("a\nb", "name"); }, "name");
+    }
+
+    void headerRules() {
+        CPPUNIT_ASSERT_EQUAL(std::string("X-Honeycomb-Team"), otlp::canonical_header("x-honeycomb-TEAM"));
+        Headers h =
+            otlp::merge_headers({}, json::parse(R"({"authorization":"Bearer a","x-api-key":"k"})"), "headers", false);
+        CPPUNIT_ASSERT_EQUAL(std::size_t{2}, h.size());
+        CPPUNIT_ASSERT_EQUAL(std::string("Bearer a"), h["Authorization"]);
+        // PATCH: per key; another spelling replaces; null deletes; omitted stays.
+        Headers p =
+            otlp::merge_headers(h, json::parse(R"({"AUTHORIZATION":"Bearer b","X-API-KEY":null})"), "headers", true);
+        CPPUNIT_ASSERT_EQUAL(std::size_t{1}, p.size());
+        CPPUNIT_ASSERT_EQUAL(std::string("Bearer b"), p["Authorization"]);
+        CPPUNIT_ASSERT(otlp::merge_headers(h, nullptr, "headers", true) == h);
+        expect_400([] { otlp::merge_headers({}, json::parse(R"({"a":"1","A":"2"})"), "headers", false); }, "headers.");
+        expect_400([] { otlp::merge_headers({}, json::parse(R"({"bad name":"1"})"), "headers", false); }, "headers.");
+        expect_400([] { otlp::merge_headers({}, json::parse(R"({"x":"a\r\nInjected: 1"})"), "headers", false); },
+                   "headers.x");
+        expect_400([] { otlp::merge_headers({}, json::parse(R"({"Content-Type":"text/plain"})"), "headers", false); },
+                   "headers.Content-Type");
+        expect_400([] { otlp::merge_headers({}, json::parse(R"({"x":null})"), "headers", false); }, "headers.x");
+        expect_400([] { otlp::merge_headers({}, json::parse(R"({"x":1})"), "headers", false); }, "headers.x");
+        expect_400([] { otlp::merge_headers({}, json{{"x", std::string(8200, 'v')}}, "headers", false); }, "headers");
+        expect_400([] { otlp::merge_headers({}, json::array(), "headers", false); }, "headers");
+    }
+
+    void encodesOtlpJson() {
+        json v = otlp::any_value(
+            json::parse(R"({"s":"x","i":42,"big":9007199254740993,"f":1.5,"b":true,"n":null,"a":[1,"y"]})"));
+        const auto &kv = v["kvlistValue"]["values"];
+        auto at = [&](const std::string &k) {
+            for (const auto &e : kv)
+                if (e["key"] == k) return e["value"];
+            return json();
+        };
+        CPPUNIT_ASSERT_EQUAL(std::string("x"), at("s")["stringValue"].get<std::string>());
+        CPPUNIT_ASSERT_EQUAL(std::string("42"), at("i")["intValue"].get<std::string>()); // int64 as a JSON string
+        CPPUNIT_ASSERT_EQUAL(std::string("9007199254740993"), at("big")["intValue"].get<std::string>());
+        CPPUNIT_ASSERT_EQUAL(1.5, at("f")["doubleValue"].get<double>());
+        CPPUNIT_ASSERT(at("b")["boolValue"].get<bool>());
+        CPPUNIT_ASSERT(at("n").is_object() && at("n").empty());
+        CPPUNIT_ASSERT_EQUAL(std::string("y"), at("a")["arrayValue"]["values"][1]["stringValue"].get<std::string>());
+
+        json env = json::parse(R"({"seq":7,"event":{"category":"console","type":"console_error","ts":1700000000123456,
+            "source":{"kind":"cdp","event":"Runtime.exceptionThrown"},"data":{"text":"boom"},"truncated":true}})");
+        json rec = otlp::log_record(env);
+        CPPUNIT_ASSERT_EQUAL(std::string("1700000000123456000"), rec["timeUnixNano"].get<std::string>());
+        CPPUNIT_ASSERT_EQUAL(17, rec["severityNumber"].get<int>());
+        CPPUNIT_ASSERT_EQUAL(std::string("console_error"), rec["eventName"].get<std::string>());
+        CPPUNIT_ASSERT_EQUAL(std::string("boom"),
+                             rec["body"]["kvlistValue"]["values"][0]["value"]["stringValue"].get<std::string>());
+        std::string attrs = rec["attributes"].dump();
+        for (const char *k :
+             {"event.name", "kernel.telemetry.category", "kernel.telemetry.seq", "kernel.telemetry.source.kind",
+              "kernel.telemetry.source.event", "kernel.telemetry.truncated"})
+            CPPUNIT_ASSERT_MESSAGE(k, attrs.find(k) != std::string::npos);
+
+        // One ResourceLogs per session, with its ids as resource attributes.
+        std::vector<otlp::Record> recs = {{"s1", "p1", rec}, {"s2", "p1", rec}, {"s1", "p1", rec}};
+        json body = otlp::logs_request(recs, "node-a");
+        CPPUNIT_ASSERT_EQUAL(std::size_t{2}, body["resourceLogs"].size());
+        const json &first = body["resourceLogs"][0];
+        CPPUNIT_ASSERT_EQUAL(std::size_t{2}, first["scopeLogs"][0]["logRecords"].size());
+        std::string res = first["resource"].dump();
+        CPPUNIT_ASSERT(res.find(R"("kernel.browser.session_id")") != std::string::npos);
+        CPPUNIT_ASSERT(res.find(R"({"stringValue":"s1"})") != std::string::npos);
+        CPPUNIT_ASSERT(res.find(R"("kernel.project.id")") != std::string::npos);
+        CPPUNIT_ASSERT(res.find(R"("service.name")") != std::string::npos);
+        CPPUNIT_ASSERT(res.find(R"({"stringValue":"node-a"})") != std::string::npos);
+    }
+
+    void queueDropsWithANote() {
+        otlp::Queue q(4);
+        auto rec = [](const char *sid) { return otlp::Record{sid, "p", json::object()}; };
+        for (int i = 0; i < 4; ++i)
+            CPPUNIT_ASSERT(q.push(rec("s1"), 1));
+        CPPUNIT_ASSERT(!q.push(rec("s1"), 1));
+        CPPUNIT_ASSERT(!q.push(rec("s1"), 1));
+        CPPUNIT_ASSERT_EQUAL(std::uint64_t{2}, q.dropped());
+        CPPUNIT_ASSERT_EQUAL(std::size_t{4}, q.size());
+        CPPUNIT_ASSERT_EQUAL(std::size_t{3}, q.take(3).size());
+        // One slot free: a note and a record need two, so this one is dropped too.
+        CPPUNIT_ASSERT(q.size() == 1);
+        CPPUNIT_ASSERT(q.push(rec("s2"), 1)); // another session has no note pending
+        CPPUNIT_ASSERT(q.size() == 2);
+        q.take(2);
+        CPPUNIT_ASSERT(q.push(rec("s1"), 5));
+        auto out = q.take(10);
+        CPPUNIT_ASSERT_EQUAL(std::size_t{2}, out.size());
+        CPPUNIT_ASSERT_EQUAL(std::string("export_dropped"), out[0].record["eventName"].get<std::string>());
+        CPPUNIT_ASSERT_EQUAL(std::string("2"),
+                             out[0].record["body"]["kvlistValue"]["values"][0]["value"]["intValue"].get<std::string>());
+        CPPUNIT_ASSERT(out[1].record.empty());
+        CPPUNIT_ASSERT(q.push(rec("s1"), 5)); // told once
+        CPPUNIT_ASSERT_EQUAL(std::size_t{1}, q.size());
+        CPPUNIT_ASSERT_EQUAL(std::size_t{1}, q.clear());
+    }
+
+    void backoffSchedule() {
+        using ms = std::chrono::milliseconds;
+        CPPUNIT_ASSERT_EQUAL(ms(500).count(), otlp::backoff(1, ms(500), ms(30000), 0).count());
+        CPPUNIT_ASSERT_EQUAL(ms(1000).count(), otlp::backoff(2, ms(500), ms(30000), 0).count());
+        CPPUNIT_ASSERT_EQUAL(ms(8000).count(), otlp::backoff(5, ms(500), ms(30000), 0).count());
+        CPPUNIT_ASSERT_EQUAL(ms(30000).count(), otlp::backoff(40, ms(500), ms(30000), 0).count());
+        CPPUNIT_ASSERT_EQUAL(ms(375).count(), otlp::backoff(1, ms(500), ms(30000), 1.0).count()); // jitter: ≤ ¼ less
+        CPPUNIT_ASSERT_EQUAL(ms(5000).count(), otlp::backoff(1, ms(500), ms(30000), 0, 5).count()); // Retry-After
+        CPPUNIT_ASSERT_EQUAL(ms(30000).count(), otlp::backoff(1, ms(500), ms(30000), 0, 3600).count());
+        CPPUNIT_ASSERT(otlp::retryable_status(503) && otlp::retryable_status(429) && otlp::retryable_status(408));
+        CPPUNIT_ASSERT(!otlp::retryable_status(400) && !otlp::retryable_status(401) && !otlp::retryable_status(404));
+        CPPUNIT_ASSERT_EQUAL(std::string("unauthorized"), otlp::error_class_of_status(403));
+        CPPUNIT_ASSERT_EQUAL(std::string("server_error"), otlp::error_class_of_status(502));
+    }
+};
+
+CPPUNIT_TEST_SUITE_REGISTRATION(ExportModelTest);
