@@ -103,17 +103,6 @@ CurlRequest parse_curl_request(const json &body) {
     return r;
 }
 
-std::string canonical_header_name(std::string_view name) {
-    std::string out(name);
-    bool upper = true;
-    for (auto &c : out) {
-        c = static_cast<char>(upper ? std::toupper(static_cast<unsigned char>(c))
-                                    : std::tolower(static_cast<unsigned char>(c)));
-        upper = c == '-';
-    }
-    return out;
-}
-
 std::string valid_utf8(std::string_view s) {
     std::string out;
     out.reserve(s.size());

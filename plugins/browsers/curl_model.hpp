@@ -3,6 +3,7 @@
 #pragma once
 
 #include <hangar/plugin.hpp>
+#include <hangar/text.hpp>
 
 #include <optional>
 #include <string>
@@ -30,9 +31,6 @@ CurlRequest parse_curl_request(const json &body);
 
 // scheme://host[:port] of an http(s) URL, or nullopt when it is not one.
 std::optional<std::string> http_origin(const std::string &url);
-
-// "content-type" → "Content-Type": one spelling per header name, as Go's net/http (Kernel) writes them.
-std::string canonical_header_name(std::string_view name);
 
 struct CurlResponse {
     int status = 0;

@@ -1,6 +1,7 @@
 #include "export_model.hpp"
 
 #include <hangar/resource.hpp>
+#include <hangar/text.hpp>
 
 #include <algorithm>
 #include <cctype>
@@ -89,17 +90,6 @@ std::string logs_url(const std::string &endpoint) {
     return endpoint + "/v1/logs";
 }
 
-std::string canonical_header(std::string_view name) {
-    std::string out(name);
-    bool upper = true;
-    for (auto &c : out) {
-        c = static_cast<char>(upper ? std::toupper(static_cast<unsigned char>(c))
-                                    : std::tolower(static_cast<unsigned char>(c)));
-        upper = c == '-';
-    }
-    return out;
-}
-
 Headers merge_headers(const Headers &current, const json &value, const std::string &field, bool patch) {
     if (value.is_null()) return current;
     if (!value.is_object()) throw Error::invalid(field, "must be an object of header names to values");
@@ -117,7 +107,7 @@ Headers merge_headers(const Headers &current, const json &value, const std::stri
             throw Error::invalid(at, "is given twice with different spellings (header names ignore case)");
         if (reserved.count(lower(name)))
             throw Error::invalid(at, "is set by the exporter itself and cannot be configured");
-        const std::string canonical = canonical_header(name);
+        const std::string canonical = hangar::canonical_header_name(name);
         if (v.is_null()) {
             if (!patch) throw Error::invalid(at, "must be a string");
             out.erase(canonical);

@@ -31,9 +31,7 @@ std::string check_endpoint(const json &value, const std::string &field);
 // Where logs go: `<endpoint>/v1/logs`.
 std::string logs_url(const std::string &endpoint);
 
-// Header names as Kernel returns them: each dash-separated word capitalised (`x-api-key` →
-// `X-Api-Key`).
-std::string canonical_header(std::string_view name);
+// Header names as Kernel returns them (hangar::canonical_header_name: `x-api-key` → `X-Api-Key`).
 using Headers = std::map<std::string, std::string>; // canonical name → value
 // Headers on create (`map<str,str>`) or a PATCH's per-key merge onto `current` (a string sets,
 // null deletes). Names must be HTTP tokens, values printable (no CR/LF), one name may not come

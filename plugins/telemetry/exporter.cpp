@@ -3,6 +3,7 @@
 
 #include <hangar/metrics.hpp>
 #include <hangar/outbound.hpp>
+#include <hangar/text.hpp>
 
 #include <random>
 
@@ -81,7 +82,7 @@ void Exporter::run(const std::stop_token &stop, const std::string &id, Destinati
 namespace {
 std::optional<int> retry_after(const hangar::outbound::Response &r) {
     for (const auto &[k, v] : r.headers)
-        if (otlp::canonical_header(k) == "Retry-After") try {
+        if (hangar::canonical_header_name(k) == "Retry-After") try {
                 return std::stoi(v);
             } catch (const std::exception &) {
                 return std::nullopt; // an HTTP date: the backoff's own wait applies

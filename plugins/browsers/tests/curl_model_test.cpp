@@ -78,7 +78,7 @@ public:
         CPPUNIT_ASSERT(!out["headers"].contains("Transfer-Encoding"));
         CPPUNIT_ASSERT_EQUAL(std::string("hi"), out["body"].get<std::string>());
         CPPUNIT_ASSERT_EQUAL(std::string("aGk="), render_curl_response(r, true)["body"].get<std::string>());
-        CPPUNIT_ASSERT_EQUAL(std::string("X-Forwarded-For"), canonical_header_name("x-FORWARDED-for"));
+        CPPUNIT_ASSERT_EQUAL(std::string("X-Forwarded-For"), hangar::canonical_header_name("x-FORWARDED-for"));
     }
 
     void utf8() {

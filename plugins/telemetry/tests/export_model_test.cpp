@@ -4,6 +4,8 @@
 #include "export_model.hpp"
 #include "telemetry_model.hpp"
 
+#include <hangar/text.hpp>
+
 #include <cppunit/TestFixture.h>
 #include <cppunit/extensions/HelperMacros.h>
 
@@ -135,7 +137,7 @@ public:
     }
 
     void headerRules() {
-        CPPUNIT_ASSERT_EQUAL(std::string("X-Honeycomb-Team"), otlp::canonical_header("x-honeycomb-TEAM"));
+        CPPUNIT_ASSERT_EQUAL(std::string("X-Honeycomb-Team"), hangar::canonical_header_name("x-honeycomb-TEAM"));
         Headers h =
             otlp::merge_headers({}, json::parse(R"({"authorization":"Bearer a","x-api-key":"k"})"), "headers", false);
         CPPUNIT_ASSERT_EQUAL(std::size_t{2}, h.size());

@@ -1,0 +1,23 @@
+// Small text helpers more than one plugin needs, so each lives once (issue 49).
+#pragma once
+
+#include <cctype>
+#include <string>
+#include <string_view>
+
+namespace hangar {
+
+// An HTTP header name in Go's canonical form ("content-type" → "Content-Type"), the form
+// Kernel's Go services write header names in and the one to compare case-insensitive names by.
+inline std::string canonical_header_name(std::string_view name) {
+    std::string out(name);
+    bool upper = true;
+    for (auto &c : out) {
+        c = static_cast<char>(upper ? std::toupper(static_cast<unsigned char>(c))
+                                    : std::tolower(static_cast<unsigned char>(c)));
+        upper = c == '-';
+    }
+    return out;
+}
+
+} // namespace hangar
