@@ -279,7 +279,11 @@ void TelemetryPlugin::resume_adopted() {
 void TelemetryPlugin::stop_server() {
     sender_ = {}; // posts what is queued, then stops
     pull_all();
-    exporter_.reset(); // what is still queued for a collector is lost with the process (README)
+    // What the last pull queued goes out while collectors answer; what a dead one would have
+    // taken is lost with the process (README).
+    exporter_->drain(
+        std::chrono::milliseconds(std::clamp<std::int64_t>(config_int("export_drain_ms", 2000), 0, 60000)));
+    exporter_.reset();
     Poco::Net::uninitializeSSL();
 }
 

@@ -467,3 +467,22 @@ def test_in_a_cluster_the_node_that_owns_the_browser_exports(collector: Collecto
                 assert counter(metrics(cb), "hangar_telemetry_export_records_total", destination=dest.id, outcome="sent") > 0
             finally:
                 cb.browsers.delete_by_id(br.session_id)
+
+
+def test_a_stopping_server_sends_what_its_last_pull_queued(collector: Collector, page_url: str) -> None:
+    with tempfile.TemporaryDirectory(prefix="hangar-export-cfg-") as d:
+        cfg = config_dir(d, {"fetch_allow": f"127.0.0.1:{collector.port}"},
+                         {"telemetry": "archive_interval_ms = 60000"})
+        with launched({"HANGAR_CONFIG": cfg}) as s:
+            c = kernel.Kernel(api_key=s.api_key, base_url=s.base_url, timeout=120, max_retries=0)
+            dest = c.telemetry.destinations.create(name="drain", endpoint=f"http://127.0.0.1:{collector.port}",
+                                                   headers=AUTH)
+            b = c.browsers.create(headless=True, telemetry={"browser": {"console": {"enabled": True}},
+                                                            "export": {"otlp": {"destination": {"id": dest.id}}}})
+            run(c, b.session_id, f"await page.goto({json.dumps(page_url)}); return 1;")
+            console_lines(c, b.session_id, "drained", 20)
+            # No pull has run yet (a minute apart): the stop's own pull queues the lines, and the
+            # stop waits for them to go out.
+            assert not markers(collector, b.session_id, "drained")
+        wait_for(lambda: len(markers(collector, b.session_id, "drained")) == 20, timeout=10,
+                 what="the lines queued by the stop at the collector")
