@@ -66,6 +66,22 @@ void Exporter::forget(const std::string &destination) {
     // The shared_ptr held by this frame joins the worker when it goes.
 }
 
+void Exporter::drain(std::chrono::milliseconds deadline) {
+    const auto until = std::chrono::steady_clock::now() + deadline;
+    while (std::chrono::steady_clock::now() < until) {
+        bool idle = true;
+        {
+            std::lock_guard lock(mutex_);
+            for (const auto &[_, d] : destinations_) {
+                std::lock_guard dl(d->mutex);
+                if (d->queue.size() > 0 || d->busy) idle = false;
+            }
+        }
+        if (idle) return;
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+}
+
 void Exporter::run(const std::stop_token &stop, const std::string &id, Destination &d) {
     while (!stop.stop_requested()) {
         std::vector<otlp::Record> batch;
@@ -74,8 +90,10 @@ void Exporter::run(const std::stop_token &stop, const std::string &id, Destinati
             d.wake.wait(lock, stop, [&] { return d.queue.size() > 0; });
             if (stop.stop_requested()) return;
             batch = d.queue.take(settings_.batch_records);
+            d.busy = true;
         }
         deliver(stop, id, d, batch);
+        d.busy = false;
     }
 }
 

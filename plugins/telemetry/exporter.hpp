@@ -52,6 +52,9 @@ public:
                  const nlohmann::json &envelopes);
     // The destination was deleted: what waits for it is dropped (counted).
     void forget(const std::string &destination);
+    // Waits until every queue is empty and no request is under way, or `deadline` passed (a
+    // server stopping sends what its last pull queued while collectors answer).
+    void drain(std::chrono::milliseconds deadline);
     // Prometheus families: records sent and dropped, retries, and the queue's size.
     nlohmann::json metric_families() const;
 
@@ -62,6 +65,7 @@ private:
         std::condition_variable_any wake;
         otlp::Queue queue; // under mutex
         std::atomic<std::uint64_t> sent{0}, retried{0}, dropped_failed{0};
+        std::atomic<bool> busy{false}; // a batch taken from the queue is being delivered
         std::jthread worker;
     };
     void run(const std::stop_token &stop, const std::string &id, Destination &d);

@@ -279,7 +279,11 @@ void TelemetryPlugin::resume_adopted() {
 void TelemetryPlugin::stop_server() {
     sender_ = {}; // posts what is queued, then stops
     pull_all();
-    exporter_.reset(); // what is still queued for a collector is lost with the process (README)
+    // What the last pull queued goes out while collectors answer; what a dead one would have
+    // taken is lost with the process (README).
+    exporter_->drain(
+        std::chrono::milliseconds(std::clamp<std::int64_t>(config_int("export_drain_ms", 2000), 0, 60000)));
+    exporter_.reset();
     Poco::Net::uninitializeSSL();
 }
 
@@ -466,8 +470,17 @@ json TelemetryPlugin::session_op(const json &in) {
         baseline = in.value("baseline", json());
         ConfigRequest base = parse_request(baseline, "browser_pool.telemetry"), r = parse_request(request);
         Selection base_sel = apply_create(base);
-        ExportState base_x =
-            apply_export({}, base, base_sel, true, resolve_destination(project, base, "browser_pool.telemetry"));
+        std::string base_destination;
+        try {
+            base_destination = resolve_destination(project, base, "browser_pool.telemetry");
+        } catch (const Error &e) {
+            // The pool's destination was deleted after the pool was made (a destination's delete
+            // cannot see pools): the lease captures without exporting rather than not at all.
+            warn("browser session " + sid + ": the pool's telemetry destination is gone, not exporting: " + e.what());
+            base.otlp.reset();
+            base.storage.reset();
+        }
+        ExportState base_x = apply_export({}, base, base_sel, true, base_destination);
         sel = apply_update(base_sel, r);
         x = apply_export(base_x, r, sel, false, resolve_destination(project, r, "telemetry"));
     } else if (op == "release" || op == "end") {

@@ -122,6 +122,23 @@ def launched(extra_env: dict[str, str] | None = None, keep_data: bool = False) -
             shutil.rmtree(data_dir, ignore_errors=True)
 
 
+@contextlib.contextmanager
+def postgres(port: int) -> Iterator[str]:
+    """A throw-away PostgreSQL (tests/pg/pgtemp.sh) on 127.0.0.1:`port`; its store URL. Not under
+    pytest's tmp_path: its parents are 0700, and PostgreSQL runs as its own user."""
+    parent = tempfile.mkdtemp(prefix="hangar-py-pg-")
+    os.chmod(parent, 0o755)
+    pg_dir = os.path.join(parent, "pg")
+    script = str(REPO / "tests" / "pg" / "pgtemp.sh")
+    url = subprocess.run(["sh", script, "start", pg_dir, str(port)], capture_output=True, text=True, check=True,
+                         timeout=120).stdout.strip()
+    try:
+        yield url
+    finally:
+        subprocess.run(["sh", script, "stop", pg_dir], capture_output=True, timeout=60)
+        shutil.rmtree(parent, ignore_errors=True)
+
+
 @pytest.fixture(scope="session")
 def server() -> Iterator[Server]:
     with launched() as srv:

@@ -32,7 +32,7 @@ import pytest
 import kernel
 from kernel import Kernel
 
-from conftest import ALLOWED_PORTS, REPO, launched, wait_for
+from conftest import ALLOWED_PORTS, launched, postgres, wait_for
 from test_0131_export import config_dir, free_port
 
 KEY_ID, SECRET = "AKIAHANGARTEST000001", "hangar-test-secret-key-never-stored-in-clear"
@@ -219,14 +219,8 @@ def node_counter(srv, name: str) -> float:
 def test_in_a_cluster_one_node_ships_and_another_takes_over(moto: Moto, tmp_path: Path) -> None:
     """Two nodes on one PostgreSQL (tests/pg/pgtemp.sh): entries recorded by both land once, all
     written by the node holding the lease; SIGKILL that node and the other takes over."""
-    # Not under tmp_path: pytest makes its parents 0700, and PostgreSQL runs as its own user.
-    pg_dir = Path(tempfile.mkdtemp(prefix="hangar-audit-pg-")) / "pg"
-    os.chmod(pg_dir.parent, 0o755)
-    pg_port = free_port(25400, 25499)
-    store = subprocess.run(["sh", str(REPO / "tests/pg/pgtemp.sh"), "start", str(pg_dir), str(pg_port)],
-                           capture_output=True, text=True, check=True, timeout=120).stdout.strip()
     key = "sk_test_" + os.urandom(24).hex()
-    try:
+    with postgres(free_port(25400, 25499)) as store:
         with tempfile.TemporaryDirectory(prefix="hangar-audit-cfg-") as d:
             cfg = config_dir(d, {"fetch_allow": f"127.0.0.1:{moto.port}"},
                              {"audit_export": "interval_ms = 300\nsettle_ms = 500\nobject_entries = 100\nlease_ms = 3000"})
@@ -262,6 +256,3 @@ def test_in_a_cluster_one_node_ships_and_another_takes_over(moto: Moto, tmp_path
                 got = [e for e in lines(objects(moto, marker + "/")) if marker in e["path"]]
                 assert sorted(e["path"] for e in got) == sorted(f"/profiles/{marker}-{i}" for i in range(300))
                 assert node_counter(other, "hangar_audit_export_entries_total") > 0
-    finally:
-        subprocess.run(["sh", str(REPO / "tests/pg/pgtemp.sh"), "stop", str(pg_dir)], capture_output=True, timeout=60)
-        shutil.rmtree(pg_dir.parent, ignore_errors=True)

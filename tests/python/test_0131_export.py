@@ -29,7 +29,7 @@ import pytest
 import kernel
 from kernel import Kernel
 
-from conftest import ALLOWED_PORTS, REPO, launched, wait_for
+from conftest import ALLOWED_PORTS, REPO, launched, postgres, wait_for
 
 OTELCOL = os.environ.get("HANGAR_OTELCOL") or str(
     Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "hangar-tools" / "otelcol-v0.165.0" / "hangar-otelcol")
@@ -430,3 +430,59 @@ def test_a_refused_credential_is_dropped_and_a_rotated_one_applies_at_once(
     finally:
         client.browsers.delete_by_id(b.session_id)
     delete_when_unbound(client, d.id)
+
+
+@pytest.mark.slow  # ~20 s: a PostgreSQL, two nodes and a browser
+def test_in_a_cluster_the_node_that_owns_the_browser_exports(collector: Collector, page_url: str, tmp_path: Path) -> None:
+    """Two nodes on one PostgreSQL: a browser made on node-b, its export switched on through
+    node-a (relayed to the owner), every record exported by node-b."""
+    key = "sk_test_" + os.urandom(24).hex()
+    with postgres(free_port(25500, 25599)) as store, tempfile.TemporaryDirectory(prefix="hangar-export-cfg-") as d:
+        cfg = config_dir(d, {"fetch_allow": f"127.0.0.1:{collector.port}"}, {"telemetry": "archive_interval_ms = 200"})
+        common = {"HANGAR_CONFIG": cfg, "HANGAR_STORE_URL": store, "HANGAR_API_KEY": key,
+                  "HANGAR_SECRETS_KEY_FILE": str(tmp_path / "secrets.key"), "HANGAR_NODE_HEARTBEAT_SECONDS": "1"}
+        ports = [free_port(25600, 25699)]
+        ports.append(free_port(ports[0] + 1, 25699))
+
+        def node(name: str, port: int) -> dict[str, str]:
+            return {**common, "HANGAR_NODE_NAME": name, "HANGAR_LISTEN": f"127.0.0.1:{port}",
+                    "HANGAR_PUBLIC_URL": f"http://127.0.0.1:{port}"}
+
+        with launched(node("node-a", ports[0])) as a, launched(node("node-b", ports[1])) as b:
+            ca = kernel.Kernel(api_key=key, base_url=a.base_url, timeout=120, max_retries=0)
+            cb = kernel.Kernel(api_key=key, base_url=b.base_url, timeout=120, max_retries=0)
+            dest = ca.telemetry.destinations.create(name="cluster", endpoint=f"http://127.0.0.1:{collector.port}",
+                                                    headers=AUTH)
+            br = cb.browsers.create(headless=True, telemetry={"browser": {"console": {"enabled": True}}})
+            try:
+                u = ca.browsers.update(br.session_id, telemetry={"export": {"otlp": {"destination": {"name": "cluster"}}}})
+                assert u.telemetry.export.otlp.destination == dest.id
+                run(cb, br.session_id, f"await page.goto({json.dumps(page_url)});"
+                                       "await page.evaluate(() => console.log('clustered-1')); return 1;")
+                wait_for(lambda: markers(collector, br.session_id, "clustered"), what="the record at the collector")
+                nodes = {r["resource"].get("hangar.node") for r in collector.records()
+                         if r["resource"].get("kernel.browser.session_id") == br.session_id}
+                assert nodes == {"node-b"}, nodes
+                assert counter(metrics(ca), "hangar_telemetry_export_records_total", destination=dest.id, outcome="sent") == 0
+                assert counter(metrics(cb), "hangar_telemetry_export_records_total", destination=dest.id, outcome="sent") > 0
+            finally:
+                cb.browsers.delete_by_id(br.session_id)
+
+
+def test_a_stopping_server_sends_what_its_last_pull_queued(collector: Collector, page_url: str) -> None:
+    with tempfile.TemporaryDirectory(prefix="hangar-export-cfg-") as d:
+        cfg = config_dir(d, {"fetch_allow": f"127.0.0.1:{collector.port}"},
+                         {"telemetry": "archive_interval_ms = 60000"})
+        with launched({"HANGAR_CONFIG": cfg}) as s:
+            c = kernel.Kernel(api_key=s.api_key, base_url=s.base_url, timeout=120, max_retries=0)
+            dest = c.telemetry.destinations.create(name="drain", endpoint=f"http://127.0.0.1:{collector.port}",
+                                                   headers=AUTH)
+            b = c.browsers.create(headless=True, telemetry={"browser": {"console": {"enabled": True}},
+                                                            "export": {"otlp": {"destination": {"id": dest.id}}}})
+            run(c, b.session_id, f"await page.goto({json.dumps(page_url)}); return 1;")
+            console_lines(c, b.session_id, "drained", 20)
+            # No pull has run yet (a minute apart): the stop's own pull queues the lines, and the
+            # stop waits for them to go out.
+            assert not markers(collector, b.session_id, "drained")
+        wait_for(lambda: len(markers(collector, b.session_id, "drained")) == 20, timeout=10,
+                 what="the lines queued by the stop at the collector")
