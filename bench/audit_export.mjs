@@ -7,22 +7,11 @@
 // in the bucket, or the run fails.
 import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
-import net from 'node:net';
 
-import { now, runStandalone, startServer } from './lib.mjs';
+import { freePort, now, runStandalone, startServer } from './lib.mjs';
 
 const PYTHON = new URL('../tests/python/.venv/bin/python', import.meta.url).pathname;
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-async function freePort(first, last) {
-  for (let port = first; port <= last; port++) {
-    const ok = await new Promise((resolve) => {
-      const s = net.createServer().once('error', () => resolve(false)).listen(port, '127.0.0.1', () => s.close(() => resolve(true)));
-    });
-    if (ok) return port;
-  }
-  throw new Error('no free port');
-}
 
 async function startMoto() {
   if (!existsSync(PYTHON)) throw new Error(`${PYTHON} is missing: run make setup-pyvenv`);

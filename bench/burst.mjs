@@ -15,11 +15,10 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-import { CHROMIUM_BIN, childrenByParent, now, runStandalone, startServer, summary, treeCpuMs } from './lib.mjs';
+import { CHROMIUM_BIN, childrenByParent, lifecycle, now, runStandalone, startServer, summary, treeCpuMs } from './lib.mjs';
 import { startTestPages } from '../tests/e2e/lib/server.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
-const { chromium } = createRequire(new URL('../tests/e2e/package.json', import.meta.url))('playwright-core');
 const peers = join(here, 'peers');
 const STEPS = ['create', 'connect', 'goto', 'title', 'disconnect', 'delete'];
 const TOKEN = 'bench';
@@ -63,28 +62,6 @@ async function startBrowserless() {
       rmSync(browsersDir, { recursive: true, force: true });
     },
   };
-}
-
-// One lifecycle; `create` answers {wsUrl, end}. Answers the time of each step in STEPS.
-async function lifecycle(pageUrl, create) {
-  const marks = [now()];
-  const mark = () => marks.push(now());
-  const { wsUrl, end } = await create();
-  mark();
-  const browser = await chromium.connectOverCDP(wsUrl, { timeout: 60_000 });
-  mark();
-  const context = browser.contexts()[0] ?? (await browser.newContext());
-  const page = context.pages()[0] ?? (await context.newPage());
-  await page.goto(pageUrl);
-  mark();
-  const title = await page.title();
-  if (title !== 'Hangar test page') throw new Error(`title ${title}`);
-  mark();
-  await browser.close();
-  mark();
-  await end();
-  mark();
-  return marks.slice(1).map((t, i) => t - marks[i]);
 }
 
 const hangarBrowser = (client) => async () => {

@@ -10,13 +10,8 @@
 //   processes (/proc/<pid>/smaps_rollup of the sandbox and everything under it).
 // Goals: spare/pool p50 ≤ 30 ms, p99 ≤ 100 ms, ≤ 0.05× raw; lifecycle p50 ≤ 150 ms alone, p95 ≤
 // 600 ms at 10 at once; acquire p50 ≤ 10 ms; idle headless ≤ 300 MB PSS.
-import { createRequire } from 'node:module';
-
-import { CdpClient, instancePssMb, launchChromium, now, runStandalone, startServer, summary, treeCpuMs } from './lib.mjs';
+import { CdpClient, instancePssMb, launchChromium, lifecycle, now, runStandalone, startServer, summary, treeCpuMs } from './lib.mjs';
 import { startTestPages } from '../tests/e2e/lib/server.mjs';
-
-// playwright-core is installed for the end-to-end tests; resolve it from there.
-const { chromium } = createRequire(new URL('../tests/e2e/package.json', import.meta.url))('playwright-core');
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -49,40 +44,13 @@ async function idlePss(server, headless) {
 
 const STEPS = ['acquire', 'connect', 'goto', 'title', 'disconnect', 'release'];
 
-// One lifecycle; `lease` and `giveBack` are the pool's acquire/release, or nothing for a raw
-// Chromium. Answers the time of each step in STEPS.
-async function lifecycle(pageUrl, lease, giveBack = async () => {}) {
-  const marks = [now()];
-  const mark = () => marks.push(now());
-  const wsUrl = await lease();
-  mark();
-  const browser = await chromium.connectOverCDP(wsUrl, { timeout: 30_000 });
-  mark();
-  const page = browser.contexts()[0].pages()[0];
-  await page.goto(pageUrl);
-  mark();
-  const title = await page.title();
-  if (title !== 'Hangar test page') throw new Error(`title ${title}`);
-  mark();
-  await browser.close();
-  mark();
-  await giveBack();
-  mark();
-  return marks.slice(1).map((t, i) => t - marks[i]);
-}
-
+// A lifecycle on a pool's lease, given back at the end.
 function pooledLifecycle(client, pool, pageUrl) {
-  let id;
-  return lifecycle(
-    pageUrl,
-    async () => {
-      const b = await client.browserPools.acquire(pool, { acquire_timeout_seconds: 30 });
-      if (!b) throw new Error('the pool had nothing to lease');
-      id = b.session_id;
-      return b.cdp_ws_url;
-    },
-    () => client.browserPools.release(pool, { session_id: id }),
-  );
+  return lifecycle(pageUrl, async () => {
+    const b = await client.browserPools.acquire(pool, { acquire_timeout_seconds: 30 });
+    if (!b) throw new Error('the pool had nothing to lease');
+    return { wsUrl: b.cdp_ws_url, end: () => client.browserPools.release(pool, { session_id: b.session_id }) };
+  });
 }
 
 const total = (steps) => steps.reduce((a, b) => a + b, 0);
@@ -163,7 +131,7 @@ export async function run({ log = () => {}, runs = Number(process.env.BENCH_FAST
     try {
       for (let i = 0; i < 10; i++) raws.push(await launchChromium());
       await sleep(2000);
-      rawBurst = await bursts(3, () => raws.map((c) => c.proc.pid), (i) => lifecycle(pages.url, async () => raws[i].wsUrl));
+      rawBurst = await bursts(3, () => raws.map((c) => c.proc.pid), (i) => lifecycle(pages.url, async () => ({ wsUrl: raws[i].wsUrl, end: async () => {} })));
       log(`fast: ${stepLine('10 at once on raw Chromiums', rawBurst.steps)}`);
       log(
         `fast: CPU per lifecycle at 10 at once: Hangar side ${burst.browserCpu.toFixed(0)} ms, raw Chromium ${rawBurst.browserCpu.toFixed(0)} ms;` +

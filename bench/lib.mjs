@@ -2,7 +2,9 @@
 // server helper from the end-to-end tests (its node_modules live in tests/e2e).
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import net from 'node:net';
 import { tmpdir } from 'node:os';
+import { createRequire } from 'node:module';
 import { join } from 'node:path';
 
 export { startServer } from '../tests/e2e/lib/server.mjs';
@@ -21,6 +23,45 @@ export const CHROMIUM_FLAGS = [
   '--no-sandbox',
   '--disable-features=WebUIOmniboxPopup,WebUIOmniboxAimPopup',
 ];
+
+/** The first port in [first, last] that 127.0.0.1 can listen on now (for a server a bench starts). */
+export async function freePort(first, last) {
+  for (let port = first; port <= last; port++) {
+    const ok = await new Promise((resolve) => {
+      const s = net.createServer().once('error', () => resolve(false)).listen(port, '127.0.0.1', () => s.close(() => resolve(true)));
+    });
+    if (ok) return port;
+  }
+  throw new Error(`no free port in ${first}-${last}`);
+}
+
+/**
+ * One browser lifecycle as a client lives it: `acquire()` answers {wsUrl, end} (a create, a pool
+ * lease, a raw Chromium), then Playwright connects over CDP, opens `pageUrl` in the first page,
+ * reads its title (the test pages' "Hangar test page"), disconnects, and `end()` gives the
+ * browser back. Answers the time of each of those six steps in ms.
+ */
+export async function lifecycle(pageUrl, acquire) {
+  const { chromium } = createRequire(new URL('../tests/e2e/package.json', import.meta.url))('playwright-core');
+  const marks = [now()];
+  const mark = () => marks.push(now());
+  const { wsUrl, end } = await acquire();
+  mark();
+  const browser = await chromium.connectOverCDP(wsUrl, { timeout: 60_000 });
+  mark();
+  const context = browser.contexts()[0] ?? (await browser.newContext());
+  const page = context.pages()[0] ?? (await context.newPage());
+  await page.goto(pageUrl);
+  mark();
+  const title = await page.title();
+  if (title !== 'Hangar test page') throw new Error(`title ${title}`);
+  mark();
+  await browser.close();
+  mark();
+  await end();
+  mark();
+  return marks.slice(1).map((t, i) => t - marks[i]);
+}
 
 export function percentile(xs, p) {
   if (!xs.length) return NaN;

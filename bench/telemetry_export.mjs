@@ -11,7 +11,7 @@ import os from 'node:os';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 
-import { now, runStandalone, startServer, summary } from './lib.mjs';
+import { freePort, now, runStandalone, startServer, summary } from './lib.mjs';
 import { GOAL_RATIO, startSite } from './telemetry.mjs';
 
 const require = createRequire(new URL('../tests/e2e/package.json', import.meta.url));
@@ -21,16 +21,6 @@ const OTELCOL =
   process.env.HANGAR_OTELCOL ||
   join(process.env.XDG_CACHE_HOME || join(os.homedir(), '.cache'), 'hangar-tools', 'otelcol-v0.165.0', 'hangar-otelcol');
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-async function freePort(first, last) {
-  for (let port = first; port <= last; port++) {
-    const ok = await new Promise((resolve) => {
-      const s = net.createServer().once('error', () => resolve(false)).listen(port, '127.0.0.1', () => s.close(() => resolve(true)));
-    });
-    if (ok) return port;
-  }
-  throw new Error('no free port');
-}
 
 async function startCollector() {
   if (!existsSync(OTELCOL)) throw new Error(`${OTELCOL} is missing: run make otelcol`);

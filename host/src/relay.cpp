@@ -7,7 +7,9 @@
 #include "nodes.hpp"
 #include "relay_proof.hpp"
 #include "store.hpp"
+
 #include "util.hpp"
+#include <hangar/text.hpp>
 
 #include <Poco/Buffer.h>
 #include <Poco/Net/HTTPClientSession.h>
@@ -49,12 +51,6 @@ const std::set<std::string> kHopByHop = {"connection",        "keep-alive", "pro
 bool never_forward(const Upstream &up, const std::string &name) {
     return !up.hangar_node &&
            (iequals(name, "Authorization") || iequals(name, kRelayedByHeader) || iequals(name, kRelayProofHeader));
-}
-
-std::string lower(std::string s) {
-    for (auto &c : s)
-        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return s;
 }
 
 Poco::Net::StreamSocket connect_upstream(const Upstream &up) {

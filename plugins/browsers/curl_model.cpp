@@ -12,11 +12,6 @@ namespace hangar::browsers {
 
 namespace {
 
-std::string lower(std::string s) {
-    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-    return s;
-}
-
 bool valid_header_name(const std::string &name) {
     // RFC 9110 token characters.
     return !name.empty() && std::all_of(name.begin(), name.end(), [](unsigned char c) {

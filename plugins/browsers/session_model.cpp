@@ -1,6 +1,7 @@
 #include "session_model.hpp"
 
 #include <hangar/resource.hpp>
+#include <hangar/text.hpp>
 
 #include <sys/random.h>
 
@@ -33,12 +34,6 @@ std::optional<std::int64_t> as_integer(const json &v) {
 
 bool has_control_chars(std::string_view s) {
     return std::any_of(s.begin(), s.end(), [](unsigned char c) { return c < 0x20 || c == 0x7f; });
-}
-
-std::string lower(std::string_view s) {
-    std::string out(s);
-    std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return std::tolower(c); });
-    return out;
 }
 
 const json *field(const json &body, const char *name) {

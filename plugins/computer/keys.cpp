@@ -1,5 +1,7 @@
 #include "keys.hpp"
 
+#include <hangar/text.hpp>
+
 #include <X11/Xlib.h>
 #include <X11/keysym.h>
 
@@ -64,13 +66,6 @@ constexpr std::array kNamed = {
     Named{"menu", "Menu", "ContextMenu", "ContextMenu", 93, 0},
     Named{"caps_lock", "Caps_Lock", "CapsLock", "CapsLock", 20, 0},
 };
-
-std::string lower(std::string_view s) {
-    std::string out(s);
-    for (auto &c : out)
-        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return out;
-}
 
 Key from_named(const Named &n) {
     Key k;

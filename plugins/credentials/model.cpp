@@ -1,5 +1,7 @@
 #include "model.hpp"
 
+#include <hangar/text.hpp>
+
 #include <liboath/oath.h>
 
 #include <algorithm>
@@ -10,13 +12,9 @@
 
 namespace credentials {
 
-namespace {
+using hangar::lower;
 
-std::string lower(std::string_view s) {
-    std::string out(s);
-    std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return std::tolower(c); });
-    return out;
-}
+namespace {
 
 void oath_ready() {
     // Idempotent; liboath needs it before its first call.

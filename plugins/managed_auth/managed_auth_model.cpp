@@ -1,6 +1,7 @@
 #include "managed_auth_model.hpp"
 
 #include <hangar/resource.hpp>
+#include <hangar/text.hpp>
 
 #include <algorithm>
 #include <array>
@@ -10,15 +11,11 @@
 
 namespace managed_auth {
 
+using hangar::lower;
+
 using hangar::Error;
 
 namespace {
-
-std::string lower(std::string_view s) {
-    std::string out(s);
-    std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return std::tolower(c); });
-    return out;
-}
 
 bool contains_any(const std::string &haystack, std::initializer_list<const char *> needles) {
     return std::any_of(needles.begin(), needles.end(),

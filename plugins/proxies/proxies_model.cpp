@@ -13,12 +13,6 @@ namespace proxies {
 
 using hangar::Error;
 
-std::string lower(std::string_view s) {
-    std::string out(s);
-    std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return std::tolower(c); });
-    return out;
-}
-
 namespace {
 
 std::string_view trim(std::string_view s) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <hangar/plugin.hpp>
+#include <hangar/text.hpp>
 
 #include <cstdint>
 #include <map>
@@ -44,8 +45,7 @@ std::optional<Upstream> parse_upstream(std::string_view text, std::string &error
 std::vector<Upstream> parse_pool(std::string_view line);
 
 // The managed types and custom.
-// ASCII lower case (host names, schemes, header names).
-std::string lower(std::string_view s);
+using hangar::lower;
 // A host name: labels of 1 to 63 letters, digits, inner hyphens and underscores, 253 at most.
 bool is_hostname(std::string_view s);
 bool is_managed(std::string_view type);

@@ -11,13 +11,6 @@ namespace hangar::telemetry::otlp {
 
 namespace {
 
-std::string lower(std::string_view s) {
-    std::string out(s);
-    for (auto &c : out)
-        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return out;
-}
-
 // RFC 9110 tchar.
 bool token(std::string_view s) {
     if (s.empty()) return false;

@@ -10,6 +10,8 @@
 //   auth = hangar::sigv4::authorization(r, creds, "us-east-1", "s3", amz_date);
 #pragma once
 
+#include <hangar/text.hpp>
+
 #include <sodium.h>
 
 #include <algorithm>
@@ -106,19 +108,13 @@ inline std::string trim_collapse(std::string_view v) {
     }
     return out;
 }
-inline std::string lower(std::string_view s) {
-    std::string out(s);
-    for (auto &c : out)
-        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return out;
-}
 } // namespace detail
 
 // "host;x-amz-date;...": the names signed, lower-case, sorted.
 inline std::string signed_headers(const Request &r) {
     std::vector<std::string> names;
     for (const auto &[k, _] : r.headers)
-        names.push_back(detail::lower(k));
+        names.push_back(lower(k));
     std::sort(names.begin(), names.end());
     names.erase(std::unique(names.begin(), names.end()), names.end());
     std::string out;
@@ -142,7 +138,7 @@ inline std::string canonical_request(const Request &r) {
     // Headers of one name (case-insensitive) join their values with commas, in the order given.
     std::vector<std::pair<std::string, std::string>> h;
     for (const auto &[k, v] : r.headers) {
-        std::string name = detail::lower(k), value = detail::trim_collapse(v);
+        std::string name = lower(k), value = detail::trim_collapse(v);
         auto it = std::find_if(h.begin(), h.end(), [&](const auto &e) { return e.first == name; });
         if (it == h.end())
             h.emplace_back(name, value);

@@ -7,6 +7,14 @@
 
 namespace hangar {
 
+// ASCII lower case (host names, schemes, header names, enum values): never the locale's.
+inline std::string lower(std::string_view s) {
+    std::string out(s);
+    for (auto &c : out)
+        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return out;
+}
+
 // An HTTP header name in Go's canonical form ("content-type" → "Content-Type"), the form
 // Kernel's Go services write header names in and the one to compare case-insensitive names by.
 inline std::string canonical_header_name(std::string_view name) {
