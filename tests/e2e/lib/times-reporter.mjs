@@ -19,7 +19,8 @@ export default async function* timesReporter(source) {
       current = file;
       since = now;
     }
-    if (event.type === 'test:fail' && file) failed.add(file);
+    // A todo test that fails (a known gap it shows) does not fail its file, as node --test counts it.
+    if (event.type === 'test:fail' && file && !event.data.todo) failed.add(file);
   }
   const end = Date.now();
   close(end);
