@@ -89,6 +89,7 @@ std::vector<std::string> chromium_args(const ChromiumSettings &settings, const L
         "--user-data-dir=" + settings.user_data_dir,
         // bubblewrap is the sandbox; Chromium's own needs privileges the agent does not have.
         "--no-sandbox",
+        "--disable-background-networking",
         "--disable-component-update",
         "--disable-sync",
         "--no-first-run",
@@ -105,7 +106,8 @@ std::vector<std::string> chromium_args(const ChromiumSettings &settings, const L
         "--disable-renderer-backgrounding",
         "--window-size=" + std::to_string(spec.viewport.width) + "," + std::to_string(spec.viewport.height),
     };
-    if (!settings.background_networking) a.insert(a.begin() + 5, "--disable-background-networking");
+    // Only the forced extension's install run lets Chromium's updater (and so the network) on.
+    if (settings.background_networking) std::erase(a, std::string("--disable-background-networking"));
     // Headful Chromium plays into the instance's own sink (PULSE_SERVER), which replays record.
     if (!audio_output) a.emplace_back("--mute-audio");
     if (spec.headless) {
