@@ -5,6 +5,7 @@
 // starting without the plugin.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { chmodSync, copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -182,6 +183,7 @@ test('the library: upload, list, metadata, download, attach at create, delete', 
   assert.equal(ext.name, 'marker');
   assert.equal(ext.size_bytes, zip.length);
   assert.match(ext.checksum, /^[0-9a-f]{64}$/);
+  assert.equal(ext.checksum, createHash('sha256').update(zip).digest('hex'), 'the SHA-256 of the uploaded bytes');
   await rejectsWith(client.extensions.upload({ file: await toFile(zip, 'lib.zip'), name: 'marker' }), ConflictError);
   await rejectsWith(client.extensions.upload({ file: await toFile(Buffer.from('nope'), 'x.zip') }), BadRequestError);
   const listed = await client.extensions.list({ name: 'marker' });

@@ -22,6 +22,8 @@
 // the files when they change on disk, so a running server follows a rotation without a restart.
 #pragma once
 
+#include <hangar/text.hpp>
+
 #include <sodium.h>
 
 #include <fcntl.h>
@@ -56,14 +58,7 @@ inline void init() {
 inline std::string sha256_hex(std::string_view data) {
     unsigned char digest[crypto_hash_sha256_BYTES];
     crypto_hash_sha256(digest, reinterpret_cast<const unsigned char *>(data.data()), data.size());
-    static constexpr char hex[] = "0123456789abcdef";
-    std::string out;
-    out.reserve(sizeof digest * 2);
-    for (unsigned char c : digest) {
-        out.push_back(hex[c >> 4]);
-        out.push_back(hex[c & 0xF]);
-    }
-    return out;
+    return hex({reinterpret_cast<const char *>(digest), sizeof digest});
 }
 
 // The key file to use: the configured one (`[secrets] key_file`, HANGAR_SECRETS_KEY_FILE), else

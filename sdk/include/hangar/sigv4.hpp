@@ -10,6 +10,7 @@
 //   auth = hangar::sigv4::authorization(r, creds, "us-east-1", "s3", amz_date);
 #pragma once
 
+#include <hangar/secrets.hpp>
 #include <hangar/text.hpp>
 
 #include <sodium.h>
@@ -39,22 +40,8 @@ struct Request {
     std::string payload_hash;                                 // lower-case hex SHA-256, or UNSIGNED-PAYLOAD
 };
 
-inline std::string hex(const unsigned char *p, std::size_t n) {
-    static constexpr char digits[] = "0123456789abcdef";
-    std::string out;
-    out.reserve(n * 2);
-    for (std::size_t i = 0; i < n; ++i) {
-        out += digits[p[i] >> 4];
-        out += digits[p[i] & 0xf];
-    }
-    return out;
-}
-
-inline std::string sha256_hex(std::string_view data) {
-    unsigned char d[crypto_hash_sha256_BYTES];
-    crypto_hash_sha256(d, reinterpret_cast<const unsigned char *>(data.data()), data.size());
-    return hex(d, sizeof d);
-}
+// The payload hash SigV4 wants is the one API keys are stored by: lower-case hex SHA-256.
+using secrets::sha256_hex;
 
 // Raw 32-byte HMAC-SHA256 of `data` under `key` (any length).
 inline std::string hmac(std::string_view key, std::string_view data) {
@@ -176,7 +163,7 @@ inline std::string signature(const Request &r, const Credentials &c, std::string
     key = hmac(key, service);
     key = hmac(key, "aws4_request");
     std::string sig = hmac(key, string_to_sign(r, amz_date, region, service));
-    return hex(reinterpret_cast<const unsigned char *>(sig.data()), sig.size());
+    return hex(sig);
 }
 
 // The Authorization header's value. `r.headers` must already hold every header that is sent and

@@ -15,6 +15,18 @@ inline std::string lower(std::string_view s) {
     return out;
 }
 
+// Lower-case hex of bytes (digests, signatures).
+inline std::string hex(std::string_view bytes) {
+    static constexpr char digits[] = "0123456789abcdef";
+    std::string out;
+    out.reserve(bytes.size() * 2);
+    for (unsigned char c : bytes) {
+        out += digits[c >> 4];
+        out += digits[c & 0xf];
+    }
+    return out;
+}
+
 // An HTTP header name in Go's canonical form ("content-type" → "Content-Type"), the form
 // Kernel's Go services write header names in and the one to compare case-insensitive names by.
 inline std::string canonical_header_name(std::string_view name) {
