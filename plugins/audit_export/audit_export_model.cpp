@@ -1,13 +1,8 @@
 #include "audit_export_model.hpp"
 
-#include <Poco/DeflatingStream.h>
-#include <Poco/InflatingStream.h>
-#include <Poco/StreamCopier.h>
-
 #include <algorithm>
 #include <cctype>
 #include <ctime>
-#include <sstream>
 
 namespace hangar::audit_export {
 
@@ -115,24 +110,6 @@ std::string jsonl(const std::vector<Entry> &entries, std::size_t count) {
         line["event_id"] = std::to_string(entries[i].seq);
         out += line.dump() + "\n";
     }
-    return out;
-}
-
-std::string gzip(const std::string &data) {
-    std::ostringstream out;
-    {
-        Poco::DeflatingOutputStream z(out, Poco::DeflatingStreamBuf::STREAM_GZIP);
-        z.write(data.data(), static_cast<std::streamsize>(data.size()));
-        z.close();
-    }
-    return out.str();
-}
-
-std::string gunzip(const std::string &data) {
-    std::istringstream in(data);
-    Poco::InflatingInputStream z(in, Poco::InflatingStreamBuf::STREAM_GZIP);
-    std::string out;
-    Poco::StreamCopier::copyToString(z, out);
     return out;
 }
 

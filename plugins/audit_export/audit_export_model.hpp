@@ -48,8 +48,6 @@ std::string object_key(const std::string &prefix, const std::string &destination
 // One JSON object per line: the entry as GET /audit-logs renders it plus `event_id` (the entry's
 // sequence number as text, what consumers deduplicate on).
 std::string jsonl(const std::vector<Entry> &entries, std::size_t count);
-std::string gzip(const std::string &data);
-std::string gunzip(const std::string &data); // tests
 // The opaque cursor a destination shows: "v1:<seq>".
 std::string cursor_text(std::int64_t seq);
 

@@ -4,6 +4,7 @@
 #include "audit_export_model.hpp"
 
 #include <hangar/egress.hpp>
+#include <hangar/gzip.hpp>
 #include <hangar/metrics.hpp>
 #include <hangar/outbound.hpp>
 #include <hangar/plugin.hpp>
@@ -338,7 +339,7 @@ void AuditExportPlugin::routes() {
         };
         try {
             std::string error;
-            int status = s3_request(row, "PUT", key, ax::gzip("{\"probe\":true}\n"), &error);
+            int status = s3_request(row, "PUT", key, hangar::gzip("{\"probe\":true}\n"), &error);
             if (status < 200 || status >= 300)
                 return failure("the bucket answered HTTP " + std::to_string(status) +
                                (error.empty() ? "" : ": " + error));
@@ -471,7 +472,7 @@ void AuditExportPlugin::ship(const json &start, const std::stop_token &stop) {
         entries.resize(n);
         std::erase_if(entries, [&](const ax::Entry &e) { return e.ts_ms < since; });
         n = entries.size();
-        const std::string body = ax::gzip(ax::jsonl(entries, n));
+        const std::string body = hangar::gzip(ax::jsonl(entries, n));
         if (n > 0) {
             try {
                 std::string error;

@@ -9,18 +9,16 @@
 #include "dashboard.hpp"
 #include "org_model.hpp"
 
+#include <hangar/gzip.hpp>
 #include <hangar/plugin.hpp>
 #include <hangar/resource.hpp>
 #include <hangar/secrets.hpp>
 #include <hangar/web.hpp>
 
-#include <Poco/DeflatingStream.h>
-
 #include <sodium.h>
 
 #include <algorithm>
 #include <map>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -812,14 +810,7 @@ private:
         std::string lines;
         for (std::size_t i = 0; i < count; ++i)
             lines += render_entry(rows[i]).dump() + "\n";
-        std::string body = lines;
-        if (format == "jsonl.gz") {
-            std::ostringstream out;
-            Poco::DeflatingOutputStream gz(out, Poco::DeflatingStreamBuf::STREAM_GZIP);
-            gz << lines;
-            gz.close();
-            body = out.str();
-        }
+        std::string body = format == "jsonl.gz" ? hangar::gzip(lines) : lines;
         res.header("X-Content-Sha256", sha256_hex(body));
         res.header("X-Row-Count", std::to_string(count));
         res.header("X-Has-More", more ? "true" : "false");

@@ -2,6 +2,8 @@
 // entries into objects (hour partitions, the settle window), keys, bodies and the S3 address.
 #include "audit_export_model.hpp"
 
+#include <hangar/gzip.hpp>
+
 #include <cppunit/TestFixture.h>
 #include <cppunit/extensions/HelperMacros.h>
 
@@ -66,10 +68,10 @@ public:
         std::string lines = jsonl(e, 2);
         CPPUNIT_ASSERT_EQUAL(
             std::string("{\"event_id\":\"7\",\"method\":\"GET\"}\n{\"event_id\":\"8\",\"method\":\"POST\"}\n"), lines);
-        std::string z = gzip(lines);
+        std::string z = hangar::gzip(lines);
         CPPUNIT_ASSERT(z.size() > 2 && static_cast<unsigned char>(z[0]) == 0x1f &&
                        static_cast<unsigned char>(z[1]) == 0x8b);
-        CPPUNIT_ASSERT_EQUAL(lines, gunzip(z));
+        CPPUNIT_ASSERT_EQUAL(lines, hangar::gunzip(z));
         CPPUNIT_ASSERT_EQUAL(std::string("v1:42"), cursor_text(42));
     }
 
