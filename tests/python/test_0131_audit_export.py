@@ -179,6 +179,11 @@ def test_500_requests_land_exactly_once_across_a_restart(moto: Moto) -> None:
             client.audit_logs.export_destinations.update(dest.id, status="active")
             for i in range(250):
                 assert api(srv, "GET", f"/profiles/{marker}-{i}").status_code == 404
+            # The host writes audit entries off the request thread, so a SIGKILL loses what its
+            # writer has not stored yet: the kill below waits until the last of these is stored
+            # (what export promises is every stored entry once).
+            wait_for(lambda: api(srv, "GET", f"/audit-logs?search={marker}-249").json(), timeout=30, interval=0.05,
+                     what="the last entry stored")
             # The server dies (SIGKILL, no clean stop) once objects start to arrive; the next one
             # goes on from the stored cursor (or rewrites the range it had recorded as pending).
             wait_for(lambda: objects(moto, f"runs/{marker}/"), timeout=30, interval=0.05, what="a first object")
