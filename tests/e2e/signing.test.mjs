@@ -59,6 +59,20 @@ async function verifyHit(hit, directory, scheme = 'http') {
   }
 }
 
+// What a request signed as Kernel's extension signs it carries: the directory's key, tag
+// web-bot-auth, an hour's validity, and Signature-Agent as an sf-string naming the directory's
+// origin, covered as a whole, the parameters in that signer's order.
+function assertKernelForm(hit, params, kid, baseURL) {
+  assert.equal(params.keyid, kid);
+  assert.equal(params.tag, 'web-bot-auth');
+  assert.equal(params.expires.getTime() - params.created.getTime(), 3_600_000);
+  assert.equal(hit.headers['signature-agent'], `"${baseURL}"`);
+  assert.match(
+    hit.headers['signature-input'],
+    /^sig1=\("@authority" "signature-agent"\);created=\d+;keyid="[^"]+";alg="ed25519";expires=\d+;nonce="[^"]+";tag="web-bot-auth"$/,
+  );
+}
+
 // By the RFC 9421 verifier, covering Signature-Agent as `agentComponent`: the dictionary member
 // of draft-02 (`signature_agent_form = dictionary`) by default.
 async function verifyRfc9421Hit(hit, directory, agentComponent = component('signature-agent', { key: 'sig1' })) {
@@ -167,18 +181,7 @@ describe('request signing and proxy CA bundles', () => {
       });
       hits.push(...['/fetched', '/xhr'].map((url) => origin.hits.find((h) => h.url === url)));
       for (const hit of hits) {
-        const params = await verifyHit(hit, dir);
-        assert.equal(params.keyid, jwk.kid);
-        assert.equal(params.tag, 'web-bot-auth');
-        // As Kernel's extension: valid for an hour from when it was made.
-        assert.equal(params.expires.getTime() - params.created.getTime(), 3_600_000);
-        // As Kernel's extension sends it: an sf-string naming the directory's origin, covered as
-        // a whole, the parameters in that signer's order.
-        assert.equal(hit.headers['signature-agent'], `"${server.baseURL}"`);
-        assert.match(
-          hit.headers['signature-input'],
-          /^sig1=\("@authority" "signature-agent"\);created=\d+;keyid="[^"]+";alg="ed25519";expires=\d+;nonce="[^"]+";tag="web-bot-auth"$/,
-        );
+        assertKernelForm(hit, await verifyHit(hit, dir), jwk.kid, server.baseURL);
       }
       // The RFC 9421 verifier reads this form too.
       assert.equal((await verifyRfc9421Hit(hits[0], dir, 'signature-agent')).keyid, jwk.kid);
@@ -236,15 +239,7 @@ describe('request signing and proxy CA bundles', () => {
       assert.equal(secure.host, `127.0.0.1:${site.port}`);
       for (const [hit, scheme] of [[plain, 'http'], [secure, 'https']]) {
         assert.ok(isSigned(hit), `${hit.url} carries a signature`);
-        const params = await verifyHit(hit, dir, scheme);
-        assert.equal(params.keyid, dir.keys[0].kid);
-        assert.equal(params.tag, 'web-bot-auth');
-        assert.equal(params.expires.getTime() - params.created.getTime(), 3_600_000);
-        assert.equal(hit.headers['signature-agent'], `"${server.baseURL}"`);
-        assert.match(
-          hit.headers['signature-input'],
-          /^sig1=\("@authority" "signature-agent"\);created=\d+;keyid="[^"]+";alg="ed25519";expires=\d+;nonce="[^"]+";tag="web-bot-auth"$/,
-        );
+        assertKernelForm(hit, await verifyHit(hit, dir, scheme), dir.keys[0].kid, server.baseURL);
       }
       // The RFC 9421 verifier reads them too, and each covers its own socket's authority.
       assert.equal((await verifyRfc9421Hit(plain, dir, 'signature-agent')).keyid, dir.keys[0].kid);
