@@ -13,6 +13,7 @@ Hangar's SigV4 is checked against AWS's published examples in tests/unit/sdk_sig
 
 from __future__ import annotations
 
+import datetime
 import gzip
 import json
 import os
@@ -182,8 +183,10 @@ def test_500_requests_land_exactly_once_across_a_restart(moto: Moto) -> None:
             # The host writes audit entries off the request thread, so a SIGKILL loses what its
             # writer has not stored yet: the kill below waits until the last of these is stored
             # (what export promises is every stored entry once).
-            wait_for(lambda: api(srv, "GET", f"/audit-logs?search={marker}-249").json(), timeout=30, interval=0.05,
-                     what="the last entry stored")
+            now = datetime.datetime.now(datetime.timezone.utc)
+            window = {"start": now - datetime.timedelta(hours=1), "end": now + datetime.timedelta(hours=1)}
+            wait_for(lambda: client.audit_logs.list(**window, search=f"{marker}-249").items, timeout=30,
+                     interval=0.05, what="the last entry stored")
             # The server dies (SIGKILL, no clean stop) once objects start to arrive; the next one
             # goes on from the stored cursor (or rewrites the range it had recorded as pending).
             wait_for(lambda: objects(moto, f"runs/{marker}/"), timeout=30, interval=0.05, what="a first object")
