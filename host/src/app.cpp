@@ -512,6 +512,7 @@ private:
         ropt.pids_max = static_cast<std::uint64_t>(cfg->get_int("sandbox.pids_max", 4096));
         ropt.cpu_weight = static_cast<std::uint64_t>(cfg->get_int("sandbox.cpu_weight", 100));
         ropt.disk_quota_bytes = static_cast<std::uint64_t>(cfg->get_int("sandbox.disk_quota_mb", 4096)) << 20;
+        ropt.prepared = static_cast<int>(std::clamp<long long>(cfg->get_int("sandbox.prepared", 2), 0, 16));
         for (auto &p : split(cfg->get("sandbox.ro_paths", ""), ','))
             if (auto t = trim(p); !t.empty()) ropt.extra_ro_paths.push_back(t);
         Runtime runtime(ropt, log);

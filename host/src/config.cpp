@@ -46,6 +46,7 @@ const std::map<std::string, std::string> kEnvKeys = {
     {"HANGAR_SANDBOX_NETWORK", "sandbox.network"},
     {"HANGAR_SANDBOX_PIDS_MAX", "sandbox.pids_max"},
     {"HANGAR_SANDBOX_DISK_QUOTA_MB", "sandbox.disk_quota_mb"},
+    {"HANGAR_SANDBOX_PREPARED", "sandbox.prepared"},
     {"HANGAR_KEEP_SESSIONS_ON_STOP", "runtime.keep_sessions_on_stop"},
     {"HANGAR_SANDBOX_MEMORY_LIMIT_MB", "sandbox.memory_limit_mb"},
     {"HANGAR_SECRETS_KEY_FILE", "secrets.key_file"},

@@ -16,6 +16,7 @@
 #include <linux/nsfs.h>
 #include <poll.h>
 #include <pwd.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
@@ -152,6 +153,13 @@ bool agent_answers(const std::string &socket) {
     }
 }
 
+// A write to a /proc control file (a user namespace's maps): one write() of the whole text.
+void write_proc(const std::string &path, const std::string &text) {
+    UniqueFd f(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
+    if (!f || ::write(f.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size()))
+        throw std::runtime_error("cannot write " + path + ": " + std::strerror(errno));
+}
+
 // An instance's cgroup under one of the layout's roots (cgroups.hpp), named by its id, and the
 // file that lists its processes.
 std::string instance_cgroup(const std::string &root, const std::string &id) {
@@ -237,18 +245,26 @@ UniqueFd Runtime::listen_agent_socket(const Instance &inst) const {
 // ENOSPC is what programs already handle. Its own superblock also keeps the host path of the
 // folder out of the instance's /proc/self/mountinfo. Sparse and without a journal: it costs the
 // disk only what is written, and an instance's files do not outlive the machine's uptime anyway.
-void Runtime::attach_disk(const Instance &inst) {
-    const std::string image = disk_image(inst.id);
-    const std::string log = image + ".log";
+void Runtime::format_disk(const std::string &image, const std::string &log) {
     {
         UniqueFd f(::open(image.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
         if (f.get() < 0 || ::ftruncate(f.get(), static_cast<off_t>(opt_.disk_quota_bytes)) != 0)
             throw std::runtime_error("cannot create the instance's disk image");
     }
     const std::string owner = "root_owner=" + std::to_string(uid_) + ":" + std::to_string(gid_);
-    run_helper(inst.id, log,
+    run_helper("disk", log,
                {"mkfs.ext4", "-q", "-F", "-m", "0", "-O", "^has_journal", "-E", "lazy_itable_init=1," + owner, image},
                {}, "", 10000, true);
+    std::error_code ec;
+    fs::remove(log, ec);
+}
+
+void Runtime::attach_disk(const Instance &inst) {
+    const std::string image = disk_image(inst.id);
+    const std::string log = image + ".log";
+    // A prepared one (same size and owner) is renamed into place: the data dir is one file system.
+    auto prepared = take_prepared_disk();
+    if (!prepared || ::rename(prepared->c_str(), image.c_str()) != 0) format_disk(image, log);
     run_helper(inst.id, log, {"mount", "-o", "loop,nosuid,nodev", image, inst.dir}, {}, "", 10000, true);
     std::error_code ec;
     fs::remove(log, ec);
@@ -290,13 +306,19 @@ pid_t Runtime::connect_network(const Instance &inst, pid_t child) {
         ::usleep(500);
     }
     const auto loopback_at = steady_ms();
-    std::string pid_file = inst.dir + "/logs/pasta.pid";
-    const std::string log = inst.dir + "/logs/agent.log";
     // pasta stays running (a daemon) once this returns. In the instance's cgroups, a server killed
     // before the pid file names it still leaves it findable: the next start's sweep of the
     // instance's cgroups ends it. (This pasta does not quit when the namespace goes.)
-    run_helper(inst.id, log, sandbox::pasta_argv(pasta_ports_, pid_file), {user.get(), net.get()}, "", 5000, false,
-               inst.cgroups);
+    pid_t pasta = link_out(inst.id, inst.dir + "/logs/agent.log", user.get(), net.get(), inst.dir + "/logs/pasta.pid",
+                           inst.cgroups);
+    log_.debug("instance %s network: loopback %dms", inst.id, static_cast<int>(loopback_at - began));
+    return pasta;
+}
+
+pid_t Runtime::link_out(const std::string &id, const std::string &log, int user, int net, const std::string &pid_file,
+                        const std::vector<std::string> &cgroups) {
+    const auto began = steady_ms();
+    run_helper(id, log, sandbox::pasta_argv(pasta_ports_, pid_file), {user, net}, "", 5000, false, cgroups);
     pid_t pasta = -1;
     try {
         pasta = static_cast<pid_t>(std::stol(read_file(pid_file)));
@@ -305,20 +327,200 @@ pid_t Runtime::connect_network(const Instance &inst, pid_t child) {
     }
     const auto pasta_at = steady_ms();
     try {
-        run_helper(inst.id, log,
+        run_helper(id, log,
                    {"nsenter", "--preserve-credentials", "--user=/proc/self/fd/3", "--net=/proc/self/fd/4", "ip",
                     "-batch", "-"},
-                   {user.get(), net.get()}, route_batch_, 5000);
+                   {user, net}, route_batch_, 5000);
     } catch (const std::exception &) {
         if (process_runs(pasta, "pasta")) ::kill(pasta, SIGKILL);
         throw;
     }
-    // Its parts, beside the start's own debug line: pasta's start grows with the host ports it
-    // forwards (one listening socket each in the namespace).
-    log_.debug("instance %s network: loopback %dms, pasta %dms, routes %dms", inst.id,
-               static_cast<int>(loopback_at - began), static_cast<int>(pasta_at - loopback_at),
+    // Its parts: pasta's start grows with the host ports it forwards (one listening socket each
+    // in the namespace).
+    log_.debug("%s network: pasta %dms, routes %dms", id, static_cast<int>(pasta_at - began),
                static_cast<int>(steady_ms() - pasta_at));
     return pasta;
+}
+
+// The cgroup prepared networks' pasta runs in until a start takes it: one per data dir, so a
+// restart on the same data dir finds (and ends) what its predecessor left, and another server
+// sharing the cgroup root does not.
+std::string Runtime::networks_cgroup_id() const {
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016zx", std::hash<std::string>{}(opt_.data_dir));
+    return std::string("networks-") + hex;
+}
+
+bool Runtime::prepares_networks() const {
+    // setns() into a namespace another user namespace owns needs the server's privileges, and
+    // only cgroups find a prepared pasta again after a crash.
+    return opt_.prepared > 0 && opt_.use_bwrap && opt_.isolated_network && drop_privileges_ &&
+           !cgroup_layout_.roots.empty();
+}
+
+bool Runtime::prepares_disks() const {
+    return opt_.prepared > 0 && disk_quota_;
+}
+
+Runtime::PreparedNetwork Runtime::prepare_network() {
+    const std::string dir = opt_.data_dir + "/networks";
+    const std::string log = dir + "/pasta.log";
+    const auto cgroups = make_cgroups(networks_cgroup_id());
+    // A child of the instance user's makes the user and network namespaces and holds them until
+    // their descriptors are open here; it runs no program.
+    int go[2], hold[2];
+    if (::pipe2(go, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
+    UniqueFd go_r(go[0]), go_w(go[1]);
+    if (::pipe2(hold, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
+    UniqueFd hold_r(hold[0]), hold_w(hold[1]);
+    const int go_fd = go_w.get(), hold_fd = hold_r.get(), held_fd = hold_w.get();
+    const pid_t server = ::getpid();
+    const uid_t uid = uid_;
+    const gid_t gid = gid_;
+    pid_t child = spawn([&]() -> pid_t {
+                      pid_t pid = ::fork();
+                      if (pid > 0) {
+                          std::lock_guard lock(mutex_);
+                          helpers_.insert(pid);
+                      }
+                      if (pid != 0) return pid;
+                      // Its copy of the write end would keep the read below from ever ending.
+                      ::close(held_fd);
+                      child_becomes(true, uid, gid);
+                      ::prctl(PR_SET_PDEATHSIG, SIGKILL); // after the uid change, which clears it
+                      if (::getppid() != server) ::_exit(1);
+                      if (::unshare(CLONE_NEWUSER | CLONE_NEWNET) != 0) ::_exit(1);
+                      if (::write(go_fd, "1", 1) != 1) ::_exit(1);
+                      char byte;
+                      [[maybe_unused]] auto n = ::read(hold_fd, &byte, 1);
+                      ::_exit(0);
+                  }).get();
+    if (child < 0) throw std::runtime_error("fork failed");
+    go_w.reset();
+    hold_r.reset();
+    struct Reap {
+        Runtime &rt;
+        pid_t pid;
+        UniqueFd &hold;
+        ~Reap() {
+            hold.reset(); // the child exits
+            if (!wait_exit(pid, 2000)) {
+                ::kill(pid, SIGKILL);
+                wait_exit(pid, 1000);
+            }
+            std::lock_guard lock(rt.mutex_);
+            rt.helpers_.erase(pid);
+        }
+    } reap{*this, child, hold_w};
+    pollfd p{go_r.get(), POLLIN, 0};
+    char byte = 0;
+    if (::poll(&p, 1, 5000) <= 0 || ::read(go_r.get(), &byte, 1) != 1)
+        throw std::runtime_error("could not make a network namespace");
+    const std::string proc = "/proc/" + std::to_string(child);
+    PreparedNetwork n;
+    n.user = UniqueFd(::open((proc + "/ns/user").c_str(), O_RDONLY | O_CLOEXEC));
+    n.net = UniqueFd(::open((proc + "/ns/net").c_str(), O_RDONLY | O_CLOEXEC));
+    if (!n.user || !n.net) throw std::runtime_error("cannot open a new network namespace");
+    // The instance user is root inside, as in the user namespace bwrap makes first (which owns its
+    // network namespace): pasta and `ip` keep their capabilities there across exec.
+    write_proc(proc + "/setgroups", "deny");
+    write_proc(proc + "/uid_map", "0 " + std::to_string(uid_) + " 1\n");
+    write_proc(proc + "/gid_map", "0 " + std::to_string(gid_) + " 1\n");
+    const std::string pid_file = dir + "/pasta-" + std::to_string(child) + ".pid";
+    n.pasta = link_out(networks_cgroup_id(), log, n.user.get(), n.net.get(), pid_file, cgroups);
+    std::error_code ec;
+    fs::remove(pid_file, ec);
+    return n;
+}
+
+// An empty file system of the instance size, owned by the instance user: all a start then does is
+// rename it into place and mount it. In a folder of its own, which the next start empties.
+std::string Runtime::prepare_disk() {
+    const std::string image = opt_.data_dir + "/disks/" + std::to_string(++disks_made_) + ".disk";
+    format_disk(image, image + ".log");
+    return image;
+}
+
+std::optional<Runtime::PreparedNetwork> Runtime::take_prepared_network() {
+    std::lock_guard lock(prepared_mutex_);
+    if (networks_.empty()) return std::nullopt;
+    auto n = std::move(networks_.front());
+    networks_.pop_front();
+    prepared_cv_.notify_all();
+    return n;
+}
+
+std::optional<std::string> Runtime::take_prepared_disk() {
+    std::lock_guard lock(prepared_mutex_);
+    if (disks_.empty()) return std::nullopt;
+    auto image = std::move(disks_.front());
+    disks_.pop_front();
+    prepared_cv_.notify_all();
+    return image;
+}
+
+void Runtime::preparer_loop() {
+    const auto wanted = static_cast<std::size_t>(opt_.prepared);
+    int failures = 0;
+    for (;;) {
+        bool network = false;
+        {
+            std::unique_lock lock(prepared_mutex_);
+            prepared_cv_.wait(lock, [&] {
+                return prepared_stop_ || (prepares_networks() && networks_.size() < wanted) ||
+                       (prepares_disks() && disks_.size() < wanted);
+            });
+            if (prepared_stop_) return;
+            network = prepares_networks() && networks_.size() < wanted &&
+                      (!prepares_disks() || networks_.size() <= disks_.size());
+        }
+        // Not beside a start under way: its Chromium needs the two cores more than the next
+        // start needs its network or disk now.
+        for (int i = 0; i < 40; ++i) {
+            {
+                std::lock_guard lock(mutex_);
+                if (starting_.empty()) break;
+            }
+            std::unique_lock lock(prepared_mutex_);
+            if (prepared_cv_.wait_for(lock, std::chrono::milliseconds(50), [&] { return prepared_stop_; })) return;
+        }
+        try {
+            if (network) {
+                auto n = prepare_network();
+                std::lock_guard lock(prepared_mutex_);
+                networks_.push_back(std::move(n));
+            } else {
+                auto image = prepare_disk();
+                std::lock_guard lock(prepared_mutex_);
+                disks_.push_back(std::move(image));
+            }
+            failures = 0;
+        } catch (const std::exception &e) {
+            // Starts make their own meanwhile; retried less often while it keeps failing.
+            log_.warning("could not prepare a %s: %s", std::string(network ? "network namespace" : "disk image"),
+                         std::string(e.what()));
+            std::unique_lock lock(prepared_mutex_);
+            const auto wait = std::chrono::seconds(std::min(60, 1 << std::min(++failures, 6)));
+            if (prepared_cv_.wait_for(lock, wait, [&] { return prepared_stop_; })) return;
+        }
+    }
+}
+
+void Runtime::end_prepared() {
+    {
+        std::lock_guard lock(prepared_mutex_);
+        prepared_stop_ = true;
+    }
+    prepared_cv_.notify_all();
+    if (preparer_.joinable()) preparer_.join();
+    std::lock_guard lock(prepared_mutex_);
+    for (auto &n : networks_)
+        if (process_runs(n.pasta, "pasta")) ::kill(n.pasta, SIGKILL);
+    networks_.clear();
+    std::error_code ec;
+    for (const auto &image : disks_)
+        fs::remove(image, ec);
+    disks_.clear();
 }
 
 bool Runtime::valid_id(const std::string &id) {
@@ -384,10 +586,25 @@ Runtime::Runtime(RuntimeOptions options, Poco::Logger &log) : opt_(std::move(opt
     // (which in a container may never reap them); the spawner thread reaps them.
     ::prctl(PR_SET_CHILD_SUBREAPER, 1);
     spawner_ = std::thread([this] { spawner_loop(); });
+    // What a server that died on this data dir prepared and nobody took.
+    if (prepares_networks()) kill_cgroup_processes(networks_cgroup_id());
+    for (const char *sub : {"/networks", "/disks"}) {
+        std::error_code ec;
+        fs::remove_all(opt_.data_dir + sub, ec);
+    }
+    if (prepares_networks()) {
+        const std::string dir = opt_.data_dir + "/networks";
+        fs::create_directories(dir);
+        // pasta, as the instance user, writes its pid file there.
+        if (::chown(dir.c_str(), uid_, gid_) != 0 || ::chmod(dir.c_str(), 0700) != 0)
+            throw std::runtime_error("cannot hand " + dir + " to the instance user");
+    }
+    if (prepares_disks()) fs::create_directories(opt_.data_dir + "/disks");
+    if (prepares_networks() || prepares_disks()) preparer_ = std::thread([this] { preparer_loop(); });
 }
 
 Runtime::~Runtime() {
-    stop_all();
+    stop_all(); // ends what was prepared too (close_starts)
     {
         std::lock_guard lock(spawn_mutex_);
         spawner_stop_ = true;
@@ -556,7 +773,7 @@ std::vector<std::string> Runtime::agent_ro_paths() const {
     return kept;
 }
 
-std::vector<std::string> Runtime::sandbox_argv(const Instance &inst) const {
+std::vector<std::string> Runtime::sandbox_argv(const Instance &inst, bool network_ready) const {
     std::vector<std::string> a = {"bwrap",      "--new-session", "--unshare-pid",  "--unshare-ipc", "--unshare-uts",
                                   "--hostname", "hangar",        "--unshare-user", "--cap-drop",    "ALL"};
     // Tied to the server only where nothing else would find the sandbox's processes once it is
@@ -564,7 +781,7 @@ std::vector<std::string> Runtime::sandbox_argv(const Instance &inst) const {
     if (!outlive_) a.insert(a.begin() + 1, "--die-with-parent");
     if (inst.offline)
         a.emplace_back("--unshare-net");
-    else if (opt_.isolated_network)
+    else if (opt_.isolated_network && !network_ready)
         a.insert(a.end(), {"--unshare-net", "--info-fd", "4"});
     a.insert(a.end(), {"--seccomp", "6"});
     auto ro = agent_ro_paths();
@@ -786,16 +1003,32 @@ nlohmann::json Runtime::start(const nlohmann::json &spec) {
     UniqueFd logfd(::open((inst.dir + "/logs/agent.log").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
     ::fchown(logfd.get(), uid_, gid_);
 
+    // A network linked out beforehand spares this start pasta and the routes. Its pasta becomes
+    // the instance's (pid file, cgroups) before the sandbox exists, so a crash from here on finds it.
+    std::optional<PreparedNetwork> network;
+    if (opt_.use_bwrap && opt_.isolated_network && !inst.offline) network = take_prepared_network();
+    if (network) {
+        inst.pasta_pid = network->pasta;
+        record([&](Instance &i) { i.pasta_pid = inst.pasta_pid; });
+        write_pids(inst);
+        for (const auto &cg : inst.cgroups)
+            try {
+                write_proc(cg + "/cgroup.procs", std::to_string(network->pasta));
+            } catch (const std::exception &e) {
+                log_.warning("instance %s: %s", id, std::string(e.what()));
+            }
+    }
     std::vector<std::string> args;
-    if (opt_.use_bwrap) args = sandbox_argv(inst);
+    if (opt_.use_bwrap) args = sandbox_argv(inst, network.has_value());
     args.push_back(opt_.exe);
     args.push_back("agent");
     args.push_back("--instance-dir=" + std::string(opt_.use_bwrap ? "/run/hangar" : inst.dir));
     args.push_back("--ready-fd=3");
     args.push_back("--listen-fd=7");
-    // The agent loads its plugins while the network is linked out, and starts none (Chromium
-    // least of all: it must never see its network change) before it reads the byte we write on 5.
-    const bool network_after_spawn = opt_.use_bwrap && opt_.isolated_network && !inst.offline;
+    // Otherwise the agent loads its plugins while the network is linked out, and starts none
+    // (Chromium least of all: it must never see its network change) before it reads the byte we
+    // write on 5.
+    const bool network_after_spawn = opt_.use_bwrap && opt_.isolated_network && !inst.offline && !network;
     if (network_after_spawn) args.push_back("--network-fd=5");
     if (!opt_.config_file.empty()) args.push_back("--config=" + opt_.config_file);
     std::string dirs;
@@ -841,11 +1074,14 @@ nlohmann::json Runtime::start(const nlohmann::json &spec) {
     const gid_t gid = gid_;
     const pid_t server = ::getpid();
     const bool die_with_server = !outlive_;
+    const int netns = network ? network->net.get() : -1;
 
     pid_t pid = spawn([&]() -> pid_t {
                     pid_t child = ::fork();
                     if (child != 0) return child;
                     join_cgroups(procs);
+                    // Still privileged: the namespace belongs to another user namespace.
+                    if (netns >= 0 && ::setns(netns, CLONE_NEWNET) != 0) ::_exit(125);
                     int moved[kChildFds];
                     for (int i = 0; i < kChildFds; ++i)
                         moved[i] = ::fcntl(child_fds[i], F_DUPFD, 100);
@@ -879,6 +1115,7 @@ nlohmann::json Runtime::start(const nlohmann::json &spec) {
     filter_r.reset();
     listener.reset();
     logfd.reset();
+    network.reset(); // the sandbox and pasta hold the namespaces now
 
     if (network_after_spawn) {
         // bwrap reports the sandbox's first process; its agent waits on `block` until the network
@@ -984,6 +1221,7 @@ void Runtime::stop(const std::string &id) {
 }
 
 void Runtime::close_starts() {
+    end_prepared();
     std::vector<Instance> unfinished;
     {
         std::lock_guard lock(mutex_);

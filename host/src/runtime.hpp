@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -48,6 +49,10 @@ struct RuntimeOptions {
     // Size cap of each instance folder (its own ext4 file system on a sparse image, when the
     // server may mount); 0: no cap.
     std::uint64_t disk_quota_bytes = 0;
+    // How many network namespaces (linked out and routed: isolated network, as root, with cgroups)
+    // and disk images (formatted: with a disk quota) are made ahead of cold starts, so a start
+    // waits for neither; 0: none.
+    int prepared = 2;
 };
 
 class Runtime {
@@ -129,7 +134,8 @@ private:
     void spawner_loop();
     void reap_orphans();
     void kill_instance(Instance &inst, bool graceful);
-    std::vector<std::string> sandbox_argv(const Instance &inst) const;
+    // `network_ready`: the sandbox starts in a prepared network namespace (no --unshare-net).
+    std::vector<std::string> sandbox_argv(const Instance &inst, bool network_ready) const;
     void copy_inputs(const nlohmann::json &spec, const std::string &dir) const;
     std::vector<std::string> make_cgroups(const std::string &id);
     void apply_limits(const std::string &controller, const std::string &path);
@@ -152,6 +158,31 @@ private:
     // Links the new network namespace of the sandbox whose first process is `child` to the
     // outside (pasta) and sets its routes; returns pasta's pid. Throws with the reason.
     pid_t connect_network(const Instance &inst, pid_t child);
+    // pasta and the routes for the network namespace `net` (owned by the user namespace `user`);
+    // pasta runs in `cgroups`. Returns pasta's pid. Throws with the reason.
+    pid_t link_out(const std::string &id, const std::string &log, int user, int net, const std::string &pid_file,
+                   const std::vector<std::string> &cgroups);
+
+    // A network namespace that is linked out and routed before a start takes it: the start only
+    // moves pasta into the instance's cgroups and spawns the sandbox inside it. Its namespace
+    // belongs to a user namespace of the instance user's, as bwrap's own would.
+    struct PreparedNetwork {
+        UniqueFd user, net;
+        pid_t pasta = -1;
+    };
+    bool prepares_networks() const;
+    bool prepares_disks() const;
+    std::string networks_cgroup_id() const;
+    std::optional<PreparedNetwork> take_prepared_network();
+    std::optional<std::string> take_prepared_disk();
+    PreparedNetwork prepare_network();
+    std::string prepare_disk();
+    // A sparse image of the instance size with an empty ext4 owned by the instance user.
+    void format_disk(const std::string &image, const std::string &log);
+    // Keeps `prepared` of each ready, one at a time, while no start is under way.
+    void preparer_loop();
+    // Stops the preparer and ends what no start took (a shutdown).
+    void end_prepared();
     // Runs a helper to completion with the given descriptors at 3.. (the sandbox's namespaces),
     // as the instance user unless `as_server`, in `cgroups` when given (what it leaves running is
     // then the instance's); its output goes to `log_path`. Throws unless it exits 0.
@@ -187,6 +218,14 @@ private:
     std::deque<std::packaged_task<pid_t()>> spawn_queue_;
     bool spawner_stop_ = false;
     std::thread spawner_;
+
+    std::mutex prepared_mutex_;
+    std::condition_variable prepared_cv_;
+    std::deque<PreparedNetwork> networks_;
+    std::deque<std::string> disks_; // images under <data_dir>/disks
+    std::uint64_t disks_made_ = 0;  // names them (the preparer's own)
+    bool prepared_stop_ = false;
+    std::thread preparer_;
 };
 
 // What `hangar doctor` reports of <data_dir>/instances: each instance a server left there, with

@@ -5,7 +5,10 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 import { after, before, describe, test } from 'node:test';
 
-import { startServer, startTestPages, waitFor } from './lib/server.mjs';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+import { preparedNetworksOf, startServer, startTestPages, waitFor } from './lib/server.mjs';
 import { slow } from './lib/tier.mjs';
 
 const PIDS_MAX = 1024;
@@ -17,11 +20,13 @@ let pages;
 let outside; // a host loopback server on a port the operator did NOT allow
 let a;
 let b;
+let plain; // a server without prepared networks: its instances link their own namespace out
+let c; // an instance of it
 
 const unb64 = (s) => Buffer.from(s ?? '', 'base64').toString();
 
 async function sh(session, script, timeout_sec = 30) {
-  const r = await server.client.browsers.process.exec(session.session_id, {
+  const r = await (session === c ? plain : server).client.browsers.process.exec(session.session_id, {
     command: 'bash',
     args: ['-c', script],
     timeout_sec,
@@ -36,16 +41,29 @@ before(async () => {
   pages = await startTestPages();
   outside = http.createServer((req, res) => res.end('host-only'));
   await new Promise((r) => outside.listen(0, '127.0.0.1', r));
+  // A and B start in prepared networks (host/README.md, "Prepared networks"); C, on a server
+  // without them, in one it linked out itself. The network attacks run from A and C.
+  await waitFor(() => preparedNetworksOf(server.dataDir).length === 2, { timeoutMs: 15_000, what: 'two prepared networks' });
   a = await server.client.browsers.create({ headless: true });
   b = await server.client.browsers.create({ headless: true });
+  plain = await startServer({ env: { HANGAR_SANDBOX_PREPARED: '0' } });
+  c = await plain.client.browsers.create({ headless: true });
 });
 
 after(async () => {
   for (const s of [a, b]) if (s) await server.client.browsers.deleteByID(s.session_id).catch(() => {});
+  if (c) await plain.client.browsers.deleteByID(c.session_id).catch(() => {});
   outside?.close();
   await pages?.close();
   await server?.stop();
+  await plain?.stop();
 });
+
+// The command line of an instance's pasta: its pid file names where it was started.
+const pastaOf = (srv, session) => {
+  const [, pasta] = readFileSync(join(srv.dataDir, 'instances', `${session.session_id}.pids`), 'utf8').split(' ').map(Number);
+  return readFileSync(`/proc/${pasta}/cmdline`, 'utf8').replace(/\0/g, ' ');
+};
 
 describe('filesystem', () => {
   test('the data dir, the host home folders and /var are not there', async () => {
@@ -133,36 +151,52 @@ os.kill(pid, 9)
 });
 
 describe('network', () => {
-  test('the allowed test site is reachable from a process and from the browser', async () => {
-    const r = await sh(a, `curl -s -m5 ${pages.url}`);
-    assert.match(r.out, /Hangar test page/);
-    const pw = await server.client.browsers.playwright.execute(a.session_id, {
-      code: `await page.goto(${JSON.stringify(pages.url)}); return await page.title();`,
-    });
-    assert.equal(pw.success, true, JSON.stringify(pw));
-    assert.equal(pw.result, 'Hangar test page');
+  test('A started in a prepared network, C in one its start linked out', () => {
+    assert.match(pastaOf(server, a), new RegExp(`${server.dataDir}/networks/`));
+    assert.match(pastaOf(plain, c), new RegExp(`${plain.dataDir}/instances/${c.session_id}/`));
   });
 
-  test("the Hangar API, other host loopback ports, the cloud metadata address and private ranges are unreachable", async () => {
-    const outsidePort = outside.address().port;
-    const targets = [
-      `http://127.0.0.1:${server.port}/browsers`,
-      `http://127.0.0.1:${outsidePort}/`,
-      'http://169.254.169.254/latest/meta-data/',
-      'http://10.0.0.1/',
-      'http://192.168.1.1/',
-      'http://172.16.0.1/',
-      'http://192.0.2.1:22/',
-    ];
-    const r = await sh(a, targets.map((u) => `curl -s -m3 -o /dev/null -w '%{http_code} ${u}\\n' ${u}`).join('; '), 60);
-    for (const u of targets) assert.match(r.out, new RegExp(`^000 ${u.replace(/[.?/]/g, '\\$&')}$`, 'm'), `${u} answered: ${r.out}`);
-    // The browser is refused the same way: its forwarder cannot connect, and says so as
-    // Kernel's egress proxy would.
-    const pw = await server.client.browsers.playwright.execute(a.session_id, {
-      code: `try { const r = await page.goto('http://127.0.0.1:${server.port}/browsers', {timeout: 5000}); return 'HTTP ' + r.status() + ' ' + r.headers()['x-kernel-proxy-error']; } catch (e) { return String(e.message).slice(0, 80); }`,
+  for (const who of ['A', 'C']) {
+    const it = () => (who === 'A' ? a : c);
+    const srv = () => (who === 'A' ? server : plain);
+    test(`${who}: the allowed test site is reachable from a process and from the browser`, async () => {
+      const r = await sh(it(), `curl -s -m5 ${pages.url}`);
+      assert.match(r.out, /Hangar test page/);
+      const pw = await srv().client.browsers.playwright.execute(it().session_id, {
+        code: `await page.goto(${JSON.stringify(pages.url)}); return await page.title();`,
+      });
+      assert.equal(pw.success, true, JSON.stringify(pw));
+      assert.equal(pw.result, 'Hangar test page');
     });
-    assert.match(pw.result, /^HTTP 502 upstream_connect_failed$|ERR_CONNECTION_REFUSED|ERR_CONNECTION_RESET/);
-  });
+
+    test(`${who}: the Hangar API, other host loopback ports, the cloud metadata address and private ranges are unreachable`, async () => {
+      const outsidePort = outside.address().port;
+      const targets = [
+        `http://127.0.0.1:${srv().port}/browsers`,
+        `http://127.0.0.1:${outsidePort}/`,
+        'http://169.254.169.254/latest/meta-data/',
+        'http://10.0.0.1/',
+        'http://192.168.1.1/',
+        'http://172.16.0.1/',
+        'http://192.0.2.1:22/',
+      ];
+      const r = await sh(it(), targets.map((u) => `curl -s -m3 -o /dev/null -w '%{http_code} ${u}\\n' ${u}`).join('; '), 60);
+      for (const u of targets) assert.match(r.out, new RegExp(`^000 ${u.replace(/[.?/]/g, '\\$&')}$`, 'm'), `${u} answered: ${r.out}`);
+      // The browser is refused the same way: its forwarder cannot connect, and says so as
+      // Kernel's egress proxy would.
+      const pw = await srv().client.browsers.playwright.execute(it().session_id, {
+        code: `try { const r = await page.goto('http://127.0.0.1:${srv().port}/browsers', {timeout: 5000}); return 'HTTP ' + r.status() + ' ' + r.headers()['x-kernel-proxy-error']; } catch (e) { return String(e.message).slice(0, 80); }`,
+      });
+      assert.match(pw.result, /^HTTP 502 upstream_connect_failed$|ERR_CONNECTION_REFUSED|ERR_CONNECTION_RESET/);
+    });
+
+    test(`${who}: the host network configuration stays outside`, async () => {
+      const r = await sh(it(), 'ip -br -4 addr; cat /etc/resolv.conf /etc/hosts');
+      assert.match(r.out, /192\.0\.2\.2\/30/);
+      assert.match(r.out, /nameserver 192\.0\.2\.1/);
+      assert.doesNotMatch(r.out, /\b10\.\d+\.\d+\.\d+\/\d+|\b172\.(1[6-9]|2\d|3[01])\.\d+\.\d+\/\d+/, 'no host interface address');
+    });
+  }
 
   test("B's DevTools endpoint cannot be dialled from A", async () => {
     const port = (await sh(b, 'cat "$(find /home/kernel /tmp -name DevToolsActivePort 2>/dev/null | head -1)" | head -1')).out.trim();
@@ -173,13 +207,6 @@ describe('network', () => {
     });
     const r = await sh(a, `curl -s -m3 http://127.0.0.1:${port}/json/list; echo rc=$?`);
     assert.doesNotMatch(r.out, /only-b/);
-  });
-
-  test('the host network configuration stays outside', async () => {
-    const r = await sh(a, 'ip -br -4 addr; cat /etc/resolv.conf /etc/hosts');
-    assert.match(r.out, /192\.0\.2\.2\/30/);
-    assert.match(r.out, /nameserver 192\.0\.2\.1/);
-    assert.doesNotMatch(r.out, /\b10\.\d+\.\d+\.\d+\/\d+|\b172\.(1[6-9]|2\d|3[01])\.\d+\.\d+\/\d+/, 'no host interface address');
   });
 
   test('no address appears on the link after start: Chromium would fail navigations with ERR_NETWORK_CHANGED', async () => {

@@ -10,7 +10,10 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 
 
-import { descendants, doctor, doctorShows, processTable, sessionExists, startServer, stillAlive, waitFor } from './lib/server.mjs';
+import {
+  descendants, doctor, doctorShows, instancePastasOf, pastasOf, preparedNetworksOf, sessionExists, startServer,
+  stillAlive, waitFor,
+} from './lib/server.mjs';
 import { slow } from './lib/tier.mjs';
 
 const isChromium = (p) => /chrom/i.test(p.cmd);
@@ -111,9 +114,6 @@ test('after a crash the next start adopts the instance that still answers; a sto
   }
 });
 
-// The pasta processes ({pid, cmd}) whose pid file lies under `dataDir`.
-const pastasOf = (dataDir) => processTable().filter((p) => p.cmd.startsWith('pasta') && p.cmd.includes(dataDir));
-
 test('kill -9 in the middle of creates, a profile save and a recording: no orphan, no mount, the profile whole', async () => {
   const dataDir = mkdtempSync(join(tmpdir(), 'hangar-e2e-crash-'));
   const apiKey = 'sk_test_crash_' + Date.now();
@@ -176,9 +176,9 @@ test('kill -9 in the middle of creates, a profile save and a recording: no orpha
       const mounts = readFileSync('/proc/self/mountinfo', 'utf8').split('\n').filter((l) => l.includes(dataDir));
       assert.ok(mounts.every(isKept), `no other instance file system stays mounted:\n${mounts.join('\n')}`);
       // Nor a pasta of theirs: one started after the process list above was taken is in no list
-      // but its instance's cgroup (and names its instance folder in its pid-file argument).
-      await waitFor(() => pastasOf(dataDir).every((p) => isKept(p.cmd)), { timeoutMs: 10_000, what: 'no pasta of another instance' })
-        .catch((err) => assert.fail(`${err.message}:\n${pastasOf(dataDir).map((p) => `${p.pid} ${p.cmd}`).join('\n')}`));
+      // but its instance's cgroup. (The second server's prepared networks are its own.)
+      await waitFor(() => instancePastasOf(dataDir).every((p) => keptPids.has(p.pid)), { timeoutMs: 10_000, what: 'no pasta of another instance' })
+        .catch((err) => assert.fail(`${err.message}:\n${instancePastasOf(dataDir).map((p) => `${p.pid} ${p.cmd}`).join('\n')}`));
       await doctorShows(dataDir, kept.map((id) => new RegExp(`instance ${id} adopted by server ${second.pid}`)),
         { absent: /runs without a server|left its folder|waits for the next start/ });
 
@@ -248,7 +248,10 @@ test('kill -9 during five teardowns: after the next start no instance, mount, cg
     const cgroups = sandboxes.flatMap((pid, i) => instanceCgroups(pid, ids[i]));
     assert.ok(cgroups.length >= ids.length, `each instance has its cgroups: ${cgroups}`);
     const procs = descendants(first.pid);
-    assert.ok(pastasOf(dataDir).length >= ids.length, 'each instance has its pasta');
+    assert.ok(instancePastasOf(dataDir).length >= ids.length, 'each instance has its pasta');
+    // The networks prepared for the next cold starts: a crash leaves them to the next start.
+    await waitFor(() => preparedNetworksOf(dataDir).length === 2, { timeoutMs: 15_000, what: 'two prepared networks' });
+    const prepared = preparedNetworksOf(dataDir);
 
     // Five deletes answered, then the crash while their teardowns run.
     await Promise.all(ids.map((id) => first.client.browsers.deleteByID(id)));
@@ -266,12 +269,15 @@ test('kill -9 during five teardowns: after the next start no instance, mount, cg
       assert.deepEqual(files, [], 'no folder, pid file or disk image of theirs');
       const mounts = readFileSync('/proc/self/mountinfo', 'utf8').split('\n').filter((l) => l.includes(dataDir));
       assert.deepEqual(mounts, [], 'no instance file system mounted');
-      assert.deepEqual(pastasOf(dataDir).map((p) => p.cmd), [], 'no pasta');
+      assert.deepEqual(instancePastasOf(dataDir).map((p) => p.cmd), [], 'no pasta');
+      assert.deepEqual(stillAlive(prepared), [], "the crashed server's prepared networks ended by the next start");
       await waitFor(() => cgroups.every((d) => !existsSync(d)), { timeoutMs: 10_000, what: 'their cgroups removed' })
         .catch((err) => assert.fail(`${err.message}: ${cgroups.filter((d) => existsSync(d))}`));
+      await waitFor(() => preparedNetworksOf(dataDir).length > 0, { timeoutMs: 15_000, what: "the next start's prepared networks" });
     } finally {
       await second.stop();
     }
+    assert.deepEqual(pastasOf(dataDir).map((p) => p.cmd), [], 'a clean stop ends every pasta, prepared ones too');
   } finally {
     for (const p of leftovers) try { process.kill(p.pid, 'SIGKILL'); } catch {}
     for (const p of pastasOf(dataDir)) try { process.kill(p.pid, 'SIGKILL'); } catch {}

@@ -391,6 +391,26 @@ export function processTable() {
   return out;
 }
 
+/** The pasta processes ({pid, ppid, cmd}) whose pid file lies under `dataDir`. */
+export const pastasOf = (dataDir) => processTable().filter((p) => p.cmd.startsWith('pasta') && p.cmd.includes(dataDir));
+
+const inNetworksCgroup = (pid) => {
+  try {
+    return /\/networks-[0-9a-f]+$/m.test(readFileSync(`/proc/${pid}/cgroup`, 'utf8'));
+  } catch {
+    return false;
+  }
+};
+
+/**
+ * The runtime's prepared networks of `dataDir` no start has taken yet (host/README.md, "Prepared
+ * networks"): pastas still in the data dir's networks cgroup.
+ */
+export const preparedNetworksOf = (dataDir) => pastasOf(dataDir).filter((p) => inNetworksCgroup(p.pid));
+
+/** The pastas of `dataDir`'s instances: every one but the prepared networks no start took. */
+export const instancePastasOf = (dataDir) => pastasOf(dataDir).filter((p) => !inNetworksCgroup(p.pid));
+
 /** Every live descendant of `pid` (children, grandchildren ...). */
 export function descendants(pid) {
   const table = processTable();
