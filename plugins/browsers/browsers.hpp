@@ -247,6 +247,9 @@ private:
     // proxies plugin.
     struct ProxyPlan {
         bool sign = false;
+        // The instance installs the signer extension (WebSockets) before Chromium starts, which
+        // a warm spare did not: such a browser always starts cold.
+        bool signer_extension = false;
         std::optional<std::string> ca_bundle;
         std::optional<json> allowed_hosts; // as the proxies plugin checked them
         std::optional<json> proxy_routes;  // [{hosts, proxy_id}], checked the same way

@@ -149,15 +149,37 @@ std::vector<std::string> chromium_args(const ChromiumSettings &settings, const L
     // address bar of a headful non-kiosk browser keeps its classic popup. Chromium honours only the
     // last --enable-features and --disable-features, so an operator's own lists are merged in
     // rather than overriding these.
+    //
+    // Chromium's own requests: --disable-background-networking does not stop three kinds, which
+    // a fresh profile makes within a second of start, through the browser's proxy (so through a
+    // tenant's proxy, and out of a browser meant to make only the requests its pages make;
+    // measured on Debian's Chromium 156 behind a recording proxy): the network time query
+    // (clients2.google.com/time), the optimization guide's on-demand model manifest
+    // (update.googleapis.com, component ceofaddefefcbblgcgnibnonglccbfja, which
+    // --disable-component-update does not cover), and GAIA's ListAccounts
+    // (accounts.google.com, retried with backoff). The first is a feature; the component
+    // updater is pointed at a file URL the network service never loads; GAIA is moved to one of
+    // Hangar's own names, which Chromium resolves itself (past the proxy) to "not found",
+    // without a DNS query. The signer extension's key hand-off is such a name too: asked before
+    // the agent intercepts (at start, after a restart) it fails here instead of reaching the
+    // proxy, and the extension asks again. This Chromium has no OAuth client, so it never signs
+    // in to Google itself: pages on accounts.google.com are ordinary pages either way. Every
+    // on-demand component install is off with the updater's source, not only the manifest.
     std::string enabled = "WebMCP";
-    std::string disabled = "WebUIOmniboxPopup,WebUIOmniboxAimPopup";
+    std::string disabled = "WebUIOmniboxPopup,WebUIOmniboxAimPopup," + std::string(kNetworkTimeFeature);
+    a.emplace_back(kQuietComponentUpdater);
+    a.push_back("--gaia-url=https://" + std::string(kQuietGaiaHost) + "/");
+    a.push_back("--host-resolver-rules=MAP " + std::string(kHangarHosts) + " ~NOTFOUND");
     for (const auto &f : settings.extra_flags) {
         constexpr std::string_view kEnable = "--enable-features=";
         constexpr std::string_view kDisable = "--disable-features=";
+        constexpr std::string_view kBypass = "--proxy-bypass-list=";
         if (f.rfind(kEnable, 0) == 0)
             enabled += "," + f.substr(kEnable.size());
         else if (f.rfind(kDisable, 0) == 0)
             disabled += "," + f.substr(kDisable.size());
+        else if (f.rfind(kBypass, 0) == 0)
+            a.push_back(f + ";" + kHangarHosts); // resolved here (to nothing), never sent to a proxy
         else
             a.push_back(f);
     }

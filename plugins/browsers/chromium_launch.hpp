@@ -61,6 +61,16 @@ struct ChromiumSettings {
     int first_page_timeout_ms = 5000;
 };
 
+// What keeps Chromium's own background requests off the network (chromium_args says which and
+// why): a disabled feature, the component updater's source, and the host GAIA is moved to.
+inline constexpr const char *kNetworkTimeFeature = "NetworkTimeServiceQuerying";
+inline constexpr const char *kQuietComponentUpdater = "--component-updater=url-source=file:///nonexistent/";
+inline constexpr const char *kQuietGaiaHost = "gaia.hangar.invalid";
+// Hangar's own names (GAIA's above, the signer extension's key hand-off): past any proxy and
+// resolved by Chromium to "not found", so a request to one never leaves the browser; the
+// agent's Fetch interception, which runs before either, is the only thing that answers them.
+inline constexpr const char *kHangarHosts = "*.hangar.invalid";
+
 // Chromium's command line (without argv[0]). `user_agent` empty = Chromium's own. `url` goes
 // after "--" so a start_url can never be read as a switch. Without `audio_output` (headless, or
 // no sink) Chromium is muted.

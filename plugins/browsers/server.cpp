@@ -403,6 +403,7 @@ BrowsersPlugin::ProxyPlan BrowsersPlugin::proxy_plan(const std::string &project,
     }
     ProxyPlan plan;
     plan.sign = answer.value("sign", false);
+    plan.signer_extension = plan.sign && answer.value("signer_extension", false);
     if (auto ca = answer.value("ca_bundle", json()); ca.is_string()) plan.ca_bundle = ca.get<std::string>();
     if (auto routes = answer.value("proxy_routes", json()); routes.is_array()) plan.proxy_routes = routes;
     if (o.allowed_hosts || o.private_hosts) {
@@ -802,7 +803,7 @@ json BrowsersPlugin::create_session(const json &body, const std::string &project
         return opts.profile &&
                call("profiles.has_state", profile_selector(project, "", *opts.profile)).value("has_state", true);
     };
-    if (spare_can_serve(opts) && !plan.ca_bundle && !profile_has_state()) {
+    if (spare_can_serve(opts) && !plan.ca_bundle && !plan.signer_extension && !profile_has_state()) {
         auto spare_or_slot = spare_or_start_slot({opts.headless, opts.stealth});
         if (auto *id = std::get_if<std::string>(&spare_or_slot))
             spare = *id;

@@ -154,9 +154,7 @@ public:
             install_ca(spec["proxy_ca"].get<std::string>());
         // A browser created to sign gets Hangar's signer extension (WebSockets): packed here, the
         // browsers plugin installs it by policy before Chromium starts (it depends on this plugin).
-        // Off unless the operator opts in: the install run leaves the profile making requests of
-        // its own (README, "Installing with the network closed").
-        bool extension = spec.is_object() && spec.value("sign", false) && config_bool("sign_websockets", false);
+        bool extension = spec.is_object() && spec.value("sign", false) && sign_websockets();
         json forced = json::object();
         if (extension) forced = pack_signer_extension();
         service("proxies.signer_extension", [forced](const json &) { return forced; });
@@ -485,7 +483,9 @@ private:
         std::string proxy_id = has_proxy ? in["proxy_id"].get<std::string>() : "";
         // Only a launch or hand-over names `sign`; a swap or a release leaves signing as it is.
         bool sign = in.contains("sign") && (in.value("sign", false) || sign_requests_);
-        json out = {{"proxy_id", proxy_id}, {"sign", sign}};
+        // A signing instance gets the signer extension (start_instance), which only a cold start
+        // installs: the browsers plugin serves it without a warm spare.
+        json out = {{"proxy_id", proxy_id}, {"sign", sign}, {"signer_extension", sign && sign_websockets()}};
         json route = {{"upstream", nullptr}, {"bypass_hosts", json::array()}};
         std::string ca_bundles; // PEM, every proxy's on the way; the browser trusts them from its start
         auto add_ca = [&](const std::string &pem) {
@@ -642,6 +642,9 @@ private:
     std::unique_ptr<proxies::Forwarder> forwarder_;
     std::unique_ptr<proxies::Signer> signer_;
     bool sign_requests_ = false;
+    // Signing browsers get the signer extension (WebSockets' upgrade requests); an operator may
+    // turn it off to keep signing browsers on warm spares (README, "WebSockets").
+    bool sign_websockets() { return config_bool("sign_websockets", true); }
     int signature_ttl_ = 3600;
     std::string signature_agent_form_ = "string";
     std::string signature_agent_;

@@ -13,7 +13,9 @@
 namespace proxies::extension {
 
 // The extension asks for its key here; the agent's interception answers it (signer.cpp) and
-// nothing else does (.invalid never resolves, RFC 6761).
+// nothing else does: Chromium keeps every *.hangar.invalid name past its proxy and resolves it to
+// "not found" itself (browsers' chromium_launch.hpp, kHangarHosts), so an ask made before the
+// interception is on never leaves the browser.
 inline constexpr const char *kHandoffHost = "signer.hangar.invalid";
 inline constexpr const char *kHandoffUrl = "http://signer.hangar.invalid/key";
 inline constexpr const char *kVersion = "1.0";

@@ -31,6 +31,7 @@ class ChromiumLaunchTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(url_is_never_a_switch);
     CPPUNIT_TEST(webmcp_feature_merges_with_operator_features);
     CPPUNIT_TEST(omnibox_webui_stays_off_with_operator_features);
+    CPPUNIT_TEST(chromiums_own_requests_stay_off);
     CPPUNIT_TEST(xvfb);
     CPPUNIT_TEST(devtools_line);
     CPPUNIT_TEST(user_agent);
@@ -159,13 +160,31 @@ public:
     void omnibox_webui_stays_off_with_operator_features() {
         ChromiumSettings settings;
         CPPUNIT_ASSERT(has(chromium_args(settings, LaunchSpec{}, "", ""),
-                           "--disable-features=WebUIOmniboxPopup,WebUIOmniboxAimPopup"));
+                           "--disable-features=WebUIOmniboxPopup,WebUIOmniboxAimPopup,NetworkTimeServiceQuerying"));
         settings.extra_flags = {"--disable-features=Translate"};
         auto a = chromium_args(settings, LaunchSpec{}, "", "");
-        CPPUNIT_ASSERT(has(a, "--disable-features=WebUIOmniboxPopup,WebUIOmniboxAimPopup,Translate"));
+        CPPUNIT_ASSERT(
+            has(a, "--disable-features=WebUIOmniboxPopup,WebUIOmniboxAimPopup,NetworkTimeServiceQuerying,Translate"));
         CPPUNIT_ASSERT_EQUAL(std::ptrdiff_t(1), std::count_if(a.begin(), a.end(), [](const std::string &f) {
                                  return f.rfind("--disable-features=", 0) == 0;
                              }));
+    }
+
+    // Chromium's own requests (network time, the model manifest, GAIA's ListAccounts) and the
+    // signer extension's key hand-off never reach a proxy: Hangar's own names are past the proxy,
+    // whatever bypass list the instance gives, and resolve to nothing. signing.test.mjs checks the outcome on a real
+    // Chromium.
+    void chromiums_own_requests_stay_off() {
+        ChromiumSettings settings;
+        auto plain = chromium_args(settings, LaunchSpec{}, "", "");
+        CPPUNIT_ASSERT(has(plain, "--component-updater=url-source=file:///nonexistent/"));
+        CPPUNIT_ASSERT(has(plain, "--gaia-url=https://gaia.hangar.invalid/"));
+        CPPUNIT_ASSERT(has(plain, "--host-resolver-rules=MAP *.hangar.invalid ~NOTFOUND"));
+        CPPUNIT_ASSERT(!has_prefix(plain, "--proxy-bypass-list"));
+        settings.extra_flags = {"--proxy-server=http://127.0.0.1:4000", "--proxy-bypass-list=<-loopback>"};
+        auto proxied = chromium_args(settings, LaunchSpec{}, "", "");
+        CPPUNIT_ASSERT(has(proxied, "--proxy-bypass-list=<-loopback>;*.hangar.invalid"));
+        CPPUNIT_ASSERT(!has(proxied, "--proxy-bypass-list=<-loopback>"));
     }
 
     void xvfb() {
