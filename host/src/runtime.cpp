@@ -436,7 +436,7 @@ Runtime::PreparedNetwork Runtime::prepare_network() {
 // An empty file system of the instance size, owned by the instance user: all a start then does is
 // rename it into place and mount it. In a folder of its own, which the next start empties.
 std::string Runtime::prepare_disk() {
-    const std::string image = opt_.data_dir + "/disks/" + std::to_string(++disks_made_) + ".disk";
+    std::string image = opt_.data_dir + "/disks/" + std::to_string(++disks_made_) + ".disk";
     format_disk(image, image + ".log");
     return image;
 }
