@@ -1429,7 +1429,7 @@ private:
         authn_.cv.notify_all();
     }
 
-    void pump_authenticators(const std::stop_token &stop, std::shared_ptr<hangar::cdp::Connection> conn,
+    void pump_authenticators(const std::stop_token &stop, const std::shared_ptr<hangar::cdp::Connection> &conn,
                              std::uint64_t generation) {
         const int fd = conn->fd(); // read without `m`; messages a call() queued wait one round at most
         while (!stop.stop_requested()) {
