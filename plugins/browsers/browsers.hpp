@@ -266,6 +266,7 @@ private:
     json resolve_proxy_routes(const std::string &project, const json &routes) const;
     // `vaults` of POST /browsers through the vaults plugin: [{id, name}] (501 without it).
     json resolve_vaults(const std::string &project, const json &selectors) const;
+    void settle_pool_vaults(const std::string &project, json &config) const;
     // The proxy_id a 0.131 `proxy` selector names ("" = direct); 404 for a proxy not the project's.
     std::string proxy_of(const std::string &project, const ProxySelector &selector) const;
     // Once the instance runs: its route and signing key. A signing browser's start URL was held

@@ -30,8 +30,8 @@ const char *const kLaunchFields[] = {"headless",      "stealth",    "kiosk_mode"
 // "not given" on create and "unchanged" on PATCH, as the contract has it for telemetry). Anything
 // else would be stored and echoed back in browser_pool_config.
 json pool_fields(const json &body) {
-    static const std::set<std::string> pool_only = {"size", "fill_rate_per_minute", "timeout_seconds", "name",
-                                                    "refresh_on_profile_update"};
+    static const std::set<std::string> pool_only = {"size", "fill_rate_per_minute",      "timeout_seconds",
+                                                    "name", "refresh_on_profile_update", "vaults"};
     json out = json::object();
     if (!body.is_object()) return out;
     for (const auto &[k, val] : body.items()) {
@@ -116,6 +116,19 @@ double number_field(const json &body, const char *name, double fallback, double 
 }
 
 } // namespace
+
+// `vaults` of a pool config as sent ([{id} | {name}], checked as on POST /browsers) becomes the
+// resolved [{id, name}] every lease is attached to; [] removes it. Resolved in the pool's project
+// when it is set (404 for another project's vault), so a lease never resolves anything.
+void BrowsersPlugin::settle_pool_vaults(const std::string &project, json &config) const {
+    auto v = config.find("vaults");
+    if (v == config.end()) return;
+    auto selectors = parse_create(json{{"vaults", *v}}).vaults;
+    if (!selectors)
+        config.erase(v);
+    else
+        *v = resolve_vaults(project, *selectors);
+}
 
 // ---- lifecycle -----------------------------------------------------------------------------------
 
@@ -654,6 +667,7 @@ void BrowsersPlugin::pool_create(Request &req, Response &res) {
     json unused;
     auto extension_ids = add_extension_inputs(unused, project, settings.launch.extensions); // 404 now, not at fill
     resolve_pool_profile(project, settings.launch);
+    settle_pool_vaults(project, body);
     if (settings.launch.telemetry)
         telemetry({{"op", "check"}, {"project_id", project}, {"request", *settings.launch.telemetry}},
                   settings.launch.telemetry_captures);
@@ -775,6 +789,9 @@ void BrowsersPlugin::pool_update(Request &req, Response &res) {
         json unused;
         auto extension_ids = add_extension_inputs(unused, project, settings.launch.extensions);
         resolve_pool_profile(project, settings.launch);
+        // Leases from now on are attached to the new vaults; idle browsers hold none (a lease's
+        // vaults are its session's), so nothing is replaced.
+        if (changes.contains("vaults")) settle_pool_vaults(project, config);
         if (settings.launch.telemetry)
             telemetry({{"op", "check"}, {"project_id", project}, {"request", *settings.launch.telemetry}},
                       settings.launch.telemetry_captures);
@@ -958,6 +975,8 @@ void BrowsersPlugin::pool_acquire(Request &req, Response &res) {
         it->second.leased.insert(id);
         timeout_seconds = it->second.timeout_seconds;
         pool_telemetry = it->second.config.value("telemetry", json(nullptr));
+        if (auto v = it->second.config.find("vaults"); v != it->second.config.end() && v->is_array() && !v->empty())
+            lease.vaults = *v; // resolved when the pool took them
         auto built = it->second.built_with.find(id);
         const CreateOptions &launch = built == it->second.built_with.end() ? it->second.launch : built->second;
         lease.headless = launch.headless;
@@ -1002,6 +1021,7 @@ void BrowsersPlugin::pool_acquire(Request &req, Response &res) {
     // As a browser created with it has it: the allowlist with a fresh revision, which a lessee can
     // PATCH (its release then replaces the browser). The pool's config holds its routes by id.
     s.network = browser_network(lease.allowed_hosts, lease.proxy_routes, lease.private_hosts);
+    s.vaults = lease.vaults;
     if (lease.profile) {
         // The pool's instance holds a read-only lease under this id already.
         if (auto rows = sql("SELECT profile_id FROM browsers_sessions WHERE id = ?", {id});
@@ -1087,6 +1107,17 @@ void BrowsersPlugin::pool_release(Request &req, Response &res) {
                            : json();
             if (!now.is_object() || now.value("allowed_hosts", json()) != *built_hosts) reuse = false;
         }
+    // Before it is idle again, so the next lessee never meets a passkey armed in this lease: the
+    // vaults plugin disarms the browser (a browser it cannot disarm is replaced, not reused).
+    if (reuse)
+        if (auto rows = sql("SELECT vaults FROM browsers_sessions WHERE id = ?", {id});
+            !rows.empty() && rows[0].value("vaults", json()).is_string())
+            try {
+                call("vaults.release", {{"session_id", id}});
+            } catch (const Error &e) {
+                warn("browser " + id + " is replaced, not reused: its vaults were not released: " + e.what());
+                reuse = false;
+            }
     // Before it is idle again, so the next acquirer never sees the swapped route.
     if (reuse) try {
             call("proxies.attach", {{"project_id", project}, {"proxy_id", built_proxy}, {"instance_id", id}});

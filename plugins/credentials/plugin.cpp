@@ -267,6 +267,19 @@ public:
 
         service("credentials.resolve", [this](const json &in) { return resolve(in); });
         service("credentials.merge", [this](const json &in) { return merge(in); });
+        // For the vaults plugin's managed-auth items (state.fields): {project_id, name} → the
+        // credential as GET /credentials/{id} shows it, `value_keys` only of the values that are
+        // not empty; never a value.
+        service("credentials.describe", [this](const json &in) {
+            json row = require(in.value("project_id", ""), in.value("name", ""));
+            json out = render(row, true);
+            json keys = json::array();
+            const json values = open_values(row); // items() of a temporary would dangle
+            for (const auto &[k, v] : values.items())
+                if (v.is_string() && !v.get_ref<const std::string &>().empty()) keys.push_back(k);
+            out["value_keys"] = keys;
+            return out;
+        });
         // For the vaults plugin (kernel-api-0131 §1A): a totp field's RFC 4648 base32 seed →
         // {code, expires_at} (SHA1, 6 digits, 30 s, what vault fields are); with "validate_only"
         // only its check. 400 naming `field` (never the seed) when it is not base32.

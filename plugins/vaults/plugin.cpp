@@ -24,10 +24,13 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <poll.h>
 
 namespace {
 
@@ -209,6 +212,20 @@ public:
         // For the browsers plugin: `vaults: [{id}|{name}]` of POST /browsers, resolved in the
         // caller's project → {vaults: [{id, name}]} (404 naming one that is not the project's).
         service("vaults.resolve", [this](const json &in) { return resolve_refs(in); });
+        // For the browsers plugin, before a pool browser leased with vaults goes back idle:
+        // {session_id} → {}: its pending registrations end and its authenticators go, so the next
+        // lessee meets nothing this lease armed (502 when the browser's agent cannot say so).
+        service("vaults.release", [this](const json &in) {
+            const std::string session = in.value("session_id", "");
+            {
+                std::lock_guard lock(watch_m_);
+                std::erase_if(watches_, [&](const auto &w) { return w.first.starts_with(session + "/"); });
+            }
+            auto answer = instance_call(session, "POST", "/vaults/passkey", json{{"op", "disarm"}}.dump(), 20000);
+            if (answer.status != 200)
+                throw Error(502, "upstream_unavailable", "the browser's authenticator could not be disarmed");
+            return json::object();
+        });
         // For the org plugin's /org/limits (kernel-api-0131 §2.10): {org_id} → {vaults}.
         service("vaults.usage", [this](const json &in) {
             auto rows =
@@ -237,8 +254,12 @@ public:
     }
 
     void stop_instance() override {
-        std::lock_guard lock(authn_.m);
-        authn_.conn.reset();
+        std::jthread pump;
+        {
+            std::lock_guard lock(authn_.m);
+            drop_authenticators_locked();
+            pump = std::move(authn_.pump);
+        }
     }
 
 private:
@@ -437,8 +458,8 @@ private:
         return c;
     }
 
-    json item_state(const json &row, const std::vector<vaults::FieldDef> &defs, const json &values,
-                    std::string &status) const {
+    json item_state(const json &row, const std::vector<vaults::FieldDef> &defs, const json &values, std::string &status,
+                    bool single) const {
         const std::string type = row.at("type"), provider = row.at("provider");
         status = row.at("status").get<std::string>();
         if (type == "credential" && provider == "kernel") {
@@ -456,6 +477,17 @@ private:
             status = c.status;
             json s = {{"provider", provider}, {"status", c.status}};
             if (!c.reason.empty()) s["status_reason"] = c.reason;
+            // The saved credential's field names and types, never its values (and never in a list,
+            // which would read every item's credential).
+            if (single && c.status != "ready") s["fields"] = json::object();
+            if (single && c.status == "ready") try {
+                    json cred =
+                        call("credentials.describe", {{"project_id", row.at("project_id")}, {"name", c.credential}});
+                    s["fields"] = vaults::managed_auth_fields(cred.value("value_keys", json::array()),
+                                                              cred.value("has_totp_secret", false));
+                } catch (const Error &) {
+                    // deleted since, or no credentials plugin: the item is answered without fields
+                }
             return s;
         }
         json s = {{"status", status}};
@@ -472,12 +504,13 @@ private:
                " payment integration, so nothing is authorized or charged";
     }
 
-    json render_item(const json &row) const {
+    // `single`: one item is answered (not a list), which may carry what costs a look-up per item.
+    json render_item(const json &row, bool single = true) const {
         auto defs = vaults::field_defs_from_json(parse_json(row, "fields", json::array()));
         json values =
             row.at("provider") == "kernel" && row.at("type") == "credential" ? open_values(row) : json::object();
         std::string status;
-        json state = item_state(row, defs, values, status);
+        json state = item_state(row, defs, values, status, single);
         json spec = parse_json(row, "spec", json::object());
         if (row.at("type") == "credential" && row.at("provider") == "kernel")
             spec["fields"] = vaults::field_defs_json(defs);
@@ -629,7 +662,7 @@ private:
         json out = json::array();
         for (const auto &row : sql("SELECT * FROM vaults_items WHERE vault_id = ? ORDER BY created_at, id",
                                    json::array({vault.at("id")})))
-            out.push_back(render_item(row));
+            out.push_back(render_item(row, false));
         r.json(out);
     }
 
@@ -1053,16 +1086,9 @@ private:
             json resolved =
                 call("credentials.resolve", {{"project_id", project}, {"credential", {{"name", c.credential}}}});
             const json login = resolved.value("values", json::object()); // items() of a temporary would dangle
-            for (const auto &[name, value] : login.items()) {
-                if (!value.is_string()) continue;
-                std::string lower = name;
-                std::transform(lower.begin(), lower.end(), lower.begin(),
-                               [](unsigned char ch) { return std::tolower(ch); });
-                std::string type = lower.find("password") != std::string::npos ? "password"
-                                   : lower.find("email") != std::string::npos  ? "email"
-                                                                               : "text";
-                out[name] = {type, value.get<std::string>()};
-            }
+            for (const auto &[name, value] : login.items())
+                if (value.is_string() && vaults::managed_auth_usable(name))
+                    out[name] = {vaults::managed_auth_field_type(name), value.get<std::string>()};
             if (resolved.value("totp_code", json()).is_string()) out["totp"] = {"totp", resolved.at("totp_code")};
             return out;
         }
@@ -1300,111 +1326,224 @@ private:
         return true;
     }
 
-    // ---- instance half: the virtual authenticator ---------------------------------------------------
+    // ---- instance half: the virtual authenticators --------------------------------------------------
 
-    // One CTAP2 virtual authenticator on the browser's first page, held on the agent's own DevTools
-    // connection (it goes when that connection does). `m` guards everything.
+    // A CTAP2 virtual authenticator on every page of the browser, held on the agent's own DevTools
+    // connection (they go when it does). CDP's WebAuthn domain works per page session, so the
+    // connection auto-attaches browser-wide: the pages open at arming and each page opened later,
+    // which waits (waitForDebuggerOnStart) until its authenticator holds the armed credentials, so
+    // a new tab's first credentials.get is answered too. A pump thread reads the connection while
+    // it is open; `m` guards everything but the pump's wait on the socket.
     struct Authenticator {
         std::mutex m;
-        std::unique_ptr<hangar::cdp::Connection> conn;
+        std::condition_variable cv; // a page registered a credential, or the connection went
+        std::shared_ptr<hangar::cdp::Connection> conn;
         int port = 0;
-        std::string session, id;
+        std::uint64_t generation = 0;             // bumped when the connection is dropped
+        std::map<std::string, std::string> pages; // CDP session → its authenticator id
+        std::set<std::string> targets;            // the page targets attached (by target id)
+        std::vector<json> credentials;            // armed (CDP form): added to every page, new ones too
         bool registering = false;
+        std::vector<json> registered; // made by a page since the last `events`
+        std::jthread pump;
     };
     Authenticator authn_;
 
-    void ensure_authenticator() {
+    static json authenticator_options() {
+        return {{"options",
+                 {{"protocol", "ctap2"},
+                  {"ctap2Version", "ctap2_1"},
+                  {"transport", "internal"},
+                  {"hasResidentKey", true},
+                  {"hasUserVerification", true},
+                  {"isUserVerified", true},
+                  {"automaticPresenceSimulation", true}}}};
+    }
+
+    // A page attached: its authenticator with every armed credential, then the page runs on
+    // (whatever failed: a page must never stay paused on this agent).
+    void arm_page_locked(const std::string &session) {
+        auto &conn = *authn_.conn;
+        try {
+            conn.call("WebAuthn.enable", {{"enableUI", false}}, session, 10s);
+            std::string id = conn.call("WebAuthn.addVirtualAuthenticator", authenticator_options(), session, 10s)
+                                 .value("authenticatorId", "");
+            for (const auto &c : authn_.credentials)
+                conn.call("WebAuthn.addCredential", {{"authenticatorId", id}, {"credential", c}}, session, 10s);
+            authn_.pages[session] = id;
+        } catch (const hangar::cdp::Failure &) {
+            // the page closed meanwhile (its session is gone); a broken connection is the pump's
+        }
+        try {
+            conn.call("Runtime.runIfWaitingForDebugger", json::object(), session, 5s);
+        } catch (const hangar::cdp::Failure &) {
+            // a page that closed needs nothing
+        }
+    }
+
+    void on_cdp_message_locked(const json &msg) {
+        const std::string method = msg.value("method", "");
+        const json params = msg.value("params", json::object());
+        if (method == "Target.attachedToTarget") {
+            std::string session = params.value("sessionId", "");
+            const json info = params.value("targetInfo", json::object());
+            if (info.value("type", "") == "page") {
+                authn_.targets.insert(info.value("targetId", ""));
+                arm_page_locked(session);
+            } else {
+                try {
+                    authn_.conn->call("Runtime.runIfWaitingForDebugger", json::object(), session, 5s);
+                } catch (const hangar::cdp::Failure &) {
+                    // gone already
+                }
+            }
+        } else if (method == "Target.detachedFromTarget") {
+            authn_.pages.erase(params.value("sessionId", ""));
+        } else if (method == "WebAuthn.credentialAdded" && authn_.registering) {
+            // The page's registration: to the server, and armed on the other pages too.
+            json credential = params.value("credential", json::object());
+            const std::string from = msg.value("sessionId", "");
+            authn_.registering = false;
+            authn_.registered.push_back(credential);
+            authn_.credentials.push_back(credential);
+            for (const auto &[session, id] : authn_.pages)
+                if (session != from) try {
+                        authn_.conn->call("WebAuthn.addCredential",
+                                          {{"authenticatorId", id}, {"credential", credential}}, session, 10s);
+                    } catch (const hangar::cdp::Failure &) {
+                        // that page closed meanwhile
+                    }
+            authn_.cv.notify_all();
+        }
+    }
+
+    // Everything armed is gone with the connection; the pump of that connection ends by itself.
+    void drop_authenticators_locked() {
+        authn_.conn.reset();
+        authn_.pages.clear();
+        authn_.targets.clear();
+        authn_.credentials.clear();
+        authn_.registered.clear();
+        authn_.registering = false;
+        ++authn_.generation;
+        authn_.cv.notify_all();
+    }
+
+    void pump_authenticators(const std::stop_token &stop, const std::shared_ptr<hangar::cdp::Connection> &conn,
+                             std::uint64_t generation) {
+        const int fd = conn->fd(); // read without `m`; messages a call() queued wait one round at most
+        while (!stop.stop_requested()) {
+            pollfd p{fd, POLLIN, 0};
+            ::poll(&p, 1, 100);
+            std::lock_guard lock(authn_.m);
+            if (authn_.generation != generation) return;
+            try {
+                for (;;) // what is there now; a message read partly waits for the next round
+                    on_cdp_message_locked(conn->next(hangar::cdp::Clock::now() + 20ms));
+            } catch (const hangar::cdp::Failure &f) {
+                if (!f.timed_out()) {
+                    drop_authenticators_locked();
+                    return;
+                }
+            }
+        }
+    }
+
+    // The browser-wide connection, its pages armed; `retired` takes a pump to join once the
+    // caller has let go of `m` (the pump needs it to end).
+    void ensure_authenticators_locked(std::jthread &retired) {
         json s = call("browsers.chromium", json::object());
         auto endpoint = hangar::cdp::endpoint_of(s);
         if (!endpoint) throw Error(409, "conflict", "Chromium is not running");
         if (authn_.conn && authn_.port == endpoint->port) return;
-        authn_.conn.reset();
-        auto conn = std::make_unique<hangar::cdp::Connection>(endpoint->port, endpoint->ws_path, 5s);
-        json targets = conn->call("Target.getTargets", json::object(), {}, 10s);
-        std::string target;
-        for (const auto &t : targets.value("targetInfos", json::array()))
-            if (t.value("type", "") == "page") {
-                target = t.value("targetId", "");
-                break;
-            }
-        if (target.empty()) throw Error(409, "conflict", "the browser has no page");
-        std::string session = conn->call("Target.attachToTarget", {{"targetId", target}, {"flatten", true}}, {}, 10s)
-                                  .value("sessionId", "");
-        conn->call("WebAuthn.enable", {{"enableUI", false}}, session, 10s);
-        json added = conn->call("WebAuthn.addVirtualAuthenticator",
-                                {{"options",
-                                  {{"protocol", "ctap2"},
-                                   {"ctap2Version", "ctap2_1"},
-                                   {"transport", "internal"},
-                                   {"hasResidentKey", true},
-                                   {"hasUserVerification", true},
-                                   {"isUserVerified", true},
-                                   {"automaticPresenceSimulation", true}}}},
-                                session, 10s);
-        authn_.id = added.value("authenticatorId", "");
-        authn_.session = session;
+        drop_authenticators_locked();
+        retired = std::move(authn_.pump);
+        retired.request_stop();
+        authn_.conn = std::make_shared<hangar::cdp::Connection>(endpoint->port, endpoint->ws_path, 5s);
         authn_.port = endpoint->port;
-        authn_.registering = false;
-        authn_.conn = std::move(conn);
+        // Pages open now attach during the call (their events are kept), later ones as they open.
+        authn_.conn->call("Target.setAutoAttach",
+                          {{"autoAttach", true},
+                           {"waitForDebuggerOnStart", true},
+                           {"flatten", true},
+                           {"filter", json::array({{{"type", "page"}, {"exclude", false}}})}},
+                          {}, 10s);
+        json open = authn_.conn->call("Target.getTargets", json::object(), {}, 10s);
+        auto drain = [&] {
+            try {
+                for (;;)
+                    on_cdp_message_locked(authn_.conn->next(hangar::cdp::Clock::now() + 50ms));
+            } catch (const hangar::cdp::Failure &f) {
+                if (!f.timed_out()) throw;
+            }
+        };
+        drain();
+        // A page the auto-attach did not report (older Chromium reports new targets only) is
+        // attached by hand, never twice (two authenticators on one page).
+        for (const auto &t : open.value("targetInfos", json::array()))
+            if (t.value("type", "") == "page" && !authn_.targets.count(t.value("targetId", ""))) {
+                authn_.targets.insert(t.value("targetId", ""));
+                arm_page_locked(authn_.conn
+                                    ->call("Target.attachToTarget",
+                                           {{"targetId", t.value("targetId", "")}, {"flatten", true}}, {}, 10s)
+                                    .value("sessionId", ""));
+            }
+        authn_.pump = std::jthread([this, conn = authn_.conn, generation = authn_.generation](
+                                       const std::stop_token &stop) { pump_authenticators(stop, conn, generation); });
     }
 
     json instance_passkey(const json &body) {
         std::string op = body.value("op", "");
-        std::lock_guard lock(authn_.m);
+        std::jthread retired; // joined after `lock` is released (declared first, destroyed last)
+        std::unique_lock lock(authn_.m);
         try {
             if (op == "disarm") {
                 if (authn_.conn) {
-                    try {
-                        authn_.conn->call("WebAuthn.removeVirtualAuthenticator", {{"authenticatorId", authn_.id}},
-                                          authn_.session, 5s);
-                    } catch (const hangar::cdp::Failure &) {
-                        // the page or Chromium went: nothing is armed any more
-                    }
+                    for (const auto &[session, id] : authn_.pages)
+                        try {
+                            authn_.conn->call("WebAuthn.removeVirtualAuthenticator", {{"authenticatorId", id}}, session,
+                                              5s);
+                        } catch (const hangar::cdp::Failure &) {
+                            // that page or Chromium went: nothing is armed there any more
+                        }
                 }
-                authn_.conn.reset();
-                authn_.registering = false;
+                drop_authenticators_locked();
+                retired = std::move(authn_.pump);
+                retired.request_stop();
                 return json::object();
             }
             if (op == "events") {
-                json credentials = json::array();
-                if (!authn_.conn) return {{"credentials", credentials}, {"armed", false}};
-                auto deadline = hangar::cdp::Clock::now() +
-                                std::chrono::milliseconds(std::clamp(body.value("wait_ms", 1000), 0, 5000));
-                try {
-                    for (;;) {
-                        json msg = authn_.conn->next(deadline);
-                        if (msg.value("method", "") == "WebAuthn.credentialAdded" && authn_.registering &&
-                            msg.value("sessionId", "") == authn_.session) {
-                            credentials.push_back(msg["params"].value("credential", json::object()));
-                            authn_.registering = false;
-                            break;
-                        }
-                        if (msg.value("method", "") == "Target.detachedFromTarget") {
-                            authn_.conn.reset();
-                            return {{"credentials", credentials}, {"armed", false}};
-                        }
-                    }
-                } catch (const hangar::cdp::Failure &f) {
-                    if (!f.timed_out()) {
-                        authn_.conn.reset();
-                        return {{"credentials", credentials}, {"armed", false}};
-                    }
-                }
-                return {{"credentials", credentials}, {"armed", true}};
+                authn_.cv.wait_for(lock, std::chrono::milliseconds(std::clamp(body.value("wait_ms", 1000), 0, 5000)),
+                                   [&] { return !authn_.registered.empty() || !authn_.conn; });
+                json credentials(std::exchange(authn_.registered, {}));
+                return {{"credentials", credentials}, {"armed", authn_.conn != nullptr}};
             }
-            ensure_authenticator();
+            ensure_authenticators_locked(retired);
             if (op == "arm") {
-                authn_.conn->call("WebAuthn.addCredential",
-                                  {{"authenticatorId", authn_.id}, {"credential", body.value("credential", json())}},
-                                  authn_.session, 10s);
-                return json::object();
+                json credential = body.value("credential", json());
+                std::optional<hangar::cdp::Failure> refused;
+                std::size_t armed = 0;
+                for (const auto &[session, id] : authn_.pages)
+                    try {
+                        authn_.conn->call("WebAuthn.addCredential",
+                                          {{"authenticatorId", id}, {"credential", credential}}, session, 10s);
+                        ++armed;
+                    } catch (const hangar::cdp::Failure &f) {
+                        refused = f; // a page that closed meanwhile; on every page, the credential
+                    }
+                if (armed == 0 && refused) throw *refused;
+                authn_.credentials.push_back(std::move(credential));
+                return {{"pages", authn_.pages.size()}};
             }
             if (op == "register") {
                 authn_.registering = true;
-                return json::object();
+                authn_.registered.clear();
+                return {{"pages", authn_.pages.size()}};
             }
         } catch (const hangar::cdp::Failure &f) {
-            authn_.conn.reset();
+            drop_authenticators_locked();
+            retired = std::move(authn_.pump);
+            retired.request_stop();
             // CDP's messages name the method, never a key.
             throw Error(502, "upstream_unavailable", std::string("the browser's authenticator failed: ") + f.what());
         }

@@ -644,6 +644,30 @@ OtherSpec parse_other_spec(const std::string &type, const json &spec) {
     return out;
 }
 
+// ---- managed-auth items ----------------------------------------------------------------------------
+
+std::string managed_auth_field_type(const std::string &value_name) {
+    std::string lower = value_name;
+    std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char ch) { return std::tolower(ch); });
+    if (lower.find("password") != std::string::npos) return "password";
+    if (lower.find("email") != std::string::npos) return "email";
+    return "text";
+}
+
+bool managed_auth_usable(const std::string &value_name) {
+    return value_name != "totp_secret";
+}
+
+json managed_auth_fields(const json &value_keys, bool has_totp) {
+    json out = json::object();
+    if (value_keys.is_array())
+        for (const auto &k : value_keys)
+            if (k.is_string() && managed_auth_usable(k.get<std::string>()))
+                out[k.get<std::string>()] = {{"type", managed_auth_field_type(k.get<std::string>())}};
+    if (has_totp) out["totp"] = {{"type", "totp"}};
+    return out;
+}
+
 // ---- the hosted collection form -------------------------------------------------------------------
 
 bool form_field(const FieldDef &def) {

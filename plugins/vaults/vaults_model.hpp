@@ -117,6 +117,20 @@ json operations_json(const std::vector<Operation> &ops);
 std::optional<std::string> unsupported_operation(const std::string &op, const std::string &type,
                                                  const std::string &provider);
 
+// ---- managed-auth items ----------------------------------------------------------------------------
+
+// The field type a managed-auth item's login value has, from its name in the saved credential
+// (what fill matches it as): a name with "password" is a password, with "email" an email, any
+// other text. The credential's TOTP secret is the field "totp".
+std::string managed_auth_field_type(const std::string &value_name);
+// Whether a value of the saved credential is one a managed-auth item lists and fills: every one
+// but `totp_secret` (a seed: its code is the field "totp").
+bool managed_auth_usable(const std::string &value_name);
+// `state.fields` of a managed-auth item (single-item reads; {} while unavailable): {name: {type}}
+// for each non-empty value the saved credential holds (`value_keys`, names only) and "totp" when
+// it has a TOTP secret.
+json managed_auth_fields(const json &value_keys, bool has_totp);
+
 // ---- the hosted collection form -------------------------------------------------------------------
 
 // The fields a collection form shows: text, email and password (totp and passkey never).

@@ -962,13 +962,15 @@ elsewhere('POST /org/api_keys', ['expires_at'], '../python/test_0131_browsers.py
 // page, WebMCP tools and a second client; tests/python/test_0131_vaults.py drives them.
 const VAULTS = '../python/test_0131_vaults.py';
 elsewhere('POST /browsers', ['vaults'], VAULTS, 'vaults attached by name, answered as [{id, name}]; another project\'s is 404 (Python SDK 0.131)');
+elsewhere('POST /browser_pools', ['vaults'], VAULTS, 'a pool\'s vaults by name, answered as [{id, name}], every lease attached and filling a page; another project\'s is 404 (extra_body: no SDK types it)');
+elsewhere('PATCH /browser_pools/{id_or_name}', ['vaults'], VAULTS, '[] removes them (the next lease is refused), by id they come back');
 elsewhere('GET /vaults', ['limit', 'offset', 'query'], VAULTS, 'pages and the name/id query');
 elsewhere('POST /vaults', ['name'], VAULTS, 'create-or-get by name');
 elsewhere('GET /vaults/{id_or_name}/items/{key}', ['expand', 'wait'], VAULTS, 'the long-poll woken by another client; expansions 409');
 elsewhere('PUT /vaults/{id_or_name}/items/{key}', ['type', 'spec'], VAULTS, 'credential, wallet and card items; identical spec = same item, another = 409');
 elsewhere('PATCH /vaults/{id_or_name}/items/{key}', ['type', 'version', 'spec', 'expected_item_id'], VAULTS, 'a stale version and another item id are 409; the clearing rules');
 elsewhere('GET /vaults/{id_or_name}/items/{key}/events', ['after', 'wait'], VAULTS, 'events after one, waited for');
-elsewhere('POST /vaults/{id_or_name}/items/{key}/operations', ['type', 'browser_id', 'page_url', 'fields', 'timeout_ms', 'tool_ref', 'input', 'bindings', 'timeout_sec', 'field'], VAULTS, 'fill checked from the page, webmcp_invoke with bound values, passkeys 501');
+elsewhere('POST /vaults/{id_or_name}/items/{key}/operations', ['type', 'browser_id', 'page_url', 'fields', 'timeout_ms', 'tool_ref', 'input', 'bindings', 'timeout_sec', 'field'], VAULTS, 'fill checked from the page, webmcp_invoke with bound values, passkeys registered and signing in on every tab');
 elsewhere('GET /vault-provider-configs', ['limit', 'offset'], VAULTS, 'the organisation\'s configs');
 elsewhere('POST /vault-provider-configs', ['provider', 'name', 'credentials'], VAULTS, 'secret write-only, duplicate names 409, project keys 403');
 elsewhere('PATCH /vault-provider-configs/{id_or_name}', ['name', 'credentials'], VAULTS, 'renamed, secret replaced');

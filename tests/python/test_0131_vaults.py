@@ -122,6 +122,9 @@ def test_a_project_scoped_key_cannot_read_or_use_another_projects_vault(server, 
         # Nor attach it to a browser of its own project.
         with pytest.raises(kernel.NotFoundError):
             scoped.browsers.create(headless=True, vaults=[{"id": vault.id}])
+        # Nor to a pool of its own project (0.131's SDK types no `vaults` on pools: extra_body).
+        with pytest.raises(kernel.NotFoundError):
+            scoped.browser_pools.create(size=0, extra_body={"vaults": [{"id": vault.id}]})
         # Its own vault of the same name is another vault.
         own = scoped.vaults.upsert(name="py-vault")
         assert own.id != vault.id
@@ -399,6 +402,14 @@ def test_managed_auth_items_reference_a_connection_with_a_saved_credential(clien
         assert (item.state.provider, item.state.status, item.version) == ("managed_auth", "ready", 1)
         assert ops(item) == {"fill"}
         assert MA_PASSWORD not in item.model_dump_json()
+        # state.fields: the saved credential's value names and types (single-item reads), never a value.
+        expected = {"username": "text", "password": "password"}
+        assert {k: f.type for k, f in (item.state.fields or {}).items()} == expected
+        got = items.retrieve("ma", id_or_name=vault.id)
+        assert {k: f.type for k, f in (got.state.fields or {}).items()} == expected
+        assert MA_PASSWORD not in got.model_dump_json() and "grace@example.com" not in got.model_dump_json()
+        listed = next(i for i in items.list(vault.id) if i.key == "ma")
+        assert listed.state.fields is None  # omitted from lists, as value_keys on credentials
         with pytest.raises(kernel.NotFoundError):
             items.upsert("ma-unknown", id_or_name=vault.id, type="credential",
                          spec={"provider": "managed_auth", "connection_id": "nope"})
@@ -549,6 +560,64 @@ TOOL_PAGE = """<!doctype html><html><head><title>Shop tools</title></head><body>
 </script></body></html>"""
 
 
+def test_a_pool_takes_vaults_and_the_browsers_it_hands_out_run_vault_operations(client: Kernel, vault,
+                                                                                origin: str) -> None:
+    """Pools take `vaults` as POST /browsers does (by id or name, in the project); each lease is
+    attached to them. The 0.131 SDK types no `vaults` on pool create/update, so it goes in extra_body."""
+    items = client.vaults.items
+    items.upsert("pooled", id_or_name=vault.id, type="credential", spec=login_spec(with_totp=False))
+    pools = client.browser_pools
+    with pytest.raises(kernel.BadRequestError):
+        pools.create(size=0, extra_body={"vaults": [{"id": vault.id, "name": "py-vault"}]})
+    with pytest.raises(kernel.NotFoundError):
+        pools.create(size=0, extra_body={"vaults": [{"name": "py-no-such-vault"}]})
+    pool = pools.create(name="py-vault-pool", size=1, headless=True, timeout_seconds=300,
+                        extra_body={"vaults": [{"name": "py-vault"}]})
+    leased: list[str] = []
+    try:
+        assert pool.browser_pool_config.to_dict()["vaults"] == [{"id": vault.id, "name": "py-vault"}]
+        b = pools.acquire(pool.id, acquire_timeout_seconds=50)
+        assert b is not None
+        leased.append(b.session_id)
+        assert [(v.id, v.name) for v in b.vaults] == [(vault.id, "py-vault")]
+        assert [v.name for v in client.browsers.retrieve(b.session_id).vaults] == ["py-vault"]
+        url = f"{origin}/login?pool=1"
+        goto(client, b.session_id, url)
+        r = items.perform_operation("pooled", id_or_name=vault.id, type="fill", browser_id=b.session_id,
+                                    page_url=url, fields=[{"field": "username", "selector": "#email"},
+                                                          {"field": "password", "selector": "#pass"}])
+        assert r.status == "completed", r
+        assert page_eval(client, b.session_id, "document.getElementById('pass').value") == PASSWORD
+        pools.release(pool.id, session_id=b.session_id)  # reused: the vaults plugin disarms it first
+        leased.remove(b.session_id)
+
+        # [] detaches: the next lease has no vault, and the operation is refused.
+        updated = pools.update(pool.id, extra_body={"vaults": []})
+        assert "vaults" not in updated.browser_pool_config.to_dict()
+        b = pools.acquire(pool.id, acquire_timeout_seconds=50)
+        assert b is not None
+        leased.append(b.session_id)
+        assert not b.vaults
+        with pytest.raises(kernel.PermissionDeniedError):
+            items.perform_operation("pooled", id_or_name=vault.id, type="fill", browser_id=b.session_id)
+        pools.release(pool.id, session_id=b.session_id)
+        leased.remove(b.session_id)
+        # By id on PATCH, resolved again; another project's or an unknown vault is 404 there too.
+        updated = pools.update(pool.id, extra_body={"vaults": [{"id": vault.id}]})
+        assert updated.browser_pool_config.to_dict()["vaults"] == [{"id": vault.id, "name": "py-vault"}]
+        with pytest.raises(kernel.NotFoundError):
+            pools.update(pool.id, extra_body={"vaults": [{"id": "no-such-vault"}]})
+        b = pools.acquire(pool.id, acquire_timeout_seconds=50)
+        assert b is not None
+        leased.append(b.session_id)
+        assert [v.id for v in b.vaults] == [vault.id]
+    finally:
+        for sid in leased:
+            pools.release(pool.id, session_id=sid, reuse=False)
+        pools.delete(pool.id, force=True)
+        items.delete("pooled", id_or_name=vault.id)
+
+
 # A relying party on localhost (a secure context): registers a resident ES256 passkey, then signs in.
 WEBAUTHN_PAGE = """<!doctype html><html><head><title>Passkeys</title></head><body><script>
 const b64 = (buf) => btoa(String.fromCharCode(...new Uint8Array(buf)));
@@ -600,6 +669,22 @@ def goto(client: Kernel, sid: str, url: str) -> None:
 
 def page_eval(client: Kernel, sid: str, expression: str):
     r = client.browsers.playwright.execute(sid, code=f"return await page.evaluate(() => {expression});")
+    assert r.success is True, r
+    return r.result
+
+
+def open_tab(client: Kernel, sid: str, url: str) -> None:
+    """Another tab of the browser (a new page target), at `url`."""
+    r = client.browsers.playwright.execute(sid, code=f"const p = await context.newPage(); "
+                                                     f"await p.goto({json.dumps(url)}); return p.url();")
+    assert r.success is True and r.result == url, r
+
+
+def tab_eval(client: Kernel, sid: str, url: str, expression: str, *, reload: bool = False):
+    """`expression` in the tab at exactly `url` (reloaded first: a sign-in still waiting ends)."""
+    code = (f"const p = context.pages().find((t) => t.url() === {json.dumps(url)}); "
+            + ("await p.reload(); " if reload else "") + f"return await p.evaluate(() => {expression});")
+    r = client.browsers.playwright.execute(sid, code=code)
     assert r.success is True, r
     return r.result
 
@@ -713,7 +798,7 @@ def test_fill_a_login_page_and_invoke_a_webmcp_tool_with_vault_values(server, cl
         items.delete("ma", id_or_name=vault.id)
 
 
-def test_a_page_registers_a_passkey_into_the_vault_and_signs_in_with_it(client: Kernel, vault, origin: str) -> None:
+def test_a_page_registers_a_passkey_into_the_vault_and_signs_in_with_it_on_every_tab(client: Kernel, vault, origin: str) -> None:
     items = client.vaults.items
     item = items.upsert("passkey", id_or_name=vault.id, type="credential", spec={"provider": "kernel", "fields": [
         {"name": "username", "type": "text", "sensitive": False, "value": "ada"},
@@ -744,12 +829,24 @@ def test_a_page_registers_a_passkey_into_the_vault_and_signs_in_with_it(client: 
         goto(client, sid, url)
         assert "id" not in page_eval(client, sid, "signIn()")
         goto(client, sid, url)  # ends the request still waiting for a key
-        # Armed from the vault's sealed copy, the same passkey signs the page in.
+        # Armed from the vault's sealed copy, the same passkey signs the page in, on every tab: one
+        # open when it was armed and one opened after.
+        tab2, tab3 = f"{url}?tab=2", f"{url}?tab=3"
+        open_tab(client, sid, tab2)
         r = items.perform_operation("passkey", id_or_name=vault.id, type="arm_passkey", browser_id=sid)
         assert (r.type, r.status, r.rp_id) == ("arm_passkey", "armed", "localhost")
+        signed_in = {"id": credential_id.result, "user": "user-ada", "signed": True}
         got = page_eval(client, sid, "signIn()")
-        assert got == {"id": credential_id.result, "user": "user-ada", "signed": True}, got
+        assert got == signed_in, got
+        assert tab_eval(client, sid, tab2, "signIn()") == signed_in
+        open_tab(client, sid, tab3)
+        assert tab_eval(client, sid, tab3, "signIn()") == signed_in
+        # Disarmed, no tab signs in any more.
         items.perform_operation("passkey", id_or_name=vault.id, type="disarm_passkey", browser_id=sid)
+        goto(client, sid, url)
+        assert "id" not in page_eval(client, sid, "signIn()")
+        for tab in (tab2, tab3):
+            assert "id" not in tab_eval(client, sid, tab, "signIn()", reload=True)
     finally:
         client.browsers.delete_by_id(b.session_id)
         items.delete("passkey", id_or_name=vault.id)
@@ -761,3 +858,6 @@ def test_no_secret_value_in_the_servers_output(server) -> None:
     assert out, "the server printed nothing"
     for value in (PASSWORD, OTHER_PASSWORD, TOTP_SEED, MCP_PASSWORD, MA_PASSWORD, CLIENT_SECRET, LINK_ACCESS):
         assert value not in out
+    # The passkeys registered and armed (every tab, pool releases) are made by Chromium, so the
+    # test does not know them: no CDP credential (its `privateKey` member) is ever printed.
+    assert "privateKey" not in out

@@ -50,6 +50,7 @@ class VaultsModelTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(patchOrderAndClearing);
     CPPUNIT_TEST(patchRejects);
     CPPUNIT_TEST(otherSpecs);
+    CPPUNIT_TEST(managedAuthFields);
     CPPUNIT_TEST(operations);
     CPPUNIT_TEST(collectionForms);
     CPPUNIT_TEST(passkeyForms);
@@ -184,6 +185,18 @@ public:
                                      with_totp, {"otp"},
                                      parse_credential_update(json::parse(R"({"fields":{"otp":{"value":null}}})")));
                              }));
+    }
+
+    void managedAuthFields() {
+        // Names and types of the saved credential's values, as fill uses them; the seed never.
+        CPPUNIT_ASSERT_EQUAL(
+            json::parse(R"({"username":{"type":"text"},"Email":{"type":"email"},
+            "newPassword":{"type":"password"},"totp":{"type":"totp"}})"),
+            managed_auth_fields(json::parse(R"(["username","Email","newPassword","totp_secret"])"), true));
+        CPPUNIT_ASSERT_EQUAL(json::object(), managed_auth_fields(json::array(), false));
+        CPPUNIT_ASSERT_EQUAL(json::object(), managed_auth_fields(json(nullptr), false));
+        CPPUNIT_ASSERT(!managed_auth_usable("totp_secret"));
+        CPPUNIT_ASSERT(managed_auth_usable("password"));
     }
 
     void otherSpecs() {
