@@ -21,7 +21,11 @@ export const CHROMIUM_FLAGS = [
   '--disable-sync',
   '--no-first-run',
   '--no-sandbox',
-  '--disable-features=WebUIOmniboxPopup,WebUIOmniboxAimPopup',
+  // What Hangar passes to keep Chromium's own requests in (plugins/browsers/chromium_launch.cpp),
+  // so the baseline does the same work.
+  '--disable-features=WebUIOmniboxPopup,WebUIOmniboxAimPopup,NetworkTimeServiceQuerying',
+  '--component-updater=url-source=file:///nonexistent/',
+  '--gaia-url=https://gaia.hangar.invalid/',
 ];
 
 /** The first port in [first, last] that 127.0.0.1 can listen on now (for a server a bench starts). */
