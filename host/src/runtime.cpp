@@ -441,22 +441,21 @@ std::string Runtime::prepare_disk() {
     return image;
 }
 
-std::optional<Runtime::PreparedNetwork> Runtime::take_prepared_network() {
+template <typename T> std::optional<T> Runtime::take_prepared(std::deque<T> &ready) {
     std::lock_guard lock(prepared_mutex_);
-    if (networks_.empty()) return std::nullopt;
-    auto n = std::move(networks_.front());
-    networks_.pop_front();
-    prepared_cv_.notify_all();
-    return n;
+    if (ready.empty()) return std::nullopt;
+    std::optional<T> taken(std::move(ready.front()));
+    ready.pop_front();
+    prepared_cv_.notify_all(); // the preparer makes the next one
+    return taken;
+}
+
+std::optional<Runtime::PreparedNetwork> Runtime::take_prepared_network() {
+    return take_prepared(networks_);
 }
 
 std::optional<std::string> Runtime::take_prepared_disk() {
-    std::lock_guard lock(prepared_mutex_);
-    if (disks_.empty()) return std::nullopt;
-    auto image = std::move(disks_.front());
-    disks_.pop_front();
-    prepared_cv_.notify_all();
-    return image;
+    return take_prepared(disks_);
 }
 
 void Runtime::preparer_loop() {

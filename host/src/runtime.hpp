@@ -173,6 +173,7 @@ private:
     bool prepares_networks() const;
     bool prepares_disks() const;
     std::string networks_cgroup_id() const;
+    template <typename T> std::optional<T> take_prepared(std::deque<T> &ready);
     std::optional<PreparedNetwork> take_prepared_network();
     std::optional<std::string> take_prepared_disk();
     PreparedNetwork prepare_network();

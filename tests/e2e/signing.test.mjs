@@ -103,6 +103,19 @@ const thumbprint = (jwk) =>
 
 const isSigned = (hit) => 'signature' in hit.headers || 'signature-input' in hit.headers || 'signature-agent' in hit.headers;
 
+// The first message a WebSocket the page opens to `url` receives, or 'error' / 'timeout'.
+const wsAnswer = (page, url) =>
+  page.evaluate(
+    (u) =>
+      new Promise((resolve) => {
+        const ws = new WebSocket(u);
+        ws.onmessage = (e) => resolve(e.data);
+        ws.onerror = () => resolve('error');
+        setTimeout(() => resolve('timeout'), 10_000);
+      }),
+    url,
+  );
+
 describe('request signing and proxy CA bundles', () => {
   let scratch, origin, tiny, site, ca, conf, server, kernel;
 
@@ -231,17 +244,7 @@ describe('request signing and proxy CA bundles', () => {
     try {
       const page = cdp.contexts()[0].pages()[0];
       await page.goto(`http://127.0.0.1:${origin.port}/ws-page`);
-      const open = (url) =>
-        page.evaluate(
-          (u) =>
-            new Promise((resolve) => {
-              const ws = new WebSocket(u);
-              ws.onmessage = (e) => resolve(e.data);
-              ws.onerror = () => resolve('error');
-              setTimeout(() => resolve('timeout'), 10_000);
-            }),
-          url,
-        );
+      const open = (url) => wsAnswer(page, url);
       assert.equal(await open(`ws://127.0.0.1:${origin.port}/ws-plain`), 'ok');
       assert.equal(await open(`wss://127.0.0.1:${site.port}/ws-secure`), 'ok');
       const dir = await fetchDirectory(server.baseURL);
@@ -410,16 +413,7 @@ describe('request signing and proxy CA bundles', () => {
         try {
           const page = cdp.contexts()[0].pages()[0];
           await page.goto(`http://127.0.0.1:${origin.port}/cold-ws-page`);
-          const answer = await page.evaluate(
-            (u) =>
-              new Promise((resolve) => {
-                const ws = new WebSocket(u);
-                ws.onmessage = (e) => resolve(e.data);
-                ws.onerror = () => resolve('error');
-                setTimeout(() => resolve('timeout'), 10_000);
-              }),
-            `ws://127.0.0.1:${origin.port}/ws-cold`,
-          );
+          const answer = await wsAnswer(page, `ws://127.0.0.1:${origin.port}/ws-cold`);
           assert.equal(answer, 'ok');
           const hit = origin.hits.find((h) => h.upgrade && h.url === '/ws-cold');
           assert.ok(hit && isSigned(hit), 'the upgrade request carries a signature');
