@@ -212,6 +212,13 @@ def seed(url: str, key: str, connect_url: str) -> dict:
     for name in ("example-src.txt", "example-mode.txt"):
         call(url, key, "PUT", f"/browsers/{ids['browser']}/fs/write_file?path=/tmp/{name}", raw=b"example",
              content_type="application/octet-stream")
+    # An MCP session for DELETE /mcp to end (the stateful phase's link from initialize rarely runs).
+    req = urllib.request.Request(url + "/mcp", method="POST", headers={
+        "Authorization": "Bearer " + key, "Content-Type": "application/json"}, data=json.dumps({
+            "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "api-fuzz", "version": "1"}}}).encode())
+    with urllib.request.urlopen(req, timeout=30) as res:
+        ids["mcp_session"] = res.headers["Mcp-Session-Id"]
     # A custom WebMCP tool for DELETE .../custom-tools/{tool}.
     ids["tool"] = call(url, key, "POST", f"/browsers/{ids['browser']}/webmcp/custom-tools", {
         "namespace": "fuzz", "source": "[{kind: 'page', match: {url_patterns: ['https://example.test/*']}, "
@@ -318,6 +325,7 @@ ENDERS = [
     ("DELETE /browsers/{id}/fs/watch/{watch_id}", {"path.id": "browser", "path.watch_id": "watch_victim"}),
     ("POST /vaults/collect/{token}", {"path.token": "collect_token_victim"}),
     ("DELETE /browsers/{id}/webmcp/custom-tools/{tool}", {"path.id": "browser", "path.tool": "tool"}),
+    ("DELETE /mcp", {"header.Mcp-Session-Id": "mcp_session"}),
 ]
 PINS = [
     (r"^/browsers/\{id\}/replays", {"path.id": "browser", "path.replay_id": "replay"}),
