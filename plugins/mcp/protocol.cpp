@@ -40,7 +40,8 @@ bool supported_version(std::string_view version) {
 
 Handled handle_message(Api &api, const json &message) {
     Handled out;
-    if (!message.is_object() || message.value("jsonrpc", "") != "2.0") {
+    // Compared as JSON: a "jsonrpc" of another type is not "2.0" (value() would throw on it).
+    if (!message.is_object() || message.value("jsonrpc", json()) != json("2.0")) {
         out.reply = rpc_error(nullptr, kInvalidRequest, "not a JSON-RPC 2.0 message");
         return out;
     }

@@ -6,13 +6,17 @@
 Starts the server on a free port with a fresh data dir and a random key; browsers are bounded so
 the run fits 2 cores (no warm spares, one browser per project: further creates get 429, short
 idle timeouts); runs `schemathesis run` with positive and negative data and the checks below;
-seeds one real resource of each kind first (a small headful browser with a process, a watch and a
-finished replay; a profile, proxy, credential, project, API key, pool, extension, auth
-connection, credential provider, app deployment and an invocation of it; a second of each kind
-that has a DELETE, for it) and pins every id path parameter and capability token to them, so the
-id routes and the browser sub-resources (fs, process, computer, playwright, logs, replays, curl)
-run for real instead of answering 404 (`follow` is pinned to false: a followed log stream never
-ends). The stateful phase chains the OpenAPI links of the create operations (POST /browsers →
+seeds one real resource of each kind first (a small headful browser with a process on a PTY, one
+that has exited, a watch, a custom WebMCP tool, the files the fs examples name and a finished
+replay; a saved profile, proxy, credential with a TOTP secret, project, API key, pool, extension,
+auth connection (and one no login ever starts, for its events), credential provider, app
+deployment and an invocation of it, vault with an item and one pending collection (its form's
+token), vault provider config, OTLP and audit-log export destination; a second of each kind that
+a DELETE or kill ends, for it) and pins every id path parameter and capability token (the jwt of
+cdp_ws_url and of webdriver_ws_url, the live view's, a replay's, a collection form's) to them, so
+the id routes and the browser sub-resources (fs, process, computer, playwright, logs, replays,
+curl) run for real instead of answering 404 (`follow` is pinned to "false": a followed log stream
+never ends). The stateful phase chains the OpenAPI links of the create operations (POST /browsers →
 GET/PATCH/DELETE /browsers/{id_or_name}, ...). Counts every request it sent (from the NDJSON
 report), writes each operation's statuses to coverage.txt and fails on any server error (5xx) or
 response-schema violation. The server's log goes to build/api-fuzz/hangar.log.
@@ -33,6 +37,7 @@ import sys
 import tempfile
 import time
 import io
+import urllib.error
 import urllib.parse
 import urllib.request
 import zipfile
@@ -99,8 +104,12 @@ def start_server(binary: Path, out_dir: Path, connect_url: str):
                HANGAR_WARM_SPARES="0",
                HANGAR_KEEP_SESSIONS_ON_STOP="0",  # its SIGTERM ends every session
                HANGAR_MAX_BROWSERS_PER_PROJECT="4",
-               # The Connect double's port is the one loopback address outbound fetches may reach.
-               HANGAR_FETCH_ALLOW=urllib.parse.urlparse(connect_url).netloc,
+               # The Connect double's port is the loopback address outbound fetches reach; the
+               # seeded proxy's and the openapi.yaml examples' collector (4318), S3 (9000) and
+               # Connect (8080) addresses are admitted too, so those examples are created (what is
+               # sent there later fails: nothing listens).
+               HANGAR_FETCH_ALLOW=",".join([urllib.parse.urlparse(connect_url).netloc, "127.0.0.1:9",
+                                            "127.0.0.1:4318", "127.0.0.1:9000", "127.0.0.1:8080"]),
                HANGAR_LOG_LEVEL="information")
     log = open(out_dir / "hangar.log", "w")
     proc = subprocess.Popen([str(binary), "serve"], env=env, stdout=subprocess.PIPE, stderr=log, text=True)
@@ -124,7 +133,8 @@ def start_server(binary: Path, out_dir: Path, connect_url: str):
     return proc, url, key, data_dir
 
 
-def call(url: str, key: str, method: str, path: str, body=None, content_type="application/json", raw=None):
+def call(url: str, key: str, method: str, path: str, body=None, content_type="application/json", raw=None,
+         raw_answer=False):
     data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
     headers = {"Authorization": "Bearer " + key}
     if data is not None:
@@ -132,7 +142,7 @@ def call(url: str, key: str, method: str, path: str, body=None, content_type="ap
     req = urllib.request.Request(url + path, data=data, method=method, headers=headers)
     with urllib.request.urlopen(req, timeout=120) as res:
         text = res.read()
-        return json.loads(text) if text else None
+        return text if raw_answer else json.loads(text) if text else None
 
 
 def tiny_extension_zip() -> bytes:
@@ -184,26 +194,65 @@ def seed(url: str, key: str, connect_url: str) -> dict:
                                                    "viewport": {"width": 800, "height": 600}})
     ids["browser"] = browser["session_id"]
     ids["jwt"] = urllib.parse.parse_qs(urllib.parse.urlparse(browser["cdp_ws_url"]).query)["jwt"][0]
+    # webdriver_ws_url carries a token of its own kind (typ webdriver).
+    ids["webdriver_jwt"] = urllib.parse.parse_qs(urllib.parse.urlparse(browser["webdriver_ws_url"]).query)["jwt"][0]
     live = urllib.parse.urlparse(browser.get("browser_live_view_url") or "").path
     if live.startswith("/browser/live/"):
         ids["live_token"] = live.rsplit("/", 1)[-1]
     ids["browser_victim"] = call(url, key, "POST", "/browsers", {"headless": True, "timeout_seconds": 3600})["session_id"]
-    ids["process"] = call(url, key, "POST", f"/browsers/{ids['browser']}/process/spawn",
-                          {"command": "sleep", "args": ["3600"]})["process_id"]
-    ids["watch"] = call(url, key, "POST", f"/browsers/{ids['browser']}/fs/watch", {"path": "/tmp"})["watch_id"]
+    # A process on a PTY (resize needs one), one for kill, and one that has exited, whose output
+    # stream sends what it wrote and its exit event and ends.
+    spawn = f"/browsers/{ids['browser']}/process/spawn"
+    ids["process"] = call(url, key, "POST", spawn, {"command": "sleep", "args": ["3600"], "allocate_tty": True})["process_id"]
+    ids["process_victim"] = call(url, key, "POST", spawn, {"command": "sleep", "args": ["3600"]})["process_id"]
+    ids["process_done"] = call(url, key, "POST", spawn, {"command": "echo", "args": ["fuzz"]})["process_id"]
+    for role in ("", "_victim"):
+        ids["watch" + role] = call(url, key, "POST", f"/browsers/{ids['browser']}/fs/watch", {"path": "/tmp"})["watch_id"]
+    # The files openapi.yaml's examples of fs/move and fs/set_file_permissions name.
+    for name in ("example-src.txt", "example-mode.txt"):
+        call(url, key, "PUT", f"/browsers/{ids['browser']}/fs/write_file?path=/tmp/{name}", raw=b"example",
+             content_type="application/octet-stream")
+    # An MCP session for DELETE /mcp to end (the stateful phase's link from initialize rarely runs).
+    req = urllib.request.Request(url + "/mcp", method="POST", headers={
+        "Authorization": "Bearer " + key, "Content-Type": "application/json"}, data=json.dumps({
+            "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "api-fuzz", "version": "1"}}}).encode())
+    with urllib.request.urlopen(req, timeout=30) as res:
+        ids["mcp_session"] = res.headers["Mcp-Session-Id"]
+    # A custom WebMCP tool for DELETE .../custom-tools/{tool}.
+    ids["tool"] = call(url, key, "POST", f"/browsers/{ids['browser']}/webmcp/custom-tools", {
+        "namespace": "fuzz", "source": "[{kind: 'page', match: {url_patterns: ['https://example.test/*']}, "
+        "tool: {name: 'fuzz_tool', description: 'fuzz', inputSchema: {type: 'object'}}, "
+        "execute: async () => ({content: [{type: 'text', text: 'fuzz'}]})}]"})["tools"][0]["id"]
     for kind, path, body in [
         ("profile", "/profiles", lambda n: {"name": n}),
         ("proxy", "/proxies", lambda n: {"name": n, "type": "custom", "config": {"host": "127.0.0.1", "port": 9}}),
         ("credential", "/credentials",
-         lambda n: {"name": n, "domain": "example.test", "values": {"username": "u", "password": "p"}}),
+         lambda n: {"name": n, "domain": "example.test", "values": {"username": "u", "password": "p"},
+                    "totp_secret": "JBSWY3DPEHPK3PXP"}),
         ("project", "/org/projects", lambda n: {"name": n}),
         ("api_key", "/org/api_keys", lambda n: {"name": n}),
     ]:
         for role in ("", "_victim"):
             ids[kind + role] = call(url, key, "POST", path, body(f"fuzz-{kind}{role}"))["id"]
-    for role in ("", "_victim"):
+    # A saved profile (a session on it, deleted: that saves it), so its download has an archive.
+    # Before the pools: the project runs four browsers at most.
+    saver = call(url, key, "POST", "/browsers", {"headless": True, "profile": {"id": ids["profile"], "save_changes": True}})
+    call(url, key, "DELETE", f"/browsers/{saver['session_id']}")
+    deadline = time.time() + 60
+    while True:
+        try:
+            call(url, key, "GET", f"/profiles/{ids['profile']}/download", raw_answer=True)
+            break
+        except urllib.error.HTTPError as e:
+            if e.code != 409 or time.time() > deadline:
+                raise SystemExit(f"the seeded profile was not saved: {e.code} {e.read()[:200]!r}")
+            time.sleep(0.2)
+    # A third connection no login is ever started on: its events stream sends the last state and ends.
+    for role in ("", "_victim", "_idle"):
         ids["connection" + role] = call(url, key, "POST", "/auth/connections", {
             "domain": "example.test", "profile_name": f"fuzz-auth{role}"})["id"]
+    for role in ("", "_victim"):
         ids["pool" + role] = call(url, key, "POST", "/browser_pools", {"name": f"fuzz-pool{role}", "size": 1})["id"]
         body, ctype = multipart({"name": f"fuzz-ext{role}"}, {"file": ("ext.zip", tiny_extension_zip())})
         ids["extension" + role] = call(url, key, "POST", "/extensions", raw=body, content_type=ctype)["id"]
@@ -219,12 +268,25 @@ def seed(url: str, key: str, connect_url: str) -> dict:
     for role in ("", "_victim"):
         ids["vault" + role] = call(url, key, "POST", "/vaults", {"name": f"fuzz-vault{role}"})["id"]
         ids["vault_item" + role] = "fuzz-item"
+        # The spec of openapi.yaml's example for this PUT: the example gets it back (200), not a 409.
         call(url, key, "PUT", f"/vaults/{ids['vault' + role]}/items/fuzz-item", {"type": "credential", "spec": {
-            "provider": "kernel", "fields": [{"name": "username", "type": "text", "sensitive": False, "value": "u"},
-                                             {"name": "password", "type": "password", "value": "p"}]}})
+            "provider": "kernel", "fields": [
+                {"name": "username", "type": "text", "sensitive": False, "value": "user@example.com"},
+                {"name": "password", "type": "password", "value": "example-password"}]}})
         ids["vault_config" + role] = call(url, key, "POST", "/vault-provider-configs", {
             "provider": "link", "name": f"fuzz-config{role}",
             "credentials": {"client_id": "c", "client_secret": "s"}})["id"]
+        # An item pending collection: its hosted form's token (one for the form, one to submit).
+        item = call(url, key, "PUT", f"/vaults/{ids['vault' + role]}/items/fuzz-collect", {"type": "credential", "spec": {
+            "provider": "kernel", "fields": [{"name": "password", "type": "password", "required": True}]}})
+        ids["collect_token" + role] = item["action"]["url"].rsplit("/", 1)[-1]
+        # Destinations: the Connect double's address is the one the egress policy admits (an
+        # export or a probe there fails, and says so in a 200).
+        ids["otlp_destination" + role] = call(url, key, "POST", "/telemetry/destinations", {
+            "name": f"fuzz-otlp{role}", "endpoint": connect_url})["id"]
+        ids["audit_destination" + role] = call(url, key, "POST", "/audit-logs/export/destinations", {
+            "type": "s3", "format": "jsonl.gz", "bucket": "fuzz-bucket", "prefix": f"fuzz{role}", "region": "us-east-1",
+            "role_arn": "", "endpoint": connect_url, "access_key_id": "AKIAFUZZ", "secret_access_key": "fuzz"})["id"]
 
     # A replay, recorded for a moment.
     replay = call(url, key, "POST", f"/browsers/{ids['browser']}/replays", {"framerate": 5})
@@ -251,10 +313,19 @@ def seed(url: str, key: str, connect_url: str) -> dict:
 # Streams that would stay open for the whole request timeout with a real id behind them (a
 # process that runs for an hour, a watch, a flow that waits): their own ids stay unpinned.
 STREAMS = [
-    (r"^/browsers/\{id\}/fs/watch/\{watch_id\}/events$", {"path.id": "browser", "path.watch_id": "none"}),
-    (r"^/browsers/\{id\}/process/\{process_id\}/stdout/stream$", {"path.id": "browser", "path.process_id": "none"}),
-    (r"^/browser/vm/\{session_id\}/telemetry/stream$", {"path.session_id": "none"}),
-    (r"^/auth/connections/\{id\}/events$", {"path.id": "none"}),
+    # hooks.py ends a watch's stream (a second reader replaces the first).
+    (r"^/browsers/\{id\}/fs/watch/\{watch_id\}/events$", {"path.id": "browser", "path.watch_id": "watch"}),
+    (r"^/browsers/\{id\}/process/\{process_id\}/stdout/stream$", {"path.id": "browser", "path.process_id": "process_done"}),
+    (r"^/auth/connections/\{id\}/events$", {"path.id": "connection_idle"}),
+]
+# Operations that end the resource they act on, besides each DELETE of a pinned path: they get
+# the victim of its kind.
+ENDERS = [
+    ("POST /browsers/{id}/process/{process_id}/kill", {"path.id": "browser", "path.process_id": "process_victim"}),
+    ("DELETE /browsers/{id}/fs/watch/{watch_id}", {"path.id": "browser", "path.watch_id": "watch_victim"}),
+    ("POST /vaults/collect/{token}", {"path.token": "collect_token_victim"}),
+    ("DELETE /browsers/{id}/webmcp/custom-tools/{tool}", {"path.id": "browser", "path.tool": "tool"}),
+    ("DELETE /mcp", {"header.Mcp-Session-Id": "mcp_session"}),
 ]
 PINS = [
     (r"^/browsers/\{id\}/replays", {"path.id": "browser", "path.replay_id": "replay"}),
@@ -264,7 +335,8 @@ PINS = [
     (r"^/browser/vm/\{session_id\}/", {"path.session_id": "browser", "query.jwt": "jwt"}),
     (r"^/browser/live/\{token\}", {"path.token": "live_token"}),
     (r"^/browser/cdp/\{token\}/", {"path.token": "jwt"}),
-    (r"^/browser/(cdp|webdriver)", {"query.jwt": "jwt"}),
+    (r"^/browser/cdp", {"query.jwt": "jwt"}),
+    (r"^/browser/webdriver", {"query.jwt": "webdriver_jwt"}),
     (r"^/browser_pools/\{id_or_name\}", {"path.id_or_name": "pool"}),
     (r"^/profiles/\{id_or_name\}", {"path.id_or_name": "profile"}),
     (r"^/proxies/\{id\}", {"path.id": "proxy"}),
@@ -279,6 +351,9 @@ PINS = [
     (r"^/vaults/\{id_or_name\}/items/\{key\}", {"path.id_or_name": "vault", "path.key": "vault_item"}),
     (r"^/vaults/\{id_or_name\}", {"path.id_or_name": "vault"}),
     (r"^/vault-provider-configs/\{id_or_name\}", {"path.id_or_name": "vault_config"}),
+    (r"^/vaults/collect/\{token\}", {"path.token": "collect_token"}),
+    (r"^/telemetry/destinations/\{id_or_name\}", {"path.id_or_name": "otlp_destination"}),
+    (r"^/audit-logs/export/destinations/\{id\}", {"path.id": "audit_destination"}),
 ]
 
 
@@ -295,9 +370,12 @@ def config_toml(ids: dict, deletable: set) -> str:
         # schemathesis refuses an entry that overrides nothing.
         return ["[[operations]]", selector, "[operations.parameters]", *params, ""] if params else []
 
-    out = ['[parameters]', '"query.follow" = false', ""]
+    # A string: a TOML boolean goes out as "False", which the server refuses (true or false).
+    out = ['[parameters]', '"query.follow" = "false"', ""]
     for regex, params in STREAMS:
         out += entry(f"include-path-regex = '{regex}'", pinned(params, False))
+    for name, params in ENDERS:
+        out += entry(f'include-name = "{name}"', pinned(params, False))
     for regex, params in PINS:
         # The first matching entry wins: DELETE of the resource itself before everything else,
         # selected by its name (a path and a method in one entry select either).
@@ -364,7 +442,8 @@ def main() -> int:
     started = time.time()
     try:
         rc = subprocess.call(cmd, cwd=out_dir, env=dict(os.environ, SCHEMATHESIS_HOOKS="hooks",
-                                                          PYTHONPATH=str(HERE)))
+                                                          PYTHONPATH=str(HERE), HANGAR_FUZZ_URL=url,
+                                                          HANGAR_FUZZ_KEY=key))
     finally:
         proc.send_signal(signal.SIGTERM)
         try:

@@ -12,12 +12,21 @@ credential provider's items when its Connect server refuses the token. fuzz_api.
 and 504 apart from the other 5xx.
 
 `before_call` drops a generated `X-Kernel-Project-Id`, bounds a pool acquire's wait to 1 s and a
-recording's length to 2 s; `after_call`
-releases what an acquire leased:
-fuzz_api.py seeds a pool of one, and each later acquire would otherwise wait out its timeout.
+recording's length to 2 s, gives a pool release a browser the pool leased, and ends a watch's
+event stream once answered (end_watch_stream); `after_call` releases what an acquire leased (and
+what a refused release did not give back): fuzz_api.py seeds a pool of one, and each later
+acquire would otherwise wait out its timeout.
 """
+import os
+import threading
+import time
+
 import requests
 import schemathesis
+
+# fuzz_api.py passes the server's address and key (schemathesis adds its -H header after the hooks).
+BASE = os.environ.get("HANGAR_FUZZ_URL", "")
+AUTH = {"Authorization": "Bearer " + os.environ.get("HANGAR_FUZZ_KEY", "")}
 
 
 @schemathesis.check
@@ -51,7 +60,9 @@ def no_server_error(ctx, response, case):
 
 
 ACQUIRE = "/browser_pools/{id_or_name}/acquire"
+RELEASE = "/browser_pools/{id_or_name}/release"
 REPLAYS = "/browsers/{id}/replays"
+WATCH_EVENTS = "/browsers/{id}/fs/watch/{watch_id}/events"
 
 
 def bound(body, field, most):
@@ -62,6 +73,44 @@ def bound(body, field, most):
         body[field] = most
 
 
+WATCH_READERS = {}  # id(case) -> the event that stops its stream ender
+
+
+def end_watch_stream(url, done):
+    """A watch's event stream stays open while the watch lives; a second reader replaces the first
+    and the server closes the first one's stream. Until the case's own request is answered (75 s
+    at most: the request timeout is 70), a reader opened and let go (0.2 s after the case's, then
+    every half second) ends the one before it, so the case gets its 200 and the events held for it."""
+    deadline = time.monotonic() + 75
+    pause = 0.2
+    while not done.wait(pause) and time.monotonic() < deadline:
+        pause = 0.5
+        try:
+            requests.get(url, headers=AUTH, stream=True, timeout=5).close()
+        except requests.RequestException:
+            pass
+
+
+RELEASES = {"done": False, "waits": 3}  # a release answered 204 yet; acquires that may still wait
+
+
+def lease(case):
+    """A browser leased from the case's pool (the seeded one), or None. After a release that did
+    not reuse it, the pool's one browser is refilled only seconds later, and a wait for each
+    release case would add them up: the acquire waits 1 s only until a release went through (three
+    times at most), then not at all."""
+    wait = 0
+    if not RELEASES["done"] and RELEASES["waits"] > 0:
+        RELEASES["waits"] -= 1
+        wait = 1
+    try:
+        r = requests.post(BASE + case.formatted_path.replace("/release", "/acquire"),
+                          json={"acquire_timeout_seconds": wait}, headers=AUTH, timeout=30)
+        return r.json().get("session_id") if r.status_code == 200 else None
+    except (requests.RequestException, ValueError):
+        return None
+
+
 @schemathesis.hook
 def before_call(ctx, case, kwargs):
     # The project header is the key's own project, where fuzz_api.py seeded every resource: a
@@ -70,6 +119,16 @@ def before_call(ctx, case, kwargs):
     if case.headers:
         for name in [n for n in case.headers if n.lower() == "x-kernel-project-id"]:
             del case.headers[name]
+    if case.operation.path == WATCH_EVENTS and case.method.upper() == "GET":
+        done = WATCH_READERS[id(case)] = threading.Event()
+        threading.Thread(target=end_watch_stream, args=(BASE + case.formatted_path, done), daemon=True).start()
+    # A release names a browser the pool leased (a random one only ever gets 404): the generated
+    # session_id is replaced when it is a string, other types stay (their 400 is the case).
+    if (case.operation.path == RELEASE and isinstance(case.body, dict)
+            and isinstance(case.body.get("session_id"), str)):
+        leased = lease(case)
+        if leased:
+            case.body["session_id"] = leased
     if not isinstance(case.body, dict) or case.method.upper() != "POST":
         return
     # Without the field the wait is the pool's fill estimate (tens of seconds here).
@@ -83,7 +142,17 @@ def before_call(ctx, case, kwargs):
 
 @schemathesis.hook
 def after_call(ctx, case, response):
-    # A lease taken is given back, so the next acquire finds the pool's browser idle again.
+    if (done := WATCH_READERS.pop(id(case), None)) is not None:
+        done.set()
+    # A lease taken is given back, so the next acquire finds the pool's browser idle again (and
+    # a release's that was refused).
+    if case.operation.path == RELEASE and response.status_code == 204:
+        RELEASES["done"] = True
+    if case.operation.path == RELEASE and response.status_code != 204 and isinstance(case.body, dict):
+        session_id = case.body.get("session_id")
+        if isinstance(session_id, str):
+            requests.post(BASE + case.formatted_path, json={"session_id": session_id}, headers=AUTH, timeout=60)
+        return
     if case.operation.path != ACQUIRE or response.status_code != 200:
         return
     try:

@@ -125,11 +125,17 @@ describe('the built-in plugins', () => {
             const where = `${method} ${path} ${status} links.${name}`;
             const target = ops.get(link.operationId);
             assert.ok(target, `${where}: no operation ${link.operationId}`);
-            for (const [param, expr] of Object.entries(link.parameters)) {
-              assert.ok(target.params.some((p) => p.name === param), `${where}: ${link.operationId} has no parameter ${param}`);
+            for (const [qualified, expr] of Object.entries(link.parameters)) {
+              // "header.Mcp-Session-Id": a parameter named with where it goes.
+              const [, location, param] = /^(?:(path|query|header)\.)?(.+)$/.exec(qualified);
+              assert.ok(target.params.some((p) => p.name === param && (!location || p.in === location)),
+                `${where}: ${link.operationId} has no parameter ${qualified}`);
               const field = /^\$response\.body#\/(\w+)$/.exec(expr)?.[1];
+              const header = /^\$response\.header\.([\w-]+)$/.exec(expr)?.[1];
               if (field) {
                 assert.ok(fields(res.content['application/json'].schema)[field], `${where}: the answer has no ${field}`);
+              } else if (header) {
+                assert.ok(res.headers?.[header], `${where}: the answer documents no header ${header}`);
               } else {
                 assert.match(expr, /^\$request\.path\.\w+$/, where);
               }
@@ -140,7 +146,9 @@ describe('the built-in plugins', () => {
       }
     }
     for (const create of ['/browsers', '/profiles', '/proxies', '/credentials', '/browser_pools', '/extensions',
-      '/auth/connections', '/org/projects', '/org/api_keys', '/org/credential_providers', '/deployments', '/invocations']) {
+      '/auth/connections', '/org/projects', '/org/api_keys', '/org/credential_providers', '/deployments', '/invocations',
+      '/telemetry/destinations', '/audit-logs/export/destinations', '/vaults', '/browsers/{id}/fs/watch',
+      '/browsers/{id}/process/spawn', '/mcp']) {
       assert.ok(linked.includes(`POST ${create}`), `POST ${create} has links`);
     }
   });

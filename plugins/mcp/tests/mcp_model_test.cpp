@@ -102,6 +102,11 @@ public:
         FakeApi api;
         auto h = handle_message(api, json{{"id", 1}, {"method", "ping"}});
         CPPUNIT_ASSERT_EQUAL(kInvalidRequest, h.reply->at("error").at("code").get<int>());
+        // A "jsonrpc" of another type is the same invalid request (it threw once, found by schemathesis).
+        for (const json &version : {json(nullptr), json(2), json(false), json::object(), json::array()}) {
+            h = handle_message(api, json{{"jsonrpc", version}, {"id", 1}, {"method", "ping"}});
+            CPPUNIT_ASSERT_EQUAL(kInvalidRequest, h.reply->at("error").at("code").get<int>());
+        }
         h = handle_message(api, request(1, "resources/list"));
         CPPUNIT_ASSERT_EQUAL(kMethodNotFound, h.reply->at("error").at("code").get<int>());
         h = handle_message(api, {{"jsonrpc", "2.0"}, {"id", json::array()}, {"method", "ping"}});
