@@ -425,11 +425,15 @@ private:
     }
 
     // The managed-auth connection a managed_auth item names, as the managed_auth plugin keeps it:
-    // {state: ready|unavailable, reason?, credential?}.
+    // {state: ready|unavailable, reason?, credential?}. Its login is a saved credential ({name}) or
+    // an item of the organisation's 1Password Connect server ({provider, path} or {provider, auto}),
+    // resolved the way managed auth resolves it: for the connection's domain.
     struct Connection {
         std::string status = "unavailable";
         std::string reason;
-        std::string credential; // the /credentials name its login comes from
+        std::string credential; // the /credentials name its login comes from; empty for a provider's
+        json reference;         // what credentials.resolve takes
+        std::string domain;
     };
     Connection connection_of(const std::string &project, const std::string &id) const {
         Connection c;
@@ -449,12 +453,10 @@ private:
             c.reason = "no_credential";
             return c;
         }
-        if (!cred.value("name", json()).is_string()) {
-            c.reason = "external_credential";
-            return c;
-        }
         c.status = "ready";
-        c.credential = cred.at("name").get<std::string>();
+        c.reference = cred;
+        c.domain = conn.value("domain", "");
+        if (cred.value("name", json()).is_string()) c.credential = cred.at("name").get<std::string>();
         return c;
     }
 
@@ -480,7 +482,8 @@ private:
             // The saved credential's field names and types, never its values (and never in a list,
             // which would read every item's credential).
             if (single && c.status != "ready") s["fields"] = json::object();
-            if (single && c.status == "ready") try {
+            // (A provider's item is not read for its names: that would fetch its secrets.)
+            if (single && c.status == "ready" && !c.credential.empty()) try {
                     json cred =
                         call("credentials.describe", {{"project_id", row.at("project_id")}, {"name", c.credential}});
                     s["fields"] = vaults::managed_auth_fields(cred.value("value_keys", json::array()),
@@ -804,9 +807,6 @@ private:
                     throw Error::conflict("auth connection \"" + id + "\" belongs to another project");
                 if (c.reason == "no_credential")
                     throw Error::conflict("auth connection \"" + id + "\" has no saved credential");
-                if (c.reason == "external_credential")
-                    throw Error::conflict("auth connection \"" + id +
-                                          "\" uses an external credential provider, not a saved credential");
                 status = "ready";
             } else if (type == "credential") {
                 status = "failed";
@@ -1077,14 +1077,16 @@ private:
         std::string type;
         std::string value;
     };
-    std::map<std::string, Usable> usable_values(const std::string &project, const json &row) const {
+    std::map<std::string, Usable> usable_values(const std::string &project, const std::string &org,
+                                                const json &row) const {
         std::map<std::string, Usable> out;
         if (row.at("provider") == "managed_auth") {
             json spec = parse_json(row, "spec", json::object());
             auto c = connection_of(project, spec.value("connection_id", ""));
             if (c.status != "ready") throw Error::conflict("the item's auth connection is unavailable: " + c.reason);
             json resolved =
-                call("credentials.resolve", {{"project_id", project}, {"credential", {{"name", c.credential}}}});
+                call("credentials.resolve",
+                     {{"project_id", project}, {"org_id", org}, {"credential", c.reference}, {"domain", c.domain}});
             const json login = resolved.value("values", json::object()); // items() of a temporary would dangle
             for (const auto &[name, value] : login.items())
                 if (value.is_string() && vaults::managed_auth_usable(name))
@@ -1114,7 +1116,7 @@ private:
         std::unique_lock running(*lock_of, std::defer_lock);
         if (!running.try_lock_for(15s))
             throw Error::conflict("another fill is still running in browser " + req.browser_id + "; retry");
-        auto values = usable_values(project, row);
+        auto values = usable_values(project, vault.at("org_id").get<std::string>(), row);
         json entries = json::array();
         if (req.fields) {
             for (std::size_t i = 0; i < req.fields->size(); ++i) {
@@ -1177,7 +1179,7 @@ private:
         }
         if (!found) throw Error::not_found("no WebMCP tool " + req.tool_ref + " in browser " + req.browser_id);
         if (!same_page) throw Error::conflict("the WebMCP tool is not on page_url (target_changed)");
-        auto values = usable_values(project, row);
+        auto values = usable_values(project, vault.at("org_id").get<std::string>(), row);
         json input = req.input;
         for (std::size_t i = 0; i < req.bindings.size(); ++i) {
             const auto &b = req.bindings[i];

@@ -22,7 +22,7 @@ import pytest
 import kernel
 from kernel import Kernel
 
-from conftest import ALLOWED_PORTS, serving, wait_for
+from conftest import ALLOWED_PORTS, launched, serving, wait_for
 
 # Every secret this module stores: none may ever appear in the server's output or a response.
 PASSWORD = "pw-" + secrets.token_hex(12)
@@ -32,6 +32,8 @@ MCP_PASSWORD = "mcp-" + secrets.token_hex(12)
 MA_PASSWORD = "ma-" + secrets.token_hex(12)
 CLIENT_SECRET = "cs-" + secrets.token_hex(12)
 LINK_ACCESS = "la-" + secrets.token_hex(12)
+CONNECT_PASSWORD = "op-" + secrets.token_hex(12)
+CONNECT_TOKEN = "ct-" + secrets.token_hex(12)
 USERNAME = "ada@example.com"
 
 
@@ -850,6 +852,77 @@ def test_a_page_registers_a_passkey_into_the_vault_and_signs_in_with_it_on_every
     finally:
         client.browsers.delete_by_id(b.session_id)
         items.delete("passkey", id_or_name=vault.id)
+
+
+class _Connect(http.server.BaseHTTPRequestHandler):
+    """TEST DOUBLE, not 1Password: the three GETs of 1Password Connect's REST API that Hangar's
+    credential providers make (as tests/e2e/lib/connect-double.mjs answers them), because no real
+    Connect server can run on these machines. One vault with one login item for localhost."""
+
+    VAULT = {"id": "vlt-team", "name": "Team"}
+    ITEM = {"id": "itm-shop", "title": "Shop", "category": "LOGIN",
+            "urls": [{"href": "http://localhost/login", "primary": True}],
+            "fields": [{"id": "username", "type": "STRING", "purpose": "USERNAME", "label": "username",
+                        "value": "ada@example.com"},
+                       {"id": "password", "type": "CONCEALED", "purpose": "PASSWORD", "label": "password",
+                        "value": CONNECT_PASSWORD}]}
+
+    def do_GET(self) -> None:  # noqa: N802 (the stdlib's name)
+        parts = [p for p in self.path.split("?")[0].split("/") if p]
+        summary = {k: v for k, v in self.ITEM.items() if k != "fields"} | {"vault": {"id": self.VAULT["id"]}}
+        if self.headers.get("Authorization") != f"Bearer {CONNECT_TOKEN}":
+            self._reply(401, {"status": 401, "message": "Invalid token"})
+        elif parts == ["v1", "vaults"]:
+            self._reply(200, [self.VAULT | {"type": "USER_CREATED", "items": 1}])
+        elif parts == ["v1", "vaults", self.VAULT["id"], "items"]:
+            self._reply(200, [summary])
+        elif parts == ["v1", "vaults", self.VAULT["id"], "items", self.ITEM["id"]]:
+            self._reply(200, self.ITEM | {"vault": {"id": self.VAULT["id"]}})
+        else:
+            self._reply(404, {"status": 404, "message": "Not found"})
+
+    def _reply(self, status: int, body: object) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_a_managed_auth_item_fills_a_1password_login_through_the_connect_server(origin: str) -> None:
+    """Issue 48: a vault item that references a 1Password item through the organisation's Connect
+    server (an auth connection whose credential is that provider's item) fills it into a page."""
+    with serving(_Connect, range(ALLOWED_PORTS[0] + 140, ALLOWED_PORTS[0] + 160)) as port, \
+            launched({"HANGAR_FETCH_ALLOW": f"127.0.0.1:{port}"}) as srv:
+        c = Kernel(api_key=srv.api_key, base_url=srv.base_url, timeout=120, max_retries=0)
+        c.credential_providers.create(name="team-1password", provider_type="onepassword", token=CONNECT_TOKEN,
+                                      extra_body={"url": f"http://127.0.0.1:{port}"})
+        conn = c.auth.connections.create(domain="localhost", profile_name="py-op-profile",
+                                         credential={"provider": "team-1password", "path": "Team/Shop"})
+        v = c.vaults.upsert(name="py-op-vault")
+        item = c.vaults.items.upsert("shop", id_or_name=v.id, type="credential",
+                                     spec={"provider": "managed_auth", "connection_id": conn.id})
+        assert (item.state.status, ops(item)) == ("ready", {"fill"})
+        assert CONNECT_PASSWORD not in item.model_dump_json()
+        b = c.browsers.create(headless=True, timeout_seconds=300, vaults=[{"id": v.id}])
+        try:
+            url = f"{origin}/login"
+            goto(c, b.session_id, url)
+            r = c.vaults.items.perform_operation("shop", id_or_name=v.id, type="fill", browser_id=b.session_id,
+                                                 page_url=url)
+            assert r.status == "completed", r
+            assert CONNECT_PASSWORD not in r.model_dump_json()
+            seen = page_eval(c, b.session_id, "[document.getElementById('email').value, "
+                                              "document.getElementById('pass').value]")
+            assert seen == ["ada@example.com", CONNECT_PASSWORD]
+        finally:
+            c.browsers.delete_by_id(b.session_id)
+        out = srv.output()
+        assert CONNECT_PASSWORD not in out and CONNECT_TOKEN not in out
 
 
 def test_no_secret_value_in_the_servers_output(server) -> None:
