@@ -94,7 +94,38 @@ def start_connect_double() -> str:
     return f"http://127.0.0.1:{srv.server_address[1]}"
 
 
-def start_server(binary: Path, out_dir: Path, connect_url: str):
+def start_target() -> int:
+    """A site the seeded browser can reach (its port is the one host port the server forwards into
+    instances), so curl/raw answers with a target's own response instead of only the gateway's
+    502/504: every method answers 200 with a short text body."""
+    import http.server
+    import threading
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *_):
+            pass
+
+        def answer(self):
+            length = int(self.headers.get("Content-Length") or 0)
+            if length:
+                self.rfile.read(length)
+            data = b"fuzz target"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(data)
+
+        do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = answer
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    srv.daemon_threads = True
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv.server_address[1]
+
+
+def start_server(binary: Path, out_dir: Path, connect_url: str, target_port: int):
     data_dir = Path(tempfile.mkdtemp(prefix="hangar-api-fuzz-"))
     key = "sk_fuzz_" + secrets.token_hex(16)
     env = dict(os.environ,
@@ -104,6 +135,7 @@ def start_server(binary: Path, out_dir: Path, connect_url: str):
                HANGAR_WARM_SPARES="0",
                HANGAR_KEEP_SESSIONS_ON_STOP="0",  # its SIGTERM ends every session
                HANGAR_MAX_BROWSERS_PER_PROJECT="4",
+               HANGAR_SANDBOX_ALLOW_HOST_PORTS=str(target_port),
                # The Connect double's port is the loopback address outbound fetches reach; the
                # seeded proxy's and the openapi.yaml examples' collector (4318), S3 (9000) and
                # Connect (8080) addresses are admitted too, so those examples are created (what is
@@ -190,8 +222,12 @@ def seed(url: str, key: str, connect_url: str) -> dict:
     the kinds whose DELETE would otherwise remove the first before the other operations ran."""
     ids = {"none": "fuzz-none"}  # an id nothing has
     # Headful, small: the computer routes and replays need a screen (a headless session has none).
+    # The vault seeded below is attached to it, so vault item operations (fill) can reach it; the
+    # create-or-get there finds this one.
+    call(url, key, "POST", "/vaults", {"name": "fuzz-vault"})
     browser = call(url, key, "POST", "/browsers", {"headless": False, "timeout_seconds": 3600, "name": "api-fuzz-fixture",
-                                                   "viewport": {"width": 800, "height": 600}})
+                                                   "viewport": {"width": 800, "height": 600},
+                                                   "vaults": [{"name": "fuzz-vault"}]})
     ids["browser"] = browser["session_id"]
     ids["jwt"] = urllib.parse.parse_qs(urllib.parse.urlparse(browser["cdp_ws_url"]).query)["jwt"][0]
     # webdriver_ws_url carries a token of its own kind (typ webdriver).
@@ -411,7 +447,8 @@ def main() -> int:
     shutil.rmtree(out_dir, ignore_errors=True)
     out_dir.mkdir(parents=True)
     connect_url = start_connect_double()
-    proc, url, key, data_dir = start_server(Path(args.bin), out_dir, connect_url)
+    target_port = start_target()
+    proc, url, key, data_dir = start_server(Path(args.bin), out_dir, connect_url, target_port)
     seeding = time.time()
     ids = seed(url, key, connect_url)
     print(f"api fuzz: seeded in {time.time() - seeding:.1f} s: " + ", ".join(sorted(ids)), flush=True)
@@ -443,7 +480,9 @@ def main() -> int:
     try:
         rc = subprocess.call(cmd, cwd=out_dir, env=dict(os.environ, SCHEMATHESIS_HOOKS="hooks",
                                                           PYTHONPATH=str(HERE), HANGAR_FUZZ_URL=url,
-                                                          HANGAR_FUZZ_KEY=key))
+                                                          HANGAR_FUZZ_KEY=key,
+                                                          HANGAR_FUZZ_TARGET=f"http://127.0.0.1:{target_port}",
+                                                          HANGAR_FUZZ_BROWSER=ids["browser"]))
     finally:
         proc.send_signal(signal.SIGTERM)
         try:

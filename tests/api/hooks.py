@@ -12,8 +12,9 @@ credential provider's items when its Connect server refuses the token. fuzz_api.
 and 504 apart from the other 5xx.
 
 `before_call` drops a generated `X-Kernel-Project-Id`, bounds a pool acquire's wait to 1 s and a
-recording's length to 2 s, gives a pool release a browser the pool leased, and ends a watch's
-event stream once answered (end_watch_stream); `after_call` releases what an acquire leased (and
+recording's length to 2 s, gives a pool release a browser the pool leased, ends a watch's event
+stream once answered (end_watch_stream), sends every other well-formed curl/raw target to
+fuzz_api.py's own site, and points a vault item operation at the seeded browser's current page; `after_call` releases what an acquire leased (and
 what a refused release did not give back): fuzz_api.py seeds a pool of one, and each later
 acquire would otherwise wait out its timeout.
 """
@@ -26,6 +27,15 @@ import schemathesis
 
 # fuzz_api.py passes the server's address and key (schemathesis adds its -H header after the hooks).
 BASE = os.environ.get("HANGAR_FUZZ_URL", "")
+# A site the seeded browser reaches (fuzz_api.py's start_target): every other curl/raw case whose
+# generated url is a valid one goes there, so the relay of a real answer is fuzzed too.
+TARGET = os.environ.get("HANGAR_FUZZ_TARGET", "")
+RAW = "/browser/vm/{session_id}/curl/raw"
+RAW_CASES = {"n": 0}
+# The seeded browser, which the seeded vault is attached to (fuzz_api.py): an item operation that
+# names a browser names this one (a random id only ever gets 404), on the page it is on.
+BROWSER = os.environ.get("HANGAR_FUZZ_BROWSER", "")
+ITEM_OPERATIONS = "/vaults/{id_or_name}/items/{key}/operations"
 AUTH = {"Authorization": "Bearer " + os.environ.get("HANGAR_FUZZ_KEY", "")}
 
 
@@ -42,7 +52,7 @@ def no_server_error(ctx, response, case):
     # curl/raw answers with the target's own status, headers and body (kernel-api.md §5): a 5xx
     # without Hangar's error body is the target's (or its proxy's: the fuzzer attaches proxies to
     # the seeded browser, and one to an unknown host answers 502 provider_unreachable).
-    if case.operation.path == "/browser/vm/{session_id}/curl/raw" and code is None:
+    if case.operation.path == RAW and code is None:
         return None
     if (response.status_code == 502 and code == "upstream_unavailable"
             and case.operation.path == "/extensions/from_chrome_store"):
@@ -119,6 +129,12 @@ def before_call(ctx, case, kwargs):
     if case.headers:
         for name in [n for n in case.headers if n.lower() == "x-kernel-project-id"]:
             del case.headers[name]
+    if case.operation.path == RAW and TARGET and isinstance(case.query, dict):
+        url = case.query.get("url")
+        if isinstance(url, str) and url[:4].lower() == "http" and "://" in url:
+            RAW_CASES["n"] += 1
+            if RAW_CASES["n"] % 2:
+                case.query["url"] = TARGET + "/" + url.split("://", 1)[1].partition("/")[2]
     if case.operation.path == WATCH_EVENTS and case.method.upper() == "GET":
         done = WATCH_READERS[id(case)] = threading.Event()
         threading.Thread(target=end_watch_stream, args=(BASE + case.formatted_path, done), daemon=True).start()
@@ -131,6 +147,10 @@ def before_call(ctx, case, kwargs):
             case.body["session_id"] = leased
     if not isinstance(case.body, dict) or case.method.upper() != "POST":
         return
+    if case.operation.path == ITEM_OPERATIONS and BROWSER and isinstance(case.body.get("browser_id"), str):
+        case.body["browser_id"] = BROWSER
+        if isinstance(case.body.get("page_url"), str):
+            del case.body["page_url"]
     # Without the field the wait is the pool's fill estimate (tens of seconds here).
     if case.operation.path == ACQUIRE:
         bound(case.body, "acquire_timeout_seconds", 1)
