@@ -134,7 +134,7 @@ def start_server(binary: Path, out_dir: Path, connect_url: str, target_port: int
                HANGAR_API_KEY=key,
                HANGAR_WARM_SPARES="0",
                HANGAR_KEEP_SESSIONS_ON_STOP="0",  # its SIGTERM ends every session
-               HANGAR_MAX_BROWSERS_PER_PROJECT="4",
+               HANGAR_MAX_BROWSERS_PER_PROJECT="6",  # the seeded ones take four
                HANGAR_SANDBOX_ALLOW_HOST_PORTS=str(target_port),
                # The Connect double's port is the loopback address outbound fetches reach; the
                # seeded proxy's and the openapi.yaml examples' collector (4318), S3 (9000) and
