@@ -14,8 +14,9 @@ and 504 apart from the other 5xx.
 `before_call` drops a generated `X-Kernel-Project-Id`, bounds a pool acquire's wait to 1 s and a
 recording's length to 2 s, gives a pool release a browser the pool leased, ends a watch's event
 stream once answered (end_watch_stream), sends every other well-formed curl/raw target to
-fuzz_api.py's own site, and points a vault item operation at the seeded browser's current page; `after_call` releases what an acquire leased (and
-what a refused release did not give back): fuzz_api.py seeds a pool of one, and each later
+fuzz_api.py's own site, points a vault item operation at the seeded browser's current page, and
+gives every other upload_zip and extension upload a real zip; `after_call` releases what an
+acquire leased (and what a refused release did not give back): fuzz_api.py seeds a pool of one, and each later
 acquire would otherwise wait out its timeout.
 """
 import os
@@ -36,6 +37,22 @@ RAW_CASES = {"n": 0}
 # names a browser names this one (a random id only ever gets 404), on the page it is on.
 BROWSER = os.environ.get("HANGAR_FUZZ_BROWSER", "")
 ITEM_OPERATIONS = "/vaults/{id_or_name}/items/{key}/operations"
+# Multipart parts that must be a zip, which generated data never is: every other case whose part
+# is there carries a real one (an archive for upload_zip, into a folder the instance user may
+# write; an MV3 extension under a valid name). Loading extensions into the running browser and
+# deploying apps stay generated only: each real one restarts Chromium or runs a build.
+ZIP_PARTS = {"/browsers/{id}/fs/upload_zip": "zip_file", "/extensions": "file"}
+ZIP_CASES = {"n": 0}
+
+
+def zip_of(files):
+    import io
+    import zipfile
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        for name, text in files.items():
+            z.writestr(name, text)
+    return buf.getvalue()
 AUTH = {"Authorization": "Bearer " + os.environ.get("HANGAR_FUZZ_KEY", "")}
 
 
@@ -147,6 +164,16 @@ def before_call(ctx, case, kwargs):
             case.body["session_id"] = leased
     if not isinstance(case.body, dict) or case.method.upper() != "POST":
         return
+    part = ZIP_PARTS.get(case.operation.path)
+    if part and part in case.body:
+        ZIP_CASES["n"] += 1
+        if ZIP_CASES["n"] % 2:
+            if part == "zip_file":
+                case.body[part] = zip_of({"fuzz/a.txt": "fuzz"})
+                case.body["dest_path"] = "/home/kernel/fuzz-unzipped"
+            else:
+                case.body[part] = zip_of({"manifest.json": '{"manifest_version": 3, "name": "fuzz", "version": "1.0"}'})
+                case.body["name"] = f"fuzz-ext-{ZIP_CASES['n']}"
     if case.operation.path == ITEM_OPERATIONS and BROWSER and isinstance(case.body.get("browser_id"), str):
         case.body["browser_id"] = BROWSER
         if isinstance(case.body.get("page_url"), str):
