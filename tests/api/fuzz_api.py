@@ -217,7 +217,7 @@ def multipart(fields: dict, files: dict):
     return out + f"--{boundary}--\r\n".encode(), "multipart/form-data; boundary=" + boundary
 
 
-def seed(url: str, key: str, connect_url: str) -> dict:
+def seed(url: str, key: str, connect_url: str, target: str) -> dict:
     """Real resources for the id routes: one of each kind to read and change, and a second one of
     the kinds whose DELETE would otherwise remove the first before the other operations ran."""
     ids = {"none": "fuzz-none"}  # an id nothing has
@@ -260,6 +260,16 @@ def seed(url: str, key: str, connect_url: str) -> dict:
         "namespace": "fuzz", "source": "[{kind: 'page', match: {url_patterns: ['https://example.test/*']}, "
         "tool: {name: 'fuzz_tool', description: 'fuzz', inputSchema: {type: 'object'}}, "
         "execute: async () => ({content: [{type: 'text', text: 'fuzz'}]})}]"})["tools"][0]["id"]
+    # A tool webmcp/invoke can run: a cdp custom tool on the seeded browser's tab, which opens the
+    # fuzz target site for it (the tool's tool_ref goes to hooks.py).
+    execute = f"/browsers/{ids['browser']}/playwright/execute"
+    call(url, key, "POST", execute, {"code": f"await page.goto({json.dumps(target + '/')}); return 1;"})
+    call(url, key, "POST", f"/browsers/{ids['browser']}/webmcp/custom-tools", {
+        "namespace": "fuzzcdp", "source": "[{kind: 'cdp', match: {url_patterns: ['http://127.0.0.1:*/*']}, "
+        "tool: {name: 'fuzz_cdp', description: 'fuzz', inputSchema: {type: 'object'}}, "
+        "execute: async () => ({content: [{type: 'text', text: 'fuzz'}]})}]"})
+    tools = call(url, key, "GET", f"/browsers/{ids['browser']}/webmcp/tools").get("tools", [])
+    ids["tool_ref"] = next(t["tool_ref"] for t in tools if t.get("tool", {}).get("name", "").endswith("fuzz_cdp"))
     for kind, path, body in [
         ("profile", "/profiles", lambda n: {"name": n}),
         ("proxy", "/proxies", lambda n: {"name": n, "type": "custom", "config": {"host": "127.0.0.1", "port": 9}}),
@@ -450,7 +460,7 @@ def main() -> int:
     target_port = start_target()
     proc, url, key, data_dir = start_server(Path(args.bin), out_dir, connect_url, target_port)
     seeding = time.time()
-    ids = seed(url, key, connect_url)
+    ids = seed(url, key, connect_url, f"http://127.0.0.1:{target_port}")
     print(f"api fuzz: seeded in {time.time() - seeding:.1f} s: " + ", ".join(sorted(ids)), flush=True)
     paths = call(url, key, "GET", "/openapi.json").get("paths", {})
     deletable = {path for path, ops in paths.items() if "delete" in ops}
@@ -482,7 +492,8 @@ def main() -> int:
                                                           PYTHONPATH=str(HERE), HANGAR_FUZZ_URL=url,
                                                           HANGAR_FUZZ_KEY=key,
                                                           HANGAR_FUZZ_TARGET=f"http://127.0.0.1:{target_port}",
-                                                          HANGAR_FUZZ_BROWSER=ids["browser"]))
+                                                          HANGAR_FUZZ_BROWSER=ids["browser"],
+                                                          HANGAR_FUZZ_TOOL_REF=ids["tool_ref"]))
     finally:
         proc.send_signal(signal.SIGTERM)
         try:

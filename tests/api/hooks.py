@@ -14,8 +14,9 @@ and 504 apart from the other 5xx.
 `before_call` drops a generated `X-Kernel-Project-Id`, bounds a pool acquire's wait to 1 s and a
 recording's length to 2 s, gives a pool release a browser the pool leased, ends a watch's event
 stream once answered (end_watch_stream), sends every other well-formed curl/raw target to
-fuzz_api.py's own site, points a vault item operation at the seeded browser's current page, and
-gives every other upload_zip and extension upload a real zip; `after_call` releases what an
+fuzz_api.py's own site, points a vault item operation at the seeded browser's current page,
+gives every other upload_zip and extension upload a real zip, and every other WebMCP invoke the
+seeded cdp tool; `after_call` releases what an
 acquire leased (and what a refused release did not give back): fuzz_api.py seeds a pool of one, and each later
 acquire would otherwise wait out its timeout.
 """
@@ -43,6 +44,11 @@ ITEM_OPERATIONS = "/vaults/{id_or_name}/items/{key}/operations"
 # deploying apps stay generated only: each real one restarts Chromium or runs a build.
 ZIP_PARTS = {"/browsers/{id}/fs/upload_zip": "zip_file", "/extensions": "file"}
 ZIP_CASES = {"n": 0}
+# The cdp custom tool fuzz_api.py seeded on the seeded browser's tab: every other invoke naming a
+# tool names it (a generated tool_ref only ever gets 404).
+TOOL_REF = os.environ.get("HANGAR_FUZZ_TOOL_REF", "")
+INVOKE = "/browsers/{id}/webmcp/invoke"
+INVOKE_CASES = {"n": 0}
 
 
 def zip_of(files):
@@ -174,6 +180,10 @@ def before_call(ctx, case, kwargs):
             else:
                 case.body[part] = zip_of({"manifest.json": '{"manifest_version": 3, "name": "fuzz", "version": "1.0"}'})
                 case.body["name"] = f"fuzz-ext-{ZIP_CASES['n']}"
+    if case.operation.path == INVOKE and TOOL_REF and isinstance(case.body.get("tool_ref"), str):
+        INVOKE_CASES["n"] += 1
+        if INVOKE_CASES["n"] % 2:
+            case.body["tool_ref"] = TOOL_REF
     if case.operation.path == ITEM_OPERATIONS and BROWSER and isinstance(case.body.get("browser_id"), str):
         case.body["browser_id"] = BROWSER
         if isinstance(case.body.get("page_url"), str):
