@@ -290,6 +290,22 @@ std::optional<json> supersede(const std::optional<json> &deprecated, const std::
     return successor ? successor : deprecated;
 }
 
+std::string destination_selection(const json &settings, const std::string &id, const std::string &name) {
+    const json b = stored_browser(settings);
+    const json *node = &b;
+    for (const char *key : {"telemetry", "export", "otlp", "destination"}) {
+        if (!node->is_object()) return {};
+        auto it = node->find(key);
+        if (it == node->end()) return {};
+        node = &*it;
+    }
+    if (!node->is_object()) return {};
+    if (!id.empty() && node->value("id", json()) == json(id)) return "id";
+    const json by_name = node->value("name", json());
+    if (!name.empty() && by_name.is_string() && lower(by_name.get<std::string>()) == lower(name)) return "name";
+    return {};
+}
+
 json stored_browser(const json &settings) {
     json b = settings.value("browser", json::object());
     if (!b.is_object()) b = json::object();

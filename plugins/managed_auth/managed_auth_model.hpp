@@ -56,6 +56,13 @@ std::optional<json> supersede(const std::optional<json> &deprecated, const std::
 // (`proxy_id`, `browser_telemetry`) folded in.
 json stored_browser(const json &settings);
 
+// How a connection's stored settings select the OTLP destination `id` named `name` through
+// browser.telemetry.export.otlp.destination: "id", "name" (compared without case, as the
+// telemetry plugin resolves names), or "" when they do not. The telemetry plugin refuses to
+// delete a selected destination, and to rename one selected by name, since the connection's next
+// login would then fail to find it.
+std::string destination_selection(const json &settings, const std::string &id, const std::string &name);
+
 // `over`'s properties replace `base`'s; a null one removes it (telemetry: null = none).
 json layer_browser(json base, const json &over);
 

@@ -194,6 +194,23 @@ public:
                         {"domain", rows[0].at("domain")},
                         {"credential", settings.value("credential", json())}};
         });
+        // For the telemetry plugin (kernel-api-0131 §1E): {org_id, id, name} → {connections:
+        // [{id, project_id, by: "id"|"name"}]}, the org's connections whose browser.telemetry
+        // selects that OTLP destination (at most 10: enough to name them in a 409).
+        service("managed_auth.selects_destination", [this](const json &in) {
+            json out = json::array();
+            const std::string id = in.value("id", ""), name = in.value("name", "");
+            // The LIKE skips, without parsing, every connection that names no destination at all.
+            for (const auto &row : sql("SELECT id, project_id, settings FROM managed_auth_connections WHERE org_id = ? "
+                                       "AND settings LIKE ? ORDER BY created_at, id",
+                                       {in.value("org_id", ""), "%\"destination\"%"})) {
+                std::string by = destination_selection(parse_or(row, "settings", json::object()), id, name);
+                if (by.empty()) continue;
+                out.push_back({{"id", row.at("id")}, {"project_id", row.at("project_id")}, {"by", by}});
+                if (out.size() == 10) break;
+            }
+            return json{{"connections", out}};
+        });
         service("managed_auth.usage", [this](const json &in) {
             auto rows =
                 sql("SELECT COUNT(*) AS n FROM managed_auth_connections WHERE org_id = ?", {in.value("org_id", "")});

@@ -18,6 +18,7 @@
 #include <hangar/process.hpp>
 #include <hangar/resource.hpp>
 #include <hangar/secrets.hpp>
+#include <hangar/text.hpp>
 
 #include <Poco/Net/SSLManager.h>
 
@@ -69,6 +70,20 @@ const hangar_migration kMigrations[] = {
         "('telemetry', 'telemetry_destinations', 'id', 'headers_sealed');"
         "ALTER TABLE telemetry_sessions ADD COLUMN export_destination TEXT;"
         "ALTER TABLE telemetry_sessions ADD COLUMN storage INTEGER NOT NULL DEFAULT 1;"},
+    // Destinations are the organisation's (§1E: names unique in the org, selectable from any of
+    // its projects). Each row takes its project's org; a name a second project of the org also
+    // used gets the row's id appended (the older row keeps it), as the unique index needs. The
+    // project column goes: the org plugin counts every project_id row as a project's resource.
+    {3, "ALTER TABLE telemetry_destinations ADD COLUMN org_id TEXT NOT NULL DEFAULT '';"
+        "UPDATE telemetry_destinations SET org_id = COALESCE((SELECT org_id FROM projects "
+        "WHERE projects.id = telemetry_destinations.project_id), '');"
+        "UPDATE telemetry_destinations SET name = name || '-' || id WHERE EXISTS (SELECT 1 FROM "
+        "telemetry_destinations d2 WHERE d2.org_id = telemetry_destinations.org_id AND LOWER(d2.name) = "
+        "LOWER(telemetry_destinations.name) AND (d2.created_at < telemetry_destinations.created_at OR "
+        "(d2.created_at = telemetry_destinations.created_at AND d2.id < telemetry_destinations.id)));"
+        "DROP INDEX telemetry_destinations_name;"
+        "ALTER TABLE telemetry_destinations DROP COLUMN project_id;"
+        "CREATE UNIQUE INDEX telemetry_destinations_org_name ON telemetry_destinations (org_id, LOWER(name));"},
 };
 
 constexpr std::size_t kPullLimit = 2000;
@@ -91,14 +106,15 @@ private:
                const json &baseline);
     Selection current(const std::string &sid) const;
     ExportState current_export(const std::string &sid) const;
-    // The id of the destination an `export.otlp.destination` names in `project` ("" when the
-    // request names none); 400 naming the field when there is no such destination.
+    // The id of the destination an `export.otlp.destination` names in `project`'s organisation
+    // ("" when the request names none); 400 naming the field when there is no such destination.
     std::string resolve_destination(const std::string &project, const ConfigRequest &r, const std::string &field);
 
     // ---- OTLP destinations (kernel-api-0131.md §1E) ----
     void destinations_routes();
     json render_destination(const json &row) const;
-    json destination_row(const Request &req) const; // 404 when not in the caller's project
+    void refuse_if_selected(const std::string &org, const json &row, bool renaming) const;
+    json destination_row(const Request &req) const; // 404 when not in the caller's org
     void check_reachable(const std::string &endpoint, const std::string &field) const;
     std::optional<Exporter::Target> export_target(const std::string &id) const;
     void export_outcome(const std::string &id, bool ok, const std::string &error_class);
@@ -528,12 +544,15 @@ std::string TelemetryPlugin::resolve_destination(const std::string &project, con
     if (!r.otlp || !r.otlp->names_destination()) return {};
     const bool by_id = !r.otlp->destination_id.empty();
     const std::string key = by_id ? r.otlp->destination_id : r.otlp->destination_name;
-    json rows = by_id ? sql("SELECT id FROM telemetry_destinations WHERE project_id = ? AND id = ?", {project, key})
-                      : sql("SELECT id FROM telemetry_destinations WHERE project_id = ? AND LOWER(name) = LOWER(?)",
-                            {project, key});
+    // Destinations are the organisation's: a browser or pool of any of its projects selects them.
+    auto org = sql("SELECT org_id FROM projects WHERE id = ?", {project});
+    const std::string org_id = org.empty() ? std::string() : org[0].value("org_id", "");
+    json rows =
+        by_id ? sql("SELECT id FROM telemetry_destinations WHERE org_id = ? AND id = ?", {org_id, key})
+              : sql("SELECT id FROM telemetry_destinations WHERE org_id = ? AND LOWER(name) = LOWER(?)", {org_id, key});
     if (rows.empty())
         throw Error::invalid(field + ".export.otlp.destination." + (by_id ? "id" : "name"),
-                             "no telemetry destination \"" + key + "\" in this project");
+                             "no telemetry destination \"" + key + "\" in this organisation");
     return rows[0]["id"].get<std::string>();
 }
 
@@ -682,17 +701,48 @@ void TelemetryPlugin::pull_all() {
 // ---- OTLP destinations -------------------------------------------------------------------------
 
 namespace {
+// Destinations are the organisation's: every route acts in the caller's org.
+std::string caller_org(const Request &req) {
+    std::string org = req.caller().value("org_id", "");
+    if (org.empty()) throw Error::unauthorized("no organisation for this caller");
+    return org;
+}
+
 // Kernel: writes need an org-wide credential (a project-scoped key may list and read, to select).
-void require_org_wide(const Request &req) {
+std::string require_org_wide(const Request &req) {
     if (req.caller().value("project_scoped", false))
         throw Error::forbidden("telemetry destinations are changed with an org-wide API key: a project-scoped key can "
                                "only list and read them");
+    return caller_org(req);
 }
 
 json optional_time(const json &ms) {
     return ms.is_number() ? json(hangar::rfc3339(ms.get<std::int64_t>())) : json(nullptr);
 }
 } // namespace
+
+// 409 while a managed-auth connection of the organisation selects the destination (its next login
+// would fail to find it): any selection blocks a delete, a selection by name blocks a rename.
+void TelemetryPlugin::refuse_if_selected(const std::string &org, const json &row, bool renaming) const {
+    json found;
+    try {
+        found = call("managed_auth.selects_destination",
+                     {{"org_id", org}, {"id", row["id"]}, {"name", row["name"]}})["connections"];
+    } catch (const Error &e) {
+        if (e.status() == 404) return; // no managed_auth plugin: no connection can select it
+        throw;
+    }
+    std::vector<std::string> ids;
+    for (const auto &c : found)
+        if (!renaming || c.value("by", "") == "name") ids.push_back(c.value("id", ""));
+    if (ids.empty()) return;
+    std::string list;
+    for (const auto &id : ids)
+        list += (list.empty() ? "" : ", ") + id;
+    throw Error::conflict(std::string(renaming ? "managed-auth connections select this telemetry destination by name ("
+                                               : "managed-auth connections select this telemetry destination (") +
+                          list + "): change their browser.telemetry.export.otlp.destination first");
+}
 
 json TelemetryPlugin::render_destination(const json &row) const {
     json headers = json::object();
@@ -715,7 +765,7 @@ json TelemetryPlugin::render_destination(const json &row) const {
 
 json TelemetryPlugin::destination_row(const Request &req) const {
     auto row = hangar::find_by_id_or_name([this](const std::string &q, const json &p) { return sql(q, p); },
-                                          "telemetry_destinations", req.project(), req.param("id_or_name"));
+                                          "telemetry_destinations", caller_org(req), req.param("id_or_name"), "org_id");
     if (!row) throw Error::not_found("telemetry destination not found");
     return *row;
 }
@@ -777,8 +827,8 @@ void TelemetryPlugin::destinations_routes() {
         hangar::Validation v;
         auto paging = hangar::parse_paging(req, v, 20, 100);
         v.throw_if_failed("invalid telemetry destinations query");
-        std::string where = " WHERE project_id = ?";
-        json params = json::array({req.project()});
+        std::string where = " WHERE org_id = ?";
+        json params = json::array({caller_org(req)});
         if (auto name = req.query("name"); name && !name->empty()) {
             where += " AND LOWER(name) = LOWER(?)";
             params.push_back(*name);
@@ -799,7 +849,7 @@ void TelemetryPlugin::destinations_routes() {
             [this](const json &row) { return render_destination(row); });
     });
     route("POST", "/telemetry/destinations", [this](Request &req, Response &res) {
-        require_org_wide(req);
+        const std::string org = require_org_wide(req);
         json body = req.json_body();
         for (const auto &[k, _] : body.items())
             if (k != "name" && k != "endpoint" && k != "description" && k != "headers")
@@ -812,9 +862,7 @@ void TelemetryPlugin::destinations_routes() {
         if (!description.is_null() && !description.is_string()) throw Error::invalid("description", "must be a string");
         otlp::Headers headers = otlp::merge_headers({}, body.value("headers", json()), "headers", false);
         check_reachable(endpoint, "endpoint");
-        const std::string project = req.project();
-        if (!sql("SELECT id FROM telemetry_destinations WHERE project_id = ? AND LOWER(name) = LOWER(?)",
-                 {project, name})
+        if (!sql("SELECT id FROM telemetry_destinations WHERE org_id = ? AND LOWER(name) = LOWER(?)", {org, name})
                  .empty())
             throw Error::conflict("a telemetry destination named \"" + name + "\" already exists");
         json names = json::array();
@@ -822,15 +870,15 @@ void TelemetryPlugin::destinations_routes() {
             names.push_back(k);
         const std::string id = hangar::new_id();
         const auto now = hangar::now_ms();
-        sql("INSERT INTO telemetry_destinations (id, project_id, name, endpoint, description, header_names, "
+        sql("INSERT INTO telemetry_destinations (id, org_id, name, endpoint, description, header_names, "
             "headers_sealed, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            {id, project, name, endpoint, description, names.dump(), secrets_->seal(json(headers).dump()), now, now});
+            {id, org, name, endpoint, description, names.dump(), secrets_->seal(json(headers).dump()), now, now});
         res.json(render_destination(sql("SELECT * FROM telemetry_destinations WHERE id = ?", {id})[0]));
     });
     route("GET", "/telemetry/destinations/{id_or_name}",
           [this](Request &req, Response &res) { res.json(render_destination(destination_row(req))); });
     route("PATCH", "/telemetry/destinations/{id_or_name}", [this](Request &req, Response &res) {
-        require_org_wide(req);
+        const std::string org = require_org_wide(req);
         json row = destination_row(req);
         json body = req.json_body();
         for (const auto &[k, _] : body.items())
@@ -852,10 +900,11 @@ void TelemetryPlugin::destinations_routes() {
         otlp::Headers headers;
         if (auto t = export_target(id)) headers = t->headers;
         headers = otlp::merge_headers(headers, body.value("headers", json()), "headers", true);
-        if (!sql("SELECT id FROM telemetry_destinations WHERE project_id = ? AND LOWER(name) = LOWER(?) AND id <> ?",
-                 {req.project(), name, id})
+        if (!sql("SELECT id FROM telemetry_destinations WHERE org_id = ? AND LOWER(name) = LOWER(?) AND id <> ?",
+                 {org, name, id})
                  .empty())
             throw Error::conflict("a telemetry destination named \"" + name + "\" already exists");
+        if (hangar::lower(name) != hangar::lower(row["name"].get<std::string>())) refuse_if_selected(org, row, true);
         json names = json::array();
         for (const auto &[k, _] : headers)
             names.push_back(k);
@@ -867,12 +916,13 @@ void TelemetryPlugin::destinations_routes() {
         res.json(render_destination(sql("SELECT * FROM telemetry_destinations WHERE id = ?", {id})[0]));
     });
     route("DELETE", "/telemetry/destinations/{id_or_name}", [this](Request &req, Response &res) {
-        require_org_wide(req);
+        const std::string org = require_org_wide(req);
         json row = destination_row(req);
         const std::string id = row["id"].get<std::string>();
         if (!sql("SELECT session_id FROM telemetry_sessions WHERE export_destination = ? LIMIT 1", {id}).empty())
             throw Error::conflict("browser sessions export to this telemetry destination: stop their export "
                                   "(telemetry.export.otlp.enabled: false) or end them first");
+        refuse_if_selected(org, row, false);
         sql("DELETE FROM telemetry_destinations WHERE id = ?", {id});
         exporter_->forget(id);
         res.no_content();

@@ -248,6 +248,109 @@ def test_destinations_crud_with_write_only_sealed_headers(client: Kernel, srv, c
         client.telemetry.destinations.retrieve(d.id)
 
 
+def test_a_destination_a_managed_auth_connection_selects_is_not_deleted_or_renamed_under_it(
+        client: Kernel, collector: Collector) -> None:
+    """§1E: DELETE is 409 while a managed-auth connection selects the destination (by id or by
+    name), and renaming is 409 while one selects it by name: its next login would find nothing."""
+    endpoint = f"http://127.0.0.1:{collector.port}"
+    by_name = client.telemetry.destinations.create(name="ma-by-name", endpoint=endpoint)
+    by_id = client.telemetry.destinations.create(name="ma-by-id", endpoint=endpoint)
+
+    def selecting(dest: dict) -> dict:
+        return {"telemetry": {"browser": {"console": {}}, "export": {"otlp": {"destination": dest}}}}
+
+    c1 = client.auth.connections.create(domain="ma-telemetry.example", profile_name="ma-telemetry-name",
+                                        browser=selecting({"name": "MA-By-Name"}))
+    c2 = client.auth.connections.create(domain="ma-telemetry.example", profile_name="ma-telemetry-id",
+                                        browser=selecting({"id": by_id.id}))
+    try:
+        with pytest.raises(kernel.ConflictError, match=c1.id):
+            client.telemetry.destinations.delete(by_name.id)
+        with pytest.raises(kernel.ConflictError, match="by name"):
+            client.telemetry.destinations.update("ma-by-name", name="ma-renamed")
+        # What is not the name still changes (the credential-rotation path).
+        assert client.telemetry.destinations.update(by_name.id, description="rotated").description == "rotated"
+        # Selected by id: a rename is harmless, a delete is not.
+        assert client.telemetry.destinations.update(by_id.id, name="ma-by-id-2").name == "ma-by-id-2"
+        with pytest.raises(kernel.ConflictError, match=c2.id):
+            client.telemetry.destinations.delete(by_id.id)
+        # Once no connection selects them, they go.
+        client.auth.connections.update(c1.id, browser={"telemetry": None})
+        assert client.telemetry.destinations.update(by_name.id, name="ma-renamed").name == "ma-renamed"
+        client.telemetry.destinations.delete(by_name.id)
+        client.auth.connections.delete(c2.id)
+        client.telemetry.destinations.delete(by_id.id)
+    finally:
+        for c in (c1, c2):
+            try:
+                client.auth.connections.delete(c.id)
+            except kernel.NotFoundError:
+                pass
+        for d in (by_name, by_id):
+            try:
+                client.telemetry.destinations.delete(d.id)
+            except kernel.NotFoundError:
+                pass
+
+
+def test_destinations_are_the_organisations(client: Kernel, srv, collector: Collector) -> None:
+    """§1E: destinations are org-level. Names are unique in the org; a project-scoped key lists and
+    reads them (to select one) but writes nothing (403); a browser and a pool of another project of
+    the org select one by name; the project that made one can still be deleted."""
+    endpoint = f"http://127.0.0.1:{collector.port}"
+    project = client.projects.create(name="py-export-other")
+    made = client.api_keys.create(name="py-export-scoped", project_id=project.id)
+    d = client.telemetry.destinations.create(name="org-dest", endpoint=endpoint)
+    try:
+        scoped = Kernel(api_key=made.key, base_url=srv.base_url, timeout=120, max_retries=0)
+        assert d.id in [x.id for x in scoped.telemetry.destinations.list()]
+        assert scoped.telemetry.destinations.retrieve("ORG-DEST").id == d.id
+        with pytest.raises(kernel.PermissionDeniedError):
+            scoped.telemetry.destinations.create(name="scoped-dest", endpoint=endpoint)
+        with pytest.raises(kernel.PermissionDeniedError):
+            scoped.telemetry.destinations.update(d.id, description="from a project key")
+        with pytest.raises(kernel.PermissionDeniedError):
+            scoped.telemetry.destinations.delete(d.id)
+        # The org key acting in the other project sees the same one, and the name is taken there too.
+        chosen = Kernel(api_key=srv.api_key, base_url=srv.base_url, project_id=project.id, timeout=120, max_retries=0)
+        assert chosen.telemetry.destinations.retrieve(d.id).name == "org-dest"
+        with pytest.raises(kernel.ConflictError):
+            chosen.telemetry.destinations.create(name="Org-Dest", endpoint=endpoint)
+        made_there = chosen.telemetry.destinations.create(name="org-dest-2", endpoint=endpoint)
+        assert made_there.id in [x.id for x in client.telemetry.destinations.list(name="org-dest-2")]
+        # Selected from the other project's browsers and pools.
+        capture = {"browser": {"console": {}}, "export": {"otlp": {"destination": {"name": "org-dest"}}}}
+        b = scoped.browsers.create(headless=True, telemetry=capture)
+        try:
+            assert b.telemetry.export.otlp.destination == d.id
+        finally:
+            scoped.browsers.delete_by_id(b.session_id)
+        pool = scoped.browser_pools.create(name="py-export-org-pool", size=0, headless=True, telemetry=capture)
+        scoped.browser_pools.delete(pool.id, force=True)
+        delete_when_unbound(client, d.id)
+        # A destination made while acting in a project is no resource of that project.
+        client.api_keys.delete(made.id)
+        wait_for(lambda: delete_project(client, project.id), timeout=30, what="the other project deleted")
+        assert client.telemetry.destinations.retrieve(made_there.id).name == "org-dest-2"
+        client.telemetry.destinations.delete(made_there.id)
+    finally:
+        for cleanup in (lambda: client.api_keys.delete(made.id), lambda: client.telemetry.destinations.delete(d.id),
+                        lambda: client.telemetry.destinations.delete("org-dest-2"),
+                        lambda: client.projects.delete(project.id)):
+            try:
+                cleanup()
+            except (kernel.NotFoundError, kernel.ConflictError):
+                pass
+
+
+def delete_project(client: Kernel, project_id: str) -> bool:
+    try:
+        client.projects.delete(project_id)
+        return True
+    except kernel.ConflictError:
+        return False
+
+
 def run(client: Kernel, session_id: str, code: str) -> object:
     r = client.browsers.playwright.execute(session_id, code=code, timeout_sec=60)
     assert r.success is True, r

@@ -59,6 +59,7 @@ class ManagedAuthModelTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(hints);
     CPPUNIT_TEST(choices);
     CPPUNIT_TEST(reauth_0131);
+    CPPUNIT_TEST(destination_selection);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -202,6 +203,23 @@ public:
 
     // The deprecated fields are browser's properties under old names; a login's browser layers
     // onto the connection's.
+    void destination_selection() {
+        auto by = [](const json &dest) {
+            return json{{"browser", {{"telemetry", {{"export", {{"otlp", {{"destination", dest}}}}}}}}}};
+        };
+        CPPUNIT_ASSERT_EQUAL(std::string("id"), managed_auth::destination_selection(by({{"id", "d1"}}), "d1", "n"));
+        CPPUNIT_ASSERT_EQUAL(std::string("name"),
+                             managed_auth::destination_selection(by({{"name", "Live"}}), "d1", "live"));
+        CPPUNIT_ASSERT_EQUAL(std::string(), managed_auth::destination_selection(by({{"name", "other"}}), "d1", "live"));
+        CPPUNIT_ASSERT_EQUAL(std::string(), managed_auth::destination_selection(by({{"id", "d2"}}), "d1", "live"));
+        // The pre-0.131 field is the same setting.
+        json legacy = {{"browser_telemetry", {{"export", {{"otlp", {{"destination", {{"id", "d1"}}}}}}}}}};
+        CPPUNIT_ASSERT_EQUAL(std::string("id"), managed_auth::destination_selection(legacy, "d1", "live"));
+        CPPUNIT_ASSERT_EQUAL(std::string(), managed_auth::destination_selection(json::object(), "d1", "live"));
+        CPPUNIT_ASSERT_EQUAL(
+            std::string(), managed_auth::destination_selection(json{{"browser", {{"telemetry", nullptr}}}}, "d1", "x"));
+    }
+
     void browser_precedence() {
         // browser_telemetry alone becomes browser.telemetry; both equal are one; different is 400
         Settings a = parse_settings({{"browser_telemetry", {{"enabled", true}}}}, false, 300);
