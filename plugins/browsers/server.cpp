@@ -2,6 +2,7 @@
 #include "browsers.hpp"
 
 #include <hangar/resource.hpp>
+#include <hangar/service.hpp>
 
 #include <unistd.h>
 
@@ -356,7 +357,7 @@ json BrowsersPlugin::resolve_vaults(const std::string &project, const json &sele
     try {
         return call("vaults.resolve", {{"project_id", project}, {"vaults", selectors}}).at("vaults");
     } catch (const Error &e) {
-        if (e.status() == 404 && std::string(e.what()).rfind("no plugin offers the service", 0) == 0)
+        if (hangar::service_missing(e))
             throw Error::not_implemented("vaults need the vaults plugin, which is not enabled on this server");
         throw;
     }

@@ -18,6 +18,7 @@
 #include <hangar/process.hpp>
 #include <hangar/resource.hpp>
 #include <hangar/secrets.hpp>
+#include <hangar/service.hpp>
 #include <hangar/text.hpp>
 
 #include <Poco/Net/SSLManager.h>
@@ -729,7 +730,7 @@ void TelemetryPlugin::refuse_if_selected(const std::string &org, const json &row
         found = call("managed_auth.selects_destination",
                      {{"org_id", org}, {"id", row["id"]}, {"name", row["name"]}})["connections"];
     } catch (const Error &e) {
-        if (e.status() == 404) return; // no managed_auth plugin: no connection can select it
+        if (hangar::service_missing(e)) return; // no managed_auth plugin: no connection can select it
         throw;
     }
     std::vector<std::string> ids;

@@ -16,6 +16,7 @@
 #include <hangar/plugin.hpp>
 #include <hangar/resource.hpp>
 #include <hangar/secrets.hpp>
+#include <hangar/service.hpp>
 #include <hangar/web.hpp>
 
 #include <algorithm>
@@ -124,11 +125,6 @@ std::string text_of(const json &answer, const char *name, const std::string &fal
     if (!answer.is_object()) return fallback;
     auto it = answer.find(name);
     return it != answer.end() && it->is_string() ? it->get<std::string>() : fallback;
-}
-
-// A service call that failed because no loaded plugin offers the service (the host's 404).
-bool service_missing(const Error &e) {
-    return e.status() == 404 && std::string(e.what()).rfind("no plugin offers the service", 0) == 0;
 }
 
 bool valid_item_key(const std::string &key) {
