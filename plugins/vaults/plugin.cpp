@@ -1427,6 +1427,14 @@ private:
         authn_.cv.notify_all();
     }
 
+    // The same from a request: `retired` takes the pump, stopped, for the caller to join once it
+    // has let go of `m` (the pump needs `m` to end). The pump itself only drops.
+    void retire_authenticators_locked(std::jthread &retired) {
+        drop_authenticators_locked();
+        retired = std::move(authn_.pump);
+        retired.request_stop();
+    }
+
     void pump_authenticators(const std::stop_token &stop, const std::shared_ptr<hangar::cdp::Connection> &conn,
                              std::uint64_t generation) {
         const int fd = conn->fd(); // read without `m`; messages a call() queued wait one round at most
@@ -1454,9 +1462,7 @@ private:
         auto endpoint = hangar::cdp::endpoint_of(s);
         if (!endpoint) throw Error(409, "conflict", "Chromium is not running");
         if (authn_.conn && authn_.port == endpoint->port) return;
-        drop_authenticators_locked();
-        retired = std::move(authn_.pump);
-        retired.request_stop();
+        retire_authenticators_locked(retired);
         authn_.conn = std::make_shared<hangar::cdp::Connection>(endpoint->port, endpoint->ws_path, 5s);
         authn_.port = endpoint->port;
         // Pages open now attach during the call (their events are kept), later ones as they open.
@@ -1505,9 +1511,7 @@ private:
                             // that page or Chromium went: nothing is armed there any more
                         }
                 }
-                drop_authenticators_locked();
-                retired = std::move(authn_.pump);
-                retired.request_stop();
+                retire_authenticators_locked(retired);
                 return json::object();
             }
             if (op == "events") {
@@ -1539,9 +1543,7 @@ private:
                 return {{"pages", authn_.pages.size()}};
             }
         } catch (const hangar::cdp::Failure &f) {
-            drop_authenticators_locked();
-            retired = std::move(authn_.pump);
-            retired.request_stop();
+            retire_authenticators_locked(retired);
             // CDP's messages name the method, never a key.
             throw Error(502, "upstream_unavailable", std::string("the browser's authenticator failed: ") + f.what());
         }

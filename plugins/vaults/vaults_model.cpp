@@ -1,6 +1,7 @@
 #include "vaults_model.hpp"
 
 #include <hangar/resource.hpp>
+#include <hangar/text.hpp>
 
 #include <openssl/core_names.h>
 #include <openssl/evp.h>
@@ -647,8 +648,7 @@ OtherSpec parse_other_spec(const std::string &type, const json &spec) {
 // ---- managed-auth items ----------------------------------------------------------------------------
 
 std::string managed_auth_field_type(const std::string &value_name) {
-    std::string lower = value_name;
-    std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char ch) { return std::tolower(ch); });
+    const std::string lower = hangar::lower(value_name);
     if (lower.find("password") != std::string::npos) return "password";
     if (lower.find("email") != std::string::npos) return "email";
     return "text";
