@@ -153,7 +153,8 @@ bool agent_answers(const std::string &socket) {
     }
 }
 
-// A write to a /proc control file (a user namespace's maps): one write() of the whole text.
+// A write to a kernel control file (a user namespace's maps, a cgroup's procs): one write() of the
+// whole text.
 void write_proc(const std::string &path, const std::string &text) {
     UniqueFd f(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
     if (!f || ::write(f.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size()))
@@ -404,12 +405,7 @@ Runtime::PreparedNetwork Runtime::prepare_network() {
         UniqueFd &hold;
         ~Reap() {
             hold.reset(); // the child exits
-            if (!wait_exit(pid, 2000)) {
-                ::kill(pid, SIGKILL);
-                wait_exit(pid, 1000);
-            }
-            std::lock_guard lock(rt.mutex_);
-            rt.helpers_.erase(pid);
+            rt.reap_helper(pid, 2000);
         }
     } reap{*this, child, hold_w};
     pollfd p{go_r.get(), POLLIN, 0};
@@ -814,6 +810,17 @@ std::vector<std::string> Runtime::sandbox_argv(const Instance &inst, bool networ
     return a;
 }
 
+bool Runtime::reap_helper(pid_t pid, int timeout_ms, int *status) {
+    const bool exited = wait_exit(pid, timeout_ms, status);
+    if (!exited) {
+        ::kill(pid, SIGKILL);
+        wait_exit(pid, 1000);
+    }
+    std::lock_guard lock(mutex_);
+    helpers_.erase(pid);
+    return exited;
+}
+
 void Runtime::run_helper(const std::string &id, const std::string &log_path, std::vector<std::string> args,
                          const std::vector<int> &fds, const std::string &stdin_text, int timeout_ms, bool as_server,
                          const std::vector<std::string> &cgroups) {
@@ -867,15 +874,7 @@ void Runtime::run_helper(const std::string &id, const std::string &log_path, std
         auto n = ::write(in_w.get(), stdin_text.data(), stdin_text.size());
     in_w.reset();
     int status = -1;
-    bool exited = wait_exit(pid, timeout_ms, &status);
-    if (!exited) {
-        ::kill(pid, SIGKILL);
-        wait_exit(pid, 1000);
-    }
-    {
-        std::lock_guard lock(mutex_);
-        helpers_.erase(pid);
-    }
+    const bool exited = reap_helper(pid, timeout_ms, &status);
     if (!exited) throw std::runtime_error(args[0] + " did not finish within " + std::to_string(timeout_ms) + " ms");
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
         log_.warning("instance %s: %s exited with status %d:\n%s", id, args[0], status, tail_of(log_path, 600));
@@ -1004,8 +1003,9 @@ nlohmann::json Runtime::start(const nlohmann::json &spec) {
 
     // A network linked out beforehand spares this start pasta and the routes. Its pasta becomes
     // the instance's (pid file, cgroups) before the sandbox exists, so a crash from here on finds it.
+    const bool own_network = opt_.use_bwrap && opt_.isolated_network && !inst.offline;
     std::optional<PreparedNetwork> network;
-    if (opt_.use_bwrap && opt_.isolated_network && !inst.offline) network = take_prepared_network();
+    if (own_network) network = take_prepared_network();
     if (network) {
         inst.pasta_pid = network->pasta;
         record([&](Instance &i) { i.pasta_pid = inst.pasta_pid; });
@@ -1027,7 +1027,7 @@ nlohmann::json Runtime::start(const nlohmann::json &spec) {
     // Otherwise the agent loads its plugins while the network is linked out, and starts none
     // (Chromium least of all: it must never see its network change) before it reads the byte we
     // write on 5.
-    const bool network_after_spawn = opt_.use_bwrap && opt_.isolated_network && !inst.offline && !network;
+    const bool network_after_spawn = own_network && !network;
     if (network_after_spawn) args.push_back("--network-fd=5");
     if (!opt_.config_file.empty()) args.push_back("--config=" + opt_.config_file);
     std::string dirs;

@@ -184,6 +184,9 @@ private:
     void preparer_loop();
     // Stops the preparer and ends what no start took (a shutdown).
     void end_prepared();
+    // Waits up to `timeout_ms` for a child registered in helpers_ to exit (SIGKILL after), then
+    // lets reap_orphans have its pid again; whether it exited by itself, and how (`status`).
+    bool reap_helper(pid_t pid, int timeout_ms, int *status = nullptr);
     // Runs a helper to completion with the given descriptors at 3.. (the sandbox's namespaces),
     // as the instance user unless `as_server`, in `cgroups` when given (what it leaves running is
     // then the instance's); its output goes to `log_path`. Throws unless it exits 0.
