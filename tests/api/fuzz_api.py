@@ -54,13 +54,22 @@ CHECKS = "no_server_error,response_schema_conformance,status_code_conformance,co
 CONNECT_TOKEN = "fuzz-connect-token"
 
 
+def serve(handler) -> int:
+    """`handler` served on a free loopback port, in threads that end with this process; the port."""
+    import http.server
+    import threading
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    srv.daemon_threads = True
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv.server_address[1]
+
+
 def start_connect_double() -> str:
     """TEST DOUBLE, not 1Password: the three GET routes of the 1Password Connect API the
     credential providers call (as tests/e2e/lib/connect-double.mjs), one vault with one login, so
     the seeded provider's /test and /items answer 200 instead of 502 for a Connect that is not
     there (no real Connect server runs on these machines)."""
     import http.server
-    import threading
     item = {"id": "fuzzitem", "title": "fuzz login", "category": "LOGIN", "vault": {"id": "fuzzvault"},
             "urls": [{"href": "https://example.test", "primary": True}],
             "fields": [{"id": "username", "type": "STRING", "purpose": "USERNAME", "label": "username", "value": "u"},
@@ -88,10 +97,7 @@ def start_connect_double() -> str:
             self.end_headers()
             self.wfile.write(data)
 
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    srv.daemon_threads = True
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    return f"http://127.0.0.1:{srv.server_address[1]}"
+    return f"http://127.0.0.1:{serve(Handler)}"
 
 
 def start_target() -> int:
@@ -99,7 +105,6 @@ def start_target() -> int:
     instances), so curl/raw answers with a target's own response instead of only the gateway's
     502/504: every method answers 200 with a short text body."""
     import http.server
-    import threading
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def log_message(self, *_):
@@ -119,10 +124,7 @@ def start_target() -> int:
 
         do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = answer
 
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    srv.daemon_threads = True
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    return srv.server_address[1]
+    return serve(Handler)
 
 
 def start_server(binary: Path, out_dir: Path, connect_url: str, target_port: int):

@@ -33,7 +33,14 @@ BASE = os.environ.get("HANGAR_FUZZ_URL", "")
 # generated url is a valid one goes there, so the relay of a real answer is fuzzed too.
 TARGET = os.environ.get("HANGAR_FUZZ_TARGET", "")
 RAW = "/browser/vm/{session_id}/curl/raw"
-RAW_CASES = {"n": 0}
+STEERED = {}  # operation path -> how many of its cases could be steered so far
+
+
+def every_other(path):
+    """True for every other steerable case of the operation (the first, third, ...): the others
+    keep what was generated, so both the real resource and the fuzzer's own values are sent."""
+    STEERED[path] = STEERED.get(path, 0) + 1
+    return STEERED[path] % 2 == 1
 # The seeded browser, which the seeded vault is attached to (fuzz_api.py): an item operation that
 # names a browser names this one (a random id only ever gets 404), on the page it is on.
 BROWSER = os.environ.get("HANGAR_FUZZ_BROWSER", "")
@@ -43,12 +50,10 @@ ITEM_OPERATIONS = "/vaults/{id_or_name}/items/{key}/operations"
 # write; an MV3 extension under a valid name). Loading extensions into the running browser and
 # deploying apps stay generated only: each real one restarts Chromium or runs a build.
 ZIP_PARTS = {"/browsers/{id}/fs/upload_zip": "zip_file", "/extensions": "file"}
-ZIP_CASES = {"n": 0}
 # The cdp custom tool fuzz_api.py seeded on the seeded browser's tab: every other invoke naming a
 # tool names it (a generated tool_ref only ever gets 404).
 TOOL_REF = os.environ.get("HANGAR_FUZZ_TOOL_REF", "")
 INVOKE = "/browsers/{id}/webmcp/invoke"
-INVOKE_CASES = {"n": 0}
 
 
 def zip_of(files):
@@ -154,10 +159,8 @@ def before_call(ctx, case, kwargs):
             del case.headers[name]
     if case.operation.path == RAW and TARGET and isinstance(case.query, dict):
         url = case.query.get("url")
-        if isinstance(url, str) and url[:4].lower() == "http" and "://" in url:
-            RAW_CASES["n"] += 1
-            if RAW_CASES["n"] % 2:
-                case.query["url"] = TARGET + "/" + url.split("://", 1)[1].partition("/")[2]
+        if isinstance(url, str) and url[:4].lower() == "http" and "://" in url and every_other(RAW):
+            case.query["url"] = TARGET + "/" + url.split("://", 1)[1].partition("/")[2]
     if case.operation.path == WATCH_EVENTS and case.method.upper() == "GET":
         done = WATCH_READERS[id(case)] = threading.Event()
         threading.Thread(target=end_watch_stream, args=(BASE + case.formatted_path, done), daemon=True).start()
@@ -171,19 +174,16 @@ def before_call(ctx, case, kwargs):
     if not isinstance(case.body, dict) or case.method.upper() != "POST":
         return
     part = ZIP_PARTS.get(case.operation.path)
-    if part and part in case.body:
-        ZIP_CASES["n"] += 1
-        if ZIP_CASES["n"] % 2:
-            if part == "zip_file":
-                case.body[part] = zip_of({"fuzz/a.txt": "fuzz"})
-                case.body["dest_path"] = "/home/kernel/fuzz-unzipped"
-            else:
-                case.body[part] = zip_of({"manifest.json": '{"manifest_version": 3, "name": "fuzz", "version": "1.0"}'})
-                case.body["name"] = f"fuzz-ext-{ZIP_CASES['n']}"
-    if case.operation.path == INVOKE and TOOL_REF and isinstance(case.body.get("tool_ref"), str):
-        INVOKE_CASES["n"] += 1
-        if INVOKE_CASES["n"] % 2:
-            case.body["tool_ref"] = TOOL_REF
+    if part and part in case.body and every_other(case.operation.path):
+        if part == "zip_file":
+            case.body[part] = zip_of({"fuzz/a.txt": "fuzz"})
+            case.body["dest_path"] = "/home/kernel/fuzz-unzipped"
+        else:
+            case.body[part] = zip_of({"manifest.json": '{"manifest_version": 3, "name": "fuzz", "version": "1.0"}'})
+            case.body["name"] = f"fuzz-ext-{STEERED[case.operation.path]}"
+    if (case.operation.path == INVOKE and TOOL_REF and isinstance(case.body.get("tool_ref"), str)
+            and every_other(INVOKE)):
+        case.body["tool_ref"] = TOOL_REF
     if case.operation.path == ITEM_OPERATIONS and BROWSER and isinstance(case.body.get("browser_id"), str):
         case.body["browser_id"] = BROWSER
         if isinstance(case.body.get("page_url"), str):
