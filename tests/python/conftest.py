@@ -51,6 +51,20 @@ class Server:
                               timeout=30).stdout.strip()
 
 
+# The servers running now: a failing test's report carries the end of their output (a hang or an
+# error on the server's side shows there, not in the client's traceback).
+_running: list[Server] = []
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed:
+        for srv in _running:
+            tail = "".join(srv._output[-80:])
+            report.sections.append((f"hangar at {srv.base_url}, last lines", tail))
+
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """`make test` (HANGAR_E2E_TIER=fast) skips what `slow` marks, as the e2e tier does."""
@@ -109,9 +123,11 @@ def launched(extra_env: dict[str, str] | None = None, keep_data: bool = False) -
         shutil.rmtree(data_dir, ignore_errors=True)
         pytest.exit("hangar did not print its listening line:\n" + "".join(output), returncode=2)
     srv = Server(base[0], api_key, data_dir, proc, output)
+    _running.append(srv)
     try:
         yield srv
     finally:
+        _running.remove(srv)
         proc.send_signal(signal.SIGTERM)
         try:
             proc.wait(15)

@@ -19,7 +19,6 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import time
 import urllib.request
 from pathlib import Path
 from typing import Iterator
@@ -433,6 +432,11 @@ def markers(collector: Collector, session_id: str, tag: str) -> list[str]:
     return out
 
 
+def archived(client: Kernel, session_id: str, text: str) -> bool:
+    events = client.browsers.telemetry.events(session_id, since="10m", category=["console"], limit=5000)
+    return any(text in (e.event.data.text or "") for e in events)
+
+
 def dropped_notes(collector: Collector, session_id: str) -> int:
     return sum(int(body_of(r)["count"]) for r in collector.records()
                if r["resource"].get("kernel.browser.session_id") == session_id and r.get("eventName") == "export_dropped")
@@ -467,8 +471,12 @@ def test_a_collector_restart_loses_nothing_within_the_bound_and_counts_drops_bey
         console_lines(client, b.session_id, "beyond", 1000)
         wait_for(lambda: counter(metrics(client), "hangar_telemetry_export_records_total", destination=d.id,
                                  outcome="dropped") > 0, what="drops counted")
-        time.sleep(1.5)  # the last pulls of the 1000 lines reach the queue
+        # Every line was pulled (a pull queues its records before it archives them), so none comes late.
+        wait_for(lambda: archived(client, b.session_id, "beyond-999"), what="the 1000 lines pulled")
         collector.start()
+        # The backlog goes out first: a record that found the queue still full would be dropped too.
+        wait_for(lambda: counter(metrics(client), "hangar_telemetry_export_queue_records", destination=d.id) == 0,
+                 what="the queue delivered")
         dropped = counter(metrics(client), "hangar_telemetry_export_records_total", destination=d.id, outcome="dropped")
         console_lines(client, b.session_id, "after", 1)  # the next record brings the note along
         wait_for(lambda: markers(collector, b.session_id, "after"), timeout=60, what="a record after the restart")
