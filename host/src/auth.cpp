@@ -28,6 +28,8 @@ const std::vector<Store::Migration> kAuthMigrations = {
         "ALTER TABLE projects ADD COLUMN max_concurrent_invocations INTEGER;"
         "ALTER TABLE orgs ADD COLUMN default_project_max_concurrent_sessions INTEGER;"
         "UPDATE projects SET updated_at = created_at;"},
+    // A statement-scoped key's policy as {"statements": [...]}; NULL for an ordinary key.
+    {3, "ALTER TABLE api_keys ADD COLUMN policy TEXT;"},
 };
 constexpr const char *kKeyPrefix = "hgr_";
 } // namespace
@@ -50,7 +52,8 @@ nlohmann::json Caller::to_json() const {
             {"project_scoped", project_scoped},
             {"auth_strategy", "api_key"},
             {"max_concurrent_sessions", max_concurrent_sessions},
-            {"entitlements", entitlements}};
+            {"entitlements", entitlements},
+            {"policy", policy ? key_policy::to_json(*policy) : nlohmann::json(nullptr)}};
 }
 
 Auth::Auth(Store &store) : store_(store) {
@@ -116,7 +119,8 @@ std::variant<Caller, AuthFailure> Auth::authenticate(const std::optional<std::st
     // header (the key's own, or the org's default) and of its org: every API call pays for these
     // reads, and on PostgreSQL each statement is a round trip and a server process's work.
     auto rows = store_.exec(
-        "SELECT k.id, k.org_id, k.project_id, c.id AS acting_project, c.name, c.max_concurrent_sessions AS own, "
+        "SELECT k.id, k.org_id, k.project_id, k.policy, c.id AS acting_project, c.name, c.max_concurrent_sessions AS "
+        "own, "
         "o.default_project_max_concurrent_sessions AS fallback, o.entitlements AS org_entitlements, c.entitlements AS "
         "project_entitlements FROM api_keys k JOIN orgs o ON o.id = k.org_id LEFT JOIN projects p ON p.id = "
         "k.project_id LEFT JOIN projects c ON c.id = COALESCE(k.project_id, (SELECT d.id FROM projects d WHERE "
@@ -128,6 +132,11 @@ std::variant<Caller, AuthFailure> Auth::authenticate(const std::optional<std::st
     caller.key_id = rows[0]["id"];
     caller.org_id = rows[0]["org_id"];
     caller.project_scoped = !rows[0]["project_id"].is_null();
+    if (const auto &policy = rows[0]["policy"]; policy.is_string()) {
+        // A policy the store cannot read allows nothing rather than everything.
+        caller.policy = key_policy::from_json(nlohmann::json::parse(policy.get<std::string>(), nullptr, false))
+                            .value_or(std::vector<key_policy::Statement>{});
+    }
     std::string key_project = caller.project_scoped ? rows[0]["project_id"].get<std::string>() : "";
 
     std::string wanted = project_header ? trim(*project_header) : "";

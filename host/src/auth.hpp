@@ -3,6 +3,8 @@
 
 #include "store.hpp"
 
+#include <hangar/key_policy.hpp>
+
 #include <optional>
 #include <string>
 #include <variant>
@@ -21,6 +23,9 @@ struct Caller {
     // The project's concurrent-browser cap (override ▸ org default ▸ none, never above the
     // operator's org limit); 0 = uncapped.
     long long max_concurrent_sessions = 0;
+    // A statement-scoped key's policy (kernel-api-0131 §2.8): only what it names is allowed
+    // (key_scope.hpp). Absent for an ordinary key and for a browser's capability token.
+    std::optional<std::vector<key_policy::Statement>> policy;
     nlohmann::json to_json() const;
 };
 

@@ -88,6 +88,31 @@ int Services::call(const std::string &name, std::string_view in, std::string &ou
     return status;
 }
 
+const std::string *request_body(hangar_request &r) {
+    if (r.body_failed) return nullptr;
+    if (!r.body) {
+        try {
+            std::string body;
+            auto &in = r.http.stream();
+            std::size_t limit = r.body_limit ? r.body_limit : r.core->max_body_bytes;
+            char buf[16384];
+            while (in.read(buf, sizeof buf) || in.gcount() > 0) {
+                body.append(buf, static_cast<std::size_t>(in.gcount()));
+                if (body.size() > limit) {
+                    r.body_failed = true;
+                    r.body_too_large = true;
+                    return nullptr;
+                }
+            }
+            r.body = std::move(body);
+        } catch (const std::exception &) {
+            r.body_failed = true;
+            return nullptr;
+        }
+    }
+    return &*r.body;
+}
+
 } // namespace hangar::host
 
 struct hangar_timer {
@@ -256,28 +281,9 @@ int req_headers(hangar_request *r, hangar_buf *out) {
 }
 
 int req_body(hangar_request *r, hangar_str *out) {
-    if (r->body_failed) return -1;
-    if (!r->body) {
-        try {
-            std::string body;
-            auto &in = r->http.stream();
-            std::size_t limit = r->body_limit ? r->body_limit : r->core->max_body_bytes;
-            char buf[16384];
-            while (in.read(buf, sizeof buf) || in.gcount() > 0) {
-                body.append(buf, static_cast<std::size_t>(in.gcount()));
-                if (body.size() > limit) {
-                    r->body_failed = true;
-                    r->body_too_large = true;
-                    return -1;
-                }
-            }
-            r->body = std::move(body);
-        } catch (const std::exception &) {
-            r->body_failed = true;
-            return -1;
-        }
-    }
-    *out = hs(*r->body);
+    const std::string *body = hangar::host::request_body(*r);
+    if (!body) return -1;
+    *out = hs(*body);
     return 0;
 }
 

@@ -1,6 +1,7 @@
 #include "http.hpp"
 
 #include "direct_vm.hpp"
+#include "key_scope.hpp"
 #include "store.hpp"
 #include "util.hpp"
 
@@ -399,6 +400,18 @@ private:
                                  "the " + feature + " feature is turned off for project " + req.caller->project_name +
                                      " by the administrator (insufficient permissions or plan)");
         }
+        // A statement-scoped key reaches only what its policy names (key_scope.hpp).
+        std::optional<ScopeNeed> scoped;
+        if (req.caller && req.caller->policy) {
+            scoped = scope_need(req.method, *match.pattern);
+            json body;
+            if ((req.method == "POST" || req.method == "PATCH") && match.pattern->rfind("/browsers", 0) == 0)
+                if (const std::string *text = request_body(req); text && !text->empty())
+                    body = json::parse(*text, nullptr, false);
+            if (auto refusal = scope_check(*req.caller->policy, *scoped, req.method, *match.pattern, req.params, body,
+                                           req.caller->org_id, req.caller->project_id))
+                return set_error(res, 403, "insufficient_scope", refusal->message);
+        }
         if (core_.role == HANGAR_ROLE_SERVER && !req.caller && !carries_token(req))
             req.body_limit = std::min(req.body_limit, kAnonymousBodyLimit);
         if (req.http.hasContentLength() && req.http.getContentLength64() > static_cast<Poco::Int64>(req.body_limit))
@@ -425,6 +438,10 @@ private:
         } end_activity{core_, activity_key};
 
         target.fn(target.user, &req, &res);
+        if (scoped && scoped->kind == ScopeNeed::Kind::list && (res.status == 0 || res.status == 200) &&
+            !res.taken_over && !res.sent && !res.file)
+            res.body =
+                scope_filter_list(*req.caller->policy, *scoped, res.body, req.caller->org_id, req.caller->project_id);
         // The plugin saw only "body unreadable"; the host owes the caller the real reason.
         if (req.body_too_large && !res.taken_over && !res.sent)
             set_error(res, 413, "payload_too_large",

@@ -25,6 +25,10 @@ private:
 void set_error(hangar_response &res, int status, const std::string &code, const std::string &message,
                const std::string &details_json = {});
 
+// The request's body, read once up to its limit (later reads get the same string); nullptr when it
+// could not be read or was over the limit (body_too_large says which).
+const std::string *request_body(hangar_request &r);
+
 // Relays (see hangar_host_v1::relay_unix / relay_tcp). Returns 0 or -1 (upstream unreachable).
 struct Upstream {
     bool unix_socket;

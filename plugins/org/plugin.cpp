@@ -10,6 +10,7 @@
 #include "org_model.hpp"
 
 #include <hangar/gzip.hpp>
+#include <hangar/key_policy.hpp>
 #include <hangar/plugin.hpp>
 #include <hangar/resource.hpp>
 #include <hangar/secrets.hpp>
@@ -130,7 +131,7 @@ private:
 
     static constexpr const char *kKeySelect =
         "SELECT k.id, k.name, k.created_at, k.revoked_at, k.expires_at, k.masked_key, k.project_id, k.created_by,"
-        " k.lifetime_days, p.name AS project_name, c.name AS creator_name FROM api_keys k"
+        " k.lifetime_days, k.policy, p.name AS project_name, c.name AS creator_name FROM api_keys k"
         " LEFT JOIN projects p ON p.id = k.project_id LEFT JOIN api_keys c ON c.id = k.created_by"
         " WHERE k.org_id = ?";
 
@@ -139,15 +140,20 @@ private:
         if (row.value("created_by", json()).is_string())
             creator = {
                 {"id", row["created_by"]}, {"email", ""}, {"name", null_if_empty(row.value("creator_name", json()))}};
-        return {{"id", row["id"]},
-                {"created_at", row["created_at"]},
-                {"created_by", creator},
-                {"deleted_at", null_if_empty(row.value("revoked_at", json()))},
-                {"expires_at", null_if_empty(row.value("expires_at", json()))},
-                {"masked_key", row.value("masked_key", "").empty() ? json("****") : row["masked_key"]},
-                {"name", row["name"]},
-                {"project_id", null_if_empty(row.value("project_id", json()))},
-                {"project_name", null_if_empty(row.value("project_name", json()))}};
+        json out = {{"id", row["id"]},
+                    {"created_at", row["created_at"]},
+                    {"created_by", creator},
+                    {"deleted_at", null_if_empty(row.value("revoked_at", json()))},
+                    {"expires_at", null_if_empty(row.value("expires_at", json()))},
+                    {"masked_key", row.value("masked_key", "").empty() ? json("****") : row["masked_key"]},
+                    {"name", row["name"]},
+                    {"project_id", null_if_empty(row.value("project_id", json()))},
+                    {"project_name", null_if_empty(row.value("project_name", json()))}};
+        // Absent for an ordinary key, as 0.131's APIKey has it.
+        if (const json &policy = row.value("policy", json()); policy.is_string())
+            if (json parsed = json::parse(policy.get<std::string>(), nullptr, false); parsed.is_object())
+                out["policy"] = parsed;
+        return out;
     }
 
     // A key the caller may manage: its org's, and for a project-scoped caller its project's only.
@@ -184,7 +190,7 @@ private:
 
     // `days` from now, or at `exact` (epoch ms; 0.131's expires_at), or never.
     json insert_key(const Caller &c, const std::string &name, const json &project, std::optional<std::int64_t> days,
-                    std::optional<std::int64_t> exact = std::nullopt) {
+                    std::optional<std::int64_t> exact, const json &policy) {
         std::string plaintext = "hgr_" + hangar::new_id(40);
         std::string id = "key_" + hangar::new_id(20);
         auto created = hangar::now_ms();
@@ -192,9 +198,10 @@ private:
                        : days ? json(hangar::rfc3339(created + *days * kDayMs))
                               : json(nullptr);
         sql("INSERT INTO api_keys (id, org_id, project_id, name, key_hash, created_at, masked_key, created_by,"
-            " expires_at, lifetime_days) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " expires_at, lifetime_days, policy) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             json::array({id, c.org_id, project, name, sha256_hex(plaintext), hangar::rfc3339(created),
-                         org::mask_key(plaintext), c.key_id, expires, days ? json(*days) : json(nullptr)}));
+                         org::mask_key(plaintext), c.key_id, expires, days ? json(*days) : json(nullptr),
+                         policy.is_null() ? json(nullptr) : json(policy.dump())}));
         json out = render_key(require_key(c, id, false));
         out["key"] = plaintext;
         return out;
@@ -203,11 +210,6 @@ private:
     void create_key(Request &req, Response &res) {
         Caller c(req);
         json body = req.json_body(false);
-        // A key its maker believes restricted must never be issued unrestricted.
-        if (body.contains("policy") && !body["policy"].is_null())
-            throw Error::not_implemented("statement-scoped API keys (policy, kernel-api-0131 §2.8) are not implemented "
-                                         "by this Hangar server: no key was made; project_id scopes a key to one "
-                                         "project");
         hangar::Validation v;
         if (auto p = org::name_problem(body.value("name", json()))) v.fail("name", *p);
         org::Days days;
@@ -219,7 +221,40 @@ private:
         auto exact = exact_expiry(c, body, days, v);
         v.throw_if_failed("invalid API key");
         json project = key_project(c, body);
-        res.json(insert_key(c, body["name"], project, days.days, exact));
+        json policy = policy_of(c, body, project);
+        res.json(insert_key(c, body["name"], project, days.days, exact, policy));
+    }
+
+    // 0.131's `policy` (kernel-api-0131 §2.8): the statements, each resource inside the new key's
+    // organisation (and its project, for a project-scoped key); null for an ordinary key.
+    json policy_of(const Caller &c, const json &body, const json &project) const {
+        auto it = body.find("policy");
+        if (it == body.end() || it->is_null()) return nullptr;
+        auto parsed = hangar::key_policy::parse(*it);
+        hangar::Validation v;
+        for (const auto &[field, message] : parsed.problems)
+            v.fail(field, message);
+        for (std::size_t i = 0; i < parsed.statements.size(); ++i) {
+            const auto r = hangar::key_policy::parse_resource(parsed.statements[i].resource);
+            const std::string at = "policy.statements[" + std::to_string(i) + "].resource";
+            if (r->scope == hangar::key_policy::Resource::Scope::organization) {
+                if (r->owner != c.org_id)
+                    v.fail(at, "must be inside this key's organisation (" + c.org_id + ")");
+                else if (project.is_string())
+                    v.fail(at, "a project-scoped key's statements name its project, not the organisation");
+            } else if (r->owner == "*") {
+                if (project.is_string()) v.fail(at, "a project-scoped key's statements name its project, not *");
+            } else if (project.is_string() ? r->owner != project.get<std::string>()
+                                           : sql("SELECT id FROM projects WHERE id = ? AND org_id = ? AND "
+                                                 "deleted_at IS NULL",
+                                                 json::array({r->owner, c.org_id}))
+                                                 .empty()) {
+                v.fail(at, "project " + r->owner + " is not " +
+                               (project.is_string() ? "this key's project" : std::string("in this organisation")));
+            }
+        }
+        v.throw_if_failed("invalid API key policy");
+        return hangar::key_policy::to_json(parsed.statements);
     }
 
     // 0.131's `expires_at` (kernel-api-0131 §2.8): in the future, not with days_to_expire, and no
@@ -328,7 +363,12 @@ private:
         json current = old.value("expires_at", json());
         std::string old_expiry =
             current.is_string() && current.get<std::string>() < grace_end ? current.get<std::string>() : grace_end;
-        json out = insert_key(c, old["name"], null_if_empty(old.value("project_id", json())), days);
+        // The replacement may do what the old key could: its scope and its policy.
+        json policy = old.value("policy", json()).is_string()
+                          ? json::parse(old["policy"].get<std::string>(), nullptr, false)
+                          : json(nullptr);
+        json out = insert_key(c, old["name"], null_if_empty(old.value("project_id", json())), days, std::nullopt,
+                              policy.is_discarded() ? json(nullptr) : policy);
         sql("UPDATE api_keys SET expires_at = ? WHERE id = ?", json::array({old_expiry, old["id"]}));
         res.json(out);
     }

@@ -425,11 +425,15 @@ honour('cheap', 'PATCH /org/projects/{id}/limits', ['max_concurrent_sessions', '
   const l = await ok('GET', `/org/projects/${ctx.project.id}/limits`);
   assert.deepEqual([l.max_concurrent_sessions, l.max_concurrent_invocations], [3, 4]);
 });
-refuse('cheap', 'POST /org/api_keys', 'policy', {
-  status: 501,
-  code: 'not_implemented',
-  send: () => api('POST', '/org/api_keys', { body: { name: 'cf-policy', policy: { statements: [{ action: 'browsers:use', resource: 'projects/*/browsers/*' }] } } }),
-  why: 'statement-scoped keys are not implemented: no key broader than asked for is made',
+honour('cheap', 'POST /org/api_keys', ['policy'], 'the key reaches only what its statements name', async () => {
+  const statements = [{ action: 'browsers:use', resource: 'projects/*/browsers/*' }];
+  const made = await ok('POST', '/org/api_keys', { body: { name: 'cf-policy', policy: { statements } } });
+  assert.deepEqual(made.policy, { statements });
+  const as = { authorization: `Bearer ${made.key}` };
+  assert.equal((await api('GET', '/browsers', { auth: false, headers: as })).status, 200);
+  const keys = await api('GET', '/org/api_keys', { auth: false, headers: as });
+  assert.deepEqual([keys.status, keys.json?.code], [403, 'insufficient_scope']);
+  await ok('DELETE', `/org/api_keys/${made.id}`);
 });
 refuse('cheap', 'PATCH /org/projects/{id}/limits', 'max_pooled_sessions', {
   status: 400,

@@ -230,12 +230,6 @@ def test_api_key_expires_at_is_exact_and_bounded_by_its_issuer(server, client: K
             with pytest.raises(kernel.BadRequestError) as refused:
                 client.api_keys.create(name="py-bad", **fields)
             assert "expires_at" in str(refused.value.body) and why in str(refused.value.body), refused.value.body
-        # Statement policies are not implemented: refused, never a key broader than asked for.
-        with pytest.raises(kernel.APIStatusError) as refused:
-            client.api_keys.create(name="py-policy", policy={"statements": [
-                {"action": "browsers:use", "resource": "projects/*/browsers/*"}]})
-        assert refused.value.status_code == 501 and "policy" in str(refused.value.body)
-        assert not [k for k in client.api_keys.list() if k.name == "py-policy"]
         # A key cannot issue one that outlives itself.
         issuer = Kernel(api_key=made.key, base_url=server.base_url, max_retries=0)
         with pytest.raises(kernel.BadRequestError) as refused:
