@@ -49,6 +49,7 @@ const std::map<std::string, std::string> kEnvKeys = {
     {"HANGAR_SANDBOX_PREPARED", "sandbox.prepared"},
     {"HANGAR_KEEP_SESSIONS_ON_STOP", "runtime.keep_sessions_on_stop"},
     {"HANGAR_SANDBOX_MEMORY_LIMIT_MB", "sandbox.memory_limit_mb"},
+    {"HANGAR_SANDBOX_MAX_BROWSER_MEMORY_MB", "sandbox.max_browser_memory_mb"},
     {"HANGAR_SECRETS_KEY_FILE", "secrets.key_file"},
     {"HANGAR_APPS_WARM_SANDBOXES", "apps.warm_sandboxes"},
     {"HANGAR_APPS_BUILD_TIMEOUT_SECONDS", "apps.build_timeout_seconds"},

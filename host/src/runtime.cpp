@@ -678,22 +678,23 @@ void Runtime::spawner_loop() {
     }
 }
 
-void Runtime::apply_limits(const std::string &controller, const std::string &path) {
+void Runtime::apply_limits(const std::string &controller, const std::string &path, std::uint64_t memory_limit_bytes) {
     auto set = [&](const std::string &file, const std::string &value) {
         std::ofstream out(file);
         out << value;
         if (!out.flush()) log_.warning("cgroup %s: cannot write %s", file, value);
     };
     bool all = controller == "all";
-    if ((all || controller == "memory") && opt_.memory_limit_bytes > 0)
-        set(path + (all ? "/memory.max" : "/memory.limit_in_bytes"), std::to_string(opt_.memory_limit_bytes));
+    const std::uint64_t memory = memory_limit_bytes ? memory_limit_bytes : opt_.memory_limit_bytes;
+    if ((all || controller == "memory") && memory > 0)
+        set(path + (all ? "/memory.max" : "/memory.limit_in_bytes"), std::to_string(memory));
     if ((all || controller == "pids") && opt_.pids_max > 0) set(path + "/pids.max", std::to_string(opt_.pids_max));
     if (all && opt_.cpu_weight > 0) set(path + "/cpu.weight", std::to_string(opt_.cpu_weight));
     if (controller == "cpu" && opt_.cpu_weight > 0)
         set(path + "/cpu.shares", std::to_string(opt_.cpu_weight * 1024 / 100));
 }
 
-std::vector<std::string> Runtime::make_cgroups(const std::string &id) {
+std::vector<std::string> Runtime::make_cgroups(const std::string &id, std::uint64_t memory_limit_bytes) {
     std::vector<std::string> made;
     for (const auto &[controller, root] : cgroup_layout_.roots) {
         const std::string path = instance_cgroup(root, id);
@@ -704,9 +705,15 @@ std::vector<std::string> Runtime::make_cgroups(const std::string &id) {
             continue;
         }
         made.push_back(path);
-        apply_limits(controller, path);
+        apply_limits(controller, path, memory_limit_bytes);
     }
     return made;
+}
+
+std::uint64_t Runtime::memory_limit_of(const std::string &id) const {
+    std::ifstream in(host_dir(id) + "/memory_limit");
+    std::uint64_t bytes = 0;
+    return in >> bytes ? bytes : 0;
 }
 
 void Runtime::unpark(const std::string &id) {
@@ -716,7 +723,7 @@ void Runtime::unpark(const std::string &id) {
         const std::string path = instance_cgroup(root, id);
         std::error_code ec;
         if (!fs::is_directory(path, ec)) continue;
-        apply_limits(controller, path);
+        apply_limits(controller, path, memory_limit_of(id));
         if (auto why = thaw_cgroup(path); !why.empty()) log_.warning("cannot thaw instance %s: %s", id, why);
     }
 }
@@ -973,7 +980,10 @@ nlohmann::json Runtime::start(const nlohmann::json &spec) {
     fs::create_directories(inst.dir + "/etc");
     write_file_atomic(inst.dir + "/etc/hosts", "127.0.0.1 localhost\n::1 localhost\n127.0.1.1 hangar\n", 0644);
     write_file_atomic(inst.dir + "/etc/resolv.conf", std::string("nameserver ") + sandbox::kNsGateway + "\n", 0644);
-    inst.cgroups = make_cgroups(id);
+    // A browser's own memory size (its create's `memory`); the node's limit otherwise. Kept where
+    // a restart's unpark finds it again.
+    const std::uint64_t memory_limit = spec.value("memory_limit_bytes", std::uint64_t{0});
+    inst.cgroups = make_cgroups(id, memory_limit);
     record([&](Instance &i) { i.cgroups = inst.cgroups; });
 
     int ready[2], info[2], block[2], filter[2];
@@ -995,6 +1005,8 @@ nlohmann::json Runtime::start(const nlohmann::json &spec) {
     UniqueFd listener;
     try {
         listener = listen_agent_socket(inst);
+        if (memory_limit > 0)
+            write_file_atomic(inst.host_dir + "/memory_limit", std::to_string(memory_limit) + "\n", 0644);
     } catch (const std::exception &e) {
         fail(e.what());
     }

@@ -137,8 +137,12 @@ private:
     // `network_ready`: the sandbox starts in a prepared network namespace (no --unshare-net).
     std::vector<std::string> sandbox_argv(const Instance &inst, bool network_ready) const;
     void copy_inputs(const nlohmann::json &spec, const std::string &dir) const;
-    std::vector<std::string> make_cgroups(const std::string &id);
-    void apply_limits(const std::string &controller, const std::string &path);
+    // `memory_limit_bytes` 0: the node's [sandbox] memory_limit_mb.
+    std::vector<std::string> make_cgroups(const std::string &id, std::uint64_t memory_limit_bytes = 0);
+    void apply_limits(const std::string &controller, const std::string &path, std::uint64_t memory_limit_bytes = 0);
+    // An instance's own memory limit (the spec's memory_limit_bytes, kept in its host folder where
+    // the sandbox cannot write), or 0 for the node's.
+    std::uint64_t memory_limit_of(const std::string &id) const;
     void unpark(const std::string &id);
     void remove_abandoned_cgroups();
     void remove_cgroups(const std::string &id);

@@ -85,6 +85,9 @@ private:
     std::string region_ = "us-east";
     // What every instance of this node gets ([sandbox] memory_limit_mb), in bytes; 0: no limit.
     std::uint64_t instance_memory_bytes_ = 0;
+    // The largest `memory` a browser may ask for ([sandbox] max_browser_memory_mb; the machine's
+    // memory by default: a limit above it would promise what the node does not have).
+    std::uint64_t max_browser_memory_bytes_ = 0;
     // Its BrowserMemory name (the machine's memory when there is no limit): what an instance
     // without a readable cgroup, and a row from before memory was recorded, show.
     std::string default_memory_;
@@ -207,6 +210,8 @@ private:
     // A create's profile must also have no saved archive (profiles.has_state): a spare starts on
     // an empty user-data folder, which is what a profile without one gives.
     static bool spare_can_serve(const CreateOptions &o);
+    // Whether a warm spare's memory limit is the one `o` asks for.
+    bool spares_fit(const CreateOptions &o) const;
     int spare_minimum(SpareKind kind) const;
     // A ready spare of this kind, else whichever comes first: a spare the fillers finish, or a
     // start slot for the create's own start.

@@ -145,6 +145,11 @@ void BrowsersPlugin::start_server() {
     instance_memory_bytes_ =
         static_cast<std::uint64_t>(std::max<std::int64_t>(0, config_int("sandbox.memory_limit_mb", 4096))) << 20;
     default_memory_ = memory_name(instance_memory_bytes_ ? instance_memory_bytes_ : machine_memory_bytes());
+    max_browser_memory_bytes_ = std::min(
+        machine_memory_bytes(),
+        static_cast<std::uint64_t>(std::max<std::int64_t>(
+            0, config_int("sandbox.max_browser_memory_mb", static_cast<std::int64_t>(machine_memory_bytes() >> 20))))
+            << 20);
     reap_orphans();
     start_metrics();
 
@@ -467,19 +472,19 @@ void BrowsersPlugin::check_placement(const CreateOptions &o) const {
         throw Error::invalid("region", "this Hangar node serves region " + region_ + " only (its [node] region), not " +
                                            *o.region + "; leave region out or ask for " + region_);
     if (!o.memory) return;
-    const std::uint64_t mib = instance_memory_bytes_ >> 20;
-    if (instance_memory_bytes_ == 0)
-        throw Error::invalid("memory", "this node sets no memory limit on its browsers ([sandbox] memory_limit_mb = "
-                                       "0), so no size can be promised; per-browser memory sizes are not offered yet: "
-                                       "leave memory out");
-    if (*memory_request_bytes(*o.memory) != instance_memory_bytes_)
-        throw Error::invalid("memory",
-                             "every browser of this node gets " + std::to_string(mib) +
-                                 " MiB ([sandbox] memory_limit_mb); per-browser memory sizes are not "
-                                 "offered yet: leave memory out" +
-                                 (memory_request_bytes(memory_name(instance_memory_bytes_)) == instance_memory_bytes_
-                                      ? " or ask for " + memory_name(instance_memory_bytes_)
-                                      : std::string()));
+    // A size is the instance's own cgroup memory limit (the runtime sets it from the spec).
+    // The node's own size is what a browser gets without asking, so asking for it is fine too.
+    const std::uint64_t bytes = *memory_request_bytes(*o.memory);
+    if (bytes != instance_memory_bytes_ && bytes > max_browser_memory_bytes_)
+        throw Error::invalid("memory", "this node gives a browser at most " +
+                                           std::to_string(max_browser_memory_bytes_ >> 20) +
+                                           " MiB ([sandbox] max_browser_memory_mb, at most the machine's memory); ask "
+                                           "for less or leave memory out");
+}
+
+bool BrowsersPlugin::spares_fit(const CreateOptions &o) const {
+    // A warm spare runs under the node's limit: another size needs its own start.
+    return !o.memory || *memory_request_bytes(*o.memory) == instance_memory_bytes_;
 }
 
 json BrowsersPlugin::render(const Session &stored, const std::string &request_base_url) const {
@@ -804,7 +809,8 @@ json BrowsersPlugin::create_session(const json &body, const std::string &project
         return opts.profile &&
                call("profiles.has_state", profile_selector(project, "", *opts.profile)).value("has_state", true);
     };
-    if (spare_can_serve(opts) && !plan.ca_bundle && !plan.signer_extension && !profile_has_state()) {
+    if (spare_can_serve(opts) && spares_fit(opts) && !plan.ca_bundle && !plan.signer_extension &&
+        !profile_has_state()) {
         auto spare_or_slot = spare_or_start_slot({opts.headless, opts.stealth});
         if (auto *id = std::get_if<std::string>(&spare_or_slot))
             spare = *id;

@@ -846,6 +846,9 @@ json make_instance_spec(const std::string &id, const CreateOptions &o) {
     // The instance's forwarder holds requests until the server hands it this proxy's route.
     if (o.proxy_id) spec["proxy"] = true;
     if (o.location.timezone || o.location.locale) spec["location"] = location_spec(o.location);
+    // The instance's own cgroup memory limit (the runtime's memory_limit_bytes).
+    if (o.memory)
+        if (auto bytes = memory_request_bytes(*o.memory)) spec["memory_limit_bytes"] = *bytes;
     return spec;
 }
 

@@ -105,11 +105,12 @@ def test_entitlements_follow_the_plugins_and_switches(server, client: Kernel) ->
 
 
 def test_location_applies_to_every_tab_and_patch_sets_and_clears(client: Kernel) -> None:
-    b = client.browsers.create(headless=True, timeout_seconds=120, region="us-east", memory="4GiB",
+    b = client.browsers.create(headless=True, timeout_seconds=120, region="us-east", memory="2GiB",
                                location={"timezone": "Asia/Tokyo", "locale": "fr-fr"})
     try:
         assert_wire_fields(b)
-        assert b.memory == "4GiB"  # [sandbox] memory_limit_mb's default, 4096
+        # Its own size, not the node's 4096 MiB: the server reads it back from the instance's cgroup.
+        assert b.memory == "2GiB" and client.browsers.retrieve(b.session_id).memory == "2GiB"
         loc = b.location
         assert (loc.timezone, loc.timezone_source, loc.locale, loc.locale_source) == (
             "Asia/Tokyo", "override", "fr-FR", "override")
@@ -165,8 +166,6 @@ def test_refusals_name_the_field(client: Kernel) -> None:
         assert any(field in (d.get("message") or "") for d in body.get("details") or []), body
     body = _bad(lambda: client.browsers.create(headless=True, region="eu-west"))
     assert "region" in body["message"] and "us-east" in body["message"] and "eu-west" in body["message"], body
-    body = _bad(lambda: client.browsers.create(headless=True, memory="16GiB"))
-    assert "memory" in body["message"] and "4096 MiB" in body["message"] and "4GiB" in body["message"], body
     body = _bad(lambda: client.browsers.create(headless=True, memory="3GiB"))  # not a size at all
     assert "memory" in body["message"], body
     body = _bad(lambda: client.browser_pools.create(size=0, region="ap-southeast"))
@@ -176,13 +175,13 @@ def test_refusals_name_the_field(client: Kernel) -> None:
 
 
 def test_pool_browsers_carry_memory_and_region(client: Kernel) -> None:
-    pool = client.browser_pools.create(size=1, name="py-0131-pool", headless=True, region="us-east", memory="4GiB")
+    pool = client.browser_pools.create(size=1, name="py-0131-pool", headless=True, region="us-east", memory="8GiB")
     try:
         assert pool.region == "us-east"
         leased = client.browser_pools.acquire(pool.id, acquire_timeout_seconds=30)
         assert leased is not None
         assert_wire_fields(leased)
-        assert leased.memory == "4GiB"
+        assert leased.memory == "8GiB"
         client.browser_pools.release(pool.id, session_id=leased.session_id, reuse=False)
     finally:
         client.browser_pools.delete(pool.id, force=True)
@@ -245,3 +244,45 @@ def test_api_key_expires_at_is_exact_and_bounded_by_its_issuer(server, client: K
         client.api_keys.delete(shorter.id)
     finally:
         client.api_keys.delete(made.id)
+
+
+def test_a_memory_size_above_the_nodes_cap_is_refused_and_a_memory_size_never_takes_a_spare() -> None:
+    """`memory` is each browser's own cgroup limit, up to [sandbox] max_browser_memory_mb; a warm
+    spare runs under the node's limit, so another size starts its own instance."""
+    from conftest import launched, wait_for
+
+    with launched({"HANGAR_SANDBOX_MAX_BROWSER_MEMORY_MB": "2048", "HANGAR_WARM_SPARES": "1"}) as s:
+        c = Kernel(api_key=s.api_key, base_url=s.base_url, max_retries=0, timeout=120)
+        body = _bad(lambda: c.browsers.create(headless=True, memory="8GiB"))
+        assert "memory" in body["message"] and "2048 MiB" in body["message"], body
+        assert list(c.browsers.list()) == []
+        # A headless spare, once a first headless create has shown the demand.
+        c.browsers.delete_by_id(c.browsers.create(headless=True).session_id)
+        wait_for(lambda: metric_sum(s, "hangar_warm_spares") >= 1, timeout=60, what="a warm spare")
+        cold = metric_sum(s, "hangar_browser_creates_total", 'source="cold"')
+        small = c.browsers.create(headless=True, memory="1GiB")
+        try:
+            assert small.memory == "1GiB"
+            assert metric_sum(s, "hangar_browser_creates_total", 'source="cold"') == cold + 1
+        finally:
+            c.browsers.delete_by_id(small.session_id)
+        spared = metric_sum(s, "hangar_browser_creates_total", 'source="spare"')
+        plain = c.browsers.create(headless=True, memory="4GiB")  # the node's size: a spare serves it
+        try:
+            assert plain.memory == "4GiB"
+            assert metric_sum(s, "hangar_browser_creates_total", 'source="spare"') == spared + 1
+        finally:
+            c.browsers.delete_by_id(plain.session_id)
+
+
+def metric_sum(server, name: str, label: str = "") -> float:
+    import urllib.request
+
+    req = urllib.request.Request(server.base_url + "/metrics", headers={"Authorization": f"Bearer {server.api_key}"})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        text = r.read().decode()
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(name + "{") and label in line.split("}")[0]:
+            total += float(line.rsplit(" ", 1)[1])
+    return total
