@@ -31,7 +31,7 @@ import pytest
 import kernel
 from kernel import Kernel
 
-from conftest import ALLOWED_PORTS, REPO, launched, postgres, serving, wait_for
+from conftest import ALLOWED_PORTS, HANGAR_BIN, REPO, launched, postgres, serving, wait_for
 
 OTELCOL = os.environ.get("HANGAR_OTELCOL") or str(
     Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "hangar-tools" / "otelcol-v0.165.0" / "hangar-otelcol")
@@ -585,6 +585,18 @@ def test_each_encoding_goes_on_the_wire_and_reaches_the_collector(collector: Col
                                outcome="dropped") == 0
             finally:
                 c.browsers.delete_by_id(b.session_id)
+
+
+def test_an_unknown_export_encoding_refuses_to_start(tmp_path: Path) -> None:
+    """A misspelt `export_encoding` stops the server at start, naming the setting, instead of
+    exporting in an encoding the operator did not choose."""
+    cfg = config_dir(str(tmp_path / "etc"), {}, {"telemetry": "export_encoding = grpc"})
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KERNEL_")}
+    env.update(HANGAR_CONFIG=cfg, HANGAR_LISTEN="127.0.0.1:0", HANGAR_DATA_DIR=str(tmp_path / "data"),
+               HANGAR_API_KEY="sk_test_" + os.urandom(24).hex(), HANGAR_WARM_SPARES="0")
+    r = subprocess.run([HANGAR_BIN, "serve"], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0, r.stdout + r.stderr
+    assert "export_encoding" in r.stdout + r.stderr and "grpc" in r.stdout + r.stderr, r.stdout + r.stderr
 
 
 def test_a_refused_credential_is_dropped_and_a_rotated_one_applies_at_once(
