@@ -6,6 +6,9 @@
 
 #include <hangar/text.hpp>
 
+#include <atomic>
+#include <thread>
+
 #include <cppunit/TestFixture.h>
 #include <cppunit/extensions/HelperMacros.h>
 
@@ -42,6 +45,7 @@ class ExportModelTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(encodesOtlpJson);
     CPPUNIT_TEST(encodesOtlpProtobuf);
     CPPUNIT_TEST(readsPartialSuccess);
+    CPPUNIT_TEST(encodesFromManyThreads);
     CPPUNIT_TEST(queueDropsWithANote);
     CPPUNIT_TEST(backoffSchedule);
     CPPUNIT_TEST_SUITE_END();
@@ -303,6 +307,26 @@ public:
              {"", "{}", "null", R"({"partialSuccess":{}})", R"({"partialSuccess":5})",
               R"({"partialSuccess":{"rejectedLogRecords":"many"}})", R"({"partialSuccess":{"rejectedLogRecords":-1}})"})
             CPPUNIT_ASSERT_EQUAL_MESSAGE(none, std::uint64_t{0}, otlp::rejected_records(none, Encoding::json));
+    }
+
+    // Each destination's sender thread encodes on its own: the schema is built once and shared.
+    void encodesFromManyThreads() {
+        json env = json::parse(R"({"seq":1,"event":{"category":"console","type":"console_log","ts":5,
+            "data":{"text":"t","n":[1,2,{"x":true}]}}})");
+        json request = otlp::logs_request({{"s", "p", otlp::log_record(env)}}, "n");
+        const std::string expected = otlp::encode_request(request, otlp::Encoding::protobuf);
+        std::atomic<int> wrong{0};
+        {
+            std::vector<std::jthread> threads;
+            for (int t = 0; t < 4; ++t)
+                threads.emplace_back([&] {
+                    for (int i = 0; i < 200; ++i)
+                        if (otlp::encode_request(request, otlp::Encoding::protobuf) != expected ||
+                            otlp::decode_protobuf_request(expected) != request)
+                            ++wrong;
+                });
+        }
+        CPPUNIT_ASSERT_EQUAL(0, wrong.load());
     }
 
     void queueDropsWithANote() {
