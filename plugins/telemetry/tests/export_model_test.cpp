@@ -318,6 +318,7 @@ public:
         std::atomic<int> wrong{0};
         {
             std::vector<std::jthread> threads;
+            threads.reserve(4);
             for (int t = 0; t < 4; ++t)
                 threads.emplace_back([&] {
                     for (int i = 0; i < 200; ++i)
