@@ -62,15 +62,15 @@ json logs_request(const std::vector<Record> &records, const std::string &node);
 
 // ---- OTLP/HTTP encodings (otlp_protobuf.cpp) ----------------------------------------------------
 
-// How requests go on the wire: the operator's `export_encoding`. OTLP/HTTP's default is binary
-// protobuf, which every OTLP receiver must accept; JSON is optional for receivers.
+// How requests go on the wire: the operator's `export_encoding`. Binary protobuf is what the
+// OpenTelemetry SDKs send by default (README, "Encodings").
 enum class Encoding { protobuf, json };
 // `protobuf` or `json`; nullopt for anything else.
 std::optional<Encoding> parse_encoding(std::string_view text);
 // `application/x-protobuf` or `application/json`, for the request and what the answer carries.
 const char *content_type(Encoding encoding);
 // The body of a request: logs_request's OTLP JSON as it is, or the same ExportLogsServiceRequest
-// serialized as protobuf (parsed from that JSON, which keeps to proto3's JSON mapping: it has no
+// serialized as protobuf (that JSON set onto the message by proto3's JSON mapping: it has no
 // trace or span ids, OTLP JSON's one departure). Text that is not UTF-8 becomes U+FFFD in both.
 // Throws std::runtime_error when the JSON does not fit the schema (a bug, never tenant input).
 std::string encode_request(const json &request, Encoding encoding);

@@ -1,5 +1,6 @@
 // OTLP/HTTP's two encodings of one ExportLogsServiceRequest. logs_request builds the request
-// once, as OTLP JSON; the binary form is protobuf's own parse of that JSON into the message, so
+// once, as OTLP JSON; the binary form is that JSON set field by field onto the message (proto3's
+// JSON mapping: lowerCamel names, 64-bit integers as strings or numbers, enums as numbers), so
 // the two can never say different things (README, "Encodings"). The messages are dynamic ones of
 // a private DescriptorPool built from the embedded schema (CMakeLists.txt says why not generated
 // classes).
@@ -10,6 +11,9 @@
 #include <google/protobuf/dynamic_message.h>
 #include <google/protobuf/util/json_util.h>
 
+#include <google/protobuf/stubs/common.h>
+
+#include <charconv>
 #include <limits>
 #include <memory>
 #include <stdexcept>
@@ -65,11 +69,98 @@ const Schema &schema() {
     return s;
 }
 
+// For the tests' side (decode, responses): libprotobuf's own JSON reader, strict.
 void from_json(const std::string &text, pb::Message &message) {
     pb::util::JsonParseOptions options;
-    options.ignore_unknown_fields = false; // a field the schema lacks is a bug the unit tests catch
+    options.ignore_unknown_fields = false;
     auto status = pb::util::JsonStringToMessage(text, &message, options);
     if (!status.ok()) throw std::runtime_error("OTLP JSON does not fit the protobuf schema: " + status.ToString());
+}
+
+[[noreturn]] void unfit(const pb::FieldDescriptor &f, const char *why) {
+    throw std::runtime_error("OTLP JSON field " + f.full_name() + " " + why);
+}
+
+template <typename T> T integer(const pb::FieldDescriptor &f, const json &v) {
+    if (v.is_number_integer()) {
+        if (v.is_number_unsigned()) {
+            auto u = v.get<std::uint64_t>();
+            if (u > static_cast<std::uint64_t>(std::numeric_limits<T>::max())) unfit(f, "is out of range");
+            return static_cast<T>(u);
+        }
+        auto i = v.get<std::int64_t>();
+        if (!std::in_range<T>(i)) unfit(f, "is out of range");
+        return static_cast<T>(i);
+    }
+    if (v.is_string()) { // proto3 JSON: 64-bit integers as decimal strings
+        const auto &text = v.get_ref<const std::string &>();
+        T out{};
+        auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
+        if (ec != std::errc() || end != text.data() + text.size()) unfit(f, "is not an integer");
+        return out;
+    }
+    unfit(f, "is not an integer");
+}
+
+// Text that is not UTF-8 (proto3 strings must be) becomes U+FFFD, as the JSON encoding's dump does.
+std::string utf8(const std::string &text) {
+    if (pb::internal::IsStructurallyValidUTF8(text)) return text;
+    return json::parse(json(text).dump(-1, ' ', false, json::error_handler_t::replace)).get<std::string>();
+}
+
+// Sets `v` (proto3 JSON of the message's type) onto `m`; a name or a type the schema does not
+// have throws, so nothing logs_request writes is silently left out of the binary form.
+void set_from_json(pb::Message &m, const json &v) {
+    if (!v.is_object()) throw std::runtime_error("OTLP JSON " + m.GetDescriptor()->full_name() + " is not an object");
+    const auto *d = m.GetDescriptor();
+    const auto *r = m.GetReflection();
+    for (const auto &[key, value] : v.items()) {
+        const auto *f = d->FindFieldByCamelcaseName(key);
+        if (f == nullptr)
+            throw std::runtime_error("OTLP JSON field " + d->full_name() + "." + key + " is not in the schema");
+        if (value.is_null()) continue; // proto3 JSON: the default
+        if (f->is_repeated()) {
+            if (!value.is_array() || f->cpp_type() != pb::FieldDescriptor::CPPTYPE_MESSAGE)
+                unfit(*f, "is not a list of messages");
+            for (const auto &e : value)
+                set_from_json(*r->AddMessage(&m, f), e);
+            continue;
+        }
+        switch (f->cpp_type()) {
+        case pb::FieldDescriptor::CPPTYPE_MESSAGE:
+            set_from_json(*r->MutableMessage(&m, f), value);
+            break;
+        case pb::FieldDescriptor::CPPTYPE_STRING:
+            if (!value.is_string() || f->type() == pb::FieldDescriptor::TYPE_BYTES) unfit(*f, "is not a string");
+            r->SetString(&m, f, utf8(value.get_ref<const std::string &>()));
+            break;
+        case pb::FieldDescriptor::CPPTYPE_BOOL:
+            if (!value.is_boolean()) unfit(*f, "is not a boolean");
+            r->SetBool(&m, f, value.get<bool>());
+            break;
+        case pb::FieldDescriptor::CPPTYPE_DOUBLE:
+            if (!value.is_number()) unfit(*f, "is not a number");
+            r->SetDouble(&m, f, value.get<double>());
+            break;
+        case pb::FieldDescriptor::CPPTYPE_INT64:
+            r->SetInt64(&m, f, integer<std::int64_t>(*f, value));
+            break;
+        case pb::FieldDescriptor::CPPTYPE_UINT64:
+            r->SetUInt64(&m, f, integer<std::uint64_t>(*f, value));
+            break;
+        case pb::FieldDescriptor::CPPTYPE_INT32:
+            r->SetInt32(&m, f, integer<std::int32_t>(*f, value));
+            break;
+        case pb::FieldDescriptor::CPPTYPE_UINT32:
+            r->SetUInt32(&m, f, integer<std::uint32_t>(*f, value));
+            break;
+        case pb::FieldDescriptor::CPPTYPE_ENUM: // OTLP JSON: enums as numbers only
+            r->SetEnumValue(&m, f, integer<std::int32_t>(*f, value));
+            break;
+        default:
+            unfit(*f, "has a type Hangar does not send");
+        }
+    }
 }
 
 bool parse(std::string_view bytes, pb::Message &message) {
@@ -90,10 +181,9 @@ const char *content_type(Encoding encoding) {
 }
 
 std::string encode_request(const json &request, Encoding encoding) {
-    std::string text = request.dump(-1, ' ', false, json::error_handler_t::replace);
-    if (encoding == Encoding::json) return text;
+    if (encoding == Encoding::json) return request.dump(-1, ' ', false, json::error_handler_t::replace);
     auto message = schema().request();
-    from_json(text, *message);
+    set_from_json(*message, request);
     std::string bytes;
     if (!message->SerializeToString(&bytes)) throw std::runtime_error("ExportLogsServiceRequest does not serialize");
     return bytes;
