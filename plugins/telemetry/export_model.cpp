@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <limits>
 #include <set>
 
 namespace hangar::telemetry::otlp {
@@ -127,8 +128,12 @@ json any_value(const json &v) {
         return {{"stringValue", v}};
     case json::value_t::boolean:
         return {{"boolValue", v}};
-    case json::value_t::number_integer:
     case json::value_t::number_unsigned:
+        // AnyValue's int_value is signed 64-bit: a larger count is only representable as a double.
+        if (v.get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+            return {{"doubleValue", v.get<double>()}};
+        return {{"intValue", v.dump()}};
+    case json::value_t::number_integer:
         return {{"intValue", v.dump()}};
     case json::value_t::number_float:
         return {{"doubleValue", v}};
@@ -182,7 +187,8 @@ json log_record(const json &envelope) {
         if (s->contains("event")) attributes.push_back(attribute("kernel.telemetry.source.event", s->at("event")));
     }
     if (e.value("truncated", false)) attributes.push_back(attribute("kernel.telemetry.truncated", true));
-    json record = {{"timeUnixNano", std::to_string(ts_us * 1000)},
+    // time_unix_nano is unsigned (fixed64): a clock before 1970 is no time at all.
+    json record = {{"timeUnixNano", std::to_string(std::max<std::int64_t>(ts_us, 0) * 1000)},
                    {"severityNumber", number},
                    {"severityText", text},
                    {"eventName", type},

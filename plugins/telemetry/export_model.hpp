@@ -1,6 +1,6 @@
 // OTLP export's pure logic (kernel-api-0131.md §1E): the rules of a destination (name, endpoint,
-// header map and its per-key merge), the OTLP/HTTP JSON encoding of telemetry events as log
-// records, the bounded queue that drops with a count instead of growing, and the retry rules.
+// header map and its per-key merge), telemetry events as OTLP log records and their two OTLP/HTTP
+// encodings (JSON, binary protobuf), the bounded queue that drops with a count instead of growing, and the retry rules.
 // Nothing here talks to the host or the network, so tests/unit links it.
 #pragma once
 
@@ -59,6 +59,29 @@ struct Record {
 // An ExportLogsServiceRequest (OTLP/HTTP JSON) for `records`, one ResourceLogs per session in
 // the order first seen.
 json logs_request(const std::vector<Record> &records, const std::string &node);
+
+// ---- OTLP/HTTP encodings (otlp_protobuf.cpp) ----------------------------------------------------
+
+// How requests go on the wire: the operator's `export_encoding`. Binary protobuf is what the
+// OpenTelemetry SDKs send by default (README, "Encodings").
+enum class Encoding { protobuf, json };
+// `protobuf` or `json`; nullopt for anything else.
+std::optional<Encoding> parse_encoding(std::string_view text);
+// `application/x-protobuf` or `application/json`, for the request and what the answer carries.
+const char *content_type(Encoding encoding);
+// The body of a request: logs_request's OTLP JSON as it is, or the same ExportLogsServiceRequest
+// serialized as protobuf (that JSON set onto the message by proto3's JSON mapping: it has no
+// trace or span ids, OTLP JSON's one departure). Text that is not UTF-8 becomes U+FFFD in both.
+// Throws std::runtime_error when the JSON does not fit the schema (a bug, never tenant input).
+std::string encode_request(const json &request, Encoding encoding);
+// A protobuf ExportLogsServiceRequest back as OTLP JSON (enums as numbers, as logs_request has
+// them); throws std::runtime_error when the bytes are not one. What a collector would read: tests.
+json decode_protobuf_request(std::string_view bytes);
+// A protobuf ExportLogsServiceResponse from OTLP JSON (tests: what a collector answers).
+std::string encode_protobuf_response(const json &response);
+// How many records a 2xx answer says the collector rejected (`partial_success`,
+// ExportLogsServiceResponse in the request's encoding). An empty or undecodable body rejects none.
+std::uint64_t rejected_records(std::string_view body, Encoding encoding);
 
 // ---- the queue ----------------------------------------------------------------------------------
 

@@ -111,7 +111,15 @@ std::optional<int> retry_after(const hangar::outbound::Response &r) {
 
 void Exporter::deliver(const std::stop_token &stop, const std::string &id, Destination &d,
                        const std::vector<otlp::Record> &batch) {
-    const std::string body = otlp::logs_request(batch, settings_.node).dump();
+    std::string body;
+    try {
+        body = otlp::encode_request(otlp::logs_request(batch, settings_.node), settings_.encoding);
+    } catch (const std::exception &) {
+        // Sending the same batch again would fail the same way: it is dropped, counted.
+        d.dropped_failed += batch.size();
+        outcome_(id, false, "internal");
+        return;
+    }
     std::mt19937 rng(std::random_device{}());
     std::uniform_real_distribution<double> jitter(0.0, 1.0);
     for (int attempt = 1; !stop.stop_requested(); ++attempt) {
@@ -127,7 +135,7 @@ void Exporter::deliver(const std::stop_token &stop, const std::string &id, Desti
             hangar::outbound::Request req;
             req.method = "POST";
             req.url = target->url;
-            req.content_type = "application/json";
+            req.content_type = otlp::content_type(settings_.encoding);
             req.body = body;
             req.timeout = settings_.timeout;
             for (const auto &[k, v] : target->headers)
@@ -135,13 +143,9 @@ void Exporter::deliver(const std::stop_token &stop, const std::string &id, Desti
             auto res = hangar::outbound::send(req, settings_.policy, std::size_t{64} * 1024);
             if (res.status >= 200 && res.status < 300) {
                 // OTLP's partial success: records the collector refused are not coming back.
-                std::uint64_t rejected = 0;
-                auto answer = nlohmann::json::parse(res.body, nullptr, false);
-                if (answer.is_object() && answer.contains("partialSuccess") && answer["partialSuccess"].is_object()) {
-                    const auto &n = answer["partialSuccess"].value("rejectedLogRecords", nlohmann::json(0));
-                    rejected = n.is_string() ? std::stoull(n.get<std::string>()) : n.get<std::uint64_t>();
-                }
-                rejected = std::min<std::uint64_t>(rejected, batch.size());
+                // The answer comes in the request's encoding (OTLP/HTTP).
+                const std::uint64_t rejected =
+                    std::min<std::uint64_t>(otlp::rejected_records(res.body, settings_.encoding), batch.size());
                 d.sent += batch.size() - rejected;
                 d.dropped_failed += rejected;
                 outcome_(id, true, {});

@@ -31,6 +31,7 @@ public:
         std::chrono::milliseconds timeout{10000};
         hangar::egress::Policy policy;
         std::string node;
+        otlp::Encoding encoding = otlp::Encoding::protobuf;
     };
     // Where a destination sends now (read before every attempt, so a PATCH's new headers or
     // endpoint apply to exporting sessions at once); nullopt when it was deleted.

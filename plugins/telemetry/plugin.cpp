@@ -244,6 +244,11 @@ void TelemetryPlugin::start_server() {
         std::chrono::milliseconds(std::clamp<std::int64_t>(config_int("export_timeout_ms", 10000), 100, 120000));
     xs.policy = fetch_policy_;
     xs.node = node_name();
+    const std::string encoding = config("export_encoding", "protobuf");
+    auto parsed_encoding = otlp::parse_encoding(encoding);
+    if (!parsed_encoding)
+        throw std::runtime_error("export_encoding in telemetry.ini must be protobuf or json, not \"" + encoding + "\"");
+    xs.encoding = *parsed_encoding;
     exporter_ = std::make_unique<Exporter>(
         xs, [this](const std::string &id) { return export_target(id); },
         [this](const std::string &id, bool ok, const std::string &error) { export_outcome(id, ok, error); });

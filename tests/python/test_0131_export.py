@@ -4,7 +4,9 @@ bearer-token authenticator and the file exporter, built by `make otelcol`) and r
 destination CRUD with write-only headers sealed at rest, the collector accepting only the sealed
 credential (a refused one dropped, a rotated one used by the live session at once), the egress rule, a session's console and network events arriving with its resource
 attributes, a collector stopped and started again (nothing lost within the queue bound; beyond it
-the drops are counted and told by an `export_dropped` record), and `/metrics` per destination.
+the drops are counted and told by an `export_dropped` record), `/metrics` per destination, and
+both OTLP/HTTP encodings (`export_encoding`: the servers here send protobuf, the default; one test
+runs each encoding, JSON included, and checks which one went on the wire).
 
 The server here is one of its own: its [server] fetch_allow lists the collector's port (the
 default refuses loopback), and its queue is small so the bound is reached quickly.
@@ -12,6 +14,7 @@ default refuses loopback), and its queue is small so the bound is reached quickl
 
 from __future__ import annotations
 
+import http.server
 import json
 import os
 import re
@@ -28,7 +31,7 @@ import pytest
 import kernel
 from kernel import Kernel
 
-from conftest import ALLOWED_PORTS, REPO, launched, postgres, wait_for
+from conftest import ALLOWED_PORTS, HANGAR_BIN, REPO, launched, postgres, serving, wait_for
 
 OTELCOL = os.environ.get("HANGAR_OTELCOL") or str(
     Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "hangar-tools" / "otelcol-v0.165.0" / "hangar-otelcol")
@@ -510,6 +513,90 @@ def test_a_pool_exports_its_leases_telemetry(client: Kernel, collector: Collecto
     finally:
         client.browser_pools.delete(pool.id, force=True)
     delete_when_unbound(client, d.id)
+
+
+class _Receiver(http.server.BaseHTTPRequestHandler):
+    """A stand-in OTLP/HTTP receiver (a double: the real collector says neither which encoding it
+    was sent nor lets a test make it answer a partial success). It keeps what each request carried
+    and answers in the request's encoding that one record of it was rejected."""
+
+    requests: list[tuple[str, str, bytes]] = []
+
+    def do_POST(self) -> None:  # noqa: N802 (the stdlib's name)
+        body = self.rfile.read(int(self.headers.get("content-length", "0")))
+        kind = self.headers.get("content-type", "")
+        type(self).requests.append((self.path, kind, body))
+        # ExportLogsServiceResponse{partial_success (1): {rejected_log_records (1): 1}}, by hand.
+        answer = b"\x0a\x02\x08\x01" if kind == "application/x-protobuf" else \
+            json.dumps({"partialSuccess": {"rejectedLogRecords": "1"}}).encode()
+        self.send_response(200)
+        self.send_header("content-type", kind)
+        self.send_header("content-length", str(len(answer)))
+        self.end_headers()
+        self.wfile.write(answer)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.mark.parametrize("encoding", ["protobuf", "json"])
+def test_each_encoding_goes_on_the_wire_and_reaches_the_collector(collector: Collector, page_url: str,
+                                                                   encoding: str) -> None:
+    """`export_encoding`: unset means protobuf (OTLP/HTTP's default); `json` sends OTLP JSON. The
+    stand-in receiver sees the Content-Type and body of each, and its partial success is read in
+    the same encoding (the rejected record counted as dropped); the real collector takes both."""
+    receiver = type("Receiver", (_Receiver,), {"requests": []})
+    with serving(receiver, range(ALLOWED_PORTS[0] + 100, ALLOWED_PORTS[0] + 120)) as port, \
+            tempfile.TemporaryDirectory(prefix="hangar-export-cfg-") as d:
+        setting = "" if encoding == "protobuf" else "export_encoding = json"
+        cfg = config_dir(d, {"fetch_allow": f"127.0.0.1:{collector.port},127.0.0.1:{port}"},
+                         {"telemetry": f"archive_interval_ms = 200\n{setting}"})
+        with launched({"HANGAR_CONFIG": cfg}) as s:
+            c = kernel.Kernel(api_key=s.api_key, base_url=s.base_url, timeout=120, max_retries=0)
+            double = c.telemetry.destinations.create(name="double", endpoint=f"http://127.0.0.1:{port}")
+            real = c.telemetry.destinations.create(name="real", endpoint=f"http://127.0.0.1:{collector.port}",
+                                                   headers=AUTH)
+            b = c.browsers.create(headless=True, telemetry={"browser": {"console": {"enabled": True}},
+                                                            "export": {"otlp": {"destination": {"id": double.id}}}})
+            try:
+                run(c, b.session_id, f"await page.goto({json.dumps(page_url)}); return 1;")
+                console_lines(c, b.session_id, f"wire-{encoding}", 3)
+                wait_for(lambda: any(f"wire-{encoding}-2".encode() in body for _, _, body in receiver.requests),
+                         what="the lines at the stand-in receiver")
+                for path, kind, body in receiver.requests:
+                    assert path == "/v1/logs"
+                    if encoding == "protobuf":
+                        # ExportLogsServiceRequest: field 1 (resource_logs), length-delimited.
+                        assert kind == "application/x-protobuf" and body[:1] == b"\x0a", (kind, body[:40])
+                        assert b"hangar-browser" in body and b.session_id.encode() in body
+                    else:
+                        assert kind == "application/json", kind
+                        assert json.loads(body)["resourceLogs"][0]["scopeLogs"][0]["logRecords"]
+                # One record of each request was rejected: counted as dropped, the rest as sent.
+                wait_for(lambda: counter(metrics(c), "hangar_telemetry_export_records_total", destination=double.id,
+                                         outcome="dropped") == len(receiver.requests) > 0,
+                         what="the partial successes counted")
+                # The real collector decodes the same encoding.
+                c.browsers.update(b.session_id, telemetry={"export": {"otlp": {"destination": {"id": real.id}}}})
+                console_lines(c, b.session_id, f"real-{encoding}", 3)
+                wait_for(lambda: len(markers(collector, b.session_id, f"real-{encoding}")) == 3,
+                         what="the lines at the real collector")
+                assert counter(metrics(c), "hangar_telemetry_export_records_total", destination=real.id,
+                               outcome="dropped") == 0
+            finally:
+                c.browsers.delete_by_id(b.session_id)
+
+
+def test_an_unknown_export_encoding_refuses_to_start(tmp_path: Path) -> None:
+    """A misspelt `export_encoding` stops the server at start, naming the setting, instead of
+    exporting in an encoding the operator did not choose."""
+    cfg = config_dir(str(tmp_path / "etc"), {}, {"telemetry": "export_encoding = grpc"})
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KERNEL_")}
+    env.update(HANGAR_CONFIG=cfg, HANGAR_LISTEN="127.0.0.1:0", HANGAR_DATA_DIR=str(tmp_path / "data"),
+               HANGAR_API_KEY="sk_test_" + os.urandom(24).hex(), HANGAR_WARM_SPARES="0")
+    r = subprocess.run([HANGAR_BIN, "serve"], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0, r.stdout + r.stderr
+    assert "export_encoding" in r.stdout + r.stderr and "grpc" in r.stdout + r.stderr, r.stdout + r.stderr
 
 
 def test_a_refused_credential_is_dropped_and_a_rotated_one_applies_at_once(
