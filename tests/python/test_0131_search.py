@@ -242,6 +242,15 @@ def test_max_results_is_clamped_with_a_warning_or_refused_under_strict_params(cl
     assert [w.code for w in s.warnings] == ["filter_emulated"]
 
 
+def test_include_raw_carries_searxngs_own_answer(client: Kernel) -> None:
+    s = client.search.create(query="raw n2", include_raw=True)
+    assert isinstance(s.raw, dict) and s.raw["query"] == "raw n2"
+    assert [r["url"] for r in s.raw["results"]] == [r.url for r in s.results]
+    assert s.results[0].raw["engine"] == "local corpus"  # type: ignore[index]
+    assert client.search.retrieve(s.id).raw == s.raw
+    assert client.search.create(query="plain n1").raw is None
+
+
 def test_another_projects_key_gets_404(server, client: Kernel) -> None:
     s = client.search.create(query="private n2")
     project = client.projects.create(name="py-search-other")

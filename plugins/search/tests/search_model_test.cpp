@@ -301,8 +301,8 @@ public:
         o.max_age_hours = 0;
         CPPUNIT_ASSERT(!retained_serves(o, true, 0, 1000));
         o.max_age_hours = 1;
-        CPPUNIT_ASSERT(retained_serves(o, true, 0, 3600 * 1000));
-        CPPUNIT_ASSERT(!retained_serves(o, true, 0, 3600 * 1000 + 1));
+        CPPUNIT_ASSERT(retained_serves(o, true, 0, std::int64_t{3600} * 1000));
+        CPPUNIT_ASSERT(!retained_serves(o, true, 0, std::int64_t{3600} * 1000 + 1));
         o = {};
         o.source = "browser";
         CPPUNIT_ASSERT(!retained_serves(o, true, 0, 0));
