@@ -21,6 +21,14 @@ const std::set<std::string> kQueryFields = {"query",       "strategy",        "m
                                             "start_date",  "end_date",        "safe_search",     "strict_params",
                                             "include_raw", "content",         "timeout_ms"};
 
+// "a.b" for a field inside another.
+std::string dotted(const std::string &outer, const std::string &inner) {
+    std::string out = outer;
+    out += '.';
+    out += inner;
+    return out;
+}
+
 std::string str_field(const json &v, const std::string &field) {
     if (!v.is_string()) throw Error::invalid(field, "must be a string");
     return v.get<std::string>();
@@ -88,8 +96,7 @@ std::string date_field(const json &v, const std::string &field) {
 Target target(const json &v, const std::string &field) {
     if (!v.is_object()) throw Error::invalid(field, "must be an object {provider, options?}");
     for (const auto &[k, _] : v.items())
-        if (k != "provider" && k != "options")
-            throw Error::invalid(field + ("." + k), "is not a provider target field");
+        if (k != "provider" && k != "options") throw Error::invalid(dotted(field, k), "is not a provider target field");
     if (!v.contains("provider")) throw Error::invalid(field + ".provider", "is required");
     Target t;
     t.provider = str_field(v["provider"], field + ".provider");
@@ -163,7 +170,7 @@ ContentOptions parse_content_options(const json &value, const std::string &field
     ContentOptions o;
     if (!value.is_object()) throw Error::invalid(field, "must be an object");
     for (const auto &[k, v] : value.items()) {
-        const std::string f = field + ("." + k);
+        const std::string f = dotted(field, k);
         if (v.is_null()) continue;
         if (k == "source")
             o.source = one_of(v, f, {"auto", "provider", "browser"});
@@ -184,7 +191,7 @@ ContentOptions parse_content_options(const json &value, const std::string &field
                 else if (bk == "mode")
                     o.browser_mode = one_of(bv, f + ".mode", {"curl", "render"});
                 else
-                    throw Error::invalid(f + ("." + bk), "is not a browser option");
+                    throw Error::invalid(dotted(f, bk), "is not a browser option");
             }
         } else
             throw Error::invalid(f, "is not a content option");
