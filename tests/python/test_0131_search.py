@@ -42,7 +42,8 @@ def free_port() -> int:
 
 class Corpus(http.server.BaseHTTPRequestHandler):
     """The engine searx queries: `n<count>` in the query asks for that many results (default 25);
-    every third result has no body (searx then has no content for it); `nothing` finds nothing."""
+    every third result has no body (searx then has no content for it); `nothing` finds nothing;
+    `slow` answers after 3 s."""
 
     def do_GET(self) -> None:  # noqa: N802
         q = urllib.parse.parse_qs(urllib.parse.urlparse(self.path).query).get("q", [""])[0]
@@ -52,6 +53,8 @@ class Corpus(http.server.BaseHTTPRequestHandler):
                 count = int(word[1:])
         if "nothing" in q:
             count = 0
+        if "slow" in q:
+            time.sleep(3)
         results = []
         for i in range(1, count + 1):
             r = {"url": f"https://{'docs' if i % 2 else 'blog'}.example.org/{q.replace(' ', '-')}/{i}",
@@ -338,3 +341,12 @@ def test_an_unreachable_searxng_is_a_502_with_the_attempt_trail() -> None:
             c.search.create(query="anything")
         assert e.value.status_code == 502
         assert "searxng: error (unreachable)" in str(e.value)
+
+
+def test_the_deadline_ends_a_slow_attempt_as_a_timeout(client: Kernel) -> None:
+    began = time.monotonic()
+    with pytest.raises(kernel.APIStatusError) as e:
+        client.search.create(query="slow n1", timeout_ms=500)
+    assert time.monotonic() - began < 2.5
+    assert e.value.status_code == 502
+    assert "searxng: timeout" in str(e.value)
