@@ -66,7 +66,7 @@ API_EXAMPLES ?= 8
 
 FORMAT_DIRS  := host plugins sdk tests/unit tests/sdk tests/fuzz
 
-.PHONY: otelcol helm-check setup setup-apt setup-tun setup-npm setup-venv setup-pyvenv setup-fuzz test-api test-python test-fuzz test-fuzz-smoke fuzz-build setup-package package package-test build run test test-all test-unit test-e2e test-postgres test-sdk-example test-asan bench setup-bench-peers format lint lint-all clean
+.PHONY: otelcol searx helm-check setup setup-apt setup-tun setup-npm setup-venv setup-pyvenv setup-fuzz test-api test-python test-fuzz test-fuzz-smoke fuzz-build setup-package package package-test build run test test-all test-unit test-e2e test-postgres test-sdk-example test-asan bench setup-bench-peers format lint lint-all clean
 
 # ---- setup ------------------------------------------------------------------------------------
 setup: setup-apt setup-tun setup-npm setup-venv setup-pyvenv
@@ -215,9 +215,22 @@ $(OTELCOL_BIN): tests/tools/otelcol/main.go tests/tools/otelcol/go.mod tests/too
 
 otelcol: $(OTELCOL_BIN)
 
-test-python: setup-pyvenv $(E2E_DIR)/node_modules/.package-lock.json $(OTELCOL_BIN)
+# searx 0.17.0 (SearXNG's predecessor, same JSON API) for the search tests: see tests/tools/searx.
+SEARX_DIR    := $(TOOLS_CACHE)/searx-0.17.0
+SEARX_PYTHON := $(SEARX_DIR)/venv/bin/python
+SEARX_STAMP  := $(SEARX_DIR)/venv/.hangar-installed
+$(SEARX_STAMP): tests/tools/searx/requirements.txt tests/tools/searx/hangar_py311_compat.pth
+	rm -rf $(SEARX_DIR)/venv && python3 -m venv $(SEARX_DIR)/venv
+	$(SEARX_DIR)/venv/bin/pip install -q --no-deps searx==0.17.0
+	$(SEARX_DIR)/venv/bin/pip install -q -r tests/tools/searx/requirements.txt
+	cp tests/tools/searx/hangar_py311_compat.pth $$($(SEARX_PYTHON) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/
+	touch $@
+
+searx: $(SEARX_STAMP)
+
+test-python: setup-pyvenv $(E2E_DIR)/node_modules/.package-lock.json $(OTELCOL_BIN) $(SEARX_STAMP)
 	cd tests/python && HANGAR_BIN=$(abspath $(BUILD_DIR))/bin/hangar HANGAR_E2E_TIER=$(E2E_TIER) \
-	  HANGAR_OTELCOL=$(OTELCOL_BIN) \
+	  HANGAR_OTELCOL=$(OTELCOL_BIN) HANGAR_SEARX=$(SEARX_PYTHON) \
 	  timeout 600 .venv/bin/python -m pytest -q -p no:cacheprovider
 
 test-asan: setup-apt

@@ -131,9 +131,9 @@ const std::vector<std::pair<std::string, std::string>> kAreas = {
     {"/audit-logs", "org"},
     {"/api_keys", "org"},
     {"/telemetry", "telemetry"},
-    // kernel-api-0131 §1C and §1D, not built yet (issue 50): their requests answer 501 naming
-    // them rather than a bare 404, as the SDKs' newest areas should.
     {"/search", "search"},
+    // kernel-api-0131 §1D, not built yet (issue 50): its requests answer 501 naming it rather
+    // than a bare 404, as the SDKs' newest areas should.
     {"/config-registry", "config_registry"},
 };
 

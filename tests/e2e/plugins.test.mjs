@@ -156,14 +156,12 @@ test('migrations run once: a restarted server keeps the plugin data', async () =
   }
 });
 
-// The areas of the newest SDK (0.131) with no plugin yet, search and the config registry, answer
-// 501 naming the area, not a bare 404; the README's table lists the 501s left inside areas.
+// The area of the newest SDK (0.131) with no plugin yet, the config registry, answers 501 naming
+// the area, not a bare 404; the README's table lists the 501s left inside areas.
 test('an area with no plugin yet answers 501 naming it; an installed but disabled plugin 404', async () => {
   const server = await startServer({ extraPluginDir: plugins.hello });
   try {
     for (const [method, path, area] of [
-      ['POST', '/search', 'search'],
-      ['GET', '/search/providers', 'search'],
       ['POST', '/config-registry/lookup', 'config_registry'],
       ['GET', '/config-registry/analyses/an_1', 'config_registry'],
     ]) {
