@@ -5,6 +5,9 @@ with 400 and no key is made; a rotated key keeps its policy."""
 
 from __future__ import annotations
 
+import urllib.error
+import urllib.request
+
 import kernel
 import pytest
 from kernel import Kernel
@@ -56,6 +59,10 @@ def test_a_scoped_key_reaches_only_what_its_statements_name(server, client: Kern
                      lambda: scoped.browsers.delete_by_id(other.session_id)):
             with pytest.raises(kernel.PermissionDeniedError):
                 call()
+        # Nor by a path that only looks like its own browser's (as a hostile caller would try).
+        for path in (f"/browsers/{other.session_id}/", f"/browsers/{mine.session_id}%2F..%2F{other.session_id}",
+                     f"/browser/vm/{other.session_id}/fs/list_files?path=/tmp"):
+            assert raw_status(server.base_url, made.key, path) in (401, 403), path
         assert client.browsers.retrieve(other.session_id).session_id == other.session_id
         # Everything its statements do not name, even reads.
         for call in (lambda: scoped.api_keys.list(), lambda: scoped.profiles.list(),
@@ -92,6 +99,15 @@ def test_a_scoped_key_reaches_only_what_its_statements_name(server, client: Kern
         for b in (mine, other, created):
             if b:
                 client.browsers.delete_by_id(b.session_id)
+
+
+def raw_status(base_url: str, key: str, path: str) -> int:
+    req = urllib.request.Request(base_url + path, headers={"Authorization": f"Bearer {key}"})
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
 
 
 def server_key_id(client: Kernel) -> str:
