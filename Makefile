@@ -241,8 +241,8 @@ test-asan: setup-apt
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j1
 
 # schemathesis, CI-sized: ≥ 1,000 requests, 0 server errors, 0 response-schema violations.
-test-api: setup-venv
-	$(API_VENV)/bin/python tests/api/fuzz_api.py --bin $(abspath $(BUILD_DIR))/bin/hangar \
+test-api: setup-venv $(SEARX_STAMP)
+	HANGAR_SEARX=$(SEARX_PYTHON) $(API_VENV)/bin/python tests/api/fuzz_api.py --bin $(abspath $(BUILD_DIR))/bin/hangar \
 	  --out $(abspath $(BUILD_DIR))/api-fuzz --examples $(API_EXAMPLES) --phases examples,coverage,fuzzing,stateful \
 	  --seed 1 --min-requests 1000
 
@@ -266,9 +266,9 @@ endef
 test-fuzz-smoke: fuzz-build
 	$(call run_fuzzers,30)
 
-test-fuzz: build fuzz-build setup-venv
+test-fuzz: build fuzz-build setup-venv $(SEARX_STAMP)
 	$(call run_fuzzers,$(FUZZ_SECONDS))
-	$(API_VENV)/bin/python tests/api/fuzz_api.py --bin $(abspath $(BUILD_DIR))/bin/hangar \
+	HANGAR_SEARX=$(SEARX_PYTHON) $(API_VENV)/bin/python tests/api/fuzz_api.py --bin $(abspath $(BUILD_DIR))/bin/hangar \
 	  --out $(abspath $(BUILD_DIR))/api-fuzz --examples 150 --min-requests 10000
 
 # ---- bench ------------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ tests/e2e/node_modules, `make setup-npm`), so its build runs no npm; the credent
 Connect server is a small test double in this process (start_connect_double).
 """
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -45,6 +46,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
+sys.path.insert(0, str(ROOT / "tests" / "tools" / "searx"))
+import searx_server  # noqa: E402  (a real searx for the /search routes, as the Python SDK tests use)
 VENV_BIN = HERE / ".venv" / "bin"
 # What must hold: no 5xx (hooks.py: 501 not_implemented aside), every answer matches its
 # documented schema, status, headers and content type.
@@ -127,8 +130,15 @@ def start_target() -> int:
     return serve(Handler)
 
 
-def start_server(binary: Path, out_dir: Path, connect_url: str, target_port: int):
+def start_server(binary: Path, out_dir: Path, connect_url: str, target_port: int, searx_url: str | None):
     data_dir = Path(tempfile.mkdtemp(prefix="hangar-api-fuzz-"))
+    config = {}
+    if searx_url:
+        # The repository's configuration with the search plugin pointed at the running searx.
+        shutil.copytree(ROOT / "etc", data_dir / "etc")
+        ini = data_dir / "etc" / "plugins.d" / "search.ini"
+        ini.write_text(ini.read_text() + f"\nsearxng_url = {searx_url}\nsearxng_max_results = 10\n")
+        config["HANGAR_CONFIG"] = str(data_dir / "etc" / "hangar.ini")
     key = "sk_fuzz_" + secrets.token_hex(16)
     env = dict(os.environ,
                HANGAR_LISTEN="127.0.0.1:0",
@@ -144,7 +154,7 @@ def start_server(binary: Path, out_dir: Path, connect_url: str, target_port: int
                # sent there later fails: nothing listens).
                HANGAR_FETCH_ALLOW=",".join([urllib.parse.urlparse(connect_url).netloc, "127.0.0.1:9",
                                             "127.0.0.1:4318", "127.0.0.1:9000", "127.0.0.1:8080"]),
-               HANGAR_LOG_LEVEL="information")
+               HANGAR_LOG_LEVEL="information", **config)
     log = open(out_dir / "hangar.log", "w")
     proc = subprocess.Popen([str(binary), "serve"], env=env, stdout=subprocess.PIPE, stderr=log, text=True)
     deadline = time.time() + 60
@@ -402,6 +412,7 @@ PINS = [
     (r"^/vaults/collect/\{token\}", {"path.token": "collect_token"}),
     (r"^/telemetry/destinations/\{id_or_name\}", {"path.id_or_name": "otlp_destination"}),
     (r"^/audit-logs/export/destinations/\{id\}", {"path.id": "audit_destination"}),
+    (r"^/search/\{id\}", {"path.id": "search"}),
 ]
 
 
@@ -460,9 +471,18 @@ def main() -> int:
     out_dir.mkdir(parents=True)
     connect_url = start_connect_double()
     target_port = start_target()
-    proc, url, key, data_dir = start_server(Path(args.bin), out_dir, connect_url, target_port)
+    searx = contextlib.ExitStack()
+    searx_url = None
+    if os.path.exists(searx_server.python()):
+        searx_url = searx.enter_context(searx_server.running(serve(searx_server.Corpus)))
+    else:
+        print(f"api fuzz: {searx_server.python()} is missing (`make searx`): /search answers 400 without a backend",
+              flush=True)
+    proc, url, key, data_dir = start_server(Path(args.bin), out_dir, connect_url, target_port, searx_url)
     seeding = time.time()
     ids = seed(url, key, connect_url, f"http://127.0.0.1:{target_port}")
+    if searx_url:
+        ids["search"] = call(url, key, "POST", "/search", {"query": "fuzz n5"})["id"]
     print(f"api fuzz: seeded in {time.time() - seeding:.1f} s: " + ", ".join(sorted(ids)), flush=True)
     paths = call(url, key, "GET", "/openapi.json").get("paths", {})
     deletable = {path for path, ops in paths.items() if "delete" in ops}
@@ -472,6 +492,7 @@ def main() -> int:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
         shutil.rmtree(data_dir, ignore_errors=True)
+        searx.close()
         return 0
     ndjson = out_dir / "events.ndjson"
     cmd = [str(VENV_BIN / "schemathesis"), "run", url + "/openapi.json", "--url", url,
@@ -503,6 +524,7 @@ def main() -> int:
         except subprocess.TimeoutExpired:
             proc.kill()
         shutil.rmtree(data_dir, ignore_errors=True)
+        searx.close()
 
     requests, statuses, by_operation = count_requests(ndjson)
     print("api fuzz: " + write_coverage(out_dir, by_operation))

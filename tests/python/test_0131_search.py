@@ -9,15 +9,12 @@ searx's, not a double's.
 from __future__ import annotations
 
 import contextlib
-import http.server
 import json
 import os
 import shutil
-import socket
-import subprocess
+import sys
 import tempfile
 import time
-import urllib.parse
 import urllib.request
 from datetime import datetime, timezone
 from pathlib import Path
@@ -28,101 +25,20 @@ import pytest
 import kernel
 from kernel import Kernel
 
-from conftest import REPO, launched, serving, wait_for
+from conftest import REPO, launched, serving
 
-SEARX_PYTHON = os.environ.get("HANGAR_SEARX") or "/root/.cache/hangar-tools/searx-0.17.0/venv/bin/python"
+sys.path.insert(0, str(REPO / "tests" / "tools" / "searx"))
+import searx_server  # noqa: E402  (tests/tools/searx: the searx the fuzz run uses too)
+
 CAP = 12  # searxng_max_results of the test server
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Corpus(http.server.BaseHTTPRequestHandler):
-    """The engine searx queries: `n<count>` in the query asks for that many results (default 25);
-    every third result has no body (searx then has no content for it); `nothing` finds nothing;
-    `slow` answers after 3 s."""
-
-    def do_GET(self) -> None:  # noqa: N802
-        q = urllib.parse.parse_qs(urllib.parse.urlparse(self.path).query).get("q", [""])[0]
-        count = 25
-        for word in q.split():
-            if word.startswith("n") and word[1:].isdigit():
-                count = int(word[1:])
-        if "nothing" in q:
-            count = 0
-        if "slow" in q:
-            time.sleep(3)
-        results = []
-        for i in range(1, count + 1):
-            r = {"url": f"https://{'docs' if i % 2 else 'blog'}.example.org/{q.replace(' ', '-')}/{i}",
-                 "title": f"{q} result {i}"}
-            if i % 3:
-                r["body"] = f"snippet {i} about {q}"
-            results.append(r)
-        body = json.dumps({"results": results}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
-SETTINGS = """
-general: {{debug: false, instance_name: hangar-test}}
-search: {{safe_search: 0, autocomplete: "", default_lang: "", formats: [html, json]}}
-server: {{port: {port}, bind_address: "127.0.0.1", secret_key: "hangar-test-only", base_url: false,
-          image_proxy: false, http_protocol_version: "1.0"}}
-ui: {{static_path: "", templates_path: "", default_theme: oscar, default_locale: "",
-      theme_args: {{oscar_style: logicodev}}}}
-outgoing: {{request_timeout: 5.0, pool_connections: 10, pool_maxsize: 10}}
-engines:
-  - name: local corpus
-    engine: json_engine
-    shortcut: lc
-    categories: general
-    search_url: http://127.0.0.1:{corpus}/api?q={{query}}
-    results_query: results
-    url_query: url
-    title_query: title
-    content_query: body
-locales: {{en: English}}
-doi_resolvers: {{oadoi.org: 'https://oadoi.org/'}}
-default_doi_resolver: 'oadoi.org'
-"""
 
 
 @pytest.fixture(scope="module")
 def searx() -> Iterator[str]:
-    if not os.path.exists(SEARX_PYTHON):
-        pytest.fail(f"{SEARX_PYTHON} is missing: run `make searx` (searx 0.17.0 in a venv)")
-    with serving(Corpus, range(21150, 21199)) as corpus, tempfile.TemporaryDirectory(prefix="hangar-searx-") as d:
-        port = free_port()
-        Path(d, "settings.yml").write_text(SETTINGS.format(port=port, corpus=corpus))
-        env = dict(os.environ, SEARX_SETTINGS_PATH=str(Path(d, "settings.yml")))
-        proc = subprocess.Popen([SEARX_PYTHON, "-m", "searx.webapp"], env=env, cwd=d, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL)
-        try:
-            url = f"http://127.0.0.1:{port}"
-
-            def up() -> bool:
-                with urllib.request.urlopen(f"{url}/search?q=n1&format=json", timeout=5) as r:
-                    return bool(json.load(r)["results"])
-
-            wait_for(up, timeout=60, what="searx answering")
-            yield url
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+    if not os.path.exists(searx_server.python()):
+        pytest.fail(f"{searx_server.python()} is missing: run `make searx` (searx 0.17.0 in a venv)")
+    with serving(searx_server.Corpus, range(21150, 21199)) as corpus, searx_server.running(corpus) as url:
+        yield url
 
 
 @contextlib.contextmanager
@@ -335,7 +251,7 @@ def test_searches_expire_after_the_retention(searx: str) -> None:
 
 
 def test_an_unreachable_searxng_is_a_502_with_the_attempt_trail() -> None:
-    with search_server(f"http://127.0.0.1:{free_port()}") as srv:
+    with search_server(f"http://127.0.0.1:{searx_server.free_port()}") as srv:
         c = Kernel(api_key=srv.api_key, base_url=srv.base_url, timeout=60, max_retries=0)
         with pytest.raises(kernel.APIStatusError) as e:
             c.search.create(query="anything")
