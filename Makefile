@@ -54,7 +54,7 @@ APT_PACKAGES := build-essential cmake ccache libpoco-dev nlohmann-json3-dev libc
                 passt libseccomp-dev iproute2 \
                 libsodium-dev liboath-dev oathtool openssl libssl-dev libpsl-dev \
                 tinyproxy dante-server stunnel4 libnss3-tools postgresql libpq-dev haproxy \
-                node-tweetnacl libprotobuf-dev protobuf-compiler
+                node-tweetnacl libprotobuf-dev protobuf-compiler libutf8proc-dev
 # Only for the libFuzzer targets (make test-fuzz, test-fuzz-smoke): clang and its fuzzer runtime.
 FUZZ_APT_PACKAGES := clang libclang-rt-14-dev
 FUZZ_DIR     ?= build-fuzz

@@ -1,5 +1,6 @@
 #include "managed_auth_model.hpp"
 
+#include <hangar/name_fold.hpp>
 #include <hangar/resource.hpp>
 #include <hangar/text.hpp>
 
@@ -302,7 +303,9 @@ std::string destination_selection(const json &settings, const std::string &id, c
     if (!node->is_object()) return {};
     if (!id.empty() && node->value("id", json()) == json(id)) return "id";
     const json by_name = node->value("name", json());
-    if (!name.empty() && by_name.is_string() && lower(by_name.get<std::string>()) == lower(name)) return "name";
+    if (!name.empty() && by_name.is_string() &&
+        hangar::fold_name(by_name.get<std::string>()) == hangar::fold_name(name))
+        return "name";
     return {};
 }
 

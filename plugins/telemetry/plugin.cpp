@@ -14,6 +14,7 @@
 
 #include <hangar/cdp.hpp>
 #include <hangar/egress.hpp>
+#include <hangar/name_fold.hpp>
 #include <hangar/plugin.hpp>
 #include <hangar/process.hpp>
 #include <hangar/resource.hpp>
@@ -85,6 +86,9 @@ const hangar_migration kMigrations[] = {
         "DROP INDEX telemetry_destinations_name;"
         "ALTER TABLE telemetry_destinations DROP COLUMN project_id;"
         "CREATE UNIQUE INDEX telemetry_destinations_org_name ON telemetry_destinations (org_id, LOWER(name));"},
+    // §1E: names are matched case- and accent-insensitively. The key is hangar::fold_name's (the
+    // store's LOWER() folds ASCII only on SQLite), filled in by start_server for older rows.
+    {4, "ALTER TABLE telemetry_destinations ADD COLUMN name_key TEXT;"},
 };
 
 constexpr std::size_t kPullLimit = 2000;
@@ -116,6 +120,9 @@ private:
     json render_destination(const json &row) const;
     void refuse_if_selected(const std::string &org, const json &row, bool renaming) const;
     json destination_row(const Request &req) const; // 404 when not in the caller's org
+    // The org's destinations whose name folds as `name` does (hangar::fold_name), oldest first.
+    json destinations_named(const std::string &org, const std::string &name, const std::string &except_id = {}) const;
+    void fill_name_keys();
     void check_reachable(const std::string &endpoint, const std::string &field) const;
     std::optional<Exporter::Target> export_target(const std::string &id) const;
     void export_outcome(const std::string &id, bool ok, const std::string &error_class);
@@ -230,6 +237,7 @@ void TelemetryPlugin::start_server() {
     // Kernel's "must resolve to a public address" is the operator's egress policy here.
     fetch_policy_ = hangar::egress::Policy::parse(config("server.fetch_allow", ""),
                                                   config_bool("server.fetch_allow_private_networks", false));
+    fill_name_keys();
     Poco::Net::initializeSSL();
     Exporter::Settings xs;
     xs.queue_records =
@@ -553,9 +561,8 @@ std::string TelemetryPlugin::resolve_destination(const std::string &project, con
     // Destinations are the organisation's: a browser or pool of any of its projects selects them.
     auto org = sql("SELECT org_id FROM projects WHERE id = ?", {project});
     const std::string org_id = org.empty() ? std::string() : org[0].value("org_id", "");
-    json rows =
-        by_id ? sql("SELECT id FROM telemetry_destinations WHERE org_id = ? AND id = ?", {org_id, key})
-              : sql("SELECT id FROM telemetry_destinations WHERE org_id = ? AND LOWER(name) = LOWER(?)", {org_id, key});
+    json rows = by_id ? sql("SELECT id FROM telemetry_destinations WHERE org_id = ? AND id = ?", {org_id, key})
+                      : destinations_named(org_id, key);
     if (rows.empty())
         throw Error::invalid(field + ".export.otlp.destination." + (by_id ? "id" : "name"),
                              "no telemetry destination \"" + key + "\" in this organisation");
@@ -770,10 +777,35 @@ json TelemetryPlugin::render_destination(const json &row) const {
 }
 
 json TelemetryPlugin::destination_row(const Request &req) const {
-    auto row = hangar::find_by_id_or_name([this](const std::string &q, const json &p) { return sql(q, p); },
-                                          "telemetry_destinations", caller_org(req), req.param("id_or_name"), "org_id");
-    if (!row) throw Error::not_found("telemetry destination not found");
-    return *row;
+    const std::string org = caller_org(req), key = req.param("id_or_name");
+    json rows = sql("SELECT * FROM telemetry_destinations WHERE org_id = ? AND id = ?", {org, key});
+    if (rows.empty()) rows = destinations_named(org, key);
+    if (rows.empty()) throw Error::not_found("telemetry destination not found");
+    return rows[0];
+}
+
+json TelemetryPlugin::destinations_named(const std::string &org, const std::string &name,
+                                         const std::string &except_id) const {
+    return sql("SELECT * FROM telemetry_destinations WHERE org_id = ? AND name_key = ? AND id <> ? "
+               "ORDER BY created_at, id",
+               {org, hangar::fold_name(name), except_id});
+}
+
+void TelemetryPlugin::fill_name_keys() {
+    for (const auto &row : sql("SELECT id, name FROM telemetry_destinations WHERE name_key IS NULL", json::array()))
+        sql("UPDATE telemetry_destinations SET name_key = ? WHERE id = ?",
+            {hangar::fold_name(row["name"].get<std::string>()), row["id"]});
+    // The store holds two names that fold alike only if they were made before the key existed
+    // (accents apart): the code refuses new ones either way, the index makes it a rule.
+    try {
+        sql("CREATE UNIQUE INDEX IF NOT EXISTS telemetry_destinations_org_key ON telemetry_destinations "
+            "(org_id, name_key)",
+            json::array());
+    } catch (const std::exception &e) {
+        warn(std::string("telemetry destinations: two names differ only in accents; no unique index on the "
+                         "folded name until one is renamed: ") +
+             e.what());
+    }
 }
 
 void TelemetryPlugin::check_reachable(const std::string &endpoint, const std::string &field) const {
@@ -836,17 +868,17 @@ void TelemetryPlugin::destinations_routes() {
         std::string where = " WHERE org_id = ?";
         json params = json::array({caller_org(req)});
         if (auto name = req.query("name"); name && !name->empty()) {
-            where += " AND LOWER(name) = LOWER(?)";
-            params.push_back(*name);
+            where += " AND name_key = ?";
+            params.push_back(hangar::fold_name(*name));
         }
         if (auto q = req.query("query"); q && !q->empty()) {
-            where += " AND (id = ? OR LOWER(name) LIKE ? OR LOWER(endpoint) LIKE ?)";
+            where += " AND (id = ? OR name_key LIKE ? OR LOWER(endpoint) LIKE ?)";
             std::string like = "%";
             for (char c : *q)
                 like += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
             like += "%";
             params.push_back(*q);
-            params.push_back(like);
+            params.push_back("%" + hangar::fold_name(*q) + "%");
             params.push_back(like);
         }
         hangar::answer_page(
@@ -868,17 +900,18 @@ void TelemetryPlugin::destinations_routes() {
         if (!description.is_null() && !description.is_string()) throw Error::invalid("description", "must be a string");
         otlp::Headers headers = otlp::merge_headers({}, body.value("headers", json()), "headers", false);
         check_reachable(endpoint, "endpoint");
-        if (!sql("SELECT id FROM telemetry_destinations WHERE org_id = ? AND LOWER(name) = LOWER(?)", {org, name})
-                 .empty())
-            throw Error::conflict("a telemetry destination named \"" + name + "\" already exists");
+        if (!destinations_named(org, name).empty())
+            throw Error::conflict("a telemetry destination named \"" + name +
+                                  "\" already exists (names are compared ignoring case and accents)");
         json names = json::array();
         for (const auto &[k, _] : headers)
             names.push_back(k);
         const std::string id = hangar::new_id();
         const auto now = hangar::now_ms();
-        sql("INSERT INTO telemetry_destinations (id, org_id, name, endpoint, description, header_names, "
-            "headers_sealed, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            {id, org, name, endpoint, description, names.dump(), secrets_->seal(json(headers).dump()), now, now});
+        sql("INSERT INTO telemetry_destinations (id, org_id, name, name_key, endpoint, description, header_names, "
+            "headers_sealed, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            {id, org, name, hangar::fold_name(name), endpoint, description, names.dump(),
+             secrets_->seal(json(headers).dump()), now, now});
         res.json(render_destination(sql("SELECT * FROM telemetry_destinations WHERE id = ?", {id})[0]));
     });
     route("GET", "/telemetry/destinations/{id_or_name}",
@@ -906,19 +939,20 @@ void TelemetryPlugin::destinations_routes() {
         otlp::Headers headers;
         if (auto t = export_target(id)) headers = t->headers;
         headers = otlp::merge_headers(headers, body.value("headers", json()), "headers", true);
-        if (!sql("SELECT id FROM telemetry_destinations WHERE org_id = ? AND LOWER(name) = LOWER(?) AND id <> ?",
-                 {org, name, id})
-                 .empty())
-            throw Error::conflict("a telemetry destination named \"" + name + "\" already exists");
-        if (hangar::lower(name) != hangar::lower(row["name"].get<std::string>())) refuse_if_selected(org, row, true);
+        if (!destinations_named(org, name, id).empty())
+            throw Error::conflict("a telemetry destination named \"" + name +
+                                  "\" already exists (names are compared ignoring case and accents)");
+        if (hangar::fold_name(name) != hangar::fold_name(row["name"].get<std::string>()))
+            refuse_if_selected(org, row, true);
         json names = json::array();
         for (const auto &[k, _] : headers)
             names.push_back(k);
         // Exporting sessions read the destination before each request: the new headers (the
         // credential-rotation path) and endpoint apply without a restart.
-        sql("UPDATE telemetry_destinations SET name = ?, endpoint = ?, description = ?, header_names = ?, "
-            "headers_sealed = ?, updated_at = ? WHERE id = ?",
-            {name, endpoint, description, names.dump(), secrets_->seal(json(headers).dump()), hangar::now_ms(), id});
+        sql("UPDATE telemetry_destinations SET name = ?, name_key = ?, endpoint = ?, description = ?, "
+            "header_names = ?, headers_sealed = ?, updated_at = ? WHERE id = ?",
+            {name, hangar::fold_name(name), endpoint, description, names.dump(), secrets_->seal(json(headers).dump()),
+             hangar::now_ms(), id});
         res.json(render_destination(sql("SELECT * FROM telemetry_destinations WHERE id = ?", {id})[0]));
     });
     route("DELETE", "/telemetry/destinations/{id_or_name}", [this](Request &req, Response &res) {

@@ -191,6 +191,20 @@ def counter(text: str, name: str, **labels: str) -> float:
     return 0.0
 
 
+def test_destination_names_are_matched_ignoring_case_and_accents(client: Kernel, collector: Collector) -> None:
+    """§1E: `name` is case- and accent-insensitive, for a lookup, the list filter and uniqueness."""
+    d = client.telemetry.destinations.create(name="Café Export", endpoint=f"http://127.0.0.1:{collector.port}")
+    try:
+        assert client.telemetry.destinations.retrieve("cafe export").id == d.id
+        assert client.telemetry.destinations.retrieve("CAFÉ EXPORT").id == d.id
+        assert [x.id for x in client.telemetry.destinations.list(name="CAFE EXPORT")] == [d.id]
+        assert [x.id for x in client.telemetry.destinations.list(query="fé exp")] == [d.id]
+        with pytest.raises(kernel.ConflictError):
+            client.telemetry.destinations.create(name="cafe export", endpoint=f"http://127.0.0.1:{collector.port}")
+    finally:
+        client.telemetry.destinations.delete(d.id)
+
+
 def test_destinations_crud_with_write_only_sealed_headers(client: Kernel, srv, collector: Collector) -> None:
     endpoint = f"http://127.0.0.1:{collector.port}"
     d = client.telemetry.destinations.create(name="crud-dest", endpoint=endpoint + "/", description="first",

@@ -4,6 +4,7 @@
 #include "export_model.hpp"
 #include "telemetry_model.hpp"
 
+#include <hangar/name_fold.hpp>
 #include <hangar/text.hpp>
 
 #include <atomic>
@@ -48,6 +49,7 @@ class ExportModelTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(encodesFromManyThreads);
     CPPUNIT_TEST(queueDropsWithANote);
     CPPUNIT_TEST(backoffSchedule);
+    CPPUNIT_TEST(foldsNamesIgnoringCaseAndAccents);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -370,6 +372,19 @@ public:
         CPPUNIT_ASSERT(!otlp::retryable_status(400) && !otlp::retryable_status(401) && !otlp::retryable_status(404));
         CPPUNIT_ASSERT_EQUAL(std::string("unauthorized"), otlp::error_class_of_status(403));
         CPPUNIT_ASSERT_EQUAL(std::string("server_error"), otlp::error_class_of_status(502));
+    }
+
+    // Destination names (§1E: case- and accent-insensitive), the same on every store.
+    void foldsNamesIgnoringCaseAndAccents() {
+        using hangar::fold_name;
+        CPPUNIT_ASSERT_EQUAL(fold_name("cafe export"), fold_name("Café Export"));
+        CPPUNIT_ASSERT_EQUAL(fold_name("CAFÉ EXPORT"), fold_name("café export"));
+        CPPUNIT_ASSERT_EQUAL(std::string("strasse"), fold_name("Straße"));
+        CPPUNIT_ASSERT_EQUAL(std::string("ecole"), fold_name("\u00c9cole"));  // precomposed
+        CPPUNIT_ASSERT_EQUAL(std::string("ecole"), fold_name("E\u0301cole")); // combining accent
+        CPPUNIT_ASSERT(fold_name("cafe") != fold_name("cafes"));
+        CPPUNIT_ASSERT(fold_name("日本") == fold_name("日本") && !fold_name("日本").empty());
+        CPPUNIT_ASSERT_EQUAL(std::string("ab\xff"), fold_name("AB\xff")); // not UTF-8: ASCII folding only
     }
 };
 
