@@ -1,8 +1,12 @@
 #include "audit_export_model.hpp"
 
+#include <hangar/resource.hpp>
+#include <hangar/sigv4.hpp>
+
 #include <algorithm>
 #include <cctype>
 #include <ctime>
+#include <regex>
 
 namespace hangar::audit_export {
 
@@ -147,6 +151,53 @@ std::vector<std::pair<std::string, std::string>> sse_headers(const std::string &
     }
     if (sse == "AES256") return {{"x-amz-server-side-encryption", "AES256"}};
     return {};
+}
+
+std::string check_role_arn(const json &value, const std::string &field) {
+    if (!value.is_string()) throw Error::invalid(field, "must be a string");
+    std::string arn = value.get<std::string>();
+    static const std::regex shape(R"(arn:aws[a-z-]*:iam::[0-9]{12}:role/[\w+=,.@/-]{1,512})");
+    if (arn.size() > 2048 || !std::regex_match(arn, shape))
+        throw Error::invalid(field, "must be an IAM role ARN (arn:aws:iam::<account>:role/<name>)");
+    return arn;
+}
+
+std::string assume_role_body(const std::string &role_arn, const std::string &session_name,
+                             const std::string &external_id, int duration_seconds) {
+    auto enc = [](const std::string &v) { return hangar::sigv4::uri_encode(v, false); };
+    return "Action=AssumeRole&DurationSeconds=" + std::to_string(duration_seconds) + "&ExternalId=" + enc(external_id) +
+           "&RoleArn=" + enc(role_arn) + "&RoleSessionName=" + enc(session_name) + "&Version=2011-06-15";
+}
+
+namespace {
+// The text of the first <tag>…</tag> in `xml` (STS answers are small and flat enough for this; no
+// entity in them matters to us), or "".
+std::string xml_text(const std::string &xml, const std::string &tag) {
+    const std::string open = "<" + tag + ">", close = "</" + tag + ">";
+    auto at = xml.find(open);
+    if (at == std::string::npos) return {};
+    at += open.size();
+    auto end = xml.find(close, at);
+    return end == std::string::npos ? std::string() : xml.substr(at, end - at);
+}
+} // namespace
+
+AssumedRole parse_assume_role(const std::string &xml, std::int64_t now_ms) {
+    AssumedRole r;
+    const std::string credentials = xml_text(xml, "Credentials");
+    r.access_key_id = xml_text(credentials, "AccessKeyId");
+    r.secret_access_key = xml_text(credentials, "SecretAccessKey");
+    r.session_token = xml_text(credentials, "SessionToken");
+    if (r.access_key_id.empty() || r.secret_access_key.empty() || r.session_token.empty()) {
+        r = {};
+        r.error_code = xml_text(xml, "Code").substr(0, 64);
+        if (r.error_code.empty()) r.error_code = "no_credentials";
+        return r;
+    }
+    // Expiration is RFC 3339; a time not read is taken as 15 minutes (STS's shortest session).
+    const auto expires_us = hangar::parse_rfc3339_us(xml_text(credentials, "Expiration"));
+    r.expires_ms = expires_us ? *expires_us / 1000 : now_ms + std::int64_t{15} * 60 * 1000;
+    return r;
 }
 
 } // namespace hangar::audit_export

@@ -64,4 +64,20 @@ S3Address s3_address(const std::string &endpoint, const std::string &region, con
 // The headers that ask for server-side encryption.
 std::vector<std::pair<std::string, std::string>> sse_headers(const std::string &sse, const std::string &kms_key_id);
 
+// ---- role assumption (STS AssumeRole) -------------------------------------------------------------
+
+// An IAM role ARN: arn:<partition>:iam::<12 digits>:role/<path and name>, at most 2048 bytes.
+std::string check_role_arn(const json &value, const std::string &field);
+// The form body of STS AssumeRole (Version 2011-06-15) for `role_arn`, with the destination's
+// external id (the confused-deputy guard the role's trust policy checks) and a session name.
+std::string assume_role_body(const std::string &role_arn, const std::string &session_name,
+                             const std::string &external_id, int duration_seconds);
+// What STS answered: the temporary keys and when they expire, or the error's <Code>.
+struct AssumedRole {
+    std::string access_key_id, secret_access_key, session_token;
+    std::int64_t expires_ms = 0;
+    std::string error_code; // set when the answer holds no credentials
+};
+AssumedRole parse_assume_role(const std::string &xml, std::int64_t now_ms);
+
 } // namespace hangar::audit_export

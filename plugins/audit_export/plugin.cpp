@@ -71,6 +71,11 @@ struct Caller {
     }
 };
 
+// STS would not give the role's keys (its error <Code> in the message; no secret in it).
+struct AssumeRoleFailed : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
 class AuditExportPlugin final : public hangar::Plugin {
 public:
     void start_server() override {
@@ -86,6 +91,12 @@ public:
         lease_ms_ =
             std::clamp<std::int64_t>(config_int("lease_ms", std::max<std::int64_t>(30000, 3 * interval_.count())),
                                      3 * interval_.count(), 3600000);
+        // Role assumption: the operator's own AWS identity, which tenants' roles trust (with their
+        // destination's external id), and the STS endpoint it asks.
+        sts_.access_key_id = config("assume_role_access_key_id", "");
+        sts_.secret_access_key = config("assume_role_secret_access_key", "");
+        sts_.endpoint = config("sts_endpoint", "");
+        sts_.principal_arn = config("assume_role_principal_arn", "");
         Poco::Net::initializeSSL();
         routes();
         service("audit_export.metrics", [this](const json &) { return metrics(); });
@@ -112,6 +123,16 @@ private:
                    std::string *error_body = nullptr) const;
     void failed(const std::string &id, const std::string &error_class, int failures);
     json metrics() const;
+
+    // The keys a request is signed with: the destination's static keys, or the role's temporary
+    // ones (assumed, then kept until five minutes before they expire).
+    hangar::sigv4::Credentials credentials(const json &row) const;
+    struct Sts {
+        std::string access_key_id, secret_access_key, endpoint, principal_arn;
+        bool configured() const { return !access_key_id.empty() && !secret_access_key.empty(); }
+    } sts_;
+    mutable std::mutex assumed_mutex_;
+    mutable std::map<std::string, ax::AssumedRole> assumed_; // destination id + role → keys
 
     std::unique_ptr<hangar::Secrets> secrets_;
     hangar::egress::Policy policy_;
@@ -142,8 +163,9 @@ json AuditExportPlugin::render(const json &row) const {
                 {"role_arn", row["role_arn"]},
                 {"status", row["status"]},
                 {"external_id", row["external_id"]},
-                // Hangar assumes no role: it signs with the destination's own static keys.
-                {"kernel_role_arn", ""},
+                // The principal the role's trust policy names (the operator's; "" when Hangar
+                // assumes no roles and signs with static keys only).
+                {"kernel_role_arn", sts_.principal_arn},
                 {"consecutive_failures", row.value("consecutive_failures", std::int64_t{0})},
                 {"created_at", hangar::rfc3339(row["created_at"].get<std::int64_t>())},
                 {"updated_at", hangar::rfc3339(row["updated_at"].get<std::int64_t>())},
@@ -219,7 +241,6 @@ void AuditExportPlugin::routes() {
         const std::string bucket = ax::check_bucket(body["bucket"], "bucket");
         const std::string prefix = ax::check_prefix(body["prefix"], "prefix");
         const std::string region = ax::check_region(body["region"], "region");
-        if (!body["role_arn"].is_string()) throw Error::invalid("role_arn", "must be a string");
         json kms = body.value("kms_key_id", json());
         if (!kms.is_null() && !kms.is_string()) throw Error::invalid("kms_key_id", "must be a string");
         if (kms.is_string() && kms.get<std::string>().empty()) kms = nullptr;
@@ -235,17 +256,25 @@ void AuditExportPlugin::routes() {
             (!secret.is_null() && !secret.is_string()))
             throw Error::invalid(key_id.is_string() ? "secret_access_key" : "access_key_id",
                                  "static keys need both access_key_id and secret_access_key (strings)");
-        if (!key_id.is_string())
-            throw Error::not_implemented(
-                "assuming role_arn (STS AssumeRole with the destination's external_id) is not implemented in "
-                "Hangar: give static keys (access_key_id, secret_access_key) of a user that may PutObject");
+        // Without static keys Hangar assumes role_arn, which the operator must have set up.
+        if (!key_id.is_string()) {
+            if (!sts_.configured())
+                throw Error::not_implemented(
+                    "this Hangar server assumes no roles (audit_export.ini assume_role_access_key_id and "
+                    "assume_role_secret_access_key are unset): give static keys (access_key_id, secret_access_key) "
+                    "of a user that may PutObject");
+            ax::check_role_arn(body["role_arn"], "role_arn");
+        } else if (!body["role_arn"].is_string()) {
+            throw Error::invalid("role_arn", "must be a string");
+        }
         const std::string id = hangar::new_id();
         const auto now = hangar::now_ms();
         sql("INSERT INTO audit_export_destinations (id, org_id, bucket, prefix, region, role_arn, kms_key_id, sse, "
             "endpoint, access_key_id, secret_sealed, status, external_id, created_at, updated_at) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'paused', ?, ?, ?)",
             {id, c.org, bucket, prefix, region, body["role_arn"], kms, sse, endpoint, key_id,
-             secrets_->seal(secret.get<std::string>()), "hangar-" + hangar::new_id(), now, now});
+             secret.is_string() ? json(secrets_->seal(secret.get<std::string>())) : json(nullptr),
+             "hangar-" + hangar::new_id(), now, now});
         res.json(render(require(c, id)));
     });
     route("GET", "/audit-logs/export/destinations/{id}",
@@ -265,6 +294,7 @@ void AuditExportPlugin::routes() {
         if (given("region")) next["region"] = ax::check_region(body["region"], "region");
         if (given("role_arn")) {
             if (!body["role_arn"].is_string()) throw Error::invalid("role_arn", "must be a string");
+            if (!row["access_key_id"].is_string()) ax::check_role_arn(body["role_arn"], "role_arn");
             next["role_arn"] = body["role_arn"];
         }
         if (given("kms_key_id")) {
@@ -346,6 +376,10 @@ void AuditExportPlugin::routes() {
             s3_request(row, "DELETE", key, {});
         } catch (const hangar::outbound::Failure &f) {
             return failure(f.what());
+        } catch (const AssumeRoleFailed &f) {
+            return res.json({{"stage", "assume_role"},
+                             {"success", false},
+                             {"error", {{"code", "assume_role_failed"}, {"message", f.what()}}}});
         }
         res.json({{"stage", "complete"}, {"success", true}});
     });
@@ -356,14 +390,14 @@ int AuditExportPlugin::s3_request(const json &row, const std::string &method, co
     const std::string endpoint = row["endpoint"].is_string() ? row["endpoint"].get<std::string>() : "";
     const std::string region = row["region"].get<std::string>();
     auto addr = ax::s3_address(endpoint, region, row["bucket"].get<std::string>(), key);
-    hangar::sigv4::Credentials creds{row["access_key_id"].get<std::string>(),
-                                     secrets_->open(row["secret_sealed"].get<std::string>()), ""};
+    const hangar::sigv4::Credentials creds = credentials(row);
     const std::string date = hangar::sigv4::amz_date(std::chrono::system_clock::now());
     hangar::sigv4::Request sr;
     sr.method = method;
     sr.path = addr.path;
     sr.payload_hash = hangar::sigv4::sha256_hex(body);
     sr.headers = {{"host", addr.host}, {"x-amz-date", date}, {"x-amz-content-sha256", sr.payload_hash}};
+    if (!creds.session_token.empty()) sr.headers.emplace_back("x-amz-security-token", creds.session_token);
     if (method == "PUT") {
         for (auto &h : ax::sse_headers(row["sse"].get<std::string>(),
                                        row["kms_key_id"].is_string() ? row["kms_key_id"].get<std::string>() : ""))
@@ -389,6 +423,54 @@ int AuditExportPlugin::s3_request(const json &row, const std::string &method, co
             *error_body = answer.body.substr(at + 6, std::min<std::size_t>(end - at - 6, 64));
     }
     return answer.status;
+}
+
+hangar::sigv4::Credentials AuditExportPlugin::credentials(const json &row) const {
+    if (row["access_key_id"].is_string())
+        return {row["access_key_id"].get<std::string>(), secrets_->open(row["secret_sealed"].get<std::string>()), ""};
+    if (!sts_.configured()) throw AssumeRoleFailed("this server assumes no roles (audit_export.ini assume_role_*)");
+    const std::string role = row["role_arn"].get<std::string>(), cache_key = row["id"].get<std::string>() + " " + role;
+    const auto now = hangar::now_ms();
+    {
+        std::lock_guard lock(assumed_mutex_);
+        if (auto it = assumed_.find(cache_key);
+            it != assumed_.end() && it->second.expires_ms - now > std::int64_t{5} * 60 * 1000)
+            return {it->second.access_key_id, it->second.secret_access_key, it->second.session_token};
+    }
+    // STS AssumeRole, signed with the operator's keys; the destination's external id is the
+    // condition a role's trust policy checks, so one tenant cannot have Hangar assume another's.
+    const std::string region = row["region"].get<std::string>();
+    const std::string endpoint = sts_.endpoint.empty() ? "https://sts." + region + ".amazonaws.com" : sts_.endpoint;
+    const std::string body = ax::assume_role_body(role, "hangar-audit-export-" + row["id"].get<std::string>(),
+                                                  row["external_id"].get<std::string>(), 3600);
+    auto addr = ax::s3_address(endpoint, region, "", "");
+    const std::string date = hangar::sigv4::amz_date(std::chrono::system_clock::now());
+    hangar::sigv4::Request sr;
+    sr.method = "POST";
+    sr.path = "/";
+    sr.payload_hash = hangar::sigv4::sha256_hex(body);
+    sr.headers = {{"content-type", "application/x-www-form-urlencoded; charset=utf-8"},
+                  {"host", addr.host},
+                  {"x-amz-date", date}};
+    hangar::outbound::Request r;
+    r.method = "POST";
+    r.url = addr.scheme_host + "/";
+    r.timeout = timeout_;
+    r.content_type = "application/x-www-form-urlencoded; charset=utf-8";
+    r.body = body;
+    r.headers.emplace_back("x-amz-date", date);
+    r.headers.emplace_back(
+        "Authorization",
+        hangar::sigv4::authorization(sr, {sts_.access_key_id, sts_.secret_access_key, ""}, date, region, "sts"));
+    auto answer = hangar::outbound::send(r, policy_, std::size_t{64} * 1024);
+    auto assumed = ax::parse_assume_role(answer.body, now);
+    if (answer.status != 200 || !assumed.error_code.empty())
+        throw AssumeRoleFailed(
+            "STS AssumeRole of " + role +
+            " failed: " + (assumed.error_code.empty() ? "HTTP " + std::to_string(answer.status) : assumed.error_code));
+    std::lock_guard lock(assumed_mutex_);
+    assumed_[cache_key] = assumed;
+    return {assumed.access_key_id, assumed.secret_access_key, assumed.session_token};
 }
 
 // Exactly one node ships: the one holding the lease row (renewed each round, taken over once it
@@ -492,6 +574,9 @@ void AuditExportPlugin::ship(const json &start, const std::stop_token &stop) {
                        : f.kind() == Kind::timeout ? "timeout"
                                                    : "unreachable",
                        row.value("consecutive_failures", 0));
+                return;
+            } catch (const AssumeRoleFailed &) {
+                failed(id, "assume_role_failed", row.value("consecutive_failures", 0));
                 return;
             }
         }

@@ -145,12 +145,12 @@ def test_destinations_crud_and_test(moto: Moto) -> None:
         t = client.audit_logs.export_destinations.test(dest.id)
         assert t.success is False and t.stage == "put_object" and t.error.code == "put_object_failed", t
         assert "NoSuchBucket" in t.error.message, t
-        # Role assumption is AWS's alone: 501 naming what is missing.
+        # A server whose operator set up no role assumption: 501 naming the settings.
         with pytest.raises(kernel.APIStatusError) as e:
             client.audit_logs.export_destinations.create(type="s3", format="jsonl.gz", bucket="hangar-audit",
                                                          prefix="x", region="us-east-1",
                                                          role_arn="arn:aws:iam::123456789012:role/audit")
-        assert e.value.status_code == 501 and "AssumeRole" in str(e.value)
+        assert e.value.status_code == 501 and "assume_role_access_key_id" in str(e.value)
         with pytest.raises(kernel.BadRequestError, match="bucket"):
             client.audit_logs.export_destinations.create(type="s3", format="jsonl.gz", bucket="Bad_Bucket",
                                                          prefix="x", region="us-east-1", role_arn="", extra_body=extra)
@@ -161,6 +161,43 @@ def test_destinations_crud_and_test(moto: Moto) -> None:
         client.audit_logs.export_destinations.delete(dest.id)
         with pytest.raises(kernel.NotFoundError):
             client.audit_logs.export_destinations.retrieve(dest.id)
+
+
+def test_a_destination_without_static_keys_ships_through_an_assumed_role(moto: Moto) -> None:
+    """role_arn alone: Hangar asks STS (moto's, on the same server) for the role's keys with its own
+    operator keys and the destination's external id, then signs with the temporary keys."""
+    role = "arn:aws:iam::123456789012:role/hangar-audit-writer"
+    with tempfile.TemporaryDirectory(prefix="hangar-audit-cfg-") as d:
+        cfg = config_dir(d, {"fetch_allow": f"127.0.0.1:{moto.port}"}, {"audit_export": (
+            "interval_ms = 300\nsettle_ms = 500\nobject_entries = 120\n"
+            f"assume_role_access_key_id = AKIAHANGAROPERATOR\nassume_role_secret_access_key = operator-secret\n"
+            f"sts_endpoint = {moto.url}\nassume_role_principal_arn = arn:aws:iam::999999999999:role/hangar")})
+        with launched({"HANGAR_CONFIG": cfg}) as srv:
+            client = Kernel(api_key=srv.api_key, base_url=srv.base_url, timeout=60, max_retries=0)
+            with pytest.raises(kernel.BadRequestError, match="role_arn"):
+                client.audit_logs.export_destinations.create(type="s3", format="jsonl.gz", bucket="hangar-audit",
+                                                             prefix="r", region="us-east-1", role_arn="not-an-arn",
+                                                             extra_body={"endpoint": moto.url})
+            dest = client.audit_logs.export_destinations.create(type="s3", format="jsonl.gz", bucket="hangar-audit",
+                                                                prefix="role", region="us-east-1", role_arn=role,
+                                                                extra_body={"endpoint": moto.url})
+            try:
+                assert dest.kernel_role_arn == "arn:aws:iam::999999999999:role/hangar"
+                assert raw_of(srv, dest.id)["has_secret_access_key"] is False
+                t = client.audit_logs.export_destinations.test(dest.id)
+                assert t.success is True and t.stage == "complete", t
+                assumed = httpx.get(moto.url + "/moto-api/data.json", timeout=10).json()["sts"]["AssumedRole"]
+                mine = [a for a in assumed if a["role_arn"] == role]
+                assert mine and all(a["external_id"] == dest.external_id for a in mine), assumed
+                assert mine[0]["session_name"] == f"hangar-audit-export-{dest.id}"
+                client.audit_logs.export_destinations.update(dest.id, status="active")
+                for i in range(5):
+                    assert api(srv, "GET", f"/profiles/role-{i}").status_code == 404
+                wait_for(lambda: any("role-4" in json.dumps(line) for line in lines(objects(moto, "role/"))),
+                         timeout=30, what="entries shipped with the role's keys")
+                assert client.audit_logs.export_destinations.retrieve(dest.id).consecutive_failures == 0
+            finally:
+                client.audit_logs.export_destinations.delete(dest.id)
 
 
 def test_500_requests_land_exactly_once_across_a_restart(moto: Moto) -> None:

@@ -27,6 +27,7 @@ class AuditExportModelTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(chunksStopAtHoursAndTheSettleWindow);
     CPPUNIT_TEST(keysAndBodies);
     CPPUNIT_TEST(s3Addresses);
+    CPPUNIT_TEST(assumeRole);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -89,6 +90,34 @@ public:
         CPPUNIT_ASSERT(sse_headers("none", "").empty());
         CPPUNIT_ASSERT_EQUAL(std::size_t{2}, sse_headers("aws:kms", "key-1").size());
         CPPUNIT_ASSERT_EQUAL(std::string("AES256"), sse_headers("AES256", "").at(0).second);
+    }
+
+    void assumeRole() {
+        CPPUNIT_ASSERT_EQUAL(std::string("arn:aws:iam::123456789012:role/audit/hangar-writer"),
+                             check_role_arn("arn:aws:iam::123456789012:role/audit/hangar-writer", "role_arn"));
+        for (const char *bad :
+             {"", "arn:aws:iam::1234:role/x", "arn:aws:s3:::bucket", "arn:aws:iam::123456789012:user/x",
+              "arn:aws:iam::123456789012:role/", "arn:aws:iam::123456789012:role/a b"})
+            CPPUNIT_ASSERT_THROW_MESSAGE(bad, check_role_arn(bad, "role_arn"), hangar::Error);
+        CPPUNIT_ASSERT_EQUAL(
+            std::string("Action=AssumeRole&DurationSeconds=900&ExternalId=hangar-x%2By&RoleArn="
+                        "arn%3Aaws%3Aiam%3A%3A123456789012%3Arole%2Fw&RoleSessionName=s&Version=2011-06-15"),
+            assume_role_body("arn:aws:iam::123456789012:role/w", "s", "hangar-x+y", 900));
+        const std::string ok = "<AssumeRoleResponse><AssumeRoleResult><Credentials><AccessKeyId>ASIA1</AccessKeyId>"
+                               "<SecretAccessKey>sek</SecretAccessKey><SessionToken>tok</SessionToken>"
+                               "<Expiration>2026-12-08T02:00:00Z</Expiration></Credentials></AssumeRoleResult>"
+                               "</AssumeRoleResponse>";
+        auto r = parse_assume_role(ok, 0);
+        CPPUNIT_ASSERT(r.error_code.empty());
+        CPPUNIT_ASSERT_EQUAL(std::string("ASIA1"), r.access_key_id);
+        CPPUNIT_ASSERT_EQUAL(std::string("tok"), r.session_token);
+        CPPUNIT_ASSERT_EQUAL(std::int64_t{1796695200000}, r.expires_ms);
+        auto denied = parse_assume_role(
+            "<ErrorResponse><Error><Code>AccessDenied</Code><Message>not authorized</Message></Error></ErrorResponse>",
+            0);
+        CPPUNIT_ASSERT_EQUAL(std::string("AccessDenied"), denied.error_code);
+        CPPUNIT_ASSERT(denied.access_key_id.empty() && denied.session_token.empty());
+        CPPUNIT_ASSERT_EQUAL(std::string("no_credentials"), parse_assume_role("garbage", 0).error_code);
     }
 };
 
