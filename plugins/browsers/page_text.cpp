@@ -9,6 +9,8 @@
 
 #include <hangar/cdp.hpp>
 
+#include "readability_js.hpp"
+
 #include <algorithm>
 
 namespace hangar::browsers {
@@ -17,14 +19,30 @@ namespace {
 
 using cdp::Clock;
 
-// The readable part of a document as text or small markdown: an <article> (else <main>, else the
-// body) without scripts, navigation, headers, footers, asides and forms; headings, paragraphs,
-// list items, links and preformatted blocks kept. A DOM walk rather than innerText, so it reads a
-// DOMParser document (curl mode, no layout) the same as a live one.
-constexpr const char *kExtract = R"JS(((doc, format, limit) => {
-  const pick = doc.querySelector('article') || doc.querySelector('main, [role=main]');
-  const root = pick || doc.body || doc.documentElement;
-  if (!root) return {text: '', chars: 0, readable: false};
+// The readable part of a document as text or small markdown. Mozilla Readability (when compiled
+// in) picks the article; without one (or without Readability) the <article> (else <main>, else the
+// body) stands in. Either way a DOM walk writes it out without scripts, navigation, headers,
+// footers, asides and forms; headings, paragraphs, list items, links and preformatted blocks kept.
+// A walk rather than innerText, so a DOMParser document (curl mode, no layout) reads the same.
+constexpr const char *kExtract = R"JS(((doc, format, limit, Readability, version) => {
+  let root = null, readable = false, used = 'innertext-1', title = '';
+  if (Readability) {
+    try {
+      const article = new Readability(doc.cloneNode(true)).parse();
+      if (article && article.content) {
+        root = new DOMParser().parseFromString(article.content, 'text/html').body;
+        readable = true;
+        used = version;
+        title = (article.title || '').trim();
+      }
+    } catch (e) {}
+  }
+  if (!root) {
+    const pick = doc.querySelector('article') || doc.querySelector('main, [role=main]');
+    root = pick || doc.body || doc.documentElement;
+    readable = !!pick;
+  }
+  if (!root) return {text: '', chars: 0, readable: false, extractor: used};
   const c = root.cloneNode(true);
   c.querySelectorAll('script, style, noscript, template, nav, header, footer, aside, form, iframe, svg, ' +
     'button, [role=navigation], [role=banner], [role=contentinfo], [aria-hidden=true], [hidden]')
@@ -50,8 +68,10 @@ constexpr const char *kExtract = R"JS(((doc, format, limit) => {
     }
     return block.has(tag) ? '\n\n' + inner + '\n\n' : inner;
   };
-  const text = walk(c).split('\n').map(l => l.trim()).join('\n').replace(/\n{3,}/g, '\n\n').trim();
-  return {text: text.slice(0, limit), chars: text.length, readable: !!pick};
+  let text = walk(c).split('\n').map(l => l.trim()).join('\n').replace(/\n{3,}/g, '\n\n').trim();
+  // Readability takes the title out of the content: it goes back on top.
+  if (title && !text.startsWith(title) && !text.startsWith('# ' + title)) text = (md ? '# ' : '') + title + '\n\n' + text;
+  return {text: text.slice(0, limit), chars: text.length, readable, extractor: used};
 }))JS";
 
 // A hidden background tab of its own, closed with this object.
@@ -87,8 +107,12 @@ struct OwnTab {
 // Runs the extractor on `document_expr` in the tab; fills text, text_chars, readable.
 void extract(OwnTab &tab, const std::string &document_expr, const PageTextRequest &r, Clock::time_point deadline,
              json &out) {
+    const std::string readability = *kReadabilityJs != '\0'
+                                        ? "(() => {" + std::string(kReadabilityJs) + "\nreturn Readability; })()"
+                                        : std::string("null");
     const std::string expr = std::string(kExtract) + "(" + document_expr + ", " + json(r.format).dump() + ", " +
-                             std::to_string(r.max_chars) + ")";
+                             std::to_string(r.max_chars) + ", " + readability + ", " +
+                             json(kReadabilityVersion).dump() + ")";
     json got =
         tab.conn.call_until("Runtime.evaluate", {{"expression", expr}, {"returnByValue", true}}, tab.session, deadline);
     const json value = got.value("result", json::object()).value("value", json());
@@ -97,9 +121,19 @@ void extract(OwnTab &tab, const std::string &document_expr, const PageTextReques
             got.contains("exceptionDetails") ? "the extractor failed in the page" : "the extractor returned nothing";
         return;
     }
-    out["text"] = value["text"];
+    // The page's scripts share the extractor's globals and could undo its cut: cut again here, by
+    // code points, so what leaves the sandbox is bounded whatever the page did.
+    std::string text = value["text"].get<std::string>();
+    std::int64_t points = 0;
+    for (std::size_t i = 0; i < text.size(); ++i)
+        if ((static_cast<unsigned char>(text[i]) & 0xC0) != 0x80 && ++points > r.max_chars) {
+            text.resize(i);
+            break;
+        }
+    out["text"] = std::move(text);
     out["text_chars"] = value.value("chars", 0);
     out["readable"] = value.value("readable", false);
+    out["extractor_version"] = value.value("extractor", kPageTextExtractor);
 }
 
 bool textual(const std::string &content_type) {
@@ -173,11 +207,14 @@ void curl_mode(int port, const std::string &ws_path, BrowserCurl &curl, const Pa
     std::string body = valid_utf8(std::string_view(answer.body).substr(0, 1 << 20));
     cdp::Connection conn(port, ws_path, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
     OwnTab tab(conn, deadline);
-    const std::string doc = html(type) ? "new DOMParser().parseFromString(" + json(body).dump() + ", 'text/html')"
-                                       // plain text: a document whose body is that text
-                                       : "(() => { const d = document.implementation.createHTMLDocument(''); const p = "
-                                         "d.createElement('pre'); p.textContent = " +
-                                             json(body).dump() + "; d.body.append(p); return d; })()";
+    const std::string doc =
+        html(type) ? "(() => { const d = new DOMParser().parseFromString(" + json(body).dump() +
+                         ", 'text/html'); const b = d.createElement('base'); b.href = " + out["final_url"].dump() +
+                         "; d.head.prepend(b); return d; })()"
+                   // plain text: a document whose body is that text
+                   : "(() => { const d = document.implementation.createHTMLDocument(''); const p = "
+                     "d.createElement('pre'); p.textContent = " +
+                         json(body).dump() + "; d.body.append(p); return d; })()";
     extract(tab, doc, r, deadline, out);
 }
 
