@@ -495,3 +495,29 @@ def test_contents_in_the_callers_browser_keep_its_allowlist(bclient: Kernel, pag
     with pytest.raises(kernel.NotFoundError):
         bclient.search.contents.fetch(s.id, result_ids=[article.id],
                                       content={"source": "browser", "browser": {"browser_id": browser.session_id}})
+
+
+def test_a_project_at_its_browser_limit_gets_429_unless_it_lends_its_own(bclient: Kernel, pages: str) -> None:
+    project = bclient.projects.create(name="py-search-limited")
+    bclient.projects.limits.update(project.id, max_concurrent_sessions=1)
+    scoped = Kernel(api_key=bclient.api_key, base_url=bclient.base_url, project_id=project.id, max_retries=0,
+                    timeout=120)
+    first = scoped.browsers.create(headless=True)
+    try:
+        s = scoped.search.create(query="local pages")
+        article = s.results[0]
+        # The temporary browser counts toward the project's concurrency.
+        with pytest.raises(kernel.RateLimitError):
+            scoped.search.contents.fetch(s.id, result_ids=[article.id], content={"source": "browser"})
+        # Its own browser serves instead, and stays.
+        got = scoped.search.contents.fetch(s.id, result_ids=[article.id],
+                                           content={"source": "browser", "browser": {"browser_id": first.session_id}})
+        assert got.contents[0].status == "ok" and "rides the ridge lift" in got.contents[0].text
+        assert [b.session_id for b in scoped.browsers.list()] == [first.session_id]
+        # Another project's browser is a 404 from here.
+        with pytest.raises(kernel.NotFoundError):
+            bclient.search.contents.fetch(bclient.search.create(query="local pages").id, limit=1,
+                                          content={"source": "browser", "browser": {"browser_id": first.session_id}})
+    finally:
+        scoped.browsers.delete_by_id(first.session_id)
+    bclient.projects.delete(project.id)
