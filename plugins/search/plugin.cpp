@@ -258,22 +258,19 @@ json SearchPlugin::contents(Request &req) {
     const auto start = std::chrono::steady_clock::now();
     const auto deadline =
         r.timeout_ms ? start + std::chrono::milliseconds(*r.timeout_ms) : std::chrono::steady_clock::time_point::max();
-    auto result_of = [&](const std::string &id) -> const json & {
-        for (const auto &res : search["results"])
-            if (res["id"] == id) return res;
-        throw Error::invalid("result_ids", "'" + id + "' is not a result of this search"); // checked before
-    };
+    // Decided once, so the browser made (or not) matches the results that need one.
+    const auto now_ms = hangar::now_ms();
     std::vector<std::size_t> index;
-    bool browser_needed = false;
+    std::vector<bool> needs_browser;
     for (const auto &id : r.result_ids) {
         std::size_t i = 0;
-        while (search["results"][i]["id"] != id)
+        while (search["results"][i]["id"] != id) // parse_contents checked every id
             ++i;
         index.push_back(i);
-        if (r.options.source != "provider" &&
-            !sx::retained_serves(r.options, retained.at(i).is_string(), fetched, hangar::now_ms()))
-            browser_needed = true;
+        needs_browser.push_back(r.options.source != "provider" &&
+                                !sx::retained_serves(r.options, retained.at(i).is_string(), fetched, now_ms));
     }
+    const bool browser_needed = std::find(needs_browser.begin(), needs_browser.end(), true) != needs_browser.end();
     const std::string mode = r.options.browser_mode.value_or("render");
     TemporaryBrowser temporary([this, &project](const std::string &id) {
         try {
@@ -312,11 +309,10 @@ json SearchPlugin::contents(Request &req) {
     int fetches = 0;
     for (std::size_t k = 0; k < r.result_ids.size(); ++k) {
         const std::string &id = r.result_ids[k];
-        const json &result = result_of(id);
+        const json &result = search["results"][index[k]];
         const json &text = retained.at(index[k]);
         json c;
-        if (r.options.source == "provider" ||
-            sx::retained_serves(r.options, text.is_string(), fetched, hangar::now_ms())) {
+        if (!needs_browser[k]) {
             c = sx::provider_content(text.is_string() ? std::optional<std::string>(text.get<std::string>())
                                                       : std::nullopt,
                                      fetched, r.options);

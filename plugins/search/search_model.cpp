@@ -518,6 +518,11 @@ json browser_content(const json &seen, const std::string &mode, const ContentOpt
                    [](unsigned char ch) { return std::tolower(ch); });
     if (seen.value("timed_out", false)) {
         c = failed_content("timeout", "timeout", "the page did not load within the result's timeout", true);
+    } else if (http < 400 && !lower_type.empty() && lower_type.find("html") == std::string::npos &&
+               lower_type.rfind("text/", 0) != 0) {
+        // Before net errors: a download (a PDF, an image) aborts the navigation after its response
+        // said what it is.
+        c = failed_content("unsupported_type", "unsupported_type", "the page is " + type + ", not HTML or text", false);
     } else if (!net.empty()) {
         // Chromium's net errors for a refused request (the egress forwarder, a policy) say BLOCKED,
         // ACCESS_DENIED or TUNNEL; anything else is the network's.
@@ -532,9 +537,6 @@ json browser_content(const json &seen, const std::string &mode, const ContentOpt
     } else if (http >= 400) {
         c = failed_content("error", "http_" + std::to_string(http), "the site answered " + std::to_string(http),
                            http >= 500);
-    } else if (!lower_type.empty() && lower_type.find("html") == std::string::npos &&
-               lower_type.rfind("text/", 0) != 0) {
-        c = failed_content("unsupported_type", "unsupported_type", "the page is " + type + ", not HTML or text", false);
     } else if (!seen.value("text", json()).is_string() || seen["text"].get<std::string>().empty()) {
         c = failed_content("extraction_failed", "extraction_failed",
                            seen.value("extraction_error", "no readable text was found on the page"), false);

@@ -390,6 +390,14 @@ class Pages(http.server.BaseHTTPRequestHandler):
             return
         if path == "/slow":
             time.sleep(6)
+        if path == "/file.pdf":
+            data = b"%PDF-1.4 not really"
+            self.send_response(200)
+            self.send_header("Content-Type", "application/pdf")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            return
         body = {"/article": ARTICLE, "/moved": MOVED, "/big": BIG, "/slow": ARTICLE}.get(path)
         if body is None:
             self.send_response(404)
@@ -428,7 +436,7 @@ def browser_search_server(searxng_url: str) -> Iterator[object]:
 def pages() -> Iterator[str]:
     with serving(Pages, range(21100, 21150)) as port:
         base = f"http://127.0.0.1:{port}"
-        Corpus.local[:] = [f"{base}/article", f"{base}/old", f"{base}/big", f"{base}/slow"]
+        Corpus.local[:] = [f"{base}/article", f"{base}/old", f"{base}/big", f"{base}/slow", f"{base}/file.pdf"]
         yield base
 
 
@@ -441,7 +449,7 @@ def bclient(searx: str, pages: str) -> Iterator[Kernel]:
 def test_contents_through_a_temporary_browser(bclient: Kernel, pages: str) -> None:
     s = bclient.search.create(query="local pages")
     assert [r.url for r in s.results] == Corpus.local
-    article, moved, big, slow = s.results
+    article, moved, big, slow, pdf = s.results
     got = bclient.search.contents.fetch(s.id, result_ids=[article.id, moved.id, big.id],
                                         content={"source": "browser", "max_chars": 4000})
     assert [c.result_id for c in got.contents] == [article.id, moved.id, big.id]
@@ -470,6 +478,12 @@ def test_contents_through_a_temporary_browser(bclient: Kernel, pages: str) -> No
     assert a.status == "ok" and a.format == "text" and "Gliders of the north" in a.text and "#" not in a.text
     assert "Site navigation" not in a.text
     assert list(bclient.browsers.list()) == []
+
+    # Neither HTML nor text.
+    for mode in ("render", "curl"):
+        got = bclient.search.contents.fetch(s.id, result_ids=[pdf.id],
+                                            content={"source": "browser", "browser": {"mode": mode}})
+        assert got.contents[0].status == "unsupported_type" and got.contents[0].text is None, got.contents[0]
 
     # The per-result timeout.
     got = bclient.search.contents.fetch(s.id, result_ids=[slow.id],

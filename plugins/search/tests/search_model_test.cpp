@@ -358,6 +358,8 @@ public:
         CPPUNIT_ASSERT_EQUAL(std::string("error/fetch_failed"), status({{"net_error", "net::ERR_CONNECTION_REFUSED"}}));
         CPPUNIT_ASSERT_EQUAL(std::string("unsupported_type/unsupported_type"),
                              status({{"content_type", "application/pdf"}}));
+        CPPUNIT_ASSERT_EQUAL(std::string("unsupported_type/unsupported_type"),
+                             status({{"content_type", "application/pdf"}, {"net_error", "net::ERR_ABORTED"}}));
         CPPUNIT_ASSERT_EQUAL(std::string("extraction_failed/extraction_failed"), status({{"text", ""}}));
         CPPUNIT_ASSERT_EQUAL(std::string("browser_curl"),
                              browser_content(page, "curl", o, 0)["method"].get<std::string>());
