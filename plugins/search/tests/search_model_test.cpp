@@ -341,7 +341,7 @@ public:
         CPPUNIT_ASSERT(c["truncated"].get<bool>());
         CPPUNIT_ASSERT_EQUAL(std::string("https://a.example/b"), c["final_url"].get<std::string>());
         CPPUNIT_ASSERT_EQUAL(std::string("bypass"), c["cache_status"].get<std::string>());
-        auto status = [&](json changes, const char *mode = "curl") {
+        auto status = [&](const json &changes, const char *mode = "curl") {
             json p = page;
             p.update(changes);
             json got = browser_content(p, mode, ContentOptions{}, 0);
