@@ -33,6 +33,7 @@ E2E_DIR      := tests/e2e
 PW_EXEC_DIR  := plugins/playwright/executor
 BENCH_PEERS_DIR := bench/peers
 BIDI_DIR     := plugins/bidi/mapper
+EXTRACTOR_DIR := plugins/browsers/extractor
 APPS_RUNNER_DIR := plugins/apps/runner
 E2E_TESTS    ?= $(sort $(wildcard $(E2E_DIR)/*.test.mjs))
 # Left out of `make test` (tests/e2e/README.md, "Tiers"): load and timeout suites, repeated cold
@@ -108,7 +109,8 @@ setup-tun:
 # playwright-core never download a browser; the tests use Debian's /usr/bin/chromium.
 setup-npm: $(E2E_DIR)/node_modules/.package-lock.json $(PW_EXEC_DIR)/node_modules/.package-lock.json \
            $(BIDI_DIR)/node_modules/.package-lock.json \
-           $(APPS_RUNNER_DIR)/node_modules/.package-lock.json
+           $(APPS_RUNNER_DIR)/node_modules/.package-lock.json \
+           $(EXTRACTOR_DIR)/node_modules/.package-lock.json
 
 $(E2E_DIR)/node_modules/.package-lock.json: $(E2E_DIR)/package-lock.json $(E2E_DIR)/package.json | setup-apt
 	cd $(E2E_DIR) && PUPPETEER_SKIP_DOWNLOAD=1 PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund --loglevel=error
@@ -122,6 +124,12 @@ $(PW_EXEC_DIR)/node_modules/.package-lock.json: $(PW_EXEC_DIR)/package-lock.json
 # The bidi plugin's Node mapper: chromium-bidi (WebDriver BiDi over CDP) and ws.
 $(BIDI_DIR)/node_modules/.package-lock.json: $(BIDI_DIR)/package-lock.json $(BIDI_DIR)/package.json | setup-apt
 	cd $(BIDI_DIR) && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+# The browsers plugin's page extractor: Mozilla Readability, compiled into the plugin (re-run
+# cmake after installing it).
+$(EXTRACTOR_DIR)/node_modules/.package-lock.json: $(EXTRACTOR_DIR)/package-lock.json $(EXTRACTOR_DIR)/package.json | setup-apt
+	cd $(EXTRACTOR_DIR) && npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
 # The apps plugin's runner: tsx (runs a deployed app's TypeScript entrypoint).

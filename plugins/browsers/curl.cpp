@@ -245,6 +245,7 @@ CurlResponse BrowserCurl::Tab::run(const CurlRequest &r, const std::string &targ
             }
             out.status = status;
             out.headers = std::move(headers);
+            out.final_url = p.at("request").value("url", r.url);
             network_id = p.value("networkId", "");
             if (r.method != "HEAD") {
                 try {

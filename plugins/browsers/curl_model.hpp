@@ -37,6 +37,7 @@ struct CurlResponse {
     HeaderList headers; // as received, repeated names repeated
     std::string body;   // bytes
     double duration_ms = 0;
+    std::string final_url; // after redirects (the answered request's URL)
 };
 
 // {status, headers: {Name: [values...]}, body (UTF-8 with invalid bytes replaced, or base64), duration_ms}

@@ -2,6 +2,7 @@
 // serves the agent routes the server half relays to. These routes have no auth: the agent socket
 // is only reachable by the server.
 #include "browsers.hpp"
+#include "page_text.hpp"
 
 #include <unistd.h>
 
@@ -109,6 +110,12 @@ void BrowsersPlugin::start_instance() {
     });
     for (const char *method : {"GET", "POST", "PUT", "PATCH", "DELETE"})
         route(method, "/chromium/curl/raw", [this](Request &req, Response &res) { curl_raw(req, res); });
+    // A page's readable text, fetched and extracted here (the server's browsers.page_text service).
+    route("POST", "/chromium/page_text", [this](Request &req, Response &res) {
+        PageTextRequest r = parse_page_text_request(req.json_body(false));
+        auto ep = chromium_->endpoint();
+        res.json(page_text(ep.port, ep.ws_path, *curl_, r));
+    });
 
     // Always the current Chromium, so the same public URL works again after a restart.
     route(

@@ -278,6 +278,27 @@ void BrowsersPlugin::start_server() {
         remove_session(require(in.value("project_id", ""), id, false), id);
         return json::object();
     });
+    // For the search plugin's contents: {project_id, id, url, mode, format, timeout_ms, max_chars} ->
+    // what the instance's Chromium saw and read of the page (instance route /chromium/page_text).
+    // The fetch and the parsing happen in the sandbox; this only relays bounded JSON.
+    service("browsers.page_text", [this](const json &in) {
+        auto s = require(in.value("project_id", ""), in.value("id", ""), false);
+        require_here(s.id, s.node);
+        json body = in;
+        body.erase("project_id");
+        body.erase("id");
+        const auto timeout = std::clamp<std::int64_t>(in.value("timeout_ms", 30000), 1, 300000);
+        auto busy = activity(s.id); // the session is in use while its page loads
+        auto r = instance_call(s.id, "POST", "/chromium/page_text", body.dump(),
+                               static_cast<std::uint32_t>(timeout + 15000));
+        json out = json::parse(r.body, nullptr, false);
+        if (r.status != 200 || !out.is_object())
+            throw Error(r.status == 200 ? 502 : r.status,
+                        out.is_object() ? out.value("code", "bad_gateway") : "bad_gateway",
+                        out.is_object() ? out.value("message", "the browser instance did not answer")
+                                        : "the browser instance did not answer");
+        return out;
+    });
     // For the host's direct-to-browser routes (host/src/direct_vm.cpp): whose an active session is.
     service("browsers.session_owner", [this](const json &in) {
         auto rows = sql("SELECT project_id, node FROM browsers_sessions WHERE id = ? AND deleted_at IS NULL",

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <sstream>
 #include <string>
 
@@ -93,6 +94,7 @@ private:
     Outcome ask_searxng(const sx::Query &q, const sx::Target &t, std::chrono::milliseconds timeout) const;
     json search(Request &req);
     json require(const std::string &project, const std::string &id) const;
+    json contents(Request &req);
 
     sx::Settings settings_;
     hangar::egress::Policy policy_;
@@ -228,6 +230,124 @@ json SearchPlugin::require(const std::string &project, const std::string &id) co
     return rows[0];
 }
 
+namespace {
+// The request's own browser (kernel-api-0131 §1C: one per request, tagged with the search id,
+// counted by admission like any other), deleted however the request ends.
+class TemporaryBrowser {
+public:
+    explicit TemporaryBrowser(std::function<void(const std::string &)> remove) : remove_(std::move(remove)) {}
+    TemporaryBrowser(const TemporaryBrowser &) = delete;
+    TemporaryBrowser &operator=(const TemporaryBrowser &) = delete;
+    ~TemporaryBrowser() {
+        if (!id.empty()) remove_(id);
+    }
+    std::string id;
+
+private:
+    std::function<void(const std::string &)> remove_;
+};
+} // namespace
+
+json SearchPlugin::contents(Request &req) {
+    const std::string project = req.project();
+    json row = require(project, req.param("id"));
+    const json search = json::parse(row["body"].get<std::string>());
+    const json retained = json::parse(row["provider_content"].get<std::string>());
+    const auto r = sx::parse_contents(req.json_body(), search);
+    const auto fetched = row["created_at"].get<std::int64_t>();
+    const auto start = std::chrono::steady_clock::now();
+    const auto deadline =
+        r.timeout_ms ? start + std::chrono::milliseconds(*r.timeout_ms) : std::chrono::steady_clock::time_point::max();
+    // Decided once, so the browser made (or not) matches the results that need one.
+    const auto now_ms = hangar::now_ms();
+    std::vector<std::size_t> index;
+    std::vector<bool> needs_browser;
+    for (const auto &id : r.result_ids) {
+        std::size_t i = 0;
+        while (search["results"][i]["id"] != id) // parse_contents checked every id
+            ++i;
+        index.push_back(i);
+        needs_browser.push_back(r.options.source != "provider" &&
+                                !sx::retained_serves(r.options, retained.at(i).is_string(), fetched, now_ms));
+    }
+    const bool browser_needed = std::find(needs_browser.begin(), needs_browser.end(), true) != needs_browser.end();
+    const std::string mode = r.options.browser_mode.value_or("render");
+    TemporaryBrowser temporary([this, &project](const std::string &id) {
+        try {
+            call("browsers.delete", {{"project_id", project}, {"id", id}});
+        } catch (const std::exception &e) {
+            warn("search: the contents' temporary browser " + id + " was not deleted: " + e.what());
+        }
+    });
+    std::string browser;
+    if (browser_needed) {
+        if (r.options.browser_id) {
+            // The caller's own browser: 404 unless it is this project's and active.
+            browser = call("browsers.session", {{"project_id", project}, {"id", *r.options.browser_id}})
+                          .value("session_id", "");
+        } else {
+            json body = {{"headless", true},
+                         {"stealth", true},
+                         {"timeout_seconds", 600},
+                         {"tags", {{"search_id", search["id"]}}}};
+            try {
+                temporary.id = call("browsers.create", {{"project_id", project},
+                                                        {"caller", req.caller()},
+                                                        {"base_url", req.base_url()},
+                                                        {"body", body}})
+                                   .value("session_id", "");
+            } catch (const Error &e) {
+                if (e.status() == 404)
+                    throw Error::not_implemented("content.source=" + r.options.source +
+                                                 " needs the browsers plugin, which this server does not run");
+                throw; // 429 from admission included
+            }
+            browser = temporary.id;
+        }
+    }
+    json contents = json::array();
+    int fetches = 0;
+    for (std::size_t k = 0; k < r.result_ids.size(); ++k) {
+        const std::string &id = r.result_ids[k];
+        const json &result = search["results"][index[k]];
+        const json &text = retained.at(index[k]);
+        json c;
+        if (!needs_browser[k]) {
+            c = sx::provider_content(text.is_string() ? std::optional<std::string>(text.get<std::string>())
+                                                      : std::nullopt,
+                                     fetched, r.options);
+        } else {
+            const auto now = std::chrono::steady_clock::now();
+            if (now >= deadline) {
+                c = sx::failed_content("timeout", "deadline_exceeded",
+                                       "the request's timeout_ms passed before this result's turn", true);
+            } else {
+                std::int64_t per = r.options.timeout_ms.value_or(30000);
+                if (deadline != std::chrono::steady_clock::time_point::max())
+                    per = std::min<std::int64_t>(
+                        per, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count() + 1);
+                json ask = {{"project_id", project},      {"id", browser},    {"url", result["url"]}, {"mode", mode},
+                            {"format", r.options.format}, {"timeout_ms", per}};
+                if (r.options.max_chars) ask["max_chars"] = *r.options.max_chars;
+                ++fetches;
+                try {
+                    c = sx::browser_content(call("browsers.page_text", ask), mode, r.options, hangar::now_ms());
+                } catch (const Error &e) {
+                    c = sx::failed_content("error", e.code(), e.what(), e.status() >= 500);
+                    c["method"] = mode == "curl" ? "browser_curl" : "browser_render";
+                }
+            }
+        }
+        c["result_id"] = id;
+        c["url"] = result["url"];
+        contents.push_back(std::move(c));
+    }
+    return {{"search_id", search["id"]},
+            {"contents", contents},
+            {"usage", {{"results_count", contents.size()}, {"content_fetches", fetches}, {"cost", 0}}},
+            {"warnings", json::array()}};
+}
+
 void SearchPlugin::routes() {
     route("GET", "/search/providers", [this](Request &req, Response &res) {
         req.project();
@@ -246,39 +366,9 @@ void SearchPlugin::routes() {
         json row = require(req.project(), req.param("id"));
         res.json(json::parse(row["body"].get<std::string>()));
     });
-    route("POST", "/search/{id}/contents", [this](Request &req, Response &res) {
-        json row = require(req.project(), req.param("id"));
-        const json search = json::parse(row["body"].get<std::string>());
-        const json retained = json::parse(row["provider_content"].get<std::string>());
-        const auto r = sx::parse_contents(req.json_body(), search);
-        const auto fetched = row["created_at"].get<std::int64_t>();
-        const auto now = hangar::now_ms();
-        json contents = json::array();
-        for (const auto &id : r.result_ids) {
-            std::size_t i = 0;
-            while (search["results"][i]["id"] != id)
-                ++i;
-            const json &text = retained.at(i);
-            if (r.options.source != "provider" && !sx::retained_serves(r.options, text.is_string(), fetched, now))
-                throw Error::not_implemented(
-                    "content.source=" + r.options.source +
-                    " needs a page fetched through a Hangar browser (browser_curl/browser_render) for result " + id +
-                    ", which this server does not do yet (issue 50): use source=provider for the content the "
-                    "search provider returned");
-            json c = sx::provider_content(text.is_string() ? std::optional<std::string>(text.get<std::string>())
-                                                           : std::nullopt,
-                                          fetched, r.options);
-            c["result_id"] = id;
-            c["url"] = search["results"][i]["url"];
-            contents.push_back(std::move(c));
-        }
-        res.json({{"search_id", search["id"]},
-                  {"contents", contents},
-                  {"usage", {{"results_count", contents.size()}, {"content_fetches", 0}, {"cost", 0}}},
-                  {"warnings", json::array()}});
-    });
+    route("POST", "/search/{id}/contents", [this](Request &req, Response &res) { res.json(contents(req)); });
 }
 
 } // namespace
 
-HANGAR_PLUGIN(SearchPlugin, "search", "0.1.0", nullptr, kMigrations, sizeof(kMigrations) / sizeof(kMigrations[0]))
+HANGAR_PLUGIN(SearchPlugin, "search", "0.1.0", "browsers?", kMigrations, sizeof(kMigrations) / sizeof(kMigrations[0]))

@@ -502,6 +502,63 @@ json provider_content(const std::optional<std::string> &text, std::int64_t fetch
             {"fetched_at", hangar::rfc3339(fetched_at_ms)}};
 }
 
+json failed_content(const std::string &status, const std::string &code, const std::string &message, bool retryable) {
+    return {{"status", status},
+            {"cache_status", "bypass"},
+            {"error", {{"code", code}, {"message", message}, {"retryable", retryable}}}};
+}
+
+json browser_content(const json &seen, const std::string &mode, const ContentOptions &o, std::int64_t fetched_at_ms) {
+    json c;
+    const int http = seen.value("http_status", json()).is_number_integer() ? seen["http_status"].get<int>() : 0;
+    const std::string net = seen.value("net_error", "");
+    const std::string type = seen.value("content_type", "");
+    std::string lower_type = type;
+    std::transform(lower_type.begin(), lower_type.end(), lower_type.begin(),
+                   [](unsigned char ch) { return std::tolower(ch); });
+    if (seen.value("timed_out", false)) {
+        c = failed_content("timeout", "timeout", "the page did not load within the result's timeout", true);
+    } else if (http < 400 && !lower_type.empty() && lower_type.find("html") == std::string::npos &&
+               lower_type.rfind("text/", 0) != 0) {
+        // Before net errors: a download (a PDF, an image) aborts the navigation after its response
+        // said what it is.
+        c = failed_content("unsupported_type", "unsupported_type", "the page is " + type + ", not HTML or text", false);
+    } else if (!net.empty()) {
+        // Chromium's net errors for a refused request (the egress forwarder, a policy) say BLOCKED,
+        // ACCESS_DENIED or TUNNEL; anything else is the network's.
+        const bool refused = net.find("BLOCKED") != std::string::npos ||
+                             net.find("ACCESS_DENIED") != std::string::npos ||
+                             net.find("TUNNEL_CONNECTION_FAILED") != std::string::npos;
+        c = refused ? failed_content("blocked", "blocked", "the browser refused the request: " + net, false)
+                    : failed_content("error", "fetch_failed", "the browser could not load the page: " + net, true);
+    } else if (http == 403 || http == 429) {
+        c = failed_content("blocked", "http_" + std::to_string(http),
+                           "the site answered " + std::to_string(http) + " (blocked or rate limited)", http == 429);
+    } else if (http >= 400) {
+        c = failed_content("error", "http_" + std::to_string(http), "the site answered " + std::to_string(http),
+                           http >= 500);
+    } else if (!seen.value("text", json()).is_string() || seen["text"].get<std::string>().empty()) {
+        c = failed_content("extraction_failed", "extraction_failed",
+                           seen.value("extraction_error", "no readable text was found on the page"), false);
+    } else {
+        const std::int64_t limit = o.max_chars.value_or(std::int64_t{1} << 20);
+        c = {{"status", "ok"},
+             {"text", seen["text"]},
+             {"format", o.format},
+             // The readable part (article/main) is the page's whole content; without one it is the
+             // body's text with navigation and the like dropped, which may be more or less.
+             {"completeness", seen.value("readable", false) ? "full_page" : "unknown"},
+             {"truncated", seen.value("text_chars", std::int64_t{0}) > limit}};
+    }
+    c["method"] = mode == "curl" ? "browser_curl" : "browser_render";
+    c["cache_status"] = "bypass";
+    c["fetched_at"] = hangar::rfc3339(fetched_at_ms);
+    if (seen.value("final_url", json()).is_string()) c["final_url"] = seen["final_url"];
+    if (http) c["http_status"] = http;
+    c["extractor_version"] = seen.value("extractor_version", "innertext-1");
+    return c;
+}
+
 ContentsRequest parse_contents(const json &body, const json &search) {
     ContentsRequest r;
     for (const auto &[k, _] : body.items())

@@ -112,6 +112,17 @@ std::string url_host(const std::string &url);
 // The `content` object of a result (or of a contents response entry) from retained provider text.
 json provider_content(const std::optional<std::string> &text, std::int64_t fetched_at_ms, const ContentOptions &o);
 
+// The `content` of a result fetched through a Hangar browser, from what the browsers plugin's
+// `browsers.page_text` service saw ({final_url?, http_status?, content_type?, net_error?,
+// timed_out, text?, text_chars, readable, extractor_version, extraction_error?}): ok, blocked (403,
+// 429, a refused host), timeout, unsupported_type (neither HTML nor text), extraction_failed (no
+// text) or error, each failure with {code, message, retryable}. `max_chars` is what was asked
+// (the page cap when absent); `truncated` when the page's text was longer.
+json browser_content(const json &seen, const std::string &mode, const ContentOptions &o, std::int64_t fetched_at_ms);
+
+// A failure's `content` with no page seen (the deadline passed before the result's turn, ...).
+json failed_content(const std::string &status, const std::string &code, const std::string &message, bool retryable);
+
 // The body of POST /search/{id}/contents: the selected result ids, in response order (400 for an
 // unknown id, for both or neither of result_ids/limit), and the options.
 struct ContentsRequest {

@@ -9,12 +9,14 @@ searx's, not a double's.
 from __future__ import annotations
 
 import contextlib
+import http.server
 import json
 import os
 import shutil
 import sys
 import tempfile
 import time
+import urllib.parse
 import urllib.request
 from datetime import datetime, timezone
 from pathlib import Path
@@ -206,12 +208,12 @@ def test_contents_from_the_provider(client: Kernel) -> None:
     got = client.search.contents.fetch(s.id, result_ids=[s.results[1].id, s.results[0].id])
     assert [(c.result_id, c.text) for c in got.contents] == [(s.results[1].id, "snippet 2 about content n6"),
                                                              (s.results[0].id, "snippet 1 about content n6")]
-    # A page fetched through a browser is not done yet: 501 naming what is missing.
+    # This server runs no browsers plugin: a page that needs a browser answers 501 naming it.
     for content in ({"source": "browser"}, {"source": "auto"}):
         status, body = raw(client, "POST", f"/search/{s.id}/contents",
                            {"result_ids": [s.results[2].id], "content": content})
         assert status == 501 and body["code"] == "not_implemented"
-        assert "browser" in body["message"]
+        assert "browsers plugin" in body["message"]
     # Inline: the provider's content on each result.
     s = client.search.create(query="inline n3", content=True)
     assert [r.content.status for r in s.results] == ["ok", "ok", "unavailable"]  # type: ignore[union-attr]
@@ -266,3 +268,179 @@ def test_the_deadline_ends_a_slow_attempt_as_a_timeout(client: Kernel) -> None:
     assert time.monotonic() - began < 2.5
     assert e.value.status_code == 502
     assert "searxng: timeout" in str(e.value)
+
+
+# ---- contents through a Hangar browser (issue 50) ----
+
+ARTICLE = """<!doctype html><html><head><title>An article</title></head><body>
+<header>Site banner header</header><nav><a href="/">Site navigation home</a></nav>
+<article><h1>Gliders of the north</h1><p>The long-winged glider rides the ridge lift for hours.</p>
+<p>See <a href="/more">the field guide</a> for details.</p></article>
+<aside>Related advertising aside</aside><footer>Copyright footer text</footer>
+<script>document.title = "script ran"; var x = "script body text";</script></body></html>"""
+MOVED = "<!doctype html><html><body><main><h2>Moved here</h2><p>The page after the redirect.</p></main></body></html>"
+BIG = "<!doctype html><html><body><article><p>" + "lorem ipsum dolor " * 120_000 + "</p></article></body></html>"
+
+
+class Pages(http.server.BaseHTTPRequestHandler):
+    """The pages the results point at: an article with boilerplate around it, a redirect, a page of
+    about 2 MiB, a slow one; every path asked is kept in `hits`."""
+
+    hits: list[str] = []
+
+    def do_GET(self) -> None:  # noqa: N802
+        Pages.hits.append(self.path)
+        path = urllib.parse.urlparse(self.path).path
+        if path == "/old":
+            self.send_response(302)
+            self.send_header("Location", "/moved")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        if path == "/slow":
+            time.sleep(6)
+        if path == "/file.pdf":
+            data = b"%PDF-1.4 not really"
+            self.send_response(200)
+            self.send_header("Content-Type", "application/pdf")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            return
+        body = {"/article": ARTICLE, "/moved": MOVED, "/big": BIG, "/slow": ARTICLE}.get(path)
+        if body is None:
+            self.send_response(404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        data = body.encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        try:
+            self.wfile.write(data)
+        except OSError:
+            pass
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def browser_search_server(searxng_url: str) -> Iterator[object]:
+    """A Hangar with org, search, browsers and proxies (whose forwarder holds a browser to its allowlist)."""
+    with tempfile.TemporaryDirectory(prefix="hangar-search-cfg-") as d:
+        shutil.copytree(REPO / "etc", d, dirs_exist_ok=True)
+        for f in Path(d, "plugins.d").iterdir():
+            if f.stem not in ("org", "search", "browsers", "proxies"):
+                f.unlink()
+        ini = Path(d, "plugins.d", "search.ini")
+        ini.write_text(ini.read_text() + f"\nsearxng_url = {searxng_url}\nsearxng_max_results = {CAP}\n")
+        with launched({"HANGAR_CONFIG": str(Path(d, "hangar.ini"))}) as s:
+            yield s
+
+
+@pytest.fixture(scope="module")
+def pages() -> Iterator[str]:
+    with serving(Pages, range(21100, 21150)) as port:
+        base = f"http://127.0.0.1:{port}"
+        searx_server.Corpus.local[:] = [f"{base}/article", f"{base}/old", f"{base}/big", f"{base}/slow", f"{base}/file.pdf"]
+        yield base
+
+
+@pytest.fixture(scope="module")
+def bclient(searx: str, pages: str) -> Iterator[Kernel]:
+    with browser_search_server(searx) as s:
+        yield Kernel(api_key=s.api_key, base_url=s.base_url, timeout=120, max_retries=0)
+
+
+def test_contents_through_a_temporary_browser(bclient: Kernel, pages: str) -> None:
+    s = bclient.search.create(query="local pages")
+    assert [r.url for r in s.results] == searx_server.Corpus.local
+    article, moved, big, slow, pdf = s.results
+    got = bclient.search.contents.fetch(s.id, result_ids=[article.id, moved.id, big.id],
+                                        content={"source": "browser", "max_chars": 4000})
+    assert [c.result_id for c in got.contents] == [article.id, moved.id, big.id]
+    a, m, b = got.contents
+    assert a.status == "ok" and a.method == "browser_render" and a.format == "markdown"
+    assert a.http_status == 200 and a.final_url == f"{pages}/article" and a.cache_status == "bypass"
+    # Mozilla Readability when `make setup-npm` installed it before the build configured, else the DOM walk.
+    readability = (REPO / "plugins/browsers/extractor/node_modules/@mozilla/readability/Readability.js").exists()
+    assert a.extractor_version == ("readability-0.6.0" if readability else "innertext-1")
+    assert a.completeness == "full_page" and a.truncated is False
+    assert "# Gliders of the north" in a.text and "rides the ridge lift" in a.text
+    assert f"[the field guide]({pages}/more)" in a.text
+    for boilerplate in ("Site banner", "Site navigation", "advertising", "Copyright", "script body"):
+        assert boilerplate not in a.text
+    assert m.status == "ok" and m.final_url == f"{pages}/moved" and "Moved here" in m.text
+    assert b.status == "ok" and b.truncated is True and len(b.text) <= 4000 and b.text.startswith("lorem ipsum")
+    assert got.usage.content_fetches == 3
+    # The request's own browser is gone.
+    assert list(bclient.browsers.list()) == []
+
+    # curl mode, as text; and `auto` goes to a browser when the provider gave no content.
+    got = bclient.search.contents.fetch(s.id, result_ids=[moved.id, article.id],
+                                        content={"source": "auto", "format": "text", "browser": {"mode": "curl"}})
+    m, a = got.contents
+    assert m.status == "ok" and m.method == "browser_curl" and m.final_url == f"{pages}/moved"
+    assert a.status == "ok" and a.format == "text" and "Gliders of the north" in a.text and "#" not in a.text
+    assert "Site navigation" not in a.text
+    assert list(bclient.browsers.list()) == []
+
+    # Neither HTML nor text.
+    for mode in ("render", "curl"):
+        got = bclient.search.contents.fetch(s.id, result_ids=[pdf.id],
+                                            content={"source": "browser", "browser": {"mode": mode}})
+        assert got.contents[0].status == "unsupported_type" and got.contents[0].text is None, got.contents[0]
+
+    # The per-result timeout.
+    got = bclient.search.contents.fetch(s.id, result_ids=[slow.id],
+                                        content={"source": "browser", "timeout_ms": 1500})
+    assert got.contents[0].status == "timeout" and got.contents[0].error.retryable is True
+    assert list(bclient.browsers.list()) == []
+
+
+def test_contents_in_the_callers_browser_keep_its_allowlist(bclient: Kernel, pages: str) -> None:
+    s = bclient.search.create(query="local pages")
+    article = s.results[0]
+    browser = bclient.browsers.create(headless=True, network={"allowed_hosts": ["example.com"]})
+    try:
+        Pages.hits.clear()
+        got = bclient.search.contents.fetch(
+            s.id, result_ids=[article.id], content={"source": "browser", "browser": {"browser_id": browser.session_id}})
+        c = got.contents[0]
+        assert c.status in ("blocked", "error") and c.text is None and c.error is not None, c
+        assert "/article" not in Pages.hits  # refused before it reached the page
+        assert [b.session_id for b in bclient.browsers.list()] == [browser.session_id]  # the caller's stays
+    finally:
+        bclient.browsers.delete_by_id(browser.session_id)
+    with pytest.raises(kernel.NotFoundError):
+        bclient.search.contents.fetch(s.id, result_ids=[article.id],
+                                      content={"source": "browser", "browser": {"browser_id": browser.session_id}})
+
+
+def test_a_project_at_its_browser_limit_gets_429_unless_it_lends_its_own(bclient: Kernel, pages: str) -> None:
+    project = bclient.projects.create(name="py-search-limited")
+    bclient.projects.limits.update(project.id, max_concurrent_sessions=1)
+    scoped = Kernel(api_key=bclient.api_key, base_url=bclient.base_url, project_id=project.id, max_retries=0,
+                    timeout=120)
+    first = scoped.browsers.create(headless=True)
+    try:
+        s = scoped.search.create(query="local pages")
+        article = s.results[0]
+        # The temporary browser counts toward the project's concurrency.
+        with pytest.raises(kernel.RateLimitError):
+            scoped.search.contents.fetch(s.id, result_ids=[article.id], content={"source": "browser"})
+        # Its own browser serves instead, and stays.
+        got = scoped.search.contents.fetch(s.id, result_ids=[article.id],
+                                           content={"source": "browser", "browser": {"browser_id": first.session_id}})
+        assert got.contents[0].status == "ok" and "rides the ridge lift" in got.contents[0].text
+        assert [b.session_id for b in scoped.browsers.list()] == [first.session_id]
+        # Another project's browser is a 404 from here.
+        with pytest.raises(kernel.NotFoundError):
+            bclient.search.contents.fetch(bclient.search.create(query="local pages").id, limit=1,
+                                          content={"source": "browser", "browser": {"browser_id": first.session_id}})
+    finally:
+        scoped.browsers.delete_by_id(first.session_id)
+    bclient.projects.delete(project.id)

@@ -58,6 +58,7 @@ class SearchModelTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(parsingIsDefensive);
     CPPUNIT_TEST(contents);
     CPPUNIT_TEST(providerListing);
+    CPPUNIT_TEST(browserContent);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -320,6 +321,56 @@ public:
         for (const char *p : {"country", "end_date", "exclude_domains", "include_domains", "language", "recency",
                               "safe_search", "start_date"})
             CPPUNIT_ASSERT(e["params"].contains(p));
+    }
+
+    void browserContent() {
+        ContentOptions o;
+        o.max_chars = 5;
+        const json page = {{"timed_out", false},
+                           {"http_status", 200},
+                           {"final_url", "https://a.example/b"},
+                           {"content_type", "text/html"},
+                           {"text", "hello"},
+                           {"text_chars", 9},
+                           {"readable", true},
+                           {"extractor_version", "innertext-1"}};
+        json c = browser_content(page, "render", o, 0);
+        CPPUNIT_ASSERT_EQUAL(std::string("ok"), c["status"].get<std::string>());
+        CPPUNIT_ASSERT_EQUAL(std::string("browser_render"), c["method"].get<std::string>());
+        CPPUNIT_ASSERT_EQUAL(std::string("full_page"), c["completeness"].get<std::string>());
+        CPPUNIT_ASSERT(c["truncated"].get<bool>());
+        CPPUNIT_ASSERT_EQUAL(std::string("https://a.example/b"), c["final_url"].get<std::string>());
+        CPPUNIT_ASSERT_EQUAL(std::string("bypass"), c["cache_status"].get<std::string>());
+        auto status = [&](const json &changes, const char *mode = "curl") {
+            json p = page;
+            p.update(changes);
+            json got = browser_content(p, mode, ContentOptions{}, 0);
+            CPPUNIT_ASSERT(got["status"] == "ok" || !got.contains("text"));
+            return got["status"].get<std::string>() + "/" + got.value("error", json::object()).value("code", "");
+        };
+        CPPUNIT_ASSERT_EQUAL(std::string("ok/"), status({{"readable", false}}));
+        CPPUNIT_ASSERT_EQUAL(std::string("timeout/timeout"), status({{"timed_out", true}}));
+        CPPUNIT_ASSERT_EQUAL(std::string("blocked/http_403"), status({{"http_status", 403}}));
+        CPPUNIT_ASSERT_EQUAL(std::string("blocked/http_429"), status({{"http_status", 429}}));
+        CPPUNIT_ASSERT_EQUAL(std::string("error/http_500"), status({{"http_status", 500}}));
+        CPPUNIT_ASSERT_EQUAL(std::string("blocked/blocked"),
+                             status({{"net_error", "net::ERR_TUNNEL_CONNECTION_FAILED"}}));
+        CPPUNIT_ASSERT_EQUAL(std::string("error/fetch_failed"), status({{"net_error", "net::ERR_CONNECTION_REFUSED"}}));
+        CPPUNIT_ASSERT_EQUAL(std::string("unsupported_type/unsupported_type"),
+                             status({{"content_type", "application/pdf"}}));
+        CPPUNIT_ASSERT_EQUAL(std::string("unsupported_type/unsupported_type"),
+                             status({{"content_type", "application/pdf"}, {"net_error", "net::ERR_ABORTED"}}));
+        CPPUNIT_ASSERT_EQUAL(std::string("extraction_failed/extraction_failed"), status({{"text", ""}}));
+        CPPUNIT_ASSERT_EQUAL(std::string("browser_curl"),
+                             browser_content(page, "curl", o, 0)["method"].get<std::string>());
+        json unread = browser_content({{"timed_out", false},
+                                       {"http_status", 200},
+                                       {"content_type", "text/plain"},
+                                       {"text", "x"},
+                                       {"text_chars", 1}},
+                                      "render", ContentOptions{}, 0);
+        CPPUNIT_ASSERT_EQUAL(std::string("unknown"), unread["completeness"].get<std::string>());
+        CPPUNIT_ASSERT(!unread["truncated"].get<bool>());
     }
 };
 

@@ -28,10 +28,16 @@ def python() -> str:
 class Corpus(http.server.BaseHTTPRequestHandler):
     """The engine searx queries: `n<count>` in the query asks for that many results (default 25);
     every third result has no body (searx then has no content for it); `nothing` finds nothing;
-    `slow` answers after 3 s."""
+    `slow` answers after 3 s; `local` answers `Corpus.local` (the pages a contents test serves), with
+    no body, so only a browser has their content."""
+
+    local: list[str] = []
 
     def do_GET(self) -> None:  # noqa: N802
         q = urllib.parse.parse_qs(urllib.parse.urlparse(self.path).query).get("q", [""])[0]
+        if "local" in q:
+            self._answer([{"url": u, "title": f"local page {i}"} for i, u in enumerate(Corpus.local, 1)])
+            return
         count = 25
         for word in q.split():
             if word.startswith("n") and word[1:].isdigit():
@@ -47,6 +53,9 @@ class Corpus(http.server.BaseHTTPRequestHandler):
             if i % 3:
                 r["body"] = f"snippet {i} about {q}"
             results.append(r)
+        self._answer(results)
+
+    def _answer(self, results: list[dict]) -> None:
         body = json.dumps({"results": results}).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
