@@ -361,7 +361,8 @@ private:
                     o.country = o.config.value("country", "");
                     std::transform(o.country.begin(), o.country.end(), o.country.begin(),
                                    [](unsigned char c) { return std::toupper(c); });
-                    o.config.erase("password");
+                    for (const char *k : {"password", "has_password", "has_ca_bundle", "ca_bundle"})
+                        o.config.erase(k);
                 }
                 offers.push_back(std::move(o));
             }
