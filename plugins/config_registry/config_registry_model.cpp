@@ -90,13 +90,12 @@ LookupRequest parse_lookup(const json &body) {
         if (!c.is_array()) throw Error::invalid("allowed_proxy_countries", "must be an array of ISO 3166 codes");
         std::vector<std::string> out;
         for (const auto &v : c) {
-            if (!v.is_string() || v.get<std::string>().size() != 2 ||
-                !std::all_of(v.get<std::string>().begin(), v.get<std::string>().end(),
-                             [](unsigned char ch) { return std::isalpha(ch); }))
+            const std::string s = v.is_string() ? v.get<std::string>() : std::string();
+            if (s.size() != 2 || !std::all_of(s.begin(), s.end(), [](unsigned char ch) { return std::isalpha(ch); }))
                 throw Error::invalid("allowed_proxy_countries", "entries must be ISO 3166 alpha-2 codes like \"US\"");
-            std::string s = v.get<std::string>();
-            std::transform(s.begin(), s.end(), s.begin(), [](unsigned char ch) { return std::toupper(ch); });
-            out.push_back(s);
+            std::string up = s;
+            std::transform(up.begin(), up.end(), up.begin(), [](unsigned char ch) { return std::toupper(ch); });
+            out.push_back(up);
         }
         r.countries = out;
     }

@@ -231,3 +231,34 @@ def test_list_search_sort_and_projects(env) -> None:
             other.config_registry.analyses.cancel(analyses[0].analysis.id)
     finally:
         client.projects.delete(project.id)
+
+
+def test_operator_seed_answers_every_project_at_its_scope() -> None:
+    """The operator's seed file (config_registry.ini seed_file) is knowledge for every project: a
+    `domain` entry answers any host under that registrable domain, an `exact` one only its target;
+    a managed proxy outside allowed_proxy_countries is not offered."""
+    with tempfile.TemporaryDirectory(prefix="hangar-registry-seed-") as d:
+        seed = Path(d) / "seed.json"
+        seed.write_text("""[
+          {"target": "https://www.example.org/", "match": "domain", "browser": {"headless": false, "stealth": true},
+           "evidence": {"accessed": 4, "blocked": 1, "run_count": 2}},
+          {"target": "https://shop.example.net/cart", "browser": {"headless": true, "stealth": false},
+           "proxy": {"mode": "managed", "create": {"type": "residential", "config": {"country": "DE"}}}}
+        ]""")
+        cfg = config_dir(d, {}, {"config_registry": f"seed_file = {seed}\n"})
+        with launched({"HANGAR_CONFIG": cfg}) as srv:
+            client = Kernel(api_key=srv.api_key, base_url=srv.base_url, max_retries=0)
+            r = client.config_registry.lookup(url="https://blog.example.org/post/1")
+            rec = r.recommendation
+            assert rec.type == "recommendation" and rec.match_scope == "domain", rec
+            assert (rec.browser.headless, rec.browser.stealth, rec.proxy.mode) == (False, True, "direct")
+            assert (rec.evidence.accessed, rec.evidence.blocked, rec.evidence.run_count) == (4, 1, 2)
+            assert rec.evidence.success_rate == 0.8 and rec.matched_target == "https://www.example.org/"
+            exact = client.config_registry.lookup(url="https://shop.example.net/cart")
+            assert exact.recommendation.proxy.mode == "managed" and exact.recommendation.match_scope == "exact"
+            assert client.config_registry.lookup(url="https://shop.example.net/cart",
+                                                 allowed_proxy_countries=["us"]).recommendation.type == \
+                "no_recommendation"
+            # An exact entry does not reach other paths of its host.
+            assert client.config_registry.lookup(url="https://shop.example.net/").recommendation.type == \
+                "no_recommendation"
