@@ -80,8 +80,8 @@ bool literal_non_public(const std::string &host) {
             (ip.toString().starts_with("100.64.") || ip.toString().starts_with("0.")));
 }
 
-LookupRequest parse_lookup(const json &body) {
-    if (!body.is_object()) throw Error::bad_request("the body must be a JSON object");
+namespace {
+LookupRequest lookup_fields(const json &body) {
     LookupRequest r;
     if (!body.contains("url") || !body["url"].is_string()) throw Error::invalid("url", "is required (a string)");
     r.target = normalize(body["url"].get<std::string>());
@@ -101,11 +101,19 @@ LookupRequest parse_lookup(const json &body) {
     }
     return r;
 }
+} // namespace
+
+LookupRequest parse_lookup(const json &body) {
+    if (!body.is_object()) throw Error::bad_request("the body must be a JSON object");
+    no_unknown_fields(body, {"url", "allowed_proxy_countries"});
+    return lookup_fields(body);
+}
 
 ResolveRequest parse_resolve(const json &body) {
-    ResolveRequest r;
-    r.lookup = parse_lookup(body);
+    if (!body.is_object()) throw Error::bad_request("the body must be a JSON object");
     no_unknown_fields(body, {"url", "allowed_proxy_countries", "intent"});
+    ResolveRequest r;
+    r.lookup = lookup_fields(body);
     if (body.contains("intent") && !body["intent"].is_null()) {
         if (!body["intent"].is_string()) throw Error::invalid("intent", "must be a string");
         std::string i = body["intent"].get<std::string>();

@@ -195,6 +195,17 @@ def test_analysis_recommends_the_proxy_for_a_proxy_only_site_then_cancel(env) ->
         # Idempotent after the end; and no browser of the run is left behind.
         assert client.config_registry.analyses.cancel(again.analysis.id).analysis.status == "canceled"
         wait_for(lambda: no_browsers_left(client), timeout=30, what="the canceled run's browsers gone")
+        # A proxy whose config names no country is outside any allowed_proxy_countries: the run
+        # tries only the direct candidates, all refused.
+        us = client.config_registry.resolve(url=env["shop"], allowed_proxy_countries=["US"])
+        blocked = client.config_registry.analyses.wait_for_result(us.analysis.id, poll_interval=0.5,
+                                                                  max_wait_seconds=300)
+        assert blocked.analysis.status == "completed"
+        assert blocked.recommendation.type == "no_recommendation"
+        assert blocked.recommendation.code == "no_working_configuration", blocked.recommendation
+        assert name not in (blocked.guidance or "")
+        assert client.config_registry.lookup(url=env["shop"], allowed_proxy_countries=["US"]).recommendation.type \
+            == "no_recommendation"
     finally:
         wait_for(lambda: no_browsers_left(client), timeout=60, what="browsers gone")
         client.proxies.delete(proxy.id)

@@ -71,6 +71,7 @@ public:
         CPPUNIT_ASSERT(l.countries && (*l.countries)[0] == "US");
         expect_400([] { parse_resolve({{"url", "http://example.com/"}, {"intent", "buy a thing"}}); }, "intent");
         expect_400([] { parse_resolve({{"url", "https://example.com/"}, {"nope", 1}}); }, "nope");
+        expect_400([] { parse_lookup({{"url", "https://example.com/"}, {"intent", "x"}}); }, "intent");
         CPPUNIT_ASSERT(parse_resolve({{"url", "https://example.com/"}, {"intent", "buy a thing"}}).intent);
     }
 
