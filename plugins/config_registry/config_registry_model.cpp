@@ -32,9 +32,11 @@ std::string registrable(const std::string &host) {
 }
 
 void no_unknown_fields(const json &body, std::initializer_list<const char *> known) {
-    for (const auto &[k, v] : body.items())
+    for (const auto &item : body.items()) {
+        const std::string &k = item.key();
         if (std::find_if(known.begin(), known.end(), [&](const char *n) { return k == n; }) == known.end())
             throw Error::invalid(k, "is not a field of this request");
+    }
 }
 
 } // namespace
@@ -286,6 +288,7 @@ std::vector<Aggregate> aggregate(const std::vector<std::vector<Run>> &analyses) 
         }
     }
     std::vector<Aggregate> out;
+    out.reserve(order.size());
     for (const auto &k : order)
         out.push_back(by[k]);
     return out;
