@@ -59,6 +59,7 @@ public:
     void start_server() override {
         parallelism_ = static_cast<int>(std::clamp<std::int64_t>(config_int("parallelism", 2), 1, 8));
         try_headful_ = config_bool("try_headful", true);
+        max_running_ = std::clamp<std::int64_t>(config_int("max_running_per_project", 2), 1, 100);
         load_timeout_ms_ = std::clamp<std::int64_t>(config_int("load_timeout_ms", 20000), 1000, 120000);
         settle_ms_ = std::clamp<std::int64_t>(config_int("settle_ms", 1000), 0, 10000);
         retention_ms_ = std::clamp<std::int64_t>(config_int("retention_days", 30), 1, 3650) * 86400000;
@@ -343,6 +344,15 @@ private:
         if (!running.empty()) {
             row = running[0];
         } else {
+            // Each analysis runs up to `parallelism` browsers: a project gets a bounded number at once.
+            auto busy = sql("SELECT COUNT(*) AS n FROM config_registry_analyses WHERE owner_project = ? AND status = "
+                            "'running'",
+                            {project});
+            if (!busy.empty() && busy[0]["n"].get<std::int64_t>() >= max_running_)
+                throw Error(429, "rate_limited",
+                            "this project already has " + std::to_string(max_running_) +
+                                " analyses running (config_registry.ini max_running_per_project); wait for one to "
+                                "finish or cancel one");
             json proxies = json::array();
             try {
                 proxies = call("proxies.list", {{"project_id", project}}).value("proxies", json::array());
@@ -592,6 +602,7 @@ private:
     }
 
     int parallelism_ = 2;
+    std::int64_t max_running_ = 2;
     bool try_headful_ = true;
     std::int64_t load_timeout_ms_ = 20000, settle_ms_ = 1000, retention_ms_ = 30LL * 86400000;
     hangar::egress::Policy policy_;
