@@ -9,7 +9,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const here = dirname(fileURLToPath(import.meta.url));
-const ALL = ['create', 'cdp', 'fast', 'spares', 'computer', 'extensions', 'playwright', 'profiles', 'liveview', 'replays', 'curl', 'load', 'network', 'bombs', 'proxies', 'telemetry', 'audit', 'bidi', 'bidi_alone', 'metrics', 'apps', 'managed_auth', 'density', 'cluster', 'relay', 'agent_tools', 'vaults', 'telemetry_export', 'audit_export', 'burst'];
+const ALL = ['create', 'cdp', 'fast', 'spares', 'computer', 'extensions', 'playwright', 'profiles', 'liveview', 'replays', 'curl', 'load', 'network', 'bombs', 'proxies', 'telemetry', 'audit', 'bidi', 'bidi_alone', 'metrics', 'apps', 'managed_auth', 'density', 'cluster', 'relay', 'agent_tools', 'vaults', 'telemetry_export', 'audit_export', 'burst', 'config_registry'];
 const selected = process.argv.slice(2).length ? process.argv.slice(2) : ALL;
 for (const name of selected) if (!ALL.includes(name)) throw new Error(`unknown benchmark ${name} (have: ${ALL.join(', ')})`);
 

@@ -132,8 +132,7 @@ const std::vector<std::pair<std::string, std::string>> kAreas = {
     {"/api_keys", "org"},
     {"/telemetry", "telemetry"},
     {"/search", "search"},
-    // kernel-api-0131 §1D, not built yet (issue 50): its requests answer 501 naming it rather
-    // than a bare 404, as the SDKs' newest areas should.
+    // kernel-api-0131 §1D (plugins/config_registry).
     {"/config-registry", "config_registry"},
 };
 

@@ -129,6 +129,16 @@ public:
         // A proxy selector {id?, name?} (auth connections): the id of the one active proxy of the
         // project it names. A name must match exactly one (ambiguous: 400), as Kernel's contract says.
         service("proxies.resolve", [this](const json &in) { return json{{"id", resolve(in)}}; });
+        // The project's active proxies as GET /proxies renders them (no secrets): the config
+        // registry's analyses try each one.
+        service("proxies.list", [this](const json &in) {
+            json out = json::array();
+            for (const auto &row : sql("SELECT * FROM proxies_proxies WHERE project_id = ? AND deleted_at IS NULL "
+                                       "ORDER BY created_at, id",
+                                       {in.value("project_id", "")}))
+                out.push_back(render(row));
+            return json{{"proxies", out}};
+        });
 
         sign_requests_ = config_bool("sign_requests", false);
         signature_ttl_ =

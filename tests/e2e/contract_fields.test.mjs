@@ -990,6 +990,13 @@ const AUDIT_EXPORT = '../python/test_0131_audit_export.py';
 elsewhere('GET /audit-logs/export/destinations', ['limit', 'offset'], AUDIT_EXPORT, 'the organisation\'s destinations, paged (Python SDK 0.131)');
 elsewhere('POST /audit-logs/export/destinations', ['type', 'format', 'bucket', 'prefix', 'region', 'role_arn', 'kms_key_id', 'sse', 'endpoint', 'access_key_id', 'secret_access_key'], AUDIT_EXPORT, 'created paused with its keys sealed; role assumption 501; bad bucket and refused endpoint 400');
 elsewhere('PATCH /audit-logs/export/destinations/{id}', ['bucket', 'prefix', 'region', 'role_arn', 'kms_key_id', 'sse', 'endpoint', 'access_key_id', 'secret_access_key', 'status'], AUDIT_EXPORT, 'each field changed and read back; activation starts export from then on');
+// The config registry (kernel-api-0131 §1D) runs analyses in real browsers against fixture sites
+// and a real tinyproxy; tests/python/test_0131_config_registry.py drives it through the SDK.
+const REGISTRY = '../python/test_0131_config_registry.py';
+elsewhere('GET /config-registry', ['limit', 'offset', 'search', 'sort_by', 'sort_order'], REGISTRY, 'one row per analyzed target, searched, sorted, paged (Python SDK 0.131)');
+elsewhere('POST /config-registry/lookup', ['url', 'allowed_proxy_countries'], REGISTRY, 'normalized target, learned and seeded knowledge, proxies outside the countries left out');
+elsewhere('POST /config-registry/resolve', ['url', 'allowed_proxy_countries', 'intent'], REGISTRY, 'starts an analysis in real browsers; intent needs https and answers 501');
+elsewhere('GET /config-registry/analyses', ['limit', 'offset', 'search'], REGISTRY, 'newest first, searched over the requested URL');
 const AGENT_TOOLS = '../python/test_0131_agent_tools.py';
 elsewhere('POST /browsers/{id}/playwright/execute', ['executor'], AGENT_TOOLS, 'named executors: own tabs, run in parallel, eight at most (Python SDK 0.131)');
 elsewhere('DELETE /browsers/{id}/playwright/executors/{name}', ['close_tab'], AGENT_TOOLS, 'the process ends; the tab closes unless close_tab is false');
