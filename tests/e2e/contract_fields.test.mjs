@@ -993,6 +993,11 @@ elsewhere('PATCH /audit-logs/export/destinations/{id}', ['bucket', 'prefix', 're
 // The config registry (kernel-api-0131 §1D) runs analyses in real browsers against fixture sites
 // and a real tinyproxy; tests/python/test_0131_config_registry.py drives it through the SDK.
 const REGISTRY = '../python/test_0131_config_registry.py';
+const SEARCH = '../python/test_0131_search.py';
+elsewhere('POST /search', ['query', 'strategy', 'max_results', 'strict_params', 'include_raw', 'content', 'timeout_ms'], SEARCH, 'searx answers, strategies, clamping, raw and inline content, deadlines (Python SDK 0.131)');
+elsewhere('POST /search', ['language', 'safe_search', 'recency', 'country', 'start_date', 'end_date', 'include_domains', 'exclude_domains'], SEARCH, 'passed to searx, emulated on hosts, or dropped with param_unsupported');
+elsewhere('GET /search/providers', ['slug'], SEARCH, 'one provider, or [] for an unknown slug');
+elsewhere('POST /search/{id}/contents', ['result_ids', 'limit', 'content', 'timeout_ms'], SEARCH, 'provider excerpts and pages fetched in a Hangar browser');
 elsewhere('GET /config-registry', ['limit', 'offset', 'search', 'sort_by', 'sort_order'], REGISTRY, 'one row per analyzed target, searched, sorted, paged (Python SDK 0.131)');
 elsewhere('POST /config-registry/lookup', ['url', 'allowed_proxy_countries'], REGISTRY, 'normalized target, learned and seeded knowledge, proxies outside the countries left out');
 elsewhere('POST /config-registry/resolve', ['url', 'allowed_proxy_countries', 'intent'], REGISTRY, 'starts an analysis in real browsers; intent needs https and answers 501');

@@ -211,6 +211,10 @@ def test_analysis_recommends_the_proxy_for_a_proxy_only_site_then_cancel(env) ->
         client.proxies.delete(proxy.id)
 
 
+def by_target_default(client: Kernel) -> list[str]:
+    return [s.target for s in client.config_registry.list()]
+
+
 def test_list_search_sort_and_projects(env) -> None:
     client: Kernel = env["client"]
     targets = [s.target for s in client.config_registry.list()]
@@ -223,8 +227,12 @@ def test_list_search_sort_and_projects(env) -> None:
     assert by_target == sorted(by_target)
     page = client.config_registry.list(limit=1)
     assert len(page.items) == 1
+    second = client.config_registry.list(limit=1, offset=1)
+    assert [s.target for s in second.items] == [by_target_default(client)[1]]
     analyses = list(client.config_registry.analyses.list())
     assert len(analyses) >= 3
+    assert [a.analysis.id for a in client.config_registry.analyses.list(limit=1, offset=1).items] == \
+        [analyses[1].analysis.id]
     assert [a.analysis.created_at for a in analyses] == sorted((a.analysis.created_at for a in analyses),
                                                                 reverse=True)
     assert {a.target.normalized for a in client.config_registry.analyses.list(search="account")} == {env["bot"]}

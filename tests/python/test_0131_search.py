@@ -161,6 +161,18 @@ def test_max_results_is_clamped_with_a_warning_or_refused_under_strict_params(cl
     s = client.search.create(query="domains", include_domains=["blog.example.org"])
     assert s.results and all(r.url.startswith("https://blog.example.org/") for r in s.results)
     assert [w.code for w in s.warnings] == ["filter_emulated"]
+    s = client.search.create(query="domains", exclude_domains=["blog.example.org"])
+    assert s.results and all(r.url.startswith("https://docs.example.org/") for r in s.results)
+    # SearXNG's own parameters pass through (its answer shows the language and safe search it ran
+    # with); country and an end date it lacks are dropped with warnings.
+    s = client.search.create(query="tuned n3", language="fr", safe_search="strict", country="DE",
+                             end_date="2025-01-01")
+    assert len(s.results) == 3
+    assert sorted(w.param for w in s.warnings if w.code == "param_unsupported") == ["country", "end_date"]
+    # recency reaches searx as its time_range: searx then skips engines without time-range support,
+    # which its one local engine is, so it answers nothing.
+    assert client.search.create(query="recent n3").results
+    assert client.search.create(query="recent n3", recency="week").results == []
 
 
 def test_include_raw_carries_searxngs_own_answer(client: Kernel) -> None:
