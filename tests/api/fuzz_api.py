@@ -153,6 +153,7 @@ def start_server(binary: Path, out_dir: Path, connect_url: str, target_port: int
                # Connect (8080) addresses are admitted too, so those examples are created (what is
                # sent there later fails: nothing listens).
                HANGAR_FETCH_ALLOW=",".join([urllib.parse.urlparse(connect_url).netloc, "127.0.0.1:9",
+                                            f"127.0.0.1:{target_port}",  # a config-registry analysis's target
                                             "127.0.0.1:4318", "127.0.0.1:9000", "127.0.0.1:8080"]),
                HANGAR_LOG_LEVEL="information", **config)
     log = open(out_dir / "hangar.log", "w")
@@ -413,6 +414,7 @@ PINS = [
     (r"^/telemetry/destinations/\{id_or_name\}", {"path.id_or_name": "otlp_destination"}),
     (r"^/audit-logs/export/destinations/\{id\}", {"path.id": "audit_destination"}),
     (r"^/search/\{id\}", {"path.id": "search"}),
+    (r"^/config-registry/analyses/\{id\}", {"path.id": "analysis"}),
 ]
 
 
@@ -483,6 +485,11 @@ def main() -> int:
     ids = seed(url, key, connect_url, f"http://127.0.0.1:{target_port}")
     if searx_url:
         ids["search"] = call(url, key, "POST", "/search", {"query": "fuzz n5"})["id"]
+    # An analysis of the fuzz site, cancelled at once (its browsers would take the project's slots):
+    # GET and cancel of /config-registry/analyses/{id} then have a real one.
+    analysis = call(url, key, "POST", "/config-registry/resolve", {"url": f"http://127.0.0.1:{target_port}/"})
+    ids["analysis"] = analysis["analysis"]["id"]
+    call(url, key, "POST", f"/config-registry/analyses/{ids['analysis']}/cancel")
     print(f"api fuzz: seeded in {time.time() - seeding:.1f} s: " + ", ".join(sorted(ids)), flush=True)
     paths = call(url, key, "GET", "/openapi.json").get("paths", {})
     deletable = {path for path, ops in paths.items() if "delete" in ops}
