@@ -9,6 +9,7 @@
 // reads status, every header line and the body at the response stage, before any CORS check, so
 // redirects to other origins still answer. See README.md ("curl") for why it is built so.
 #include "curl.hpp"
+#include "hidden_tab.hpp"
 
 #include <hangar/cdp.hpp>
 #include <hangar/resource.hpp>
@@ -85,20 +86,8 @@ struct BrowserCurl::Tab {
     Tab(int port, std::string browser_ws_path, Clock::time_point deadline)
         : port(port), browser_ws_path(std::move(browser_ws_path)),
           conn(port, this->browser_ws_path,
-               std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now())) {
-        json created;
-        try {
-            // Hidden: not in the tab strip (or the live view).
-            created = conn.call_until("Target.createTarget",
-                                      {{"url", "about:blank"}, {"background", true}, {"hidden", true}}, "", deadline);
-        } catch (const cdp::Failure &e) {
-            if (e.timed_out()) throw;
-            created =
-                conn.call_until("Target.createTarget", {{"url", "about:blank"}, {"background", true}}, "", deadline);
-        }
-        target = created.value("targetId", "");
-        session = conn.call_until("Target.attachToTarget", {{"targetId", target}, {"flatten", true}}, "", deadline)
-                      .value("sessionId", "");
+               std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now())),
+          tab(conn, deadline), target(tab.target), session(tab.session) {
         // Network events carry the raw response headers: Fetch leaves Set-Cookie out.
         conn.call_until("Network.enable", json::object(), session, deadline);
         // The origin's service worker must not answer in the network's place.
@@ -110,13 +99,6 @@ struct BrowserCurl::Tab {
     }
     Tab(const Tab &) = delete;
     Tab &operator=(const Tab &) = delete;
-    ~Tab() {
-        try {
-            conn.send("Target.closeTarget", {{"targetId", target}});
-        } catch (const std::exception &) {
-            // the connection is gone; Chromium closes a hidden tab with it
-        }
-    }
 
     // One request. `clean` is set when it ended with nothing of it left in flight (the tab can
     // serve another); `sent` once Chromium started sending it.
@@ -125,8 +107,9 @@ struct BrowserCurl::Tab {
     const int port;
     const std::string browser_ws_path;
     cdp::Connection conn;
-    std::string target;
-    std::string session;
+    HiddenTab tab;
+    const std::string &target;
+    const std::string &session;
     std::string origin; // of the document the tab shows; empty until one is shown
     Clock::time_point last_used;
     bool clean = false;

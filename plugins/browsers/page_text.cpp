@@ -6,6 +6,7 @@
 // blank hidden tab. Either way the page is fetched and parsed by Chromium inside the sandbox; what
 // leaves is at most `max_chars` characters of text.
 #include "page_text.hpp"
+#include "hidden_tab.hpp"
 
 #include <hangar/cdp.hpp>
 
@@ -74,38 +75,8 @@ constexpr const char *kExtract = R"JS(((doc, format, limit, Readability, version
   return {text: text.slice(0, limit), chars: text.length, readable, extractor: used};
 }))JS";
 
-// A hidden background tab of its own, closed with this object.
-struct OwnTab {
-    OwnTab(cdp::Connection &conn, Clock::time_point deadline) : conn(conn) {
-        json created;
-        try {
-            created = conn.call_until("Target.createTarget",
-                                      {{"url", "about:blank"}, {"background", true}, {"hidden", true}}, "", deadline);
-        } catch (const cdp::Failure &e) {
-            if (e.timed_out()) throw;
-            created =
-                conn.call_until("Target.createTarget", {{"url", "about:blank"}, {"background", true}}, "", deadline);
-        }
-        target = created.value("targetId", "");
-        session = conn.call_until("Target.attachToTarget", {{"targetId", target}, {"flatten", true}}, "", deadline)
-                      .value("sessionId", "");
-    }
-    OwnTab(const OwnTab &) = delete;
-    OwnTab &operator=(const OwnTab &) = delete;
-    ~OwnTab() {
-        try {
-            conn.send("Target.closeTarget", {{"targetId", target}});
-        } catch (const std::exception &) {
-            // the connection is gone; Chromium closes a hidden tab with it
-        }
-    }
-    cdp::Connection &conn;
-    std::string target;
-    std::string session;
-};
-
 // Runs the extractor on `document_expr` in the tab; fills text, text_chars, readable.
-void extract(OwnTab &tab, const std::string &document_expr, const PageTextRequest &r, Clock::time_point deadline,
+void extract(HiddenTab &tab, const std::string &document_expr, const PageTextRequest &r, Clock::time_point deadline,
              json &out) {
     const std::string readability = *kReadabilityJs != '\0'
                                         ? "(() => {" + std::string(kReadabilityJs) + "\nreturn Readability; })()"
@@ -148,7 +119,7 @@ bool html(const std::string &content_type) {
 
 void render(int port, const std::string &ws_path, const PageTextRequest &r, Clock::time_point deadline, json &out) {
     cdp::Connection conn(port, ws_path, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
-    OwnTab tab(conn, deadline);
+    HiddenTab tab(conn, deadline);
     conn.call_until("Page.enable", json::object(), tab.session, deadline);
     conn.call_until("Network.enable", json::object(), tab.session, deadline);
     int nav = conn.send("Page.navigate", {{"url", r.url}}, tab.session);
@@ -206,7 +177,7 @@ void curl_mode(int port, const std::string &ws_path, BrowserCurl &curl, const Pa
     // The 1 MiB page read cap: what is parsed is the answer's first MiB.
     std::string body = valid_utf8(std::string_view(answer.body).substr(0, 1 << 20));
     cdp::Connection conn(port, ws_path, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
-    OwnTab tab(conn, deadline);
+    HiddenTab tab(conn, deadline);
     const std::string doc =
         html(type) ? "(() => { const d = new DOMParser().parseFromString(" + json(body).dump() +
                          ", 'text/html'); const b = d.createElement('base'); b.href = " + out["final_url"].dump() +

@@ -254,3 +254,19 @@ def wait_for(fn, timeout: float = 30, interval: float = 0.25, what: str = "condi
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}" + (f": {last}" if last else ""))
         time.sleep(interval)
+
+
+def config_dir(d: str, main: dict[str, str], plugins: dict[str, str]) -> str:
+    """The repository's etc/ copied into `d`, with the `key = value` lines of hangar.ini named in
+    `main` replaced and each plugins[name] appended to plugins.d/<name>.ini; the path of hangar.ini."""
+    shutil.copytree(REPO / "etc", d, dirs_exist_ok=True)
+    path = Path(d) / "hangar.ini"
+    text = path.read_text()
+    for key, value in main.items():
+        text, n = re.subn(rf"^{re.escape(key)} =.*$", f"{key} = {value}", text, count=1, flags=re.M)
+        assert n == 1, key
+    path.write_text(text)
+    for name, extra in plugins.items():
+        f = Path(d) / "plugins.d" / f"{name}.ini"
+        f.write_text(f.read_text() + "\n" + extra + "\n")
+    return str(path)

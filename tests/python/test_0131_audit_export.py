@@ -33,8 +33,8 @@ import pytest
 import kernel
 from kernel import Kernel
 
-from conftest import ALLOWED_PORTS, launched, postgres, wait_for
-from test_0131_export import config_dir, free_port
+from conftest import ALLOWED_PORTS, config_dir, launched, postgres, wait_for
+from test_0131_export import free_port
 
 KEY_ID, SECRET = "AKIAHANGARTEST000001", "hangar-test-secret-key-never-stored-in-clear"
 

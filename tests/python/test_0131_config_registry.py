@@ -17,8 +17,6 @@ from __future__ import annotations
 import contextlib
 import http.server
 import os
-import re
-import shutil
 import subprocess
 import tempfile
 import time
@@ -30,7 +28,7 @@ import kernel
 import pytest
 from kernel import Kernel
 
-from conftest import ALLOWED_PORTS, REPO, launched, serving, wait_for
+from conftest import ALLOWED_PORTS, config_dir, launched, serving, wait_for
 
 BOT_PAGE = """<!doctype html><html><head><title>Loading</title></head><body><p id=msg>checking</p>
 <script>
@@ -71,22 +69,6 @@ class ProxyOnlySite(http.server.BaseHTTPRequestHandler):
 
     def log_message(self, *args: object) -> None:
         pass
-
-
-def config_dir(d: str, main: dict[str, str], plugins: dict[str, str]) -> str:
-    """The repository's etc/ copied into `d`, hangar.ini's `key = value` lines in `main` replaced and
-    plugins[name] appended to plugins.d/<name>.ini; the path of hangar.ini."""
-    shutil.copytree(REPO / "etc", d, dirs_exist_ok=True)
-    path = Path(d) / "hangar.ini"
-    text = path.read_text()
-    for key, value in main.items():
-        text, n = re.subn(rf"^{re.escape(key)} =.*$", f"{key} = {value}", text, count=1, flags=re.M)
-        assert n == 1, key
-    path.write_text(text)
-    for name, extra in plugins.items():
-        f = Path(d) / "plugins.d" / f"{name}.ini"
-        f.write_text(f.read_text() + "\n" + extra + "\n")
-    return str(path)
 
 
 @contextlib.contextmanager

@@ -18,7 +18,6 @@ import http.server
 import json
 import os
 import re
-import shutil
 import socket
 import subprocess
 import tempfile
@@ -31,7 +30,7 @@ import pytest
 import kernel
 from kernel import Kernel
 
-from conftest import ALLOWED_PORTS, HANGAR_BIN, REPO, launched, postgres, serving, wait_for
+from conftest import ALLOWED_PORTS, HANGAR_BIN, config_dir, launched, postgres, serving, wait_for
 
 OTELCOL = os.environ.get("HANGAR_OTELCOL") or str(
     Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "hangar-tools" / "otelcol-v0.165.0" / "hangar-otelcol")
@@ -137,22 +136,6 @@ def collector() -> Iterator[Collector]:
             yield c
         finally:
             c.stop()
-
-
-def config_dir(d: str, main: dict[str, str], plugins: dict[str, str]) -> str:
-    """The repository's etc/ copied into `d`, with the `key = value` lines of hangar.ini named in
-    `main` replaced and each plugins[name] appended to plugins.d/<name>.ini; the path of hangar.ini."""
-    shutil.copytree(REPO / "etc", d, dirs_exist_ok=True)
-    path = Path(d) / "hangar.ini"
-    text = path.read_text()
-    for key, value in main.items():
-        text, n = re.subn(rf"^{re.escape(key)} =.*$", f"{key} = {value}", text, count=1, flags=re.M)
-        assert n == 1, key
-    path.write_text(text)
-    for name, extra in plugins.items():
-        f = Path(d) / "plugins.d" / f"{name}.ini"
-        f.write_text(f.read_text() + "\n" + extra + "\n")
-    return str(path)
 
 
 @pytest.fixture(scope="module")
