@@ -204,14 +204,21 @@ def browser(client: kernel.Kernel) -> Iterator[object]:
             pass
 
 
+def reply(handler: http.server.BaseHTTPRequestHandler, status: int, body: bytes | str,
+          content_type: str = "text/html; charset=utf-8") -> None:
+    """One whole answer from a test's HTTP handler: status, type, length and body."""
+    data = body.encode() if isinstance(body, str) else body
+    handler.send_response(status)
+    handler.send_header("content-type", content_type)
+    handler.send_header("content-length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)
+
+
 class _Pages(http.server.BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802 (the stdlib's name)
         body = f"<!doctype html><html><head><title>{PAGE_TITLE}</title></head><body><h1>hi</h1></body></html>"
-        self.send_response(200)
-        self.send_header("content-type", "text/html; charset=utf-8")
-        self.send_header("content-length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body.encode())
+        reply(self, 200, body)
 
     def log_message(self, *args: object) -> None:
         pass

@@ -31,7 +31,7 @@ import pytest
 import kernel
 from kernel import Kernel
 
-from conftest import ALLOWED_PORTS, PAGE_TITLE, serving, wait_for
+from conftest import ALLOWED_PORTS, PAGE_TITLE, reply, serving, wait_for
 
 # ---- the pages ----------------------------------------------------------------------------------
 
@@ -112,11 +112,7 @@ class _Pages(http.server.BaseHTTPRequestHandler):
             return
         title, body = found
         html = f"<!doctype html><html><head><title>{title}</title></head><body>{body}</body></html>".encode()
-        self.send_response(200)
-        self.send_header("content-type", "text/html; charset=utf-8")
-        self.send_header("content-length", str(len(html)))
-        self.end_headers()
-        self.wfile.write(html)
+        reply(self, 200, html)
 
     def log_message(self, *args: object) -> None:
         pass

@@ -28,7 +28,7 @@ import kernel
 import pytest
 from kernel import Kernel
 
-from conftest import ALLOWED_PORTS, config_dir, launched, serving, wait_for
+from conftest import ALLOWED_PORTS, config_dir, launched, reply, serving, wait_for
 
 BOT_PAGE = """<!doctype html><html><head><title>Loading</title></head><body><p id=msg>checking</p>
 <script>
@@ -46,11 +46,7 @@ BOT_PAGE = """<!doctype html><html><head><title>Loading</title></head><body><p i
 class BotSite(http.server.BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802
         body = BOT_PAGE.encode()
-        self.send_response(200)
-        self.send_header("content-type", "text/html; charset=utf-8")
-        self.send_header("content-length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        reply(self, 200, body)
 
     def log_message(self, *args: object) -> None:
         pass
@@ -61,11 +57,7 @@ class ProxyOnlySite(http.server.BaseHTTPRequestHandler):
         proxied = "tinyproxy" in (self.headers.get("Via") or "")
         body = (b"<!doctype html><title>Proxy shop</title><p>hello, proxied visitor</p>" if proxied
                 else b"<!doctype html><title>Forbidden</title><p>direct visitors are refused</p>")
-        self.send_response(200 if proxied else 403)
-        self.send_header("content-type", "text/html; charset=utf-8")
-        self.send_header("content-length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        reply(self, 200 if proxied else 403, body)
 
     def log_message(self, *args: object) -> None:
         pass

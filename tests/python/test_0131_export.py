@@ -30,7 +30,7 @@ import pytest
 import kernel
 from kernel import Kernel
 
-from conftest import ALLOWED_PORTS, HANGAR_BIN, config_dir, launched, postgres, serving, wait_for
+from conftest import ALLOWED_PORTS, HANGAR_BIN, config_dir, launched, postgres, reply, serving, wait_for
 
 OTELCOL = os.environ.get("HANGAR_OTELCOL") or str(
     Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "hangar-tools" / "otelcol-v0.165.0" / "hangar-otelcol")
@@ -526,11 +526,7 @@ class _Receiver(http.server.BaseHTTPRequestHandler):
         # ExportLogsServiceResponse{partial_success (1): {rejected_log_records (1): 1}}, by hand.
         answer = b"\x0a\x02\x08\x01" if kind == "application/x-protobuf" else \
             json.dumps({"partialSuccess": {"rejectedLogRecords": "1"}}).encode()
-        self.send_response(200)
-        self.send_header("content-type", kind)
-        self.send_header("content-length", str(len(answer)))
-        self.end_headers()
-        self.wfile.write(answer)
+        reply(self, 200, answer, kind)
 
     def log_message(self, *args: object) -> None:
         pass

@@ -23,7 +23,7 @@ import pytest
 import kernel
 from kernel import Kernel
 
-from conftest import ALLOWED_PORTS, serving, wait_for
+from conftest import ALLOWED_PORTS, reply, serving, wait_for
 
 WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"  # RFC 6455 §1.3
 
@@ -48,11 +48,7 @@ class _Origin(http.server.BaseHTTPRequestHandler):
             self.close_connection = True
             return
         body = f"<!doctype html><title>origin {self.path}</title><p>ok</p>".encode()
-        self.send_response(200)
-        self.send_header("content-type", "text/html; charset=utf-8")
-        self.send_header("content-length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        reply(self, 200, body)
 
     def log_message(self, *args: object) -> None:
         pass

@@ -27,7 +27,7 @@ import pytest
 import kernel
 from kernel import Kernel
 
-from conftest import REPO, launched, serving
+from conftest import REPO, launched, reply, serving
 
 sys.path.insert(0, str(REPO / "tests" / "tools" / "searx"))
 import searx_server  # noqa: E402  (tests/tools/searx: the searx the fuzz run uses too)
@@ -313,11 +313,7 @@ class Pages(http.server.BaseHTTPRequestHandler):
             time.sleep(6)
         if path == "/file.pdf":
             data = b"%PDF-1.4 not really"
-            self.send_response(200)
-            self.send_header("Content-Type", "application/pdf")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            reply(self, 200, data, "application/pdf")
             return
         body = {"/article": ARTICLE, "/moved": MOVED, "/big": BIG, "/slow": ARTICLE}.get(path)
         if body is None:

@@ -22,7 +22,7 @@ import pytest
 import kernel
 from kernel import Kernel
 
-from conftest import ALLOWED_PORTS, launched, serving, wait_for
+from conftest import ALLOWED_PORTS, launched, reply, serving, wait_for
 
 # Every secret this module stores: none may ever appear in the server's output or a response.
 PASSWORD = "pw-" + secrets.token_hex(12)
@@ -648,11 +648,7 @@ class _Pages(http.server.BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802 (the stdlib's name)
         body = (TOOL_PAGE if self.path.startswith("/tools") else WEBAUTHN_PAGE if self.path.startswith("/webauthn")
                 else LOGIN_PAGE)
-        self.send_response(200)
-        self.send_header("content-type", "text/html; charset=utf-8")
-        self.send_header("content-length", str(len(body.encode())))
-        self.end_headers()
-        self.wfile.write(body.encode())
+        reply(self, 200, body)
 
     def log_message(self, *args: object) -> None:
         pass
@@ -883,11 +879,7 @@ class _Connect(http.server.BaseHTTPRequestHandler):
 
     def _reply(self, status: int, body: object) -> None:
         data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        reply(self, status, data, "application/json")
 
     def log_message(self, *args: object) -> None:
         pass
