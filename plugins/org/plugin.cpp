@@ -234,6 +234,9 @@ private:
         hangar::Validation v;
         for (const auto &[field, message] : parsed.problems)
             v.fail(field, message);
+        // Only a policy whose every statement parsed is checked against the org: its statements'
+        // indexes are then the request's, so the fields named below are the right ones.
+        v.throw_if_failed("invalid API key policy");
         for (std::size_t i = 0; i < parsed.statements.size(); ++i) {
             const auto r = hangar::key_policy::parse_resource(parsed.statements[i].resource);
             const std::string at = "policy.statements[" + std::to_string(i) + "].resource";
