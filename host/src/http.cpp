@@ -405,7 +405,7 @@ private:
         if (req.caller && req.caller->policy) {
             scoped = scope_need(req.method, *match.pattern);
             json body;
-            if ((req.method == "POST" || req.method == "PATCH") && match.pattern->rfind("/browsers", 0) == 0)
+            if (scope_reads_body(req.method, *match.pattern))
                 if (const std::string *text = request_body(req); text && !text->empty())
                     body = json::parse(*text, nullptr, false);
             if (auto refusal = scope_check(*req.caller->policy, *scoped, req.method, *match.pattern, req.params, body,

@@ -182,9 +182,13 @@ std::optional<ScopeRefusal> scope_check(const std::vector<key_policy::Statement>
     }
     }
     // What a browser create or update attaches needs its own grant.
-    if (kind == "browsers" && (method == "POST" || method == "PATCH") && split(pattern).size() <= 2)
-        return attachments(statements, body, org, project);
+    if (scope_reads_body(method, pattern)) return attachments(statements, body, org, project);
     return std::nullopt;
+}
+
+bool scope_reads_body(const std::string &method, const std::string &pattern) {
+    auto seg = split(pattern);
+    return (method == "POST" || method == "PATCH") && !seg.empty() && seg[0] == "browsers" && seg.size() <= 2;
 }
 
 std::string scope_filter_list(const std::vector<key_policy::Statement> &statements, const ScopeNeed &need,

@@ -31,6 +31,10 @@ struct ScopeNeed {
 // `pattern` is the matched route pattern ("/browsers/{id_or_name}/fs/read_file").
 ScopeNeed scope_need(const std::string &method, const std::string &pattern);
 
+// Whether the check reads the request's body: a browser's create or update, whose attachments
+// need their own grants.
+bool scope_reads_body(const std::string &method, const std::string &pattern);
+
 struct ScopeRefusal {
     std::string message;
 };
